@@ -1,0 +1,295 @@
+//! Offline consistency check. Reads every live inode and its whole log
+//! (every entry's checksum), then cross-checks: no page owned twice, every
+//! dentry points at a live inode of the right type, every live inode is
+//! reachable from the root, link counts equal the names (and subdirectories)
+//! that point at them, and — after a clean unmount — the saved free lists
+//! are exactly the pages and inode slots nobody uses.
+//!
+//! Like a mount, fsck first replays committed journal transactions: they are
+//! part of the file system's state. It changes nothing else.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use pm::Region;
+
+use crate::alloc::PageAllocator;
+use crate::ctx::Ctx;
+use crate::error::Result;
+use crate::inode::{Body, FileType, Ino, InodeState, InodeTables, ROOT_INO};
+use crate::journal::Journal;
+use crate::layout::{
+    decode, ftype_of_mode, Inode, CHUNK_PAGES, CHUNK_SIZE, INODES_PER_CHUNK, INODE_LIVE,
+    INODE_SIZE, PAGE_SIZE, STATE_CLEAN,
+};
+use crate::log::Bounds;
+use crate::recovery::{self, resources};
+
+/// What fsck found.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// Inconsistencies: each one makes the exit status 1.
+    pub problems: Vec<String>,
+    /// Facts worth telling that are not problems.
+    pub notes: Vec<String>,
+    pub inodes: u64,
+    pub directories: u64,
+    pub files: u64,
+    pub pages_used: u64,
+    pub pages_free: u64,
+    pub clean: bool,
+}
+
+impl Report {
+    pub fn is_clean(&self) -> bool {
+        self.problems.is_empty()
+    }
+}
+
+/// Facts gathered about one live inode.
+struct Seen {
+    kind: FileType,
+    nlink: u32,
+    /// (name, target, ftype) for directories.
+    entries: Vec<(Vec<u8>, Ino, u8)>,
+    parent: Ino,
+}
+
+/// Checks the image on `region`. `progress(done, total)` is called as
+/// inode-table chunks are scanned.
+pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Report> {
+    let mut rep = Report::default();
+    let r = &*region;
+    let (sb, primary_bad) = recovery::read_superblock(r)?;
+    if primary_bad {
+        rep.problems.push(
+            "primary superblock is damaged (the replica is intact; a mount repairs it)".into(),
+        );
+    }
+    rep.clean = sb.state == STATE_CLEAN;
+    let replayed = Journal::recover(r, &sb)?;
+    if replayed > 0 {
+        rep.notes.push(format!(
+            "replayed {replayed} committed journal transaction(s)"
+        ));
+    }
+    let bounds = Bounds {
+        data_start: sb.data_start,
+        data_end: sb.data_end,
+    };
+    let tables = InodeTables::load(r, &sb, bounds)?;
+    let mut owner: HashMap<u64, Ino> = HashMap::new();
+    let mut own = |rep: &mut Report, page: u64, ino: Ino| {
+        if let Some(prev) = owner.insert(page, ino) {
+            rep.problems.push(format!(
+                "page {page:#x} is used by inode {prev} and inode {ino}"
+            ));
+        }
+    };
+    for c in tables.all_chunks() {
+        for i in 0..CHUNK_PAGES {
+            own(&mut rep, c + i * PAGE_SIZE, 0);
+        }
+    }
+    let mut seen: HashMap<Ino, Seen> = HashMap::new();
+    let mut free_slots: Vec<Ino> = Vec::new();
+    let total: u64 = (0..tables.shard_count() as usize)
+        .map(|s| tables.slots(s).len() as u64)
+        .sum();
+    let mut done = 0;
+    let mut buf = vec![0u8; CHUNK_SIZE as usize];
+    for shard in 0..tables.shard_count() as usize {
+        for (base, chunk) in tables.slots(shard) {
+            r.read(chunk, &mut buf)?;
+            for slot in 0..INODES_PER_CHUNK {
+                let ino = tables.ino_of(shard, base + slot);
+                let at = (slot * INODE_SIZE) as usize;
+                let rec: Inode = decode(&buf[at..at + INODE_SIZE as usize])?;
+                if rec.state != INODE_LIVE {
+                    free_slots.push(ino);
+                    continue;
+                }
+                rep.inodes += 1;
+                let st = match InodeState::load(r, bounds, chunk + slot * INODE_SIZE, &rec) {
+                    Ok(st) => st,
+                    Err(e) => {
+                        rep.problems.push(format!("inode {ino}: {e}"));
+                        continue;
+                    }
+                };
+                if rec.ino != ino {
+                    rep.problems
+                        .push(format!("inode slot {ino} holds inode number {}", rec.ino));
+                }
+                for p in resources(&st) {
+                    own(&mut rep, p, ino);
+                }
+                seen.insert(ino, describe(&st));
+            }
+            done += 1;
+            progress(done, total);
+        }
+    }
+    check_tree(&mut rep, &seen);
+    rep.pages_used = owner.len() as u64;
+    if rep.clean {
+        check_free_lists(&mut rep, &region, &sb, bounds, &owner, &free_slots)?;
+    } else {
+        rep.notes.push(
+            "image was not cleanly unmounted: free space is rebuilt by the next mount".into(),
+        );
+        rep.pages_free = (sb.data_end - sb.data_start) / PAGE_SIZE - rep.pages_used;
+    }
+    Ok(rep)
+}
+
+fn describe(st: &InodeState) -> Seen {
+    let a = st.attr();
+    let (entries, parent) = match &st.meta.body {
+        Body::Dir(d) => (
+            d.iter()
+                .map(|(n, e)| (n.to_vec(), e.ino, e.ftype))
+                .collect(),
+            d.parent(),
+        ),
+        _ => (Vec::new(), 0),
+    };
+    Seen {
+        kind: a.kind,
+        nlink: a.nlink,
+        entries,
+        parent,
+    }
+}
+
+/// Reachability, dentry targets and link counts.
+fn check_tree(rep: &mut Report, seen: &HashMap<Ino, Seen>) {
+    let Some(root) = seen.get(&ROOT_INO) else {
+        rep.problems
+            .push("the root directory (inode 1) is missing".into());
+        return;
+    };
+    if root.kind != FileType::Directory || root.parent != ROOT_INO {
+        rep.problems.push("inode 1 is not a root directory".into());
+    }
+    let mut names: HashMap<Ino, u32> = HashMap::new();
+    let mut subdirs: HashMap<Ino, u32> = HashMap::new();
+    let mut queue = VecDeque::from([ROOT_INO]);
+    let mut visited = std::collections::HashSet::from([ROOT_INO]);
+    while let Some(dir) = queue.pop_front() {
+        let Some(d) = seen.get(&dir) else { continue };
+        for (name, target, ftype) in &d.entries {
+            let shown = String::from_utf8_lossy(name);
+            let Some(t) = seen.get(target) else {
+                rep.problems.push(format!(
+                    "directory {dir}: entry '{shown}' points to missing inode {target}"
+                ));
+                continue;
+            };
+            if ftype_of_mode(t.kind.mode_bits()) != *ftype {
+                rep.problems.push(format!(
+                    "directory {dir}: entry '{shown}' has the wrong file type"
+                ));
+            }
+            *names.entry(*target).or_default() += 1;
+            if t.kind == FileType::Directory {
+                *subdirs.entry(dir).or_default() += 1;
+                if t.parent != dir {
+                    rep.problems.push(format!(
+                        "directory {target} ('{shown}') has '..' = {} instead of {dir}",
+                        t.parent
+                    ));
+                }
+                if !visited.insert(*target) {
+                    rep.problems
+                        .push(format!("directory {target} has more than one name"));
+                    continue;
+                }
+                queue.push_back(*target);
+            }
+        }
+    }
+    for (&ino, s) in seen {
+        match s.kind {
+            FileType::Directory => rep.directories += 1,
+            _ => rep.files += 1,
+        }
+        let refs = names.get(&ino).copied().unwrap_or(0);
+        if ino != ROOT_INO && refs == 0 {
+            if s.nlink == 0 {
+                rep.notes.push(format!(
+                    "inode {ino} is unlinked but was open at the crash; the next mount reclaims it"
+                ));
+            } else {
+                rep.problems
+                    .push(format!("inode {ino} is not reachable from the root"));
+            }
+            continue;
+        }
+        let expected = if s.kind == FileType::Directory {
+            2 + subdirs.get(&ino).copied().unwrap_or(0)
+        } else {
+            refs
+        };
+        if s.nlink != expected {
+            rep.problems.push(format!(
+                "inode {ino} has link count {} but {expected} links",
+                s.nlink
+            ));
+        }
+    }
+}
+
+/// After a clean unmount the saved free lists must be exactly the unused
+/// pages and slots: anything used and free is a double allocation waiting
+/// to happen, anything neither is leaked.
+fn check_free_lists(
+    rep: &mut Report,
+    region: &Arc<dyn Region>,
+    sb: &crate::layout::Superblock,
+    bounds: Bounds,
+    owner: &HashMap<u64, Ino>,
+    free_slots: &[Ino],
+) -> Result<()> {
+    let r = &**region;
+    let ctx = Ctx {
+        region: region.clone(),
+        alloc: PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize),
+        tables: InodeTables::load(r, sb, bounds)?,
+        journal: Journal::open(r, sb)?,
+        bounds,
+        epoch: sb.epoch,
+    };
+    if let Err(e) = recovery::load_saved_state(&ctx, sb) {
+        rep.problems.push(format!(
+            "image is marked clean but its saved allocator state is unusable: {e}"
+        ));
+        return Ok(());
+    }
+    rep.pages_free = ctx.alloc.free_pages();
+    let mut leaked = 0u64;
+    let mut page = sb.data_start;
+    while page < sb.data_end {
+        match (owner.get(&page), ctx.alloc.is_free(page)) {
+            (Some(ino), true) => rep.problems.push(format!(
+                "page {page:#x} is in use by inode {ino} but listed as free"
+            )),
+            (None, false) => leaked += 1,
+            _ => {}
+        }
+        page += PAGE_SIZE;
+    }
+    if leaked > 0 {
+        rep.problems.push(format!(
+            "{leaked} page(s) are neither in use nor free (leaked)"
+        ));
+    }
+    let saved_free = ctx.tables.free_count();
+    if saved_free != free_slots.len() as u64 {
+        rep.problems.push(format!(
+            "saved state lists {saved_free} free inode slots but {} slots are free",
+            free_slots.len()
+        ));
+    }
+    Ok(())
+}

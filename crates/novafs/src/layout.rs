@@ -1,0 +1,390 @@
+//! Every persistent structure of novafs, declared once (FORMAT.md explains the
+//! same bytes in prose). All integers are little-endian; every persistent
+//! pointer is a byte offset from the start of the region, 0 meaning "none".
+//!
+//! Region map (NOVA §4.1, Figure 1):
+//!
+//! ```text
+//! page 0            superblock (primary)
+//! page 1            journal headers, one 64 B line per shard
+//! page 2            reserved inodes (slot 0 = recovery inode) + inode-table heads
+//! pages 3..         journal rings, `journal_ring_size` bytes per shard
+//! data_start..end   log pages, data pages, inode-table chunks, recovery chain
+//! last page         superblock replica (Fortis §4.2: far from the primary)
+//! ```
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::error::{corrupt, Result};
+
+pub const PAGE_SIZE: u64 = 4096;
+pub const PAGE_SHIFT: u32 = 12;
+pub const CACHELINE: u64 = 64;
+
+/// "NOVAFS" + format generation, as a little-endian u64.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"NOVAFS\0\x01");
+/// Current on-media format version. History: 1 — first format.
+pub const VERSION: u32 = 1;
+
+/// Shards ("CPUs", DESIGN.md §5) are capped so the header pages stay one page.
+pub const MAX_SHARDS: u32 = 64;
+pub const JOURNAL_RING_SIZE: u64 = 64 * 1024;
+
+pub const SUPERBLOCK_OFF: u64 = 0;
+pub const JOURNAL_HEADERS_OFF: u64 = PAGE_SIZE;
+pub const RESERVED_INODES_OFF: u64 = 2 * PAGE_SIZE;
+/// Reserved inode slots at the start of page 2.
+pub const RESERVED_INODES: u64 = 16;
+pub const RECOVERY_INODE_OFF: u64 = RESERVED_INODES_OFF;
+/// Per-shard first inode-table chunk, after the reserved inodes in page 2.
+pub const INODE_HEADS_OFF: u64 = RESERVED_INODES_OFF + RESERVED_INODES * INODE_SIZE;
+pub const JOURNAL_RINGS_OFF: u64 = 3 * PAGE_SIZE;
+
+/// Superblock `state` values.
+pub const STATE_CLEAN: u64 = 1;
+pub const STATE_MOUNTED: u64 = 2;
+
+/// Feature flags reserved for the next wave (Fortis §4.2–4.3); an image that
+/// sets an incompat bit this build does not know is refused.
+pub const FEATURE_INCOMPAT_META_REPLICA: u64 = 1 << 0;
+pub const FEATURE_INCOMPAT_DATA_CSUM: u64 = 1 << 1;
+pub const FEATURE_INCOMPAT_DATA_PARITY: u64 = 1 << 2;
+pub const FEATURES_INCOMPAT_SUPPORTED: u64 = 0;
+
+/// Global file-system information (NOVA §4.1). Rewritten whole, with its
+/// CRC, primary first and then the replica (rule R4).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Superblock {
+    pub magic: u64,
+    pub version: u32,
+    pub block_size: u32,
+    pub features_compat: u64,
+    pub features_incompat: u64,
+    pub features_ro_compat: u64,
+    /// Region size at mkfs.
+    pub size: u64,
+    pub shards: u32,
+    pub inode_size: u32,
+    pub journal_headers_off: u64,
+    pub journal_rings_off: u64,
+    pub journal_ring_size: u64,
+    pub inode_heads_off: u64,
+    pub recovery_inode_off: u64,
+    pub data_start: u64,
+    pub data_end: u64,
+    pub replica_off: u64,
+    /// STATE_CLEAN after a clean unmount, STATE_MOUNTED while in use.
+    pub state: u64,
+    pub mount_count: u64,
+    /// Current snapshot epoch (Fortis §3); stamped into every log entry.
+    pub epoch: u64,
+    pub created_ns: i64,
+    pub mounted_ns: i64,
+    pub uuid: [u8; 16],
+    /// Room for the checksum, parity and replica areas of the next wave.
+    pub reserved: [u64; 32],
+    pub csum: u32,
+    pub pad: u32,
+}
+const _: () = assert!(size_of::<Superblock>() == 440);
+const _: () = assert!(std::mem::offset_of!(Superblock, csum) == 432);
+
+impl Superblock {
+    pub fn compute_csum(&self) -> u32 {
+        crc32c::crc32c(&self.as_bytes()[..std::mem::offset_of!(Superblock, csum)])
+    }
+}
+
+/// A 128-byte inode (NOVA §4.1). `state`, `log_head` and `log_tail` are
+/// mutable commit words; everything from `ino` to `csum` is written once at
+/// creation and covered by `csum`. Current attributes live in the log.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct Inode {
+    /// INODE_FREE or INODE_LIVE ("valid bit"), set through the journal.
+    pub state: u64,
+    pub log_head: u64,
+    /// Commit point of every single-inode update (rules R1, R5).
+    pub log_tail: u64,
+    pub ino: u64,
+    pub generation: u64,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub flags: u32,
+    pub nlink: u32,
+    pub pad0: u32,
+    pub size: u64,
+    pub atime: i64,
+    pub mtime: i64,
+    pub ctime: i64,
+    pub rdev: u64,
+    pub create_epoch: u64,
+    pub delete_epoch: u64,
+    pub csum: u32,
+    pub pad1: u32,
+}
+pub const INODE_SIZE: u64 = 128;
+const _: () = assert!(size_of::<Inode>() == INODE_SIZE as usize);
+pub const INODE_STATE_OFF: u64 = std::mem::offset_of!(Inode, state) as u64;
+pub const INODE_HEAD_OFF: u64 = std::mem::offset_of!(Inode, log_head) as u64;
+pub const INODE_TAIL_OFF: u64 = std::mem::offset_of!(Inode, log_tail) as u64;
+const _: () = assert!(INODE_STATE_OFF == 0 && INODE_HEAD_OFF == 8 && INODE_TAIL_OFF == 16);
+const INODE_CSUM_START: usize = std::mem::offset_of!(Inode, ino);
+const INODE_CSUM_END: usize = std::mem::offset_of!(Inode, csum);
+pub const INODE_FREE: u64 = 0;
+pub const INODE_LIVE: u64 = 1;
+
+impl Inode {
+    pub fn compute_csum(&self) -> u32 {
+        crc32c::crc32c(&self.as_bytes()[INODE_CSUM_START..INODE_CSUM_END])
+    }
+}
+
+/// Inode tables are linked 2 MiB chunks (NOVA §4.1); the last 128-byte slot
+/// of each chunk is this footer instead of an inode.
+pub const CHUNK_SIZE: u64 = 2 * 1024 * 1024;
+pub const CHUNK_PAGES: u64 = CHUNK_SIZE / PAGE_SIZE;
+pub const INODES_PER_CHUNK: u64 = CHUNK_SIZE / INODE_SIZE - 1;
+pub const CHUNK_MAGIC: u64 = u64::from_le_bytes(*b"NVCHUNK1");
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct ChunkFooter {
+    pub magic: u64,
+    /// Next chunk of this shard's table; committed with one 8-byte store.
+    pub next: u64,
+    pub shard: u32,
+    pub index: u32,
+    pub reserved: [u64; 13],
+}
+const _: () = assert!(size_of::<ChunkFooter>() == INODE_SIZE as usize);
+pub const CHUNK_FOOTER_OFF: u64 = CHUNK_SIZE - INODE_SIZE;
+pub const CHUNK_NEXT_OFF: u64 = CHUNK_FOOTER_OFF + std::mem::offset_of!(ChunkFooter, next) as u64;
+
+/// Log pages (and recovery-chain pages) end with a 64-byte footer whose last
+/// word is the next-page pointer.
+pub const LOG_FOOTER_SIZE: u64 = 64;
+pub const LOG_USABLE: u64 = PAGE_SIZE - LOG_FOOTER_SIZE;
+pub const LOG_NEXT_OFF: u64 = PAGE_SIZE - 8;
+
+/// Log entries are whole 64-byte slots and never cross a page.
+pub const SLOT: u64 = 64;
+pub const SLOTS_PER_PAGE: u64 = LOG_USABLE / SLOT;
+
+/// Log entry types. 0 marks the unused rest of a log page.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryType {
+    Write = 1,
+    DentryAdd = 2,
+    DentryRemove = 3,
+    Setattr = 4,
+    LinkChange = 5,
+    Mmap = 6,
+    SnapshotInfo = 7,
+}
+
+impl EntryType {
+    pub fn from_u8(v: u8) -> Option<Self> {
+        Some(match v {
+            1 => Self::Write,
+            2 => Self::DentryAdd,
+            3 => Self::DentryRemove,
+            4 => Self::Setattr,
+            5 => Self::LinkChange,
+            6 => Self::Mmap,
+            7 => Self::SnapshotInfo,
+            _ => return None,
+        })
+    }
+}
+
+/// Common 16-byte head of every log entry.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct EntryHeader {
+    pub etype: u8,
+    /// Entry length in 64-byte slots.
+    pub slots: u8,
+    pub flags: u16,
+    /// CRC32C of the whole entry with this field taken as zero.
+    pub csum: u32,
+    /// Snapshot epoch the entry was written in (Fortis §3).
+    pub epoch: u64,
+}
+const _: () = assert!(size_of::<EntryHeader>() == 16);
+pub const ENTRY_CSUM_OFF: usize = std::mem::offset_of!(EntryHeader, csum);
+
+/// Checksum of an encoded entry, skipping the csum field itself.
+pub fn entry_csum(bytes: &[u8]) -> u32 {
+    let c = crc32c::crc32c(&bytes[..ENTRY_CSUM_OFF]);
+    crc32c::crc32c_append(c, &bytes[ENTRY_CSUM_OFF + 4..])
+}
+
+/// File write (NOVA §4.4): maps `npages` file pages from `pgoff` to the
+/// contiguous data pages at `block`, or unmaps them when `block` is 0 (a
+/// punched hole). Carries the file size and mtime after the write.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct WriteEntry {
+    pub hdr: EntryHeader,
+    pub pgoff: u64,
+    pub block: u64,
+    pub npages: u32,
+    pub pad: u32,
+    pub size: u64,
+    pub mtime: i64,
+    pub reserved: u64,
+}
+const _: () = assert!(size_of::<WriteEntry>() == 64);
+
+/// Directory entry add or remove (NOVA §4.3). Also carries the directory's
+/// own link count and mtime after the change. `seq` is the readdir cookie:
+/// stable for the life of the entry, increasing within a directory.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct DentryHead {
+    pub hdr: EntryHeader,
+    pub ino: u64,
+    pub seq: u64,
+    pub dir_mtime: i64,
+    pub dir_nlink: u32,
+    pub name_len: u8,
+    pub ftype: u8,
+    pub pad: u16,
+}
+pub const DENTRY_HEAD_SIZE: usize = 48;
+const _: () = assert!(size_of::<DentryHead>() == DENTRY_HEAD_SIZE);
+pub const NAME_MAX: usize = 255;
+
+/// Inode update (chmod/chown/utimens/truncate): the full attribute set.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct SetattrEntry {
+    pub hdr: EntryHeader,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub pad: u32,
+    pub size: u64,
+    pub atime: i64,
+    pub mtime: i64,
+    pub ctime: i64,
+}
+const _: () = assert!(size_of::<SetattrEntry>() == 64);
+
+/// Link count change (link, unlink of one of several names, rename victim).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct LinkChangeEntry {
+    pub hdr: EntryHeader,
+    pub nlink: u32,
+    pub pad: u32,
+    pub ctime: i64,
+    pub reserved: [u64; 4],
+}
+const _: () = assert!(size_of::<LinkChangeEntry>() == 64);
+
+/// Atomic-mmap record (NOVA §4.5); reserved for the mmap wave.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct MmapEntry {
+    pub hdr: EntryHeader,
+    pub pgoff: u64,
+    pub npages: u64,
+    pub prot: u64,
+    pub reserved: [u64; 3],
+}
+const _: () = assert!(size_of::<MmapEntry>() == 64);
+
+/// Snapshot creation record in the snapshot inode's log (Fortis §3.2);
+/// reserved for the snapshot wave.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct SnapshotInfoEntry {
+    pub hdr: EntryHeader,
+    pub epoch: u64,
+    pub timestamp: i64,
+    pub reserved: [u64; 4],
+}
+const _: () = assert!(size_of::<SnapshotInfoEntry>() == 64);
+
+/// Per-shard journal header (one cache line each). `head` and `tail` are
+/// monotonically increasing byte counters; position = counter % ring size.
+/// The ring holds committed transactions between head and tail.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct JournalHeader {
+    pub head: u64,
+    /// Commit point of a transaction (rule R2, R5).
+    pub tail: u64,
+    pub reserved: [u64; 6],
+}
+const _: () = assert!(size_of::<JournalHeader>() == 64);
+pub const JOURNAL_HEAD_FIELD: u64 = 0;
+pub const JOURNAL_TAIL_FIELD: u64 = 8;
+
+/// A journal record: `len` new bytes for region offset `addr` follow,
+/// padded to 8 bytes (fine-grained journaling §III-A: only the modified
+/// metadata is journaled).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct JournalRecord {
+    pub addr: u64,
+    pub len: u32,
+    pub pad: u32,
+}
+const _: () = assert!(size_of::<JournalRecord>() == 16);
+
+/// Closes a transaction (fine-grained journaling §III-B): `addr` is
+/// TXN_MARKER so a scan tells it from a record.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct TxnInfo {
+    pub marker: u64,
+    pub count: u32,
+    pub magic: u32,
+    pub txn_id: u64,
+    /// CRC32C of every record of the transaction.
+    pub csum: u32,
+    pub pad: u32,
+}
+const _: () = assert!(size_of::<TxnInfo>() == 32);
+pub const TXN_MARKER: u64 = u64::MAX;
+pub const TXN_MAGIC: u32 = u32::from_le_bytes(*b"TXN1");
+
+/// Header of the allocator state that a clean unmount writes to the
+/// recovery inode's page chain (NOVA §4.7). Followed by `page_ranges` then
+/// `ino_ranges` (start, len) pairs of u64.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct AllocStateHeader {
+    pub magic: u64,
+    pub page_ranges: u64,
+    pub ino_ranges: u64,
+    pub mount_count: u64,
+    /// CRC32C of everything after this header.
+    pub csum: u32,
+    pub pad: u32,
+}
+const _: () = assert!(size_of::<AllocStateHeader>() == 40);
+pub const ALLOC_STATE_MAGIC: u64 = u64::from_le_bytes(*b"NVALLOC1");
+
+/// Reads a plain-old-data structure out of a byte slice taken from media.
+pub fn decode<T: FromBytes + KnownLayout + Immutable + Copy>(bytes: &[u8]) -> Result<T> {
+    T::read_from_prefix(bytes)
+        .map(|(v, _)| v)
+        .map_err(|_| corrupt!("short structure ({} bytes)", bytes.len()))
+}
+
+/// File types as stored in dentries (the S_IFMT bits >> 12).
+pub fn ftype_of_mode(mode: u32) -> u8 {
+    ((mode & libc::S_IFMT) >> 12) as u8
+}
+
+/// Number of slots a dentry with a name of `name_len` bytes takes.
+pub fn dentry_slots(name_len: usize) -> u64 {
+    (DENTRY_HEAD_SIZE as u64 + name_len as u64).div_ceil(SLOT)
+}

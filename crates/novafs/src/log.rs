@@ -1,0 +1,478 @@
+//! Per-inode logs (NOVA §3, §4.1): a singly linked chain of 4 KiB pages of
+//! typed entries. An append writes entries past the tail and makes them
+//! persistent (rule R1); one 8-byte store of the new tail commits them (R5).
+//! The DRAM side ([`Log`]) knows the page chain and how many entries of each
+//! page are still live, which is what fast GC needs (NOVA §4.6).
+
+use std::collections::HashMap;
+
+use pm::Region;
+use zerocopy::{Immutable, IntoBytes};
+
+use crate::alloc::PageAllocator;
+use crate::error::{corrupt, Result};
+use crate::layout::{
+    entry_csum, DentryHead, EntryHeader, EntryType, ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF,
+    LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT,
+};
+
+/// The largest number of pages a log grows by at once; below it the log
+/// doubles (NOVA §4.1 "allocates sufficient new pages to double the log").
+pub const LOG_GROW_MAX: u64 = 64;
+
+/// The largest entry: a dentry with a 255-byte name.
+const MAX_ENTRY: u64 =
+    (crate::layout::DENTRY_HEAD_SIZE as u64 + crate::layout::NAME_MAX as u64).div_ceil(SLOT) * SLOT;
+
+/// The data area, for validating pointers read from media.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub data_start: u64,
+    pub data_end: u64,
+}
+
+impl Bounds {
+    /// True when `off` is a page inside the data area.
+    pub fn is_page(&self, off: u64) -> bool {
+        off.is_multiple_of(PAGE_SIZE) && off >= self.data_start && off < self.data_end
+    }
+
+    /// True when `npages` pages at `off` lie inside the data area.
+    pub fn is_extent(&self, off: u64, npages: u64) -> bool {
+        self.is_page(off)
+            && npages
+                .checked_mul(PAGE_SIZE)
+                .and_then(|b| b.checked_add(off))
+                .is_some_and(|end| end <= self.data_end)
+    }
+
+    /// Upper bound on the pages any chain can have (cycle detection).
+    pub fn max_pages(&self) -> u64 {
+        (self.data_end - self.data_start) / PAGE_SIZE
+    }
+}
+
+/// An encoded log entry: whole slots, header filled in, checksum set.
+#[derive(Clone, Debug)]
+pub struct Entry(Vec<u8>);
+
+impl Entry {
+    /// Encodes a fixed-size entry `body` (whose first field is the header).
+    pub fn new<T: IntoBytes + Immutable>(etype: EntryType, epoch: u64, body: &T) -> Entry {
+        Self::with_tail(etype, epoch, body.as_bytes(), &[])
+    }
+
+    /// Encodes a dentry: its fixed head followed by the name.
+    pub fn dentry(etype: EntryType, epoch: u64, head: &DentryHead, name: &[u8]) -> Entry {
+        Self::with_tail(etype, epoch, head.as_bytes(), name)
+    }
+
+    fn with_tail(etype: EntryType, epoch: u64, fixed: &[u8], tail: &[u8]) -> Entry {
+        let len = (fixed.len() + tail.len()).next_multiple_of(SLOT as usize);
+        let mut buf = vec![0u8; len];
+        buf[..fixed.len()].copy_from_slice(fixed);
+        buf[fixed.len()..fixed.len() + tail.len()].copy_from_slice(tail);
+        let hdr = EntryHeader {
+            etype: etype as u8,
+            slots: (len as u64 / SLOT) as u8,
+            flags: 0,
+            csum: 0,
+            epoch,
+        };
+        buf[..16].copy_from_slice(hdr.as_bytes());
+        let csum = entry_csum(&buf);
+        buf[ENTRY_CSUM_OFF..ENTRY_CSUM_OFF + 4].copy_from_slice(&csum.to_le_bytes());
+        Entry(buf)
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn len(&self) -> u64 {
+        self.0.len() as u64
+    }
+}
+
+/// Live-entry tally of one log page.
+#[derive(Clone, Copy, Debug, Default)]
+struct PageStat {
+    entries: u32,
+    live: u32,
+}
+
+/// Entries written past the tail and persisted, awaiting their commit.
+#[derive(Debug)]
+pub struct Pending {
+    /// Offset of each appended entry, in order.
+    pub offsets: Vec<u64>,
+    /// The tail to store to commit them.
+    pub tail: u64,
+    /// Set when the log was empty: the head to store before the tail.
+    pub new_head: Option<u64>,
+}
+
+/// DRAM view of one inode's log.
+#[derive(Debug, Default)]
+pub struct Log {
+    head: u64,
+    tail: u64,
+    /// The chain in order, including linked spare pages past the tail page.
+    pages: Vec<u64>,
+    stats: HashMap<u64, PageStat>,
+    entries: u64,
+    live: u64,
+}
+
+fn page_of(off: u64) -> u64 {
+    off & !(PAGE_SIZE - 1)
+}
+
+impl Log {
+    /// Reads a log from media, calling `visit(offset, entry bytes)` for every
+    /// committed entry in order. Every pointer and checksum is verified.
+    pub fn load(
+        region: &dyn Region,
+        bounds: Bounds,
+        head: u64,
+        tail: u64,
+        mut visit: impl FnMut(&mut Log, u64, &[u8]) -> Result<()>,
+    ) -> Result<Log> {
+        let mut log = Log {
+            head,
+            tail,
+            ..Log::default()
+        };
+        if head == 0 {
+            return if tail == 0 {
+                Ok(log)
+            } else {
+                Err(corrupt!("log tail {tail:#x} without a head"))
+            };
+        }
+        let mut buf = vec![0u8; PAGE_SIZE as usize];
+        let mut page = head;
+        let mut tail_seen = tail == 0;
+        loop {
+            if !bounds.is_page(page) {
+                return Err(corrupt!("log page pointer {page:#x} outside the data area"));
+            }
+            if log.pages.len() as u64 >= bounds.max_pages() {
+                return Err(corrupt!("log chain from {head:#x} loops"));
+            }
+            region.read(page, &mut buf)?;
+            log.pages.push(page);
+            let mut pos = 0u64;
+            while !tail_seen && pos < LOG_USABLE {
+                if page + pos == tail {
+                    tail_seen = true;
+                    break;
+                }
+                let etype = buf[pos as usize];
+                if etype == 0 {
+                    break;
+                }
+                let len = u64::from(buf[pos as usize + 1]) * SLOT;
+                if len == 0 || pos + len > LOG_USABLE {
+                    return Err(corrupt!("log entry at {:#x} has a bad length", page + pos));
+                }
+                let bytes = &buf[pos as usize..(pos + len) as usize];
+                let stored = u32::from_le_bytes([
+                    bytes[ENTRY_CSUM_OFF],
+                    bytes[ENTRY_CSUM_OFF + 1],
+                    bytes[ENTRY_CSUM_OFF + 2],
+                    bytes[ENTRY_CSUM_OFF + 3],
+                ]);
+                if entry_csum(bytes) != stored {
+                    return Err(corrupt!(
+                        "log entry at {:#x} fails its checksum",
+                        page + pos
+                    ));
+                }
+                log.count_new(page + pos);
+                visit(&mut log, page + pos, bytes)?;
+                pos += len;
+            }
+            if page + pos == tail {
+                tail_seen = true;
+            }
+            let next =
+                u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
+            if next == 0 {
+                break;
+            }
+            page = next;
+        }
+        if !tail_seen {
+            return Err(corrupt!(
+                "log tail {tail:#x} is not in the chain from {head:#x}"
+            ));
+        }
+        Ok(log)
+    }
+
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    pub fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    /// Every page of the chain, spare pages included.
+    pub fn pages(&self) -> &[u64] {
+        &self.pages
+    }
+
+    /// Entries in the log, dead or alive.
+    pub fn entry_count(&self) -> u64 {
+        self.entries
+    }
+
+    fn count_new(&mut self, off: u64) {
+        let st = self.stats.entry(page_of(off)).or_default();
+        st.entries += 1;
+        st.live += 1;
+        self.entries += 1;
+        self.live += 1;
+    }
+
+    /// Marks the entry at `off` dead (NOVA §4.6 rules, decided by the caller).
+    pub fn kill(&mut self, off: u64) {
+        if let Some(st) = self.stats.get_mut(&page_of(off)) {
+            debug_assert!(st.live > 0, "entry {off:#x} killed twice");
+            st.live = st.live.saturating_sub(1);
+            self.live = self.live.saturating_sub(1);
+        }
+    }
+
+    /// Index in `pages` of the page holding the tail (the append page).
+    fn tail_index(&self) -> Option<usize> {
+        if self.tail == 0 {
+            return None;
+        }
+        let tp = if self.tail.is_multiple_of(PAGE_SIZE) {
+            self.tail - PAGE_SIZE
+        } else {
+            page_of(self.tail)
+        };
+        self.pages.iter().position(|&p| p == tp)
+    }
+
+    /// Where each of `lens` would go, starting at the tail: the offsets, or
+    /// `None` when the chain is too short and must grow.
+    fn place(&self, lens: impl Iterator<Item = u64>) -> Option<(Vec<u64>, u64)> {
+        let mut idx = self.tail_index();
+        let mut pos = self.tail;
+        let mut offs = Vec::new();
+        for len in lens {
+            let fits = idx.is_some_and(|i| pos - self.pages[i] + len <= LOG_USABLE);
+            if !fits {
+                let next = idx.map_or(0, |i| i + 1);
+                if next >= self.pages.len() {
+                    return None;
+                }
+                idx = Some(next);
+                pos = self.pages[next];
+            }
+            offs.push(pos);
+            pos += len;
+        }
+        Some((offs, pos))
+    }
+
+    /// True when appending `entries` needs new pages (the moment to GC).
+    pub fn needs_growth(&self, entries: &[Entry]) -> bool {
+        self.place(entries.iter().map(Entry::len)).is_none()
+    }
+
+    /// Writes `entries` after the tail, growing the chain when needed, and
+    /// flushes them. Nothing is visible until the tail is committed.
+    pub fn append(
+        &mut self,
+        region: &dyn Region,
+        alloc: &PageAllocator,
+        entries: &[Entry],
+    ) -> Result<Pending> {
+        let lens = || entries.iter().map(Entry::len);
+        let (offs, end) = match self.place(lens()) {
+            Some(p) => p,
+            None => {
+                // A page wastes at most one largest entry less a slot at its end.
+                let per_page = LOG_USABLE - (MAX_ENTRY - SLOT);
+                let need = entries
+                    .iter()
+                    .map(Entry::len)
+                    .sum::<u64>()
+                    .div_ceil(per_page);
+                self.grow(region, alloc, need)?;
+                self.place(lens())
+                    .ok_or_else(|| corrupt!("log growth did not make room"))?
+            }
+        };
+        let new_head = (self.head == 0).then(|| self.pages[0]);
+        // Mark the unused rest of a page we leave, so a stale entry from an
+        // earlier, uncommitted append is never read back as live.
+        let mut cursor = if self.tail == 0 {
+            self.pages[0]
+        } else {
+            self.tail
+        };
+        for (e, &off) in entries.iter().zip(&offs) {
+            if page_of(off) != page_of(cursor)
+                && cursor % PAGE_SIZE != 0
+                && cursor % PAGE_SIZE < LOG_USABLE
+            {
+                region.write(cursor, &[0u8; 16])?;
+                region.flush(cursor, 16)?;
+            }
+            region.write(off, e.bytes())?;
+            region.flush(off, e.len())?;
+            cursor = off + e.len();
+        }
+        Ok(Pending {
+            offsets: offs,
+            tail: end,
+            new_head,
+        })
+    }
+
+    /// Adds at least `need` pages: doubles the log up to LOG_GROW_MAX pages.
+    fn grow(&mut self, region: &dyn Region, alloc: &PageAllocator, need: u64) -> Result<()> {
+        let n = need.max((self.pages.len() as u64).clamp(1, LOG_GROW_MAX));
+        let extents = alloc.alloc(n)?;
+        let new: Vec<u64> = extents
+            .iter()
+            .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
+            .collect();
+        let init = || -> Result<()> {
+            for (i, &p) in new.iter().enumerate() {
+                region.zero_nt(p, PAGE_SIZE)?;
+                if let Some(&next) = new.get(i + 1) {
+                    region.store_u64(p + LOG_NEXT_OFF, next)?;
+                    region.flush(p + LOG_NEXT_OFF, 8)?;
+                }
+            }
+            // New pages are persistent before the pointer that links them
+            // (R1: nothing reachable from a committed pointer is garbage).
+            region.fence();
+            if let Some(&last) = self.pages.last() {
+                region.store_u64(last + LOG_NEXT_OFF, new[0])?;
+                region.flush(last + LOG_NEXT_OFF, 8)?;
+            }
+            Ok(())
+        };
+        if let Err(e) = init() {
+            for x in extents {
+                alloc.free(x.off, x.npages);
+            }
+            return Err(e);
+        }
+        self.pages.extend(new);
+        Ok(())
+    }
+
+    /// Commits `p` as a single-inode update: rule R1 (entries and head are
+    /// persistent) then R5 (one 8-byte tail store, flushed and fenced). The
+    /// DRAM view is updated separately by [`Log::committed`].
+    pub fn commit(&self, region: &dyn Region, inode_off: u64, p: &Pending) -> Result<()> {
+        if let Some(h) = p.new_head {
+            region.store_u64(inode_off + INODE_HEAD_OFF, h)?;
+            region.flush(inode_off + INODE_HEAD_OFF, 8)?;
+        }
+        region.fence(); // R1
+        region
+            .commit_u64(inode_off + INODE_TAIL_OFF, p.tail) // R5
+            .map_err(Into::into)
+    }
+
+    /// Updates the DRAM view after `p` was committed (directly or by a
+    /// journal transaction).
+    pub fn committed(&mut self, p: &Pending) {
+        if let Some(h) = p.new_head {
+            self.head = h;
+        }
+        self.tail = p.tail;
+        for &off in &p.offsets {
+            self.count_new(off);
+        }
+    }
+
+    /// Fast GC (NOVA §4.6, Figure 5a): unlinks every page before the tail page
+    /// whose entries are all dead, with one 8-byte pointer store each, then
+    /// frees them (R3: after the stores are durable). Returns pages freed.
+    pub fn fast_gc(
+        &mut self,
+        region: &dyn Region,
+        inode_off: u64,
+        alloc: &PageAllocator,
+    ) -> Result<u64> {
+        let Some(tail_idx) = self.tail_index() else {
+            return Ok(0);
+        };
+        let dead: Vec<usize> = (0..tail_idx)
+            .filter(|&i| self.stats.get(&self.pages[i]).is_none_or(|s| s.live == 0))
+            .collect();
+        if dead.is_empty() {
+            return Ok(0);
+        }
+        let mut keep = Vec::with_capacity(self.pages.len() - dead.len());
+        let mut gap = false;
+        for (i, &p) in self.pages.iter().enumerate() {
+            if dead.binary_search(&i).is_ok() {
+                gap = true;
+                continue;
+            }
+            if gap {
+                // First surviving page after a removed run: relink it.
+                let at = keep
+                    .last()
+                    .map_or(inode_off + INODE_HEAD_OFF, |&pp: &u64| pp + LOG_NEXT_OFF);
+                region.store_u64(at, p)?;
+                region.flush(at, 8)?;
+                gap = false;
+            }
+            keep.push(p);
+        }
+        region.fence(); // R5 for the pointer stores, before R3 frees.
+        for &i in &dead {
+            let p = self.pages[i];
+            if let Some(st) = self.stats.remove(&p) {
+                self.entries -= u64::from(st.entries);
+            }
+            alloc.free(p, 1);
+        }
+        self.head = keep[0];
+        self.pages = keep;
+        Ok(dead.len() as u64)
+    }
+
+    /// Live entries and all entries: thorough GC runs when live < 50%.
+    pub fn live_ratio(&self) -> (u64, u64) {
+        (self.live, self.entries)
+    }
+
+    /// Frees every page of the chain (the inode is gone or the log replaced).
+    pub fn free_pages(&self, alloc: &PageAllocator) {
+        for &p in &self.pages {
+            alloc.free(p, 1);
+        }
+    }
+}
+
+/// Walks a page chain for the recovery scan without parsing entries.
+pub fn chain_pages(region: &dyn Region, bounds: Bounds, head: u64) -> Result<Vec<u64>> {
+    let mut pages = Vec::new();
+    let mut page = head;
+    while page != 0 {
+        if !bounds.is_page(page) {
+            return Err(corrupt!("page pointer {page:#x} outside the data area"));
+        }
+        if pages.len() as u64 >= bounds.max_pages() {
+            return Err(corrupt!("page chain from {head:#x} loops"));
+        }
+        pages.push(page);
+        page = region.load_u64(page + LOG_NEXT_OFF)?;
+    }
+    Ok(pages)
+}

@@ -1,0 +1,308 @@
+//! Scenario tests of the POSIX surface, each checked again after a clean
+//! remount and after a crash (drop without unmount).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use novafs::{
+    Error, FileType, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO, SEEK_DATA, SEEK_HOLE,
+};
+
+#[test]
+fn create_write_read_survives_remount_and_crash() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"hello", 0o644, 1, 2).unwrap();
+    assert_eq!(f.kind, FileType::RegularFile);
+    assert_eq!((f.uid, f.gid, f.perm, f.nlink), (1, 2, 0o644, 1));
+    let data: Vec<u8> = (0..10_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(fs.write(f.ino, 0, &data).unwrap(), data.len());
+    assert_eq!(read_all(&fs, f.ino), data);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert!(fs.mount_report().clean);
+    let f2 = fs.lookup(ROOT_INO, b"hello").unwrap();
+    assert_eq!(f2.ino, f.ino);
+    assert_eq!(read_all(&fs, f.ino), data);
+    fs.write(f.ino, 5000, b"XYZ").unwrap();
+    drop(fs); // crash
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert!(!fs.mount_report().clean);
+    let mut expect = data.clone();
+    expect[5000..5003].copy_from_slice(b"XYZ");
+    assert_eq!(read_all(&fs, f.ino), expect);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn directories_and_namespace_errors() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 3);
+    assert!(matches!(
+        fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0),
+        Err(Error::Exists)
+    ));
+    assert!(matches!(
+        fs.create(ROOT_INO, &[b'a'; 256], 0o644, 0, 0),
+        Err(Error::NameTooLong)
+    ));
+    fs.create(d.ino, b"f", 0o600, 0, 0).unwrap();
+    assert!(matches!(fs.rmdir(ROOT_INO, b"d"), Err(Error::NotEmpty)));
+    assert!(matches!(fs.unlink(ROOT_INO, b"d"), Err(Error::IsDir)));
+    assert!(matches!(fs.rmdir(d.ino, b"f"), Err(Error::NotDir)));
+    assert_eq!(fs.lookup(d.ino, b"..").unwrap().ino, ROOT_INO);
+    fs.unlink(d.ino, b"f").unwrap();
+    assert!(matches!(fs.lookup(d.ino, b"f"), Err(Error::NotFound)));
+    fs.rmdir(ROOT_INO, b"d").unwrap();
+    assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 2);
+    assert!(matches!(fs.getattr(d.ino), Err(Error::NotFound)));
+    let s = fs.symlink(ROOT_INO, b"ln", b"/some/where", 0, 0).unwrap();
+    assert_eq!(fs.readlink(s.ino).unwrap(), b"/some/where");
+    let n = fs
+        .mknod(ROOT_INO, b"fifo", libc::S_IFIFO | 0o644, 0, 0, 0)
+        .unwrap();
+    assert_eq!(n.kind, FileType::NamedPipe);
+    let c = fs
+        .mknod(ROOT_INO, b"chr", libc::S_IFCHR | 0o600, 0x0103, 0, 0)
+        .unwrap();
+    assert_eq!(c.rdev, 0x0103);
+    drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(names(&fs, ROOT_INO), vec!["chr", "fifo", "ln"]);
+    assert_eq!(fs.readlink(s.ino).unwrap(), b"/some/where");
+    assert_eq!(fs.getattr(c.ino).unwrap().rdev, 0x0103);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn rename_forms() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let a = fs.mkdir(ROOT_INO, b"a", 0o755, 0, 0).unwrap();
+    let b = fs.mkdir(ROOT_INO, b"b", 0o755, 0, 0).unwrap();
+    let f = fs.create(a.ino, b"f", 0o644, 0, 0).unwrap();
+    fs.write(f.ino, 0, b"one").unwrap();
+    let g = fs.create(b.ino, b"g", 0o644, 0, 0).unwrap();
+    fs.write(g.ino, 0, b"two").unwrap();
+    // Within a directory.
+    fs.rename(a.ino, b"f", a.ino, b"f2", 0).unwrap();
+    assert_eq!(names(&fs, a.ino), vec!["f2"]);
+    // Across directories over an existing file.
+    fs.rename(a.ino, b"f2", b.ino, b"g", 0).unwrap();
+    assert_eq!(names(&fs, a.ino), Vec::<String>::new());
+    assert_eq!(fs.lookup(b.ino, b"g").unwrap().ino, f.ino);
+    assert!(matches!(fs.getattr(g.ino), Err(Error::NotFound)));
+    // NOREPLACE and EXCHANGE.
+    let h = fs.create(a.ino, b"h", 0o644, 0, 0).unwrap();
+    assert!(matches!(
+        fs.rename(a.ino, b"h", b.ino, b"g", RENAME_NOREPLACE),
+        Err(Error::Exists)
+    ));
+    fs.rename(a.ino, b"h", b.ino, b"g", RENAME_EXCHANGE)
+        .unwrap();
+    assert_eq!(fs.lookup(b.ino, b"g").unwrap().ino, h.ino);
+    assert_eq!(fs.lookup(a.ino, b"h").unwrap().ino, f.ino);
+    // Directory moves fix "..", link counts, and refuse loops.
+    let sub = fs.mkdir(a.ino, b"sub", 0o755, 0, 0).unwrap();
+    assert!(matches!(
+        fs.rename(ROOT_INO, b"a", sub.ino, b"x", 0),
+        Err(Error::Invalid(_))
+    ));
+    fs.rename(a.ino, b"sub", b.ino, b"sub", 0).unwrap();
+    assert_eq!(fs.lookup(sub.ino, b"..").unwrap().ino, b.ino);
+    assert_eq!(fs.getattr(a.ino).unwrap().nlink, 2);
+    assert_eq!(fs.getattr(b.ino).unwrap().nlink, 3);
+    // Directory over an empty directory; then over a non-empty one fails.
+    let e = fs.mkdir(a.ino, b"e", 0o755, 0, 0).unwrap();
+    fs.rename(b.ino, b"sub", a.ino, b"e", 0).unwrap();
+    assert!(matches!(fs.getattr(e.ino), Err(Error::NotFound)));
+    assert_eq!(fs.getattr(a.ino).unwrap().nlink, 3);
+    assert_eq!(fs.getattr(b.ino).unwrap().nlink, 2);
+    fs.create(sub.ino, b"x", 0o644, 0, 0).unwrap();
+    fs.mkdir(b.ino, b"full", 0o755, 0, 0).unwrap();
+    let full = fs.lookup(b.ino, b"full").unwrap();
+    fs.create(full.ino, b"y", 0o644, 0, 0).unwrap();
+    assert!(matches!(
+        fs.rename(a.ino, b"e", b.ino, b"full", 0),
+        Err(Error::NotEmpty)
+    ));
+    drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(names(&fs, a.ino), vec!["e", "h"]);
+    assert_eq!(names(&fs, b.ino), vec!["full", "g"]);
+    assert_eq!(read_all(&fs, f.ino), b"one");
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn hard_links_and_open_unlinked_files() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    fs.write(f.ino, 0, &[7u8; 9000]).unwrap();
+    fs.link(f.ino, ROOT_INO, b"g").unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 2);
+    fs.unlink(ROOT_INO, b"f").unwrap();
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 1);
+    fs.open_handle(f.ino).unwrap();
+    fs.unlink(ROOT_INO, b"g").unwrap();
+    assert_eq!(read_all(&fs, f.ino), vec![7u8; 9000]);
+    let free_before = fs.statfs().blocks_free;
+    fs.release_handle(f.ino).unwrap();
+    assert!(matches!(fs.getattr(f.ino), Err(Error::NotFound)));
+    assert!(fs.statfs().blocks_free > free_before);
+    // Open, unlink, crash: the next mount reclaims it.
+    let h = fs.create(ROOT_INO, b"h", 0o644, 0, 0).unwrap();
+    fs.write(h.ino, 0, &[1u8; 100_000]).unwrap();
+    fs.open_handle(h.ino).unwrap();
+    fs.unlink(ROOT_INO, b"h").unwrap();
+    let free_open = fs.statfs().blocks_free;
+    drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(fs.mount_report().orphans_reclaimed, 1);
+    assert!(fs.statfs().blocks_free > free_open);
+    assert!(matches!(fs.getattr(h.ino), Err(Error::NotFound)));
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn truncate_fallocate_holes_and_seek() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    fs.write(f.ino, 0, &[0xAA; 10_000]).unwrap();
+    fs.setattr(
+        f.ino,
+        &SetAttr {
+            size: Some(5000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    fs.setattr(
+        f.ino,
+        &SetAttr {
+            size: Some(12_000),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let got = read_all(&fs, f.ino);
+    assert_eq!(&got[..5000], &[0xAA; 5000][..]);
+    assert!(
+        got[5000..].iter().all(|&b| b == 0),
+        "extended bytes read as zero"
+    );
+    // Sparse write far away: the hole stays unallocated.
+    fs.write(f.ino, 1 << 30, b"end").unwrap();
+    let a = fs.getattr(f.ino).unwrap();
+    assert_eq!(a.size, (1 << 30) + 3);
+    assert_eq!(
+        a.blocks,
+        3 * 8,
+        "two pages left by the truncate, one at 1 GiB"
+    );
+    assert_eq!(fs.lseek(f.ino, 0, SEEK_DATA).unwrap(), 0);
+    assert_eq!(fs.lseek(f.ino, 0, SEEK_HOLE).unwrap(), 2 * 4096);
+    assert_eq!(fs.lseek(f.ino, 5 * 4096, SEEK_DATA).unwrap(), 1 << 30);
+    assert!(matches!(
+        fs.lseek(f.ino, a.size, SEEK_DATA),
+        Err(Error::NoSuchOffset)
+    ));
+    // Punch a hole through the middle of the first pages.
+    fs.fallocate(f.ino, 0x03, 100, 5000).unwrap();
+    let mut buf = vec![0u8; 6000];
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    assert_eq!(&buf[..100], &[0xAA; 100][..]);
+    assert!(buf[100..5100].iter().all(|&b| b == 0));
+    assert_eq!(&buf[5100..6000], &[0u8; 900][..]);
+    // Preallocate with KEEP_SIZE and without.
+    let g = fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap();
+    fs.fallocate(g.ino, 0x01, 0, 8192).unwrap();
+    assert_eq!(fs.getattr(g.ino).unwrap().size, 0);
+    assert_eq!(fs.getattr(g.ino).unwrap().blocks, 16);
+    fs.fallocate(g.ino, 0, 0, 10_000).unwrap();
+    assert_eq!(fs.getattr(g.ino).unwrap().size, 10_000);
+    assert_eq!(read_all(&fs, g.ino), vec![0u8; 10_000]);
+    assert!(matches!(
+        fs.fallocate(g.ino, 0x02, 0, 10),
+        Err(Error::Invalid(_))
+    ));
+    drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    let mut buf2 = vec![0u8; 6000];
+    fs.read(f.ino, 0, &mut buf2).unwrap();
+    assert_eq!(buf, buf2);
+    assert_eq!(fs.getattr(f.ino).unwrap().size, (1 << 30) + 3);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn readdir_offsets_stay_valid_while_the_directory_changes() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    for i in 0..100 {
+        fs.create(ROOT_INO, format!("f{i:03}").as_bytes(), 0o644, 0, 0)
+            .unwrap();
+    }
+    let mut first = Vec::new();
+    fs.readdir(ROOT_INO, 0, |e| {
+        first.push(e);
+        first.len() == 52
+    })
+    .unwrap();
+    let resume = first.last().unwrap().next_offset;
+    // Remove some already-listed names and some not yet listed, add new ones.
+    fs.unlink(ROOT_INO, b"f000").unwrap();
+    fs.unlink(ROOT_INO, b"f099").unwrap();
+    fs.create(ROOT_INO, b"new", 0o644, 0, 0).unwrap();
+    let mut rest = Vec::new();
+    fs.readdir(ROOT_INO, resume, |e| {
+        rest.push(String::from_utf8(e.name).unwrap());
+        false
+    })
+    .unwrap();
+    assert_eq!(rest.len(), 100 - 50 - 1 + 1);
+    assert!(rest.contains(&"new".to_string()) && !rest.contains(&"f099".to_string()));
+    assert!(!rest.contains(&"f049".to_string()) && rest.contains(&"f050".to_string()));
+    fs.unmount().unwrap();
+}
+
+#[test]
+fn setattr_changes_survive_remount() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    let set = SetAttr {
+        mode: Some(0o4711),
+        uid: Some(42),
+        gid: Some(43),
+        atime: Some(11),
+        mtime: Some(22),
+        ..Default::default()
+    };
+    let a = fs.setattr(f.ino, &set).unwrap();
+    assert_eq!(
+        (a.perm, a.uid, a.gid, a.atime, a.mtime),
+        (0o4711, 42, 43, 11, 22)
+    );
+    drop(fs);
+    let fs = mount(&region);
+    let b = fs.getattr(f.ino).unwrap();
+    assert_eq!(a, b);
+    fs.unmount().unwrap();
+}

@@ -1,0 +1,786 @@
+//! The production [`Region`]: a shared mapping of a devdax device or a file.
+//!
+//! Owns the mapping's lifetime (map, lock, unmap), the decision of how durable
+//! it is ([`RegionKind`], DESIGN.md §5) and every raw access into it. Reads go
+//! through the error-aware copy of [`crate::sigbus`]; persist primitives come
+//! from [`Persist`].
+
+use std::fmt;
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::error::{check_range, check_u64};
+use crate::{sigbus, FlushKind, Persist, PmError, Region};
+
+/// Granularity of region sizes: one page.
+const PAGE: u64 = 4096;
+
+/// statfs(2) `f_type` of tmpfs.
+const TMPFS_MAGIC: i64 = 0x0102_1994;
+
+/// How to map a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MapOptions {
+    /// The platform has eADR (caches are persistent): skip cache flushes.
+    pub eadr: bool,
+    /// Fault every page in at map time (MAP_POPULATE), not on first access.
+    pub populate: bool,
+    /// Take an exclusive `flock` on the file for the region's lifetime, so a
+    /// second mount or fsck of the same image fails with [`PmError::Busy`].
+    pub lock: bool,
+}
+
+impl Default for MapOptions {
+    fn default() -> MapOptions {
+        MapOptions {
+            eadr: false,
+            populate: true,
+            lock: true,
+        }
+    }
+}
+
+/// What backs a region, from strongest to weakest durability.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RegionKind {
+    /// A devdax character device: real PM, flushes make stores durable.
+    DevDax,
+    /// A file on a DAX file system mapped with MAP_SYNC: real PM, and the
+    /// file system keeps its own metadata for the mapping durable.
+    FsDax,
+    /// A file on tmpfs (the default emulation): flushes and fences really run,
+    /// data survives a crash of the process but not of the machine.
+    Emulated,
+    /// A file on an ordinary disk file system, through the page cache. It
+    /// survives a process crash; after a power loss only what was written
+    /// back with msync, which this crate does not yet issue, survives.
+    PageCache,
+    /// Heap memory ([`crate::MemRegion`]): tests only, not durable at all.
+    Memory,
+}
+
+impl RegionKind {
+    /// Whether flushed and fenced stores survive a power loss.
+    pub fn is_power_safe(&self) -> bool {
+        matches!(self, RegionKind::DevDax | RegionKind::FsDax)
+    }
+}
+
+impl fmt::Display for RegionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RegionKind::DevDax => "devdax (persistent memory device: power-safe)",
+            RegionKind::FsDax => "fsdax (DAX file mapped with MAP_SYNC: power-safe)",
+            RegionKind::Emulated => {
+                "emulated (tmpfs file: survives process crashes, not power loss)"
+            }
+            RegionKind::PageCache => {
+                "page cache (disk file without msync: survives process crashes, not power loss)"
+            }
+            RegionKind::Memory => "heap memory (tests only, not durable)",
+        })
+    }
+}
+
+/// A persistent-memory region mapped from a devdax device or a file.
+pub struct MmapRegion {
+    base: *mut u8,
+    len: u64,
+    path: PathBuf,
+    kind: RegionKind,
+    persist: Persist,
+    /// Kept open for the region's lifetime: it holds the `flock`.
+    _file: File,
+}
+
+// SAFETY: the mapping is shared memory owned by this value until Drop; all
+// access goes through `Region`, whose contract makes concurrent use sound
+// (disjoint plain writes, atomic 8-byte stores and loads).
+unsafe impl Send for MmapRegion {}
+// SAFETY: as above.
+unsafe impl Sync for MmapRegion {}
+
+impl MmapRegion {
+    /// Creates a region of `size` bytes at `path` and maps it.
+    ///
+    /// A devdax character device is used as is (`size` must fit in it). A
+    /// regular file is created if missing (mode 0600) and sized to `size`,
+    /// with the space reserved up front: a tmpfs that ran out of memory later
+    /// would otherwise kill the process with SIGBUS on a store.
+    pub fn create(path: &Path, size: u64, opts: &MapOptions) -> Result<MmapRegion, PmError> {
+        check_size(path, size)?;
+        match std::fs::metadata(path) {
+            Ok(md) if md.file_type().is_char_device() => {
+                let dev_size = devdax_size(path, md.rdev())?;
+                if size > dev_size {
+                    return Err(PmError::invalid(
+                        path,
+                        format!("size {size} exceeds the device ({dev_size} bytes)"),
+                    ));
+                }
+                let file = open_rw(path)?;
+                lock(&file, path, opts)?;
+                MmapRegion::map(file, path, size, true, opts)
+            }
+            Ok(md) if !md.is_file() => Err(not_mappable(path)),
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(PmError::io(path, e)),
+            _ => {
+                let file = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .mode(0o600)
+                    .open(path)
+                    .map_err(|e| PmError::io(path, e))?;
+                // Lock before resizing: never resize an image in use.
+                lock(&file, path, opts)?;
+                file.set_len(size).map_err(|e| PmError::io(path, e))?;
+                reserve(&file, path, size)?;
+                MmapRegion::map(file, path, size, false, opts)
+            }
+        }
+    }
+
+    /// Maps the whole of an existing file or devdax device.
+    pub fn open(path: &Path, opts: &MapOptions) -> Result<MmapRegion, PmError> {
+        let file = open_rw(path)?;
+        lock(&file, path, opts)?;
+        let md = file.metadata().map_err(|e| PmError::io(path, e))?;
+        let (size, devdax) = if md.file_type().is_char_device() {
+            (devdax_size(path, md.rdev())?, true)
+        } else if md.is_file() {
+            (md.len(), false)
+        } else {
+            return Err(not_mappable(path));
+        };
+        check_size(path, size)?;
+        MmapRegion::map(file, path, size, devdax, opts)
+    }
+
+    /// Maps `len` bytes of `file` and decides the region's kind.
+    fn map(
+        file: File,
+        path: &Path,
+        len: u64,
+        devdax: bool,
+        opts: &MapOptions,
+    ) -> Result<MmapRegion, PmError> {
+        sigbus::install();
+        let fd = file.as_raw_fd();
+        let populate = if opts.populate { libc::MAP_POPULATE } else { 0 };
+        let mmap = |flags: libc::c_int| {
+            // SAFETY: a new mapping chosen by the kernel (no MAP_FIXED), so
+            // no existing memory is affected; the result is checked.
+            let base = unsafe {
+                libc::mmap(
+                    ptr::null_mut(),
+                    len as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    flags | populate,
+                    fd,
+                    0,
+                )
+            };
+            if base == libc::MAP_FAILED {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(base.cast::<u8>())
+            }
+        };
+        let (base, kind) = if devdax {
+            // devdax mappings are synchronous by nature.
+            let base = mmap(libc::MAP_SHARED).map_err(|e| PmError::io(path, e))?;
+            (base, RegionKind::DevDax)
+        } else {
+            match mmap(libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC) {
+                Ok(base) => (base, RegionKind::FsDax),
+                // Not a DAX file system: EOPNOTSUPP, or EINVAL on kernels that
+                // predate MAP_SHARED_VALIDATE.
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::EINVAL)) => {
+                    let base = mmap(libc::MAP_SHARED).map_err(|e| PmError::io(path, e))?;
+                    let kind = match is_tmpfs(&file) {
+                        Ok(true) => RegionKind::Emulated,
+                        Ok(false) => RegionKind::PageCache,
+                        Err(e) => {
+                            // SAFETY: unmapping the mapping made just above.
+                            unsafe { libc::munmap(base.cast(), len as usize) };
+                            return Err(PmError::io(path, e));
+                        }
+                    };
+                    (base, kind)
+                }
+                Err(e) => return Err(PmError::io(path, e)),
+            }
+        };
+        let persist = Persist::new(opts.eadr);
+        tracing::debug!(
+            path = %path.display(), len, %kind, flush = %persist.kind(),
+            "mapped persistent-memory region"
+        );
+        Ok(MmapRegion {
+            base,
+            len,
+            path: path.to_path_buf(),
+            kind,
+            persist,
+            _file: file,
+        })
+    }
+
+    /// The file or device backing the region.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The flush instruction in use ([`FlushKind::None`] with eADR).
+    pub fn flush_kind(&self) -> FlushKind {
+        self.persist.kind()
+    }
+
+    /// Address of region offset `off`; callers check bounds first.
+    fn at(&self, off: u64) -> *mut u8 {
+        self.base.wrapping_add(off as usize)
+    }
+
+    /// Turns the fault address of a failed access to `[off, off + len)` into
+    /// the region offset to report: the faulting byte when it lies in the
+    /// range, else (a page-granular report) the start of the access.
+    fn media_error(&self, addr: usize, off: u64, len: u64) -> PmError {
+        let fault = (addr as u64).wrapping_sub(self.base as u64);
+        let off = if (off..off + len).contains(&fault) {
+            fault
+        } else {
+            off
+        };
+        PmError::Media { off }
+    }
+}
+
+impl fmt::Debug for MmapRegion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MmapRegion")
+            .field("path", &self.path)
+            .field("len", &self.len)
+            .field("kind", &self.kind)
+            .field("flush", &self.persist.kind())
+            .finish()
+    }
+}
+
+impl Drop for MmapRegion {
+    fn drop(&mut self) {
+        // SAFETY: `base..base + len` is our mapping and no reference into it
+        // outlives `self`.
+        if unsafe { libc::munmap(self.base.cast(), self.len as usize) } != 0 {
+            tracing::warn!(
+                path = %self.path.display(),
+                error = %io::Error::last_os_error(),
+                "munmap failed"
+            );
+        }
+    }
+}
+
+impl Region for MmapRegion {
+    fn len(&self) -> u64 {
+        self.len
+    }
+
+    fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), PmError> {
+        let len = buf.len() as u64;
+        check_range(off, len, self.len)?;
+        // SAFETY: the source is inside the mapping (checked above); `buf` is
+        // ordinary memory outside it; the handler was installed by `map`.
+        unsafe { sigbus::copy(buf.as_mut_ptr(), self.at(off), buf.len()) }
+            .map_err(|addr| self.media_error(addr, off, len))
+    }
+
+    fn write(&self, off: u64, data: &[u8]) -> Result<(), PmError> {
+        check_range(off, data.len() as u64, self.len)?;
+        // SAFETY: the destination is inside the mapping (checked above) and
+        // `data` cannot overlap it (no reference into the mapping escapes).
+        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.at(off), data.len()) };
+        Ok(())
+    }
+
+    fn write_nt(&self, off: u64, data: &[u8]) -> Result<(), PmError> {
+        check_range(off, data.len() as u64, self.len)?;
+        // SAFETY: as for `write`.
+        unsafe { self.persist.write_nt(self.at(off), data) };
+        Ok(())
+    }
+
+    fn zero_nt(&self, off: u64, len: u64) -> Result<(), PmError> {
+        check_range(off, len, self.len)?;
+        // SAFETY: inside the mapping (checked above).
+        unsafe { self.persist.zero_nt(self.at(off), len as usize) };
+        Ok(())
+    }
+
+    fn flush(&self, off: u64, len: u64) -> Result<(), PmError> {
+        check_range(off, len, self.len)?;
+        // SAFETY: inside the mapping (checked above).
+        unsafe { self.persist.flush_range(self.at(off), len as usize) };
+        Ok(())
+    }
+
+    fn fence(&self) {
+        self.persist.fence();
+    }
+
+    fn store_u64(&self, off: u64, val: u64) -> Result<(), PmError> {
+        check_u64(off, self.len)?;
+        // SAFETY: in bounds and 8-aligned (the mapping is page-aligned), and
+        // AtomicU64 has the layout of u64; shared memory may be viewed so.
+        let word = unsafe { &*(self.at(off) as *const AtomicU64) };
+        word.store(val, Ordering::Release);
+        Ok(())
+    }
+
+    fn load_u64(&self, off: u64) -> Result<u64, PmError> {
+        check_u64(off, self.len)?;
+        // SAFETY: in bounds and 8-aligned (checked above); handler installed.
+        unsafe { sigbus::load_u64(self.at(off).cast::<u64>()) }
+            .map_err(|addr| self.media_error(addr, off, 8))
+    }
+
+    fn kind(&self) -> RegionKind {
+        self.kind
+    }
+}
+
+fn check_size(path: &Path, size: u64) -> Result<(), PmError> {
+    if size == 0 || !size.is_multiple_of(PAGE) {
+        return Err(PmError::invalid(
+            path,
+            format!("size {size} is not a positive multiple of {PAGE}"),
+        ));
+    }
+    if usize::try_from(size).is_err() {
+        return Err(PmError::invalid(
+            path,
+            format!("size {size} is too large to map"),
+        ));
+    }
+    Ok(())
+}
+
+fn not_mappable(path: &Path) -> PmError {
+    PmError::invalid(path, "neither a regular file nor a devdax device")
+}
+
+fn open_rw(path: &Path) -> Result<File, PmError> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(path)
+        .map_err(|e| PmError::io(path, e))
+}
+
+/// Takes the exclusive lock when asked. flock belongs to the open file
+/// description, so it is released when the process dies: a killed daemon
+/// never leaves a stale lock.
+fn lock(file: &File, path: &Path, opts: &MapOptions) -> Result<(), PmError> {
+    if !opts.lock {
+        return Ok(());
+    }
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
+        Err(PmError::Busy {
+            path: path.display().to_string(),
+        })
+    } else {
+        Err(PmError::io(path, err))
+    }
+}
+
+/// Allocates the file's blocks now, so that running out of space is an error
+/// here instead of a SIGBUS on some later store.
+fn reserve(file: &File, path: &Path, size: u64) -> Result<(), PmError> {
+    // SAFETY: fallocate on a descriptor we own.
+    if unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, size as libc::off_t) } == 0 {
+        return Ok(());
+    }
+    let err = io::Error::last_os_error();
+    if err.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        // Some file systems cannot preallocate; the mapping still works.
+        tracing::debug!(path = %path.display(), "fallocate not supported");
+        Ok(())
+    } else {
+        Err(PmError::io(path, err))
+    }
+}
+
+/// Size of a devdax device, from sysfs; refuses other character devices.
+fn devdax_size(path: &Path, rdev: u64) -> Result<u64, PmError> {
+    let sys = format!(
+        "/sys/dev/char/{}:{}/size",
+        libc::major(rdev),
+        libc::minor(rdev)
+    );
+    let text = match std::fs::read_to_string(&sys) {
+        Ok(text) => text,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(PmError::invalid(
+                path,
+                "character device is not a devdax device",
+            ))
+        }
+        Err(e) => return Err(PmError::io(Path::new(&sys), e)),
+    };
+    text.trim()
+        .parse()
+        .map_err(|_| PmError::invalid(Path::new(&sys), format!("bad size {:?}", text.trim())))
+}
+
+fn is_tmpfs(file: &File) -> io::Result<bool> {
+    // SAFETY: all-zero is a valid statfs; fstatfs fills it from our fd.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between targets
+    Ok(st.f_type as i64 == TMPFS_MAGIC)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shm_dir() -> tempfile::TempDir {
+        tempfile::tempdir_in("/dev/shm").unwrap()
+    }
+
+    fn pattern(len: usize, seed: u64) -> Vec<u8> {
+        (0..len as u64)
+            .map(|i| (i.wrapping_mul(0x9E37_79B9).wrapping_add(seed) >> 7) as u8)
+            .collect()
+    }
+
+    fn read_all(r: &MmapRegion) -> Vec<u8> {
+        let mut buf = vec![0u8; r.len() as usize];
+        r.read(0, &mut buf).unwrap();
+        buf
+    }
+
+    #[test]
+    fn create_on_tmpfs_is_emulated_zeroed_and_reserved() {
+        let dir = shm_dir();
+        let path = dir.path().join("img");
+        let r = MmapRegion::create(&path, 64 * 1024, &MapOptions::default()).unwrap();
+        assert_eq!(r.len(), 64 * 1024);
+        assert_eq!(r.kind(), RegionKind::Emulated);
+        assert!(!r.kind().is_power_safe());
+        assert_eq!(r.path(), path);
+        assert_eq!(r.flush_kind(), FlushKind::detect());
+        assert!(read_all(&r).iter().all(|&b| b == 0));
+        let md = std::fs::metadata(&path).unwrap();
+        assert_eq!(md.len(), 64 * 1024);
+        assert_eq!(md.mode() & 0o777, 0o600);
+        assert_eq!(md.blocks() * 512, 64 * 1024, "space is reserved");
+    }
+
+    #[test]
+    fn data_survives_unmap_and_reopen() {
+        let dir = shm_dir();
+        let path = dir.path().join("img");
+        let data = pattern(10_000, 1);
+        {
+            let r = MmapRegion::create(&path, 16384, &MapOptions::default()).unwrap();
+            r.write(100, &data).unwrap();
+            r.persist(100, data.len() as u64).unwrap();
+            r.commit_u64(16376, 42).unwrap();
+        }
+        let r = MmapRegion::open(&path, &MapOptions::default()).unwrap();
+        assert_eq!(r.len(), 16384);
+        let mut buf = vec![0u8; data.len()];
+        r.read(100, &mut buf).unwrap();
+        assert_eq!(buf, data);
+        assert_eq!(r.load_u64(16376).unwrap(), 42);
+    }
+
+    #[test]
+    fn write_nt_and_zero_nt_match_a_model_at_any_alignment() {
+        let dir = shm_dir();
+        let r = MmapRegion::create(&dir.path().join("img"), 16384, &MapOptions::default()).unwrap();
+        let mut model = vec![0u8; 16384];
+        let mut seed = 0;
+        for off in [0u64, 1, 13, 63, 64, 65, 4095, 4096, 8000] {
+            for len in [0usize, 1, 5, 63, 64, 65, 128, 191, 1000, 4096, 4097] {
+                seed += 1;
+                let data = pattern(len, seed);
+                r.write_nt(off, &data).unwrap();
+                model[off as usize..off as usize + len].copy_from_slice(&data);
+                assert_eq!(read_all(&r), model, "write_nt off {off} len {len}");
+                let zoff = off + (len as u64) / 3;
+                let zlen = len as u64 / 2;
+                r.zero_nt(zoff, zlen).unwrap();
+                model[zoff as usize..(zoff + zlen) as usize].fill(0);
+                assert_eq!(read_all(&r), model, "zero_nt off {zoff} len {zlen}");
+            }
+        }
+        r.fence();
+    }
+
+    #[test]
+    fn every_access_is_bounds_checked() {
+        let dir = shm_dir();
+        let r = MmapRegion::create(&dir.path().join("img"), 8192, &MapOptions::default()).unwrap();
+        let oob = |e: PmError| matches!(e, PmError::OutOfBounds { size: 8192, .. });
+        assert!(oob(r.read(8191, &mut [0; 2]).unwrap_err()));
+        assert!(oob(r.read(u64::MAX, &mut [0; 2]).unwrap_err()));
+        assert!(oob(r.write(8192, &[1]).unwrap_err()));
+        assert!(oob(r.write_nt(8000, &[1; 193]).unwrap_err()));
+        assert!(oob(r.zero_nt(8, u64::MAX - 4).unwrap_err()));
+        assert!(oob(r.flush(8192, 1).unwrap_err()));
+        assert!(oob(r.persist(1, 8192).unwrap_err()));
+        assert!(oob(r.store_u64(8192, 1).unwrap_err()));
+        assert!(oob(r.load_u64(u64::MAX - 7).unwrap_err()));
+        assert!(oob(r.commit_u64(8192, 1).unwrap_err()));
+        assert!(matches!(
+            r.store_u64(4, 1),
+            Err(PmError::Misaligned { off: 4 })
+        ));
+        assert!(matches!(
+            r.load_u64(8190),
+            Err(PmError::Misaligned { off: 8190 })
+        ));
+        // Empty accesses at the very end are fine.
+        r.read(8192, &mut []).unwrap();
+        r.write(8192, &[]).unwrap();
+        r.flush(8192, 0).unwrap();
+    }
+
+    #[test]
+    fn store_and_load_u64_are_visible_through_bytes() {
+        let dir = shm_dir();
+        let r = MmapRegion::create(&dir.path().join("img"), 4096, &MapOptions::default()).unwrap();
+        r.store_u64(64, 0x0102_0304_0506_0708).unwrap();
+        let mut buf = [0u8; 8];
+        r.read(64, &mut buf).unwrap();
+        assert_eq!(u64::from_ne_bytes(buf), 0x0102_0304_0506_0708);
+        r.write(72, &7u64.to_ne_bytes()).unwrap();
+        assert_eq!(r.load_u64(72).unwrap(), 7);
+    }
+
+    #[test]
+    fn second_open_while_mapped_is_busy() {
+        let dir = shm_dir();
+        let path = dir.path().join("img");
+        let first = MmapRegion::create(&path, 8192, &MapOptions::default()).unwrap();
+        let err = MmapRegion::open(&path, &MapOptions::default()).unwrap_err();
+        assert!(matches!(err, PmError::Busy { .. }), "{err}");
+        assert_eq!(err.errno(), libc::EBUSY);
+        assert!(err.to_string().contains("in use by another novafs process"));
+        // A busy image is not resized by a second create.
+        let err = MmapRegion::create(&path, 4096, &MapOptions::default()).unwrap_err();
+        assert!(matches!(err, PmError::Busy { .. }));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 8192);
+        // Without locking, sharing is allowed.
+        let opts = MapOptions {
+            lock: false,
+            ..MapOptions::default()
+        };
+        let second = MmapRegion::open(&path, &opts).unwrap();
+        first.write(0, b"shared").unwrap();
+        let mut buf = [0u8; 6];
+        second.read(0, &mut buf).unwrap();
+        assert_eq!(&buf, b"shared");
+        drop(first);
+        MmapRegion::open(&path, &MapOptions::default()).unwrap();
+    }
+
+    #[test]
+    fn open_of_missing_file_is_io_error_naming_the_path() {
+        let dir = shm_dir();
+        let path = dir.path().join("nope");
+        let err = MmapRegion::open(&path, &MapOptions::default()).unwrap_err();
+        match &err {
+            PmError::Io { path: p, source } => {
+                assert_eq!(p, &path.display().to_string());
+                assert_eq!(source.kind(), io::ErrorKind::NotFound);
+            }
+            other => panic!("expected Io, got {other:?}"),
+        }
+        assert_eq!(err.errno(), libc::ENOENT);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn bad_sizes_and_file_types_are_invalid() {
+        let dir = shm_dir();
+        let path = dir.path().join("img");
+        let opts = MapOptions::default();
+        for size in [0, 1000, 4097] {
+            let err = MmapRegion::create(&path, size, &opts).unwrap_err();
+            assert!(matches!(err, PmError::Invalid { .. }), "{err}");
+            assert_eq!(err.errno(), libc::EINVAL);
+        }
+        std::fs::write(&path, [0u8; 1000]).unwrap();
+        assert!(matches!(
+            MmapRegion::open(&path, &opts),
+            Err(PmError::Invalid { .. })
+        ));
+        assert!(matches!(
+            MmapRegion::open(dir.path(), &opts),
+            Err(PmError::Invalid { .. } | PmError::Io { .. })
+        ));
+        assert!(matches!(
+            MmapRegion::create(dir.path(), 4096, &opts),
+            Err(PmError::Invalid { .. })
+        ));
+        // A character device that is not devdax.
+        let opts = MapOptions {
+            lock: false,
+            ..opts
+        };
+        let err = MmapRegion::create(Path::new("/dev/null"), 4096, &opts).unwrap_err();
+        assert!(err.to_string().contains("not a devdax device"), "{err}");
+        assert!(matches!(
+            MmapRegion::open(Path::new("/dev/zero"), &opts),
+            Err(PmError::Invalid { .. })
+        ));
+    }
+
+    #[test]
+    fn disk_file_is_page_cache_unless_tmpfs() {
+        let dir = tempfile::tempdir().unwrap();
+        let r = MmapRegion::create(&dir.path().join("img"), 4096, &MapOptions::default()).unwrap();
+        let file = File::open(dir.path()).unwrap();
+        let expected = if is_tmpfs(&file).unwrap() {
+            RegionKind::Emulated
+        } else {
+            RegionKind::PageCache
+        };
+        // MAP_SYNC succeeds only on a DAX file system, where FsDax is right.
+        assert!(
+            r.kind() == expected || r.kind() == RegionKind::FsDax,
+            "{:?}",
+            r.kind()
+        );
+        r.write(0, b"x").unwrap();
+        r.persist(0, 1).unwrap();
+    }
+
+    #[test]
+    fn kinds_describe_their_durability() {
+        assert!(RegionKind::DevDax.is_power_safe());
+        assert!(RegionKind::FsDax.is_power_safe());
+        assert!(!RegionKind::Emulated.is_power_safe());
+        assert!(!RegionKind::PageCache.is_power_safe());
+        assert!(!RegionKind::Memory.is_power_safe());
+        assert_eq!(
+            RegionKind::Emulated.to_string(),
+            "emulated (tmpfs file: survives process crashes, not power loss)"
+        );
+        assert_eq!(
+            RegionKind::Memory.to_string(),
+            "heap memory (tests only, not durable)"
+        );
+    }
+
+    #[test]
+    fn eadr_region_skips_flushes() {
+        let dir = shm_dir();
+        let opts = MapOptions {
+            eadr: true,
+            populate: false,
+            lock: true,
+        };
+        let r = MmapRegion::create(&dir.path().join("img"), 4096, &opts).unwrap();
+        assert_eq!(r.flush_kind(), FlushKind::None);
+        r.write_nt(3, b"abc").unwrap();
+        r.persist(0, 4096).unwrap();
+        let mut buf = [0u8; 3];
+        r.read(3, &mut buf).unwrap();
+        assert_eq!(&buf, b"abc");
+    }
+
+    #[test]
+    fn read_of_unbacked_page_is_a_media_error_not_a_crash() {
+        let dir = shm_dir();
+        let path = dir.path().join("img");
+        let r = MmapRegion::create(&path, 3 * PAGE, &MapOptions::default()).unwrap();
+        r.write(0, b"still here").unwrap();
+        // Shrink the file under the mapping: pages 1 and 2 lose their backing
+        // and touching them raises SIGBUS, as a poisoned page would.
+        OpenOptions::new()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_len(PAGE)
+            .unwrap();
+        let mut page = vec![0u8; PAGE as usize];
+        let err = r.read(2 * PAGE, &mut page).unwrap_err();
+        assert!(
+            matches!(err, PmError::Media { off } if off == 2 * PAGE),
+            "{err}"
+        );
+        assert_eq!(err.errno(), libc::EIO);
+        r.read(0, &mut page).unwrap();
+        assert_eq!(&page[..10], b"still here");
+        // A read running off the good page reports the first bad byte.
+        let mut two = vec![0u8; 2 * PAGE as usize];
+        assert!(matches!(
+            r.read(100, &mut two),
+            Err(PmError::Media { off }) if off == PAGE
+        ));
+        assert!(matches!(
+            r.load_u64(PAGE + 8),
+            Err(PmError::Media { off }) if off == PAGE + 8
+        ));
+        // The same page fails every time, not just the first.
+        assert!(r.read(2 * PAGE + 1, &mut [0u8; 1]).is_err());
+        assert_eq!(
+            r.load_u64(8).unwrap(),
+            u64::from_ne_bytes(*b"re\0\0\0\0\0\0")
+        );
+    }
+
+    /// Timing, not a test: `cargo test -p pm --release -- --ignored --nocapture`.
+    #[test]
+    #[ignore = "timing; run with --ignored --nocapture"]
+    fn write_nt_4k_timing() {
+        let dir = shm_dir();
+        let r =
+            MmapRegion::create(&dir.path().join("img"), 1 << 24, &MapOptions::default()).unwrap();
+        let data = pattern(4096, 3);
+        let n = 200_000u64;
+        let pages = r.len() / PAGE;
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            r.write_nt((i % pages) * PAGE, &data).unwrap();
+        }
+        r.fence();
+        let nt = t.elapsed().as_nanos() as f64 / n as f64;
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            let off = (i % pages) * PAGE;
+            r.write(off, &data).unwrap();
+            r.flush(off, PAGE).unwrap();
+        }
+        r.fence();
+        let cached = t.elapsed().as_nanos() as f64 / n as f64;
+        let mut buf = vec![0u8; 4096];
+        let t = std::time::Instant::now();
+        for i in 0..n {
+            r.read((i % pages) * PAGE, &mut buf).unwrap();
+        }
+        let read = t.elapsed().as_nanos() as f64 / n as f64;
+        println!(
+            "4 KiB write_nt {nt:.0} ns, write+{} {cached:.0} ns, read {read:.0} ns",
+            r.flush_kind()
+        );
+    }
+}
