@@ -280,7 +280,10 @@ fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
 
 /// Mounts: superblock (replica fallback), journal replay, then the saved
 /// allocator state or a parallel scan. Returns the context and superblock.
-pub fn mount(region: Arc<dyn Region>, read_only: bool) -> Result<(Ctx, Superblock, MountReport)> {
+pub(crate) fn mount(
+    region: Arc<dyn Region>,
+    read_only: bool,
+) -> Result<(Ctx, Superblock, MountReport)> {
     let t0 = Instant::now();
     let r = &*region;
     let (mut sb, repaired) = read_superblock(r)?;
@@ -412,7 +415,7 @@ fn read_chain(r: &dyn Region, bounds: Bounds, head: u64, len: u64) -> Result<Vec
 
 /// Clean unmount (NOVA §4.7): save the allocators to the recovery chain,
 /// then mark the superblock clean (primary, then replica: R4).
-pub fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
+pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
     let r = ctx.region();
     let pages = ctx.alloc.export();
     let inos = ctx.tables.export_free();
@@ -551,7 +554,7 @@ pub fn resources(st: &InodeState) -> Vec<u64> {
 }
 
 /// Frees an inode's log and data pages (after its state word is durable).
-pub fn release_resources(ctx: &Ctx, st: &InodeState) {
+pub(crate) fn release_resources(ctx: &Ctx, st: &InodeState) {
     for p in resources(st) {
         ctx.alloc.free(p, 1);
     }
@@ -606,4 +609,49 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         }
     }
     Ok(out)
+}
+
+/// What `novafs info` shows about an image, read without mounting it.
+#[derive(Clone, Debug)]
+pub struct Inspect {
+    pub superblock: Superblock,
+    /// The primary superblock is damaged and the replica was used.
+    pub primary_bad: bool,
+    /// Free pages and free inode slots, known when the image is clean.
+    pub free: Option<(u64, u64)>,
+    /// Committed journal transactions awaiting replay.
+    pub pending_journal: bool,
+}
+
+/// Reads an image's superblock and, after a clean unmount, its saved
+/// allocator state. Writes nothing, so it is safe on a mounted image.
+pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
+    let r = &*region;
+    let (sb, primary_bad) = read_superblock(r)?;
+    let mut pending_journal = false;
+    for i in 0..u64::from(sb.shards) {
+        let hdr = sb.journal_headers_off + i * size_of::<crate::layout::JournalHeader>() as u64;
+        pending_journal |= r.load_u64(hdr)? != r.load_u64(hdr + 8)?;
+    }
+    let bounds = bounds_of(&sb);
+    let mut free = None;
+    if sb.state == STATE_CLEAN && !pending_journal {
+        let ctx = Ctx {
+            region: region.clone(),
+            alloc: PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize),
+            tables: InodeTables::load(r, &sb, bounds)?,
+            journal: Journal::open(r, &sb)?,
+            bounds,
+            epoch: sb.epoch,
+        };
+        if load_saved_state(&ctx, &sb).is_ok() {
+            free = Some((ctx.alloc.free_pages(), ctx.tables.free_count()));
+        }
+    }
+    Ok(Inspect {
+        superblock: sb,
+        primary_bad,
+        free,
+        pending_journal,
+    })
 }
