@@ -48,6 +48,9 @@ struct Round {
     unlink: f64,
 }
 
+/// A table row: name, the phase it reads, the target.
+type Row = (&'static str, fn(&Round) -> f64, &'static str);
+
 fn per_op(t: Instant, n: u64) -> f64 {
     t.elapsed().as_secs_f64() * 1e6 / n as f64
 }
@@ -181,7 +184,7 @@ pub fn run(args: &Args) -> Result<()> {
         );
         println!("| operation | median µs/op | min–max µs/op | target |");
         println!("|---|---|---|---|");
-        let rows: [(&str, fn(&Round) -> f64, &str); 4] = [
+        let rows: [Row; 4] = [
             ("create", |r| r.create, "≤ 2.0"),
             ("append 4 KiB + fsync", |r| r.append, "≤ 1.2"),
             ("read 4 KiB", |r| r.read, "≤ 0.6"),

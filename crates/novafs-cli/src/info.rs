@@ -60,7 +60,7 @@ pub fn run(path: &Path) -> Result<()> {
                 used,
                 data_pages,
                 100.0 * used as f64 / data_pages as f64,
-                free * PAGE_SIZE >> 20,
+                (free * PAGE_SIZE) >> 20,
                 free_inodes
             );
         }
