@@ -146,8 +146,7 @@ pub fn run(args: &Args) -> Result<()> {
         ..MapOptions::default()
     };
     let _ = std::fs::remove_file(&args.image);
-    let region =
-        MmapRegion::create(&args.image, args.size, &opts).map_err(|e| explain(&args.image, e))?;
+    let region = MmapRegion::create(&args.image, args.size, &opts).map_err(|e| explain(&args.image, e))?;
     let flush = region.flush_kind();
     let kind = region.kind();
     let region: Arc<dyn Region> = Arc::new(region);
@@ -156,8 +155,7 @@ pub fn run(args: &Args) -> Result<()> {
         let fs = Fs::open(region.clone(), MountOptions::default()).context("mount")?;
         let bar = ProgressBar::new(rounds as u64 + 1);
         bar.set_style(
-            ProgressStyle::with_template("{msg} {bar:30} {pos}/{len}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            ProgressStyle::with_template("{msg} {bar:30} {pos}/{len}").unwrap_or_else(|_| ProgressStyle::default_bar()),
         );
         bar.set_message("memory");
         let (per_file, per_page) = memory(&fs, files)?;
@@ -176,11 +174,7 @@ pub fn run(args: &Args) -> Result<()> {
         );
         println!(
             "region: {kind}; flush: {flush}{}\n",
-            if args.eadr {
-                " (eADR: fences only)"
-            } else {
-                ""
-            }
+            if args.eadr { " (eADR: fences only)" } else { "" }
         );
         println!("| operation | median µs/op | min–max µs/op | target |");
         println!("|---|---|---|---|");

@@ -27,9 +27,7 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
         "t" => 40,
         _ => return Err(format!("'{s}' has an unknown unit (use K, M, G or T)")),
     };
-    let bytes = n
-        .checked_mul(1 << shift)
-        .ok_or_else(|| format!("'{s}' is too large"))?;
+    let bytes = n.checked_mul(1 << shift).ok_or_else(|| format!("'{s}' is too large"))?;
     if bytes == 0 || bytes % 4096 != 0 {
         return Err(format!("'{s}' must be a positive multiple of 4 KiB"));
     }
@@ -40,9 +38,9 @@ pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
 pub fn explain(path: &Path, e: PmError) -> anyhow::Error {
     let p = path.display();
     match e {
-        PmError::Busy { .. } => anyhow!(
-            "{p} is in use by another novafs process (mounted or being checked); unmount it first"
-        ),
+        PmError::Busy { .. } => {
+            anyhow!("{p} is in use by another novafs process (mounted or being checked); unmount it first")
+        }
         PmError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
             anyhow!("{p} does not exist; create it with `novafs mkfs {p}`")
         }

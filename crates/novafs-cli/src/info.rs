@@ -35,11 +35,7 @@ pub fn run(path: &Path) -> Result<()> {
     );
     println!("shards:       {}", sb.shards);
     println!("created:      {}", when(sb.created_ns));
-    println!(
-        "mounts:       {} (last: {})",
-        sb.mount_count,
-        when(sb.mounted_ns)
-    );
+    println!("mounts:       {} (last: {})", sb.mount_count, when(sb.mounted_ns));
     let state = if sb.state == STATE_CLEAN {
         "clean"
     } else {

@@ -18,10 +18,7 @@ pub fn run(path: &Path, size: Option<u64>, force: bool, shards: Option<u32>) -> 
     let existing = std::fs::metadata(path).ok();
     if let Some(meta) = &existing {
         if meta.is_dir() {
-            bail!(
-                "{} is a directory; give a file or devdax device path",
-                path.display()
-            );
+            bail!("{} is a directory; give a file or devdax device path", path.display());
         }
         if !force && meta.len() > 0 {
             bail!(
@@ -42,11 +39,8 @@ pub fn run(path: &Path, size: Option<u64>, force: bool, shards: Option<u32>) -> 
             min >> 20
         );
     }
-    let spinner = ProgressBar::new_spinner().with_message(format!(
-        "formatting {} ({} MiB)",
-        path.display(),
-        size >> 20
-    ));
+    let spinner =
+        ProgressBar::new_spinner().with_message(format!("formatting {} ({} MiB)", path.display(), size >> 20));
     spinner.enable_steady_tick(Duration::from_millis(100));
     let opts = MapOptions {
         populate: false,

@@ -97,10 +97,7 @@ impl RangeSet {
 
     /// True when `unit` is in the set.
     pub fn contains(&self, unit: u64) -> bool {
-        self.ranges
-            .range(..=unit)
-            .next_back()
-            .is_some_and(|(_, &e)| unit < e)
+        self.ranges.range(..=unit).next_back().is_some_and(|(_, &e)| unit < e)
     }
 
     /// The ranges as `(start, len)`, ascending.
@@ -144,14 +141,10 @@ impl PageAllocator {
         let first = data_start >> PAGE_SHIFT;
         let last = data_end >> PAGE_SHIFT;
         let per = ((last - first) / shards as u64).max(1);
-        let mut bounds: Vec<u64> = (0..shards as u64)
-            .map(|i| (first + i * per).min(last))
-            .collect();
+        let mut bounds: Vec<u64> = (0..shards as u64).map(|i| (first + i * per).min(last)).collect();
         bounds.push(last);
         PageAllocator {
-            pools: (0..shards)
-                .map(|_| Mutex::new(RangeSet::default()))
-                .collect(),
+            pools: (0..shards).map(|_| Mutex::new(RangeSet::default())).collect(),
             bounds,
             free: AtomicU64::new(0),
         }

@@ -61,8 +61,7 @@ impl Ctx {
         st.log.committed(p);
         let mut freed = Vec::new();
         for (e, &off) in entries.iter().zip(&p.offsets) {
-            st.meta
-                .apply(&mut st.log, self.bounds, off, e.bytes(), &mut freed)?;
+            st.meta.apply(&mut st.log, self.bounds, off, e.bytes(), &mut freed)?;
         }
         self.free_extents(&freed);
         Ok(())

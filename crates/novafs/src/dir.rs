@@ -38,21 +38,14 @@ pub fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > NAME_MAX {
         return Err(Error::NameTooLong);
     }
-    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0)
-    {
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') || name.contains(&0) {
         return Err(Error::Invalid("bad file name"));
     }
     Ok(())
 }
 
 impl DirIndex {
-    pub fn apply_add(
-        &mut self,
-        log: &mut Log,
-        off: u64,
-        name: &[u8],
-        d: &DentryHead,
-    ) -> Result<()> {
+    pub fn apply_add(&mut self, log: &mut Log, off: u64, name: &[u8], d: &DentryHead) -> Result<()> {
         if name == b".." {
             self.parent = d.ino;
             if let Some(prev) = self.parent_entry.replace(off) {

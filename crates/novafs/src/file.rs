@@ -39,10 +39,7 @@ pub struct FileMap {
 fn push_page(freed: &mut Vec<Extent>, block: u64) {
     match freed.last_mut() {
         Some(e) if e.off + e.npages * PAGE_SIZE == block => e.npages += 1,
-        _ => freed.push(Extent {
-            off: block,
-            npages: 1,
-        }),
+        _ => freed.push(Extent { off: block, npages: 1 }),
     }
 }
 
@@ -118,11 +115,7 @@ impl FileMap {
         let mut runs: Vec<(u64, u64, u64)> = Vec::new();
         for (&pg, m) in &self.pages {
             match runs.last_mut() {
-                Some((p, b, n))
-                    if *p + *n == pg
-                        && *b + *n * PAGE_SIZE == m.block
-                        && *n < u64::from(u32::MAX) =>
-                {
+                Some((p, b, n)) if *p + *n == pg && *b + *n * PAGE_SIZE == m.block && *n < u64::from(u32::MAX) => {
                     *n += 1
                 }
                 _ => runs.push((pg, m.block, 1)),
@@ -195,8 +188,7 @@ pub fn read(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usiz
                     len += PS.min(n - done - len);
                     next += 1;
                 }
-                ctx.region()
-                    .read(block + in_pg as u64, &mut buf[done..done + len])?;
+                ctx.region().read(block + in_pg as u64, &mut buf[done..done + len])?;
             }
             None => buf[done..done + len].fill(0),
         }
@@ -290,8 +282,7 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
                             npages: 1,
                         }],
                         |_, page| {
-                            page[(lo - pstart) as usize..(hi - pstart) as usize]
-                                .copy_from_slice(src);
+                            page[(lo - pstart) as usize..(hi - pstart) as usize].copy_from_slice(src);
                             true
                         },
                     )?;
@@ -415,8 +406,7 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
     if !off.is_multiple_of(PAGE_SIZE) {
         partial.push(off / PAGE_SIZE);
     }
-    if !end.is_multiple_of(PAGE_SIZE) && (partial.is_empty() || end / PAGE_SIZE != off / PAGE_SIZE)
-    {
+    if !end.is_multiple_of(PAGE_SIZE) && (partial.is_empty() || end / PAGE_SIZE != off / PAGE_SIZE) {
         partial.push(end / PAGE_SIZE);
     }
     let any_full = {
@@ -438,19 +428,10 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
             let pstart = pg * PAGE_SIZE;
             let lo = (off.max(pstart) - pstart) as usize;
             let hi = (end.min(pstart + PAGE_SIZE) - pstart) as usize;
-            fill_pages(
-                ctx,
-                map,
-                pg,
-                &[Extent {
-                    off: block,
-                    npages: 1,
-                }],
-                |_, page| {
-                    page[lo..hi].fill(0);
-                    true
-                },
-            )?;
+            fill_pages(ctx, map, pg, &[Extent { off: block, npages: 1 }], |_, page| {
+                page[lo..hi].fill(0);
+                true
+            })?;
             entries.push(write_entry(ctx, pg, block, 1, size, now));
         }
         if let Some(stop) = any_full {

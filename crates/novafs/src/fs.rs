@@ -21,13 +21,10 @@ use crate::dir::{check_name, dentry, DentrySpec};
 use crate::error::{Error, Result};
 use crate::file;
 use crate::inode::{
-    link_entry, read_live_record, record_of_attr, setattr_entry, Attr, FileType, Ino, InodeState,
-    ROOT_INO,
+    link_entry, read_live_record, record_of_attr, setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO,
 };
 use crate::journal::Update;
-use crate::layout::{
-    ftype_of_mode, Superblock, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE,
-};
+use crate::layout::{ftype_of_mode, Superblock, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::log::Entry;
 use crate::recovery::{self, FormatOptions, MountReport};
 
@@ -140,9 +137,7 @@ impl Fs {
         Ok(Fs {
             ctx,
             sb: Mutex::new(sb),
-            cache: (0..CACHE_SHARDS)
-                .map(|_| Mutex::new(HashMap::new()))
-                .collect(),
+            cache: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             rename_lock: Mutex::new(()),
             read_only: opts.read_only,
             report,
@@ -216,9 +211,7 @@ impl Fs {
             state: RwLock::new(st),
             parent: AtomicU64::new(parent),
         });
-        self.cache[ino as usize % CACHE_SHARDS]
-            .lock()
-            .insert(ino, cell);
+        self.cache[ino as usize % CACHE_SHARDS].lock().insert(ino, cell);
     }
 
     /// Marks a freed inode dead and returns its pages and slot (R3: its
@@ -255,12 +248,7 @@ impl Fs {
 
     /// Appends each inode's entries, commits every tail (plus `extra`
     /// words) in one journal transaction (R2), then applies them to DRAM.
-    fn commit_multi(
-        &self,
-        l: &mut Locked<'_>,
-        parts: &[(Ino, Vec<Entry>)],
-        extra: &[Update],
-    ) -> Result<()> {
+    fn commit_multi(&self, l: &mut Locked<'_>, parts: &[(Ino, Vec<Entry>)], extra: &[Update]) -> Result<()> {
         let mut updates = Vec::new();
         let mut pending = Vec::new();
         for (ino, entries) in parts {
@@ -362,41 +350,17 @@ impl Fs {
 
     /// Creates a regular file.
     pub fn create(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(
-            parent,
-            name,
-            libc::S_IFREG | (perm & 0o7777),
-            0,
-            uid,
-            gid,
-            None,
-        )
+        self.make_node(parent, name, libc::S_IFREG | (perm & 0o7777), 0, uid, gid, None)
     }
 
     /// Creates a directory.
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(
-            parent,
-            name,
-            libc::S_IFDIR | (perm & 0o7777),
-            0,
-            uid,
-            gid,
-            None,
-        )
+        self.make_node(parent, name, libc::S_IFDIR | (perm & 0o7777), 0, uid, gid, None)
     }
 
     /// Creates a node of any non-directory type from a full `mode`: regular
     /// file, FIFO, socket, or device (rdev is kept as metadata).
-    pub fn mknod(
-        &self,
-        parent: Ino,
-        name: &[u8],
-        mode: u32,
-        rdev: u64,
-        uid: u32,
-        gid: u32,
-    ) -> Result<Attr> {
+    pub fn mknod(&self, parent: Ino, name: &[u8], mode: u32, rdev: u64, uid: u32, gid: u32) -> Result<Attr> {
         match FileType::from_mode(mode) {
             None => Err(Error::Invalid("unknown file type in mode")),
             Some(FileType::Directory) => Err(Error::Invalid("mknod cannot make directories")),
@@ -406,29 +370,14 @@ impl Fs {
     }
 
     /// Creates a symbolic link to `target`.
-    pub fn symlink(
-        &self,
-        parent: Ino,
-        name: &[u8],
-        target: &[u8],
-        uid: u32,
-        gid: u32,
-    ) -> Result<Attr> {
+    pub fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> {
         if target.is_empty() || target.contains(&0) {
             return Err(Error::Invalid("bad symlink target"));
         }
         if target.len() > MAX_SYMLINK {
             return Err(Error::NameTooLong);
         }
-        self.make_node(
-            parent,
-            name,
-            libc::S_IFLNK | 0o777,
-            0,
-            uid,
-            gid,
-            Some(target),
-        )
+        self.make_node(parent, name, libc::S_IFLNK | 0o777, 0, uid, gid, Some(target))
     }
 
     /// Reads a symlink's target.
@@ -495,9 +444,7 @@ impl Fs {
         let mut st = InodeState::new(attr, off);
         let built = (|| -> Result<()> {
             let rec = record_of_attr(&attr, self.ctx.epoch);
-            self.ctx
-                .region()
-                .write(off, zerocopy::IntoBytes::as_bytes(&rec))?;
+            self.ctx.region().write(off, zerocopy::IntoBytes::as_bytes(&rec))?;
             self.ctx.region().flush(off, INODE_SIZE)?;
             if is_dir {
                 let spec = DentrySpec {
@@ -567,10 +514,7 @@ impl Fs {
             dir_mtime: now,
         };
         let parts = [
-            (
-                newparent,
-                vec![dentry(self.ctx.epoch, true, newname, &spec)],
-            ),
+            (newparent, vec![dentry(self.ctx.epoch, true, newname, &spec)]),
             (ino, vec![link_entry(self.ctx.epoch, target.nlink + 1, now)]),
         ];
         self.commit_multi(&mut l, &parts, &[])?;
@@ -634,11 +578,7 @@ impl Fs {
                 dir_mtime: now,
             };
             let mut parts = vec![(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
-            let nlink = if is_dir {
-                0
-            } else {
-                child.nlink.saturating_sub(1)
-            };
+            let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
             let (extra, free) = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
             self.commit_multi(&mut l, &parts, &extra)?;
             if free {
@@ -662,10 +602,7 @@ impl Fs {
         if nlink == 0 && (st.open == 0 || st.meta.attr.kind == FileType::Directory) {
             (vec![Update::word(st.off + INODE_STATE_OFF, 0)], true)
         } else {
-            parts.push((
-                st.meta.attr.ino,
-                vec![link_entry(self.ctx.epoch, nlink, now)],
-            ));
+            parts.push((st.meta.attr.ino, vec![link_entry(self.ctx.epoch, nlink, now)]));
             (Vec::new(), false)
         }
     }
@@ -673,18 +610,9 @@ impl Fs {
     /// rename(2) with RENAME_NOREPLACE and RENAME_EXCHANGE: every change —
     /// both directories, a replaced target, a moved directory's ".." — is
     /// committed by one journal transaction.
-    pub fn rename(
-        &self,
-        parent: Ino,
-        name: &[u8],
-        newparent: Ino,
-        newname: &[u8],
-        flags: u32,
-    ) -> Result<()> {
+    pub fn rename(&self, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: u32) -> Result<()> {
         self.writable()?;
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0
-            || flags == RENAME_NOREPLACE | RENAME_EXCHANGE
-        {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 || flags == RENAME_NOREPLACE | RENAME_EXCHANGE {
             return Err(Error::Invalid("rename flags"));
         }
         for n in [name, newname] {
@@ -712,13 +640,10 @@ impl Fs {
             inos.extend(dst.map(|d| d.ino));
             let cells = self.cells(&inos)?;
             let mut l = self.lock_all(&cells)?;
-            if l.get(parent).dir()?.get(name) != Some(src)
-                || l.get(newparent).dir()?.get(newname) != dst
-            {
+            if l.get(parent).dir()?.get(name) != Some(src) || l.get(newparent).dir()?.get(newname) != dst {
                 continue;
             }
-            return self
-                .rename_locked(&mut l, parent, name, newparent, newname, src, dst, exchange);
+            return self.rename_locked(&mut l, parent, name, newparent, newname, src, dst, exchange);
         }
     }
 
@@ -814,17 +739,8 @@ impl Fs {
             dir_nlink: nlink as u32,
             dir_mtime: now,
         };
-        let (np_final, p_final) = if cross {
-            (np_nlink, p_nlink)
-        } else {
-            (p_nlink, p_nlink)
-        };
-        new_entries.push(dentry(
-            e,
-            true,
-            newname,
-            &spec(src.ino, np_seq, src.ftype, np_final),
-        ));
+        let (np_final, p_final) = if cross { (np_nlink, p_nlink) } else { (p_nlink, p_nlink) };
+        new_entries.push(dentry(e, true, newname, &spec(src.ino, np_seq, src.ftype, np_final)));
         let mut extra = Vec::new();
         let mut freed = None;
         let mut parts: Vec<(Ino, Vec<Entry>)> = Vec::new();
@@ -848,12 +764,7 @@ impl Fs {
                 ));
             }
         } else {
-            parent_entries.push(dentry(
-                e,
-                false,
-                name,
-                &spec(src.ino, src.seq, src.ftype, p_final),
-            ));
+            parent_entries.push(dentry(e, false, name, &spec(src.ino, src.seq, src.ftype, p_final)));
             if let Some(d) = dst {
                 let victim = l.get(d.ino);
                 let nlink = if dst_dir {
@@ -890,9 +801,7 @@ impl Fs {
         }
         if cross {
             if src_dir {
-                self.cell(src.ino)?
-                    .parent
-                    .store(newparent, Ordering::Release);
+                self.cell(src.ino)?.parent.store(newparent, Ordering::Release);
             }
             if let Some(d) = dst.filter(|_| exchange && dst_dir) {
                 self.cell(d.ino)?.parent.store(parent, Ordering::Release);
@@ -904,20 +813,12 @@ impl Fs {
     /// Lists directory `ino` from `offset` (0 to start; then the
     /// `next_offset` of the last entry seen). `emit` returns true to stop.
     /// Offsets stay valid while the directory changes.
-    pub fn readdir(
-        &self,
-        ino: Ino,
-        offset: u64,
-        mut emit: impl FnMut(DirEntry) -> bool,
-    ) -> Result<()> {
+    pub fn readdir(&self, ino: Ino, offset: u64, mut emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
         let cell = self.cell(ino)?;
         let st = cell.state.read();
         alive(&st)?;
         let dir = st.dir()?;
-        let dots = [
-            (b".".as_slice(), ino, 1u64),
-            (b"..".as_slice(), dir.parent(), 2),
-        ];
+        let dots = [(b".".as_slice(), ino, 1u64), (b"..".as_slice(), dir.parent(), 2)];
         for (name, target, next) in dots {
             if offset < next
                 && emit(DirEntry {

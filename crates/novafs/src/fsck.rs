@@ -19,8 +19,8 @@ use crate::error::Result;
 use crate::inode::{Body, FileType, Ino, InodeState, InodeTables, ROOT_INO};
 use crate::journal::Journal;
 use crate::layout::{
-    decode, ftype_of_mode, Inode, CHUNK_PAGES, CHUNK_SIZE, INODES_PER_CHUNK, INODE_LIVE,
-    INODE_SIZE, PAGE_SIZE, STATE_CLEAN,
+    decode, ftype_of_mode, Inode, CHUNK_PAGES, CHUNK_SIZE, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
+    STATE_CLEAN,
 };
 use crate::log::Bounds;
 use crate::recovery::{self, resources};
@@ -62,15 +62,18 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let r = &*region;
     let (sb, primary_bad) = recovery::read_superblock(r)?;
     if primary_bad {
-        rep.problems.push(
-            "primary superblock is damaged (the replica is intact; a mount repairs it)".into(),
-        );
+        rep.problems
+            .push("primary superblock is damaged (the replica is intact; a mount repairs it)".into());
     }
     rep.clean = sb.state == STATE_CLEAN;
-    let replayed = Journal::recover(r, &sb)?;
+    let (replayed, discarded) = Journal::recover(r, &sb)?;
     if replayed > 0 {
-        rep.notes.push(format!(
-            "replayed {replayed} committed journal transaction(s)"
+        rep.notes
+            .push(format!("replayed {replayed} committed journal transaction(s)"));
+    }
+    if discarded > 0 {
+        rep.problems.push(format!(
+            "discarded {discarded} damaged journal transaction(s); their operations are undone"
         ));
     }
     let bounds = Bounds {
@@ -81,9 +84,8 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let mut owner: HashMap<u64, Ino> = HashMap::new();
     let mut own = |rep: &mut Report, page: u64, ino: Ino| {
         if let Some(prev) = owner.insert(page, ino) {
-            rep.problems.push(format!(
-                "page {page:#x} is used by inode {prev} and inode {ino}"
-            ));
+            rep.problems
+                .push(format!("page {page:#x} is used by inode {prev} and inode {ino}"));
         }
     };
     for c in tables.all_chunks() {
@@ -135,9 +137,8 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     if rep.clean {
         check_free_lists(&mut rep, &region, &sb, bounds, &owner, &free_slots)?;
     } else {
-        rep.notes.push(
-            "image was not cleanly unmounted: free space is rebuilt by the next mount".into(),
-        );
+        rep.notes
+            .push("image was not cleanly unmounted: free space is rebuilt by the next mount".into());
         rep.pages_free = (sb.data_end - sb.data_start) / PAGE_SIZE - rep.pages_used;
     }
     Ok(rep)
@@ -147,9 +148,7 @@ fn describe(st: &InodeState) -> Seen {
     let a = st.attr();
     let (entries, parent) = match &st.meta.body {
         Body::Dir(d) => (
-            d.iter()
-                .map(|(n, e)| (n.to_vec(), e.ino, e.ftype))
-                .collect(),
+            d.iter().map(|(n, e)| (n.to_vec(), e.ino, e.ftype)).collect(),
             d.parent(),
         ),
         _ => (Vec::new(), 0),
@@ -165,8 +164,7 @@ fn describe(st: &InodeState) -> Seen {
 /// Reachability, dentry targets and link counts.
 fn check_tree(rep: &mut Report, seen: &HashMap<Ino, Seen>) {
     let Some(root) = seen.get(&ROOT_INO) else {
-        rep.problems
-            .push("the root directory (inode 1) is missing".into());
+        rep.problems.push("the root directory (inode 1) is missing".into());
         return;
     };
     if root.kind != FileType::Directory || root.parent != ROOT_INO {
@@ -187,9 +185,8 @@ fn check_tree(rep: &mut Report, seen: &HashMap<Ino, Seen>) {
                 continue;
             };
             if ftype_of_mode(t.kind.mode_bits()) != *ftype {
-                rep.problems.push(format!(
-                    "directory {dir}: entry '{shown}' has the wrong file type"
-                ));
+                rep.problems
+                    .push(format!("directory {dir}: entry '{shown}' has the wrong file type"));
             }
             *names.entry(*target).or_default() += 1;
             if t.kind == FileType::Directory {
@@ -201,8 +198,7 @@ fn check_tree(rep: &mut Report, seen: &HashMap<Ino, Seen>) {
                     ));
                 }
                 if !visited.insert(*target) {
-                    rep.problems
-                        .push(format!("directory {target} has more than one name"));
+                    rep.problems.push(format!("directory {target} has more than one name"));
                     continue;
                 }
                 queue.push_back(*target);
@@ -221,8 +217,7 @@ fn check_tree(rep: &mut Report, seen: &HashMap<Ino, Seen>) {
                     "inode {ino} is unlinked but was open at the crash; the next mount reclaims it"
                 ));
             } else {
-                rep.problems
-                    .push(format!("inode {ino} is not reachable from the root"));
+                rep.problems.push(format!("inode {ino} is not reachable from the root"));
             }
             continue;
         }
@@ -232,10 +227,8 @@ fn check_tree(rep: &mut Report, seen: &HashMap<Ino, Seen>) {
             refs
         };
         if s.nlink != expected {
-            rep.problems.push(format!(
-                "inode {ino} has link count {} but {expected} links",
-                s.nlink
-            ));
+            rep.problems
+                .push(format!("inode {ino} has link count {} but {expected} links", s.nlink));
         }
     }
 }
@@ -271,18 +264,17 @@ fn check_free_lists(
     let mut page = sb.data_start;
     while page < sb.data_end {
         match (owner.get(&page), ctx.alloc.is_free(page)) {
-            (Some(ino), true) => rep.problems.push(format!(
-                "page {page:#x} is in use by inode {ino} but listed as free"
-            )),
+            (Some(ino), true) => rep
+                .problems
+                .push(format!("page {page:#x} is in use by inode {ino} but listed as free")),
             (None, false) => leaked += 1,
             _ => {}
         }
         page += PAGE_SIZE;
     }
     if leaked > 0 {
-        rep.problems.push(format!(
-            "{leaked} page(s) are neither in use nor free (leaked)"
-        ));
+        rep.problems
+            .push(format!("{leaked} page(s) are neither in use nor free (leaked)"));
     }
     let saved_free = ctx.tables.free_count();
     if saved_free != free_slots.len() as u64 {

@@ -112,9 +112,8 @@ pub fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     st.log = rebuilt.log;
     st.meta = rebuilt.meta;
     STATS.thorough_runs.fetch_add(1, Ordering::Relaxed);
-    STATS.thorough_pages.fetch_add(
-        old_pages.saturating_sub(st.log.pages().len() as u64),
-        Ordering::Relaxed,
-    );
+    STATS
+        .thorough_pages
+        .fetch_add(old_pages.saturating_sub(st.log.pages().len() as u64), Ordering::Relaxed);
     Ok(())
 }

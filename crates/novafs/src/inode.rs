@@ -13,9 +13,9 @@ use crate::dir::DirIndex;
 use crate::error::{corrupt, Error, Result};
 use crate::file::FileMap;
 use crate::layout::{
-    decode, ChunkFooter, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, SetattrEntry,
-    Superblock, WriteEntry, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES, CHUNK_SIZE,
-    DENTRY_HEAD_SIZE, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
+    decode, ChunkFooter, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, SetattrEntry, Superblock,
+    WriteEntry, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
+    INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
 };
 use crate::log::{Bounds, Entry, Log};
 
@@ -152,12 +152,8 @@ impl Meta {
                 let Body::File(map) = &mut self.body else {
                     return Err(corrupt!("write entry in the log of a non-file at {off:#x}"));
                 };
-                if e.npages == 0
-                    || (e.block != 0 && !bounds.is_extent(e.block, u64::from(e.npages)))
-                {
-                    return Err(corrupt!(
-                        "write entry at {off:#x} points outside the data area"
-                    ));
+                if e.npages == 0 || (e.block != 0 && !bounds.is_extent(e.block, u64::from(e.npages))) {
+                    return Err(corrupt!("write entry at {off:#x} points outside the data area"));
                 }
                 map.apply_write(log, off, e.pgoff, e.block, u64::from(e.npages), freed);
                 self.attr.size = e.size;
@@ -251,13 +247,9 @@ impl InodeState {
         let attr = attr_of_record(rec)?;
         let mut meta = Meta::new(attr);
         let mut freed = Vec::new();
-        let log = Log::load(
-            region,
-            bounds,
-            rec.log_head,
-            rec.log_tail,
-            |log, eoff, bytes| meta.apply(log, bounds, eoff, bytes, &mut freed),
-        )?;
+        let log = Log::load(region, bounds, rec.log_head, rec.log_tail, |log, eoff, bytes| {
+            meta.apply(log, bounds, eoff, bytes, &mut freed)
+        })?;
         Ok(InodeState {
             meta,
             log,
@@ -321,8 +313,8 @@ pub fn attr_of_record(rec: &Inode) -> Result<Attr> {
     if rec.csum != rec.compute_csum() {
         return Err(corrupt!("inode {} fails its checksum", rec.ino));
     }
-    let kind = FileType::from_mode(rec.mode)
-        .ok_or_else(|| corrupt!("inode {} has bad mode {:o}", rec.ino, rec.mode))?;
+    let kind =
+        FileType::from_mode(rec.mode).ok_or_else(|| corrupt!("inode {} has bad mode {:o}", rec.ino, rec.mode))?;
     Ok(Attr {
         ino: rec.ino,
         kind,
@@ -392,12 +384,8 @@ impl InodeTables {
             let mut chunks = Vec::new();
             let mut c = region.load_u64(sb.inode_heads_off + 8 * s)?;
             while c != 0 {
-                if !bounds.is_extent(c, CHUNK_PAGES)
-                    || chunks.len() as u64 > bounds.max_pages() / CHUNK_PAGES
-                {
-                    return Err(corrupt!(
-                        "inode table chunk pointer {c:#x} of shard {s} is invalid"
-                    ));
+                if !bounds.is_extent(c, CHUNK_PAGES) || chunks.len() as u64 > bounds.max_pages() / CHUNK_PAGES {
+                    return Err(corrupt!("inode table chunk pointer {c:#x} of shard {s} is invalid"));
                 }
                 let mut buf = [0u8; INODE_SIZE as usize];
                 region.read(c + CHUNK_FOOTER_OFF, &mut buf)?;
@@ -452,9 +440,7 @@ impl InodeTables {
     pub fn locate(&self, ino: Ino) -> Result<u64> {
         let (shard, local) = self.split(ino).ok_or(Error::NotFound)?;
         let chunks = self.shards[shard].chunks.read();
-        let c = chunks
-            .get((local / INODES_PER_CHUNK) as usize)
-            .ok_or(Error::NotFound)?;
+        let c = chunks.get((local / INODES_PER_CHUNK) as usize).ok_or(Error::NotFound)?;
         Ok(c + (local % INODES_PER_CHUNK) * INODE_SIZE)
     }
 
@@ -470,10 +456,7 @@ impl InodeTables {
 
     /// Every chunk of every shard (for the recovery scan and fsck).
     pub fn all_chunks(&self) -> Vec<u64> {
-        self.shards
-            .iter()
-            .flat_map(|s| s.chunks.read().clone())
-            .collect()
+        self.shards.iter().flat_map(|s| s.chunks.read().clone()).collect()
     }
 
     /// Marks a slot free (recovery, fsck, unmount state).
@@ -493,12 +476,7 @@ impl InodeTables {
     }
 
     /// Claims the lowest free slot of `shard`.
-    pub fn claim_in(
-        &self,
-        region: &dyn Region,
-        alloc: &PageAllocator,
-        shard: usize,
-    ) -> Result<(Ino, u64)> {
+    pub fn claim_in(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize) -> Result<(Ino, u64)> {
         let t = &self.shards[shard];
         let mut free = t.free.lock();
         if free.total() == 0 {
@@ -510,13 +488,7 @@ impl InodeTables {
         Ok((ino, self.locate(ino)?))
     }
 
-    fn grow(
-        &self,
-        region: &dyn Region,
-        alloc: &PageAllocator,
-        shard: usize,
-        free: &mut RangeSet,
-    ) -> Result<()> {
+    fn grow(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize, free: &mut RangeSet) -> Result<()> {
         let t = &self.shards[shard];
         let index = t.chunks.read().len() as u64;
         let chunk = alloc.alloc_contiguous(CHUNK_PAGES)?;

@@ -20,8 +20,8 @@ use zerocopy::IntoBytes;
 use crate::alloc::current_shard;
 use crate::error::{corrupt, Error, Result};
 use crate::layout::{
-    decode, JournalHeader, JournalRecord, Superblock, TxnInfo, JOURNAL_HEAD_FIELD,
-    JOURNAL_TAIL_FIELD, TXN_MAGIC, TXN_MARKER,
+    decode, JournalHeader, JournalRecord, Superblock, TxnInfo, JOURNAL_HEAD_FIELD, JOURNAL_TAIL_FIELD, TXN_MAGIC,
+    TXN_MARKER,
 };
 
 /// One metadata update: `bytes` become the contents at region offset `addr`.
@@ -172,9 +172,14 @@ impl Journal {
     }
 
     /// Replays committed transactions of every shard and checkpoints them
-    /// (NOVA §4.7 step 1). Returns how many transactions were replayed.
-    pub fn recover(region: &dyn Region, sb: &Superblock) -> Result<u64> {
+    /// (NOVA §4.7 step 1). Returns how many were replayed and how many were
+    /// discarded as damaged. Discarding is safe: each shard holds at most
+    /// one transaction (each is checkpointed at once), whose records are
+    /// either applied already or not at all, and the log entries it would
+    /// commit lie past the old tails, invisible.
+    pub fn recover(region: &dyn Region, sb: &Superblock) -> Result<(u64, u64)> {
         let mut replayed = 0;
+        let mut discarded = 0;
         for i in 0..u64::from(sb.shards) {
             let hdr = header_off(sb, i);
             let head = region.load_u64(hdr + JOURNAL_HEAD_FIELD)?;
@@ -183,19 +188,15 @@ impl Journal {
                 continue;
             }
             if tail < head || tail - head > sb.journal_ring_size {
-                return Err(corrupt!(
-                    "journal {i}: head {head} and tail {tail} are inconsistent"
-                ));
+                return Err(corrupt!("journal {i}: head {head} and tail {tail} are inconsistent"));
             }
             let mut buf = vec![0u8; (tail - head) as usize];
-            ring_read(
-                region,
-                ring_off(sb, i),
-                sb.journal_ring_size,
-                head,
-                &mut buf,
-            )?;
-            let txns = parse(&buf, region.len()).map_err(|e| corrupt!("journal {i}: {e}"))?;
+            ring_read(region, ring_off(sb, i), sb.journal_ring_size, head, &mut buf)?;
+            let txns = parse(&buf, region.len()).unwrap_or_else(|e| {
+                tracing::error!(shard = i, error = %e, "damaged journal transaction discarded");
+                discarded += 1;
+                Vec::new()
+            });
             for updates in &txns {
                 for u in updates {
                     apply(region, u)?;
@@ -205,7 +206,7 @@ impl Journal {
             region.commit_u64(hdr + JOURNAL_HEAD_FIELD, tail)?;
             replayed += txns.len() as u64;
         }
-        Ok(replayed)
+        Ok((replayed, discarded))
     }
 }
 
@@ -224,9 +225,7 @@ fn parse(buf: &[u8], region_len: u64) -> std::result::Result<Vec<Vec<Update>>, S
                 return Err(format!("bad TxnInfo at ring byte {pos}"));
             }
             if crc32c::crc32c(&buf[txn_start..pos]) != info.csum {
-                return Err(format!(
-                    "transaction ending at ring byte {pos} fails its checksum"
-                ));
+                return Err(format!("transaction ending at ring byte {pos} fails its checksum"));
             }
             txns.push(std::mem::take(&mut updates));
             pos += size_of::<TxnInfo>();
@@ -236,12 +235,7 @@ fn parse(buf: &[u8], region_len: u64) -> std::result::Result<Vec<Vec<Update>>, S
         let rec: JournalRecord = decode(&buf[pos..]).map_err(|_| "truncated record")?;
         let data = pos + size_of::<JournalRecord>();
         let len = rec.len as usize;
-        if data + len > buf.len()
-            || rec
-                .addr
-                .checked_add(rec.len as u64)
-                .is_none_or(|e| e > region_len)
-        {
+        if data + len > buf.len() || rec.addr.checked_add(rec.len as u64).is_none_or(|e| e > region_len) {
             return Err(format!("record at ring byte {pos} is out of bounds"));
         }
         updates.push(Update {

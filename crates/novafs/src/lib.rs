@@ -24,9 +24,6 @@ pub mod log;
 pub mod recovery;
 
 pub use error::{Error, Result};
-pub use fs::{
-    DirEntry, Fs, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA,
-    SEEK_HOLE,
-};
+pub use fs::{DirEntry, Fs, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE};
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
 pub use recovery::{FormatOptions, MountReport};

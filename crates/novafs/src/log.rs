@@ -12,8 +12,8 @@ use zerocopy::{Immutable, IntoBytes};
 use crate::alloc::PageAllocator;
 use crate::error::{corrupt, Result};
 use crate::layout::{
-    entry_csum, DentryHead, EntryHeader, EntryType, ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF,
-    LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT,
+    entry_csum, DentryHead, EntryHeader, EntryType, ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF,
+    LOG_USABLE, PAGE_SIZE, SLOT,
 };
 
 /// The largest number of pages a log grows by at once; below it the log
@@ -21,8 +21,7 @@ use crate::layout::{
 pub const LOG_GROW_MAX: u64 = 64;
 
 /// The largest entry: a dentry with a 255-byte name.
-const MAX_ENTRY: u64 =
-    (crate::layout::DENTRY_HEAD_SIZE as u64 + crate::layout::NAME_MAX as u64).div_ceil(SLOT) * SLOT;
+const MAX_ENTRY: u64 = (crate::layout::DENTRY_HEAD_SIZE as u64 + crate::layout::NAME_MAX as u64).div_ceil(SLOT) * SLOT;
 
 /// The data area, for validating pointers read from media.
 #[derive(Clone, Copy, Debug)]
@@ -184,10 +183,7 @@ impl Log {
                     bytes[ENTRY_CSUM_OFF + 3],
                 ]);
                 if entry_csum(bytes) != stored {
-                    return Err(corrupt!(
-                        "log entry at {:#x} fails its checksum",
-                        page + pos
-                    ));
+                    return Err(corrupt!("log entry at {:#x} fails its checksum", page + pos));
                 }
                 log.count_new(page + pos);
                 visit(&mut log, page + pos, bytes)?;
@@ -196,17 +192,14 @@ impl Log {
             if page + pos == tail {
                 tail_seen = true;
             }
-            let next =
-                u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
+            let next = u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
             if next == 0 {
                 break;
             }
             page = next;
         }
         if !tail_seen {
-            return Err(corrupt!(
-                "log tail {tail:#x} is not in the chain from {head:#x}"
-            ));
+            return Err(corrupt!("log tail {tail:#x} is not in the chain from {head:#x}"));
         }
         Ok(log)
     }
@@ -288,23 +281,14 @@ impl Log {
 
     /// Writes `entries` after the tail, growing the chain when needed, and
     /// flushes them. Nothing is visible until the tail is committed.
-    pub fn append(
-        &mut self,
-        region: &dyn Region,
-        alloc: &PageAllocator,
-        entries: &[Entry],
-    ) -> Result<Pending> {
+    pub fn append(&mut self, region: &dyn Region, alloc: &PageAllocator, entries: &[Entry]) -> Result<Pending> {
         let lens = || entries.iter().map(Entry::len);
         let (offs, end) = match self.place(lens()) {
             Some(p) => p,
             None => {
                 // A page wastes at most one largest entry less a slot at its end.
                 let per_page = LOG_USABLE - (MAX_ENTRY - SLOT);
-                let need = entries
-                    .iter()
-                    .map(Entry::len)
-                    .sum::<u64>()
-                    .div_ceil(per_page);
+                let need = entries.iter().map(Entry::len).sum::<u64>().div_ceil(per_page);
                 self.grow(region, alloc, need)?;
                 self.place(lens())
                     .ok_or_else(|| corrupt!("log growth did not make room"))?
@@ -313,16 +297,9 @@ impl Log {
         let new_head = (self.head == 0).then(|| self.pages[0]);
         // Mark the unused rest of a page we leave, so a stale entry from an
         // earlier, uncommitted append is never read back as live.
-        let mut cursor = if self.tail == 0 {
-            self.pages[0]
-        } else {
-            self.tail
-        };
+        let mut cursor = if self.tail == 0 { self.pages[0] } else { self.tail };
         for (e, &off) in entries.iter().zip(&offs) {
-            if page_of(off) != page_of(cursor)
-                && cursor % PAGE_SIZE != 0
-                && cursor % PAGE_SIZE < LOG_USABLE
-            {
+            if page_of(off) != page_of(cursor) && cursor % PAGE_SIZE != 0 && cursor % PAGE_SIZE < LOG_USABLE {
                 region.write(cursor, &[0u8; 16])?;
                 region.flush(cursor, 16)?;
             }
@@ -401,12 +378,7 @@ impl Log {
     /// Fast GC (NOVA §4.6, Figure 5a): unlinks every page before the tail page
     /// whose entries are all dead, with one 8-byte pointer store each, then
     /// frees them (R3: after the stores are durable). Returns pages freed.
-    pub fn fast_gc(
-        &mut self,
-        region: &dyn Region,
-        inode_off: u64,
-        alloc: &PageAllocator,
-    ) -> Result<u64> {
+    pub fn fast_gc(&mut self, region: &dyn Region, inode_off: u64, alloc: &PageAllocator) -> Result<u64> {
         let Some(tail_idx) = self.tail_index() else {
             return Ok(0);
         };

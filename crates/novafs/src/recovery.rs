@@ -20,11 +20,10 @@ use crate::error::{corrupt, Error, Result};
 use crate::inode::{record_of_attr, Attr, FileType, InodeState, InodeTables, ROOT_INO};
 use crate::journal::Journal;
 use crate::layout::{
-    decode, ftype_of_mode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES,
-    CHUNK_SIZE, FEATURES_INCOMPAT_SUPPORTED, INODES_PER_CHUNK, INODE_HEADS_OFF, INODE_LIVE,
-    INODE_SIZE, INODE_STATE_OFF, JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE,
-    LOG_NEXT_OFF, MAGIC, MAX_SHARDS, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN,
-    STATE_MOUNTED, VERSION,
+    decode, ftype_of_mode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, CHUNK_SIZE,
+    FEATURES_INCOMPAT_SUPPORTED, INODES_PER_CHUNK, INODE_HEADS_OFF, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF,
+    JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, LOG_NEXT_OFF, MAGIC, MAX_SHARDS, PAGE_SHIFT, PAGE_SIZE,
+    RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
 use crate::log::{Bounds, Pending};
 
@@ -44,6 +43,8 @@ pub struct MountReport {
     /// The previous unmount was clean and its allocator state was used.
     pub clean: bool,
     pub journal_replayed: u64,
+    /// Damaged journal transactions dropped (their operation is undone).
+    pub journal_discarded: u64,
     /// Live inodes visited by the crash scan (0 after a clean unmount).
     pub scanned_inodes: u64,
     pub orphans_reclaimed: u64,
@@ -53,11 +54,7 @@ pub struct MountReport {
 
 /// Bytes needed besides the inode tables: headers, journals and some room.
 fn min_size(shards: u64) -> u64 {
-    JOURNAL_RINGS_OFF
-        + shards * JOURNAL_RING_SIZE
-        + shards * CHUNK_SIZE
-        + 2 * 1024 * 1024
-        + PAGE_SIZE
+    JOURNAL_RINGS_OFF + shards * JOURNAL_RING_SIZE + shards * CHUNK_SIZE + 2 * 1024 * 1024 + PAGE_SIZE
 }
 
 /// Smallest region `format` accepts with `shards` shards.
@@ -147,16 +144,13 @@ pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
             region.len()
         )));
     }
-    let primary =
-        read_sb_at(region, 0).and_then(|sb| check_superblock(&sb, region.len()).map(|_| sb));
+    let primary = read_sb_at(region, 0).and_then(|sb| check_superblock(&sb, region.len()).map(|_| sb));
     match primary {
         Ok(sb) => Ok((sb, false)),
         Err(Error::TooNew { found, supported }) => Err(Error::TooNew { found, supported }),
         Err(first) => {
             let replica_off = region.len() - PAGE_SIZE;
-            match read_sb_at(region, replica_off)
-                .and_then(|sb| check_superblock(&sb, region.len()).map(|_| sb))
-            {
+            match read_sb_at(region, replica_off).and_then(|sb| check_superblock(&sb, region.len()).map(|_| sb)) {
                 Ok(sb) => Ok((sb, true)),
                 Err(Error::NotNovafs(_)) => Err(first),
                 Err(e) => Err(e),
@@ -169,10 +163,7 @@ pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
 /// shard, the root directory, then the superblock last, so a crash during
 /// mkfs leaves an image that is plainly not novafs.
 pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
-    let shards = opts
-        .shards
-        .unwrap_or_else(default_shards)
-        .clamp(1, MAX_SHARDS);
+    let shards = opts.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
     let size = region.len() - region.len() % PAGE_SIZE;
     let min = minimum_size(shards);
     if size < min {
@@ -280,10 +271,7 @@ fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
 
 /// Mounts: superblock (replica fallback), journal replay, then the saved
 /// allocator state or a parallel scan. Returns the context and superblock.
-pub(crate) fn mount(
-    region: Arc<dyn Region>,
-    read_only: bool,
-) -> Result<(Ctx, Superblock, MountReport)> {
+pub(crate) fn mount(region: Arc<dyn Region>, read_only: bool) -> Result<(Ctx, Superblock, MountReport)> {
     let t0 = Instant::now();
     let r = &*region;
     let (mut sb, repaired) = read_superblock(r)?;
@@ -297,7 +285,7 @@ pub(crate) fn mount(
     }
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
-    report.journal_replayed = Journal::recover(r, &sb)?;
+    (report.journal_replayed, report.journal_discarded) = Journal::recover(r, &sb)?;
     let bounds = bounds_of(&sb);
     let tables = InodeTables::load(r, &sb, bounds)?;
     let alloc = PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize);
@@ -310,9 +298,7 @@ pub(crate) fn mount(
         bounds,
         epoch: sb.epoch,
     };
-    report.clean = sb.state == STATE_CLEAN
-        && report.journal_replayed == 0
-        && load_saved_state(&ctx, &sb).is_ok();
+    report.clean = sb.state == STATE_CLEAN && report.journal_replayed == 0 && load_saved_state(&ctx, &sb).is_ok();
     if !report.clean {
         let ctx_fresh = Ctx {
             alloc: PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize),
@@ -382,9 +368,7 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let last = sb.data_end >> PAGE_SHIFT;
     for &(p, n) in pages {
         if p < first || p.checked_add(n).is_none_or(|e| e > last) {
-            return Err(corrupt!(
-                "saved free range {p}+{n} is outside the data area"
-            ));
+            return Err(corrupt!("saved free range {p}+{n} is outside the data area"));
         }
     }
     ctx.tables.import_free(inos)?;
@@ -442,11 +426,7 @@ pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
         .iter()
         .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
         .collect();
-    for (i, (&p, part)) in chain
-        .iter()
-        .zip(blob.chunks(LOG_NEXT_OFF as usize))
-        .enumerate()
-    {
+    for (i, (&p, part)) in chain.iter().zip(blob.chunks(LOG_NEXT_OFF as usize)).enumerate() {
         r.write(p, part)?;
         r.store_u64(p + LOG_NEXT_OFF, chain.get(i + 1).copied().unwrap_or(0))?;
         r.flush(p, PAGE_SIZE)?;
@@ -480,10 +460,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(corrupt!("scan thread panicked")))
-            })
+            .map(|h| h.join().unwrap_or_else(|_| Err(corrupt!("scan thread panicked"))))
             .collect()
     });
     let mut used: Vec<u64> = ctx
@@ -492,10 +469,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
         .iter()
         .flat_map(|&c| (0..CHUNK_PAGES).map(move |i| (c >> PAGE_SHIFT) + i))
         .collect();
-    let mut result = ScanResult {
-        live: 0,
-        orphans: 0,
-    };
+    let mut result = ScanResult { live: 0, orphans: 0 };
     let mut orphans = Vec::new();
     for sc in per_shard {
         let sc = sc?;
@@ -516,16 +490,10 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     let before = used.len();
     used.dedup();
     if used.len() != before {
-        tracing::error!(
-            pages = before - used.len(),
-            "pages referenced twice; run novafs fsck"
-        );
+        tracing::error!(pages = before - used.len(), "pages referenced twice; run novafs fsck");
     }
     let mut next = ctx.bounds.data_start >> PAGE_SHIFT;
-    for &p in used
-        .iter()
-        .chain(std::iter::once(&(ctx.bounds.data_end >> PAGE_SHIFT)))
-    {
+    for &p in used.iter().chain(std::iter::once(&(ctx.bounds.data_end >> PAGE_SHIFT))) {
         if p > next {
             ctx.alloc.free(next << PAGE_SHIFT, p - next);
         }
@@ -593,8 +561,7 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
                     if st.meta.attr.nlink == 0 && ino != ROOT_INO {
                         out.orphans.push((ino, off, st));
                     } else {
-                        out.used
-                            .extend(resources(&st).into_iter().map(|p| p >> PAGE_SHIFT));
+                        out.used.extend(resources(&st).into_iter().map(|p| p >> PAGE_SHIFT));
                     }
                 }
                 Err(e) => {

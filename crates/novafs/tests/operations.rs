@@ -5,9 +5,7 @@
 mod common;
 
 use common::*;
-use novafs::{
-    Error, FileType, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO, SEEK_DATA, SEEK_HOLE,
-};
+use novafs::{Error, FileType, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO, SEEK_DATA, SEEK_HOLE};
 
 #[test]
 fn create_write_read_survives_remount_and_crash() {
@@ -44,10 +42,7 @@ fn directories_and_namespace_errors() {
     let fs = mount(&region);
     let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
     assert_eq!(fs.getattr(ROOT_INO).unwrap().nlink, 3);
-    assert!(matches!(
-        fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0),
-        Err(Error::Exists)
-    ));
+    assert!(matches!(fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0), Err(Error::Exists)));
     assert!(matches!(
         fs.create(ROOT_INO, &[b'a'; 256], 0o644, 0, 0),
         Err(Error::NameTooLong)
@@ -64,13 +59,9 @@ fn directories_and_namespace_errors() {
     assert!(matches!(fs.getattr(d.ino), Err(Error::NotFound)));
     let s = fs.symlink(ROOT_INO, b"ln", b"/some/where", 0, 0).unwrap();
     assert_eq!(fs.readlink(s.ino).unwrap(), b"/some/where");
-    let n = fs
-        .mknod(ROOT_INO, b"fifo", libc::S_IFIFO | 0o644, 0, 0, 0)
-        .unwrap();
+    let n = fs.mknod(ROOT_INO, b"fifo", libc::S_IFIFO | 0o644, 0, 0, 0).unwrap();
     assert_eq!(n.kind, FileType::NamedPipe);
-    let c = fs
-        .mknod(ROOT_INO, b"chr", libc::S_IFCHR | 0o600, 0x0103, 0, 0)
-        .unwrap();
+    let c = fs.mknod(ROOT_INO, b"chr", libc::S_IFCHR | 0o600, 0x0103, 0, 0).unwrap();
     assert_eq!(c.rdev, 0x0103);
     drop(fs);
     assert_fsck_clean(&region);
@@ -106,8 +97,7 @@ fn rename_forms() {
         fs.rename(a.ino, b"h", b.ino, b"g", RENAME_NOREPLACE),
         Err(Error::Exists)
     ));
-    fs.rename(a.ino, b"h", b.ino, b"g", RENAME_EXCHANGE)
-        .unwrap();
+    fs.rename(a.ino, b"h", b.ino, b"g", RENAME_EXCHANGE).unwrap();
     assert_eq!(fs.lookup(b.ino, b"g").unwrap().ino, h.ino);
     assert_eq!(fs.lookup(a.ino, b"h").unwrap().ino, f.ino);
     // Directory moves fix "..", link counts, and refuse loops.
@@ -201,26 +191,16 @@ fn truncate_fallocate_holes_and_seek() {
     .unwrap();
     let got = read_all(&fs, f.ino);
     assert_eq!(&got[..5000], &[0xAA; 5000][..]);
-    assert!(
-        got[5000..].iter().all(|&b| b == 0),
-        "extended bytes read as zero"
-    );
+    assert!(got[5000..].iter().all(|&b| b == 0), "extended bytes read as zero");
     // Sparse write far away: the hole stays unallocated.
     fs.write(f.ino, 1 << 30, b"end").unwrap();
     let a = fs.getattr(f.ino).unwrap();
     assert_eq!(a.size, (1 << 30) + 3);
-    assert_eq!(
-        a.blocks,
-        3 * 8,
-        "two pages left by the truncate, one at 1 GiB"
-    );
+    assert_eq!(a.blocks, 3 * 8, "two pages left by the truncate, one at 1 GiB");
     assert_eq!(fs.lseek(f.ino, 0, SEEK_DATA).unwrap(), 0);
     assert_eq!(fs.lseek(f.ino, 0, SEEK_HOLE).unwrap(), 2 * 4096);
     assert_eq!(fs.lseek(f.ino, 5 * 4096, SEEK_DATA).unwrap(), 1 << 30);
-    assert!(matches!(
-        fs.lseek(f.ino, a.size, SEEK_DATA),
-        Err(Error::NoSuchOffset)
-    ));
+    assert!(matches!(fs.lseek(f.ino, a.size, SEEK_DATA), Err(Error::NoSuchOffset)));
     // Punch a hole through the middle of the first pages.
     fs.fallocate(f.ino, 0x03, 100, 5000).unwrap();
     let mut buf = vec![0u8; 6000];
@@ -236,10 +216,7 @@ fn truncate_fallocate_holes_and_seek() {
     fs.fallocate(g.ino, 0, 0, 10_000).unwrap();
     assert_eq!(fs.getattr(g.ino).unwrap().size, 10_000);
     assert_eq!(read_all(&fs, g.ino), vec![0u8; 10_000]);
-    assert!(matches!(
-        fs.fallocate(g.ino, 0x02, 0, 10),
-        Err(Error::Invalid(_))
-    ));
+    assert!(matches!(fs.fallocate(g.ino, 0x02, 0, 10), Err(Error::Invalid(_))));
     drop(fs);
     assert_fsck_clean(&region);
     let fs = mount(&region);
@@ -256,8 +233,7 @@ fn readdir_offsets_stay_valid_while_the_directory_changes() {
     let region = fresh(64, 2);
     let fs = mount(&region);
     for i in 0..100 {
-        fs.create(ROOT_INO, format!("f{i:03}").as_bytes(), 0o644, 0, 0)
-            .unwrap();
+        fs.create(ROOT_INO, format!("f{i:03}").as_bytes(), 0o644, 0, 0).unwrap();
     }
     let mut first = Vec::new();
     fs.readdir(ROOT_INO, 0, |e| {
@@ -296,10 +272,7 @@ fn setattr_changes_survive_remount() {
         ..Default::default()
     };
     let a = fs.setattr(f.ino, &set).unwrap();
-    assert_eq!(
-        (a.perm, a.uid, a.gid, a.atime, a.mtime),
-        (0o4711, 42, 43, 11, 22)
-    );
+    assert_eq!((a.perm, a.uid, a.gid, a.atime, a.mtime), (0o4711, 42, 43, 11, 22));
     drop(fs);
     let fs = mount(&region);
     let b = fs.getattr(f.ino).unwrap();

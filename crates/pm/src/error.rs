@@ -123,14 +123,8 @@ mod tests {
 
     #[test]
     fn u64_check_rejects_misaligned_before_bounds() {
-        assert!(matches!(
-            check_u64(4, 4096),
-            Err(PmError::Misaligned { off: 4 })
-        ));
-        assert!(matches!(
-            check_u64(4096, 4096),
-            Err(PmError::OutOfBounds { .. })
-        ));
+        assert!(matches!(check_u64(4, 4096), Err(PmError::Misaligned { off: 4 })));
+        assert!(matches!(check_u64(4096, 4096), Err(PmError::OutOfBounds { .. })));
         assert!(check_u64(4088, 4096).is_ok());
     }
 

@@ -89,11 +89,7 @@ impl Persist {
     /// Persist primitives for this CPU. With `eadr` the caches are inside the
     /// persistence domain, so only fences are needed.
     pub fn new(eadr: bool) -> Persist {
-        let kind = if eadr {
-            FlushKind::None
-        } else {
-            FlushKind::detect()
-        };
+        let kind = if eadr { FlushKind::None } else { FlushKind::detect() };
         Persist { kind }
     }
 

@@ -79,9 +79,7 @@ impl MemRegion {
 
     fn poison_list(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Range<u64>>> {
         // The list stays consistent even if a holder panicked.
-        self.poisoned
-            .write()
-            .unwrap_or_else(PoisonError::into_inner)
+        self.poisoned.write().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The first poisoned byte in `[off, off + len)`, if any.
@@ -119,18 +117,14 @@ impl Region for MemRegion {
             return Err(PmError::Media { off: bad });
         }
         // SAFETY: in bounds (checked above); `buf` is not part of the region.
-        unsafe {
-            ptr::copy_nonoverlapping(self.base().add(off as usize), buf.as_mut_ptr(), buf.len())
-        };
+        unsafe { ptr::copy_nonoverlapping(self.base().add(off as usize), buf.as_mut_ptr(), buf.len()) };
         Ok(())
     }
 
     fn write(&self, off: u64, data: &[u8]) -> Result<(), PmError> {
         check_range(off, data.len() as u64, self.len)?;
         // SAFETY: in bounds (checked above); `data` is not part of the region.
-        unsafe {
-            ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(off as usize), data.len())
-        };
+        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.base().add(off as usize), data.len()) };
         Ok(())
     }
 
@@ -222,10 +216,7 @@ mod tests {
         let mut buf = [0u8; 8];
         r.read(8, &mut buf).unwrap();
         assert_eq!(u64::from_ne_bytes(buf), 0xdead_beef_0bad_f00d);
-        assert!(matches!(
-            r.store_u64(12, 1),
-            Err(PmError::Misaligned { off: 12 })
-        ));
+        assert!(matches!(r.store_u64(12, 1), Err(PmError::Misaligned { off: 12 })));
         assert!(matches!(r.load_u64(1), Err(PmError::Misaligned { off: 1 })));
     }
 
@@ -238,23 +229,14 @@ mod tests {
         let err = r.read(4096, &mut buf).unwrap_err();
         assert!(matches!(err, PmError::Media { off: 4100 }));
         assert_eq!(err.errno(), libc::EIO);
-        assert!(matches!(
-            r.read(4105, &mut buf),
-            Err(PmError::Media { off: 4105 })
-        ));
-        assert!(matches!(
-            r.load_u64(4104),
-            Err(PmError::Media { off: 4104 })
-        ));
+        assert!(matches!(r.read(4105, &mut buf), Err(PmError::Media { off: 4105 })));
+        assert!(matches!(r.load_u64(4104), Err(PmError::Media { off: 4104 })));
         // Neighbours stay readable.
         r.read(4032, &mut buf).unwrap();
         r.read(4110, &mut buf).unwrap();
         // Unpoisoning part of the range leaves the rest poisoned.
         r.unpoison(4100, 5).unwrap();
-        assert!(matches!(
-            r.read(4096, &mut buf),
-            Err(PmError::Media { off: 4105 })
-        ));
+        assert!(matches!(r.read(4096, &mut buf), Err(PmError::Media { off: 4105 })));
         r.unpoison(0, 8192).unwrap();
         r.read(4096, &mut buf).unwrap();
         assert_eq!(buf, [7u8; 64]);

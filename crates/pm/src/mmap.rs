@@ -76,12 +76,8 @@ impl fmt::Display for RegionKind {
         f.write_str(match self {
             RegionKind::DevDax => "devdax (persistent memory device: power-safe)",
             RegionKind::FsDax => "fsdax (DAX file mapped with MAP_SYNC: power-safe)",
-            RegionKind::Emulated => {
-                "emulated (tmpfs file: survives process crashes, not power loss)"
-            }
-            RegionKind::PageCache => {
-                "page cache (disk file without msync: survives process crashes, not power loss)"
-            }
+            RegionKind::Emulated => "emulated (tmpfs file: survives process crashes, not power loss)",
+            RegionKind::PageCache => "page cache (disk file without msync: survives process crashes, not power loss)",
             RegionKind::Memory => "heap memory (tests only, not durable)",
         })
     }
@@ -164,13 +160,7 @@ impl MmapRegion {
     }
 
     /// Maps `len` bytes of `file` and decides the region's kind.
-    fn map(
-        file: File,
-        path: &Path,
-        len: u64,
-        devdax: bool,
-        opts: &MapOptions,
-    ) -> Result<MmapRegion, PmError> {
+    fn map(file: File, path: &Path, len: u64, devdax: bool, opts: &MapOptions) -> Result<MmapRegion, PmError> {
         sigbus::install();
         let fd = file.as_raw_fd();
         let populate = if opts.populate { libc::MAP_POPULATE } else { 0 };
@@ -253,11 +243,7 @@ impl MmapRegion {
     /// range, else (a page-granular report) the start of the access.
     fn media_error(&self, addr: usize, off: u64, len: u64) -> PmError {
         let fault = (addr as u64).wrapping_sub(self.base as u64);
-        let off = if (off..off + len).contains(&fault) {
-            fault
-        } else {
-            off
-        };
+        let off = if (off..off + len).contains(&fault) { fault } else { off };
         PmError::Media { off }
     }
 }
@@ -346,8 +332,7 @@ impl Region for MmapRegion {
     fn load_u64(&self, off: u64) -> Result<u64, PmError> {
         check_u64(off, self.len)?;
         // SAFETY: in bounds and 8-aligned (checked above); handler installed.
-        unsafe { sigbus::load_u64(self.at(off).cast::<u64>()) }
-            .map_err(|addr| self.media_error(addr, off, 8))
+        unsafe { sigbus::load_u64(self.at(off).cast::<u64>()) }.map_err(|addr| self.media_error(addr, off, 8))
     }
 
     fn kind(&self) -> RegionKind {
@@ -363,10 +348,7 @@ fn check_size(path: &Path, size: u64) -> Result<(), PmError> {
         ));
     }
     if usize::try_from(size).is_err() {
-        return Err(PmError::invalid(
-            path,
-            format!("size {size} is too large to map"),
-        ));
+        return Err(PmError::invalid(path, format!("size {size} is too large to map")));
     }
     Ok(())
 }
@@ -423,18 +405,11 @@ fn reserve(file: &File, path: &Path, size: u64) -> Result<(), PmError> {
 
 /// Size of a devdax device, from sysfs; refuses other character devices.
 fn devdax_size(path: &Path, rdev: u64) -> Result<u64, PmError> {
-    let sys = format!(
-        "/sys/dev/char/{}:{}/size",
-        libc::major(rdev),
-        libc::minor(rdev)
-    );
+    let sys = format!("/sys/dev/char/{}:{}/size", libc::major(rdev), libc::minor(rdev));
     let text = match std::fs::read_to_string(&sys) {
         Ok(text) => text,
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(PmError::invalid(
-                path,
-                "character device is not a devdax device",
-            ))
+            return Err(PmError::invalid(path, "character device is not a devdax device"))
         }
         Err(e) => return Err(PmError::io(Path::new(&sys), e)),
     };
@@ -548,14 +523,8 @@ mod tests {
         assert!(oob(r.store_u64(8192, 1).unwrap_err()));
         assert!(oob(r.load_u64(u64::MAX - 7).unwrap_err()));
         assert!(oob(r.commit_u64(8192, 1).unwrap_err()));
-        assert!(matches!(
-            r.store_u64(4, 1),
-            Err(PmError::Misaligned { off: 4 })
-        ));
-        assert!(matches!(
-            r.load_u64(8190),
-            Err(PmError::Misaligned { off: 8190 })
-        ));
+        assert!(matches!(r.store_u64(4, 1), Err(PmError::Misaligned { off: 4 })));
+        assert!(matches!(r.load_u64(8190), Err(PmError::Misaligned { off: 8190 })));
         // Empty accesses at the very end are fine.
         r.read(8192, &mut []).unwrap();
         r.write(8192, &[]).unwrap();
@@ -628,10 +597,7 @@ mod tests {
             assert_eq!(err.errno(), libc::EINVAL);
         }
         std::fs::write(&path, [0u8; 1000]).unwrap();
-        assert!(matches!(
-            MmapRegion::open(&path, &opts),
-            Err(PmError::Invalid { .. })
-        ));
+        assert!(matches!(MmapRegion::open(&path, &opts), Err(PmError::Invalid { .. })));
         assert!(matches!(
             MmapRegion::open(dir.path(), &opts),
             Err(PmError::Invalid { .. } | PmError::Io { .. })
@@ -641,10 +607,7 @@ mod tests {
             Err(PmError::Invalid { .. })
         ));
         // A character device that is not devdax.
-        let opts = MapOptions {
-            lock: false,
-            ..opts
-        };
+        let opts = MapOptions { lock: false, ..opts };
         let err = MmapRegion::create(Path::new("/dev/null"), 4096, &opts).unwrap_err();
         assert!(err.to_string().contains("not a devdax device"), "{err}");
         assert!(matches!(
@@ -664,11 +627,7 @@ mod tests {
             RegionKind::PageCache
         };
         // MAP_SYNC succeeds only on a DAX file system, where FsDax is right.
-        assert!(
-            r.kind() == expected || r.kind() == RegionKind::FsDax,
-            "{:?}",
-            r.kind()
-        );
+        assert!(r.kind() == expected || r.kind() == RegionKind::FsDax, "{:?}", r.kind());
         r.write(0, b"x").unwrap();
         r.persist(0, 1).unwrap();
     }
@@ -684,10 +643,7 @@ mod tests {
             RegionKind::Emulated.to_string(),
             "emulated (tmpfs file: survives process crashes, not power loss)"
         );
-        assert_eq!(
-            RegionKind::Memory.to_string(),
-            "heap memory (tests only, not durable)"
-        );
+        assert_eq!(RegionKind::Memory.to_string(), "heap memory (tests only, not durable)");
     }
 
     #[test]
@@ -723,10 +679,7 @@ mod tests {
             .unwrap();
         let mut page = vec![0u8; PAGE as usize];
         let err = r.read(2 * PAGE, &mut page).unwrap_err();
-        assert!(
-            matches!(err, PmError::Media { off } if off == 2 * PAGE),
-            "{err}"
-        );
+        assert!(matches!(err, PmError::Media { off } if off == 2 * PAGE), "{err}");
         assert_eq!(err.errno(), libc::EIO);
         r.read(0, &mut page).unwrap();
         assert_eq!(&page[..10], b"still here");
@@ -742,10 +695,7 @@ mod tests {
         ));
         // The same page fails every time, not just the first.
         assert!(r.read(2 * PAGE + 1, &mut [0u8; 1]).is_err());
-        assert_eq!(
-            r.load_u64(8).unwrap(),
-            u64::from_ne_bytes(*b"re\0\0\0\0\0\0")
-        );
+        assert_eq!(r.load_u64(8).unwrap(), u64::from_ne_bytes(*b"re\0\0\0\0\0\0"));
     }
 
     /// Timing, not a test: `cargo test -p pm --release -- --ignored --nocapture`.
@@ -753,8 +703,7 @@ mod tests {
     #[ignore = "timing; run with --ignored --nocapture"]
     fn write_nt_4k_timing() {
         let dir = shm_dir();
-        let r =
-            MmapRegion::create(&dir.path().join("img"), 1 << 24, &MapOptions::default()).unwrap();
+        let r = MmapRegion::create(&dir.path().join("img"), 1 << 24, &MapOptions::default()).unwrap();
         let data = pattern(4096, 3);
         let n = 200_000u64;
         let pages = r.len() / PAGE;

@@ -194,9 +194,7 @@ mod imp {
     /// Only from the signal handler, with the kernel's arguments.
     unsafe fn chain(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
         match PREV.get() {
-            Some(prev)
-                if prev.sa_sigaction != libc::SIG_DFL && prev.sa_sigaction != libc::SIG_IGN =>
-            {
+            Some(prev) if prev.sa_sigaction != libc::SIG_DFL && prev.sa_sigaction != libc::SIG_IGN => {
                 // SAFETY: `sa_sigaction` holds a handler of the type named by
                 // SA_SIGINFO, as sigaction(2) defines.
                 unsafe {

@@ -1,0 +1,96 @@
+//! Log garbage collection (NOVA §4.6): long-running workloads must not
+//! exhaust log space, and collected logs must replay to the same state.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::atomic::Ordering;
+
+use common::*;
+use novafs::gc::STATS;
+use novafs::ROOT_INO;
+
+/// Ten thousand overwrites of one page leave only dead entries behind:
+/// fast GC must unlink their pages, so free space stays flat.
+#[test]
+fn repeated_overwrites_keep_the_log_bounded() {
+    let region = fresh(32, 1);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    fs.write(f.ino, 0, &[1u8; 4096]).unwrap();
+    let free_start = fs.statfs().blocks_free;
+    let fast_before = STATS.fast_pages.load(Ordering::Relaxed);
+    for i in 0..10_000u32 {
+        fs.write(f.ino, 0, &i.to_le_bytes()).unwrap();
+    }
+    let free_end = fs.statfs().blocks_free;
+    assert!(free_start - free_end <= 8, "log kept {} pages", free_start - free_end);
+    assert!(STATS.fast_pages.load(Ordering::Relaxed) > fast_before);
+    let mut buf = [0u8; 4];
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    assert_eq!(u32::from_le_bytes(buf), 9_999);
+    drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    fs.read(f.ino, 0, &mut buf).unwrap();
+    assert_eq!(u32::from_le_bytes(buf), 9_999);
+    assert_eq!(read_all(&fs, f.ino)[4..], [1u8; 4092][..]);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// One live entry per log page defeats fast GC; thorough GC must compact
+/// the log, and the compacted log must replay to the same file.
+#[test]
+fn sparse_live_entries_trigger_thorough_gc() {
+    let region = fresh(64, 1);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    let runs_before = STATS.thorough_runs.load(Ordering::Relaxed);
+    let mut expect = vec![0u8; 201 * 4096];
+    for k in 0..200u64 {
+        // A page that stays live, then overwrites of a scratch page that die.
+        let fill = (k % 250) as u8 + 1;
+        fs.write(f.ino, k * 4096 + 4096, &vec![fill; 4096]).unwrap();
+        expect[(k as usize + 1) * 4096..(k as usize + 2) * 4096].fill(fill);
+        for j in 0..70u8 {
+            fs.write(f.ino, 0, &[j; 16]).unwrap();
+        }
+    }
+    expect[..16].fill(69);
+    assert!(
+        STATS.thorough_runs.load(Ordering::Relaxed) > runs_before,
+        "thorough GC never ran"
+    );
+    assert_eq!(read_all(&fs, f.ino), expect);
+    drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(read_all(&fs, f.ino), expect);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// Create/unlink cycles in one directory leave remove entries that only
+/// thorough GC can drop; the directory's log must stay small.
+#[test]
+fn create_unlink_cycles_keep_the_directory_log_bounded() {
+    let region = fresh(32, 1);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    fs.create(d.ino, b"keep", 0o644, 0, 0).unwrap();
+    let free_start = fs.statfs().blocks_free;
+    for i in 0..20_000u32 {
+        let name = format!("tmp-{}", i % 7);
+        fs.create(d.ino, name.as_bytes(), 0o644, 0, 0).unwrap();
+        fs.unlink(d.ino, name.as_bytes()).unwrap();
+    }
+    let used = free_start - fs.statfs().blocks_free;
+    assert!(used <= 16, "directory log kept {used} pages");
+    assert_eq!(names(&fs, d.ino), vec!["keep"]);
+    drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(names(&fs, d.ino), vec!["keep"]);
+    fs.unmount().unwrap();
+}
