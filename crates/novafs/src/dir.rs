@@ -21,7 +21,7 @@ pub struct Dent {
     pub seq: u64,
     pub ftype: u8,
     /// The add entry in the directory's log.
-    entry: u64,
+    pub entry: u64,
 }
 
 #[derive(Debug, Default)]
@@ -69,13 +69,15 @@ impl DirIndex {
         Ok(())
     }
 
-    /// Removes `name`; the remove entry itself stays live until thorough GC
-    /// (NOVA §4.6: otherwise the add could reappear).
-    pub fn apply_remove(&mut self, log: &mut Log, name: &[u8]) {
+    /// Removes `name`. The add it cancels was invalidated on media in the
+    /// same transaction (NOVA §4.6), so the remove entry itself is dead at
+    /// once: it only carries the directory's new link count and mtime.
+    pub fn apply_remove(&mut self, log: &mut Log, off: u64, name: &[u8]) {
         if let Some(old) = self.names.remove(name) {
             self.order.remove(&old.seq);
             log.kill(old.entry);
         }
+        log.kill(off);
     }
 
     pub fn get(&self, name: &[u8]) -> Option<Dent> {

@@ -8,11 +8,12 @@
 //! Invariant: bytes of a mapped page past the end of the file are zero, so
 //! extending a file never exposes stale data.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::alloc::Extent;
 use crate::ctx::{now_ns, Ctx};
 use crate::error::{Error, Result};
+use crate::hash::U64Map;
 use crate::inode::{setattr_entry, Attr, Body, InodeState};
 use crate::layout::{EntryType, WriteEntry, PAGE_SIZE};
 use crate::log::{Entry, Log};
@@ -33,7 +34,7 @@ struct Mapping {
 #[derive(Debug, Default)]
 pub struct FileMap {
     pages: BTreeMap<u64, Mapping>,
-    refs: HashMap<u64, u32>,
+    refs: U64Map<u32>,
 }
 
 fn push_page(freed: &mut Vec<Extent>, block: u64) {

@@ -9,7 +9,6 @@
 //! durable. Dropping an `Fs` without [`Fs::unmount`] is a crash: the next
 //! open recovers.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -20,11 +19,12 @@ use crate::ctx::{now_ns, Ctx};
 use crate::dir::{check_name, dentry, DentrySpec};
 use crate::error::{Error, Result};
 use crate::file;
+use crate::hash::U64Map;
 use crate::inode::{
     link_entry, read_live_record, record_of_attr, setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO,
 };
 use crate::journal::Update;
-use crate::layout::{ftype_of_mode, Superblock, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
+use crate::layout::{ftype_of_mode, invalidated_word, Superblock, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::log::Entry;
 use crate::recovery::{self, FormatOptions, MountReport};
 
@@ -94,7 +94,7 @@ struct Cell {
 pub struct Fs {
     ctx: Ctx,
     sb: Mutex<Superblock>,
-    cache: Vec<Mutex<HashMap<Ino, Arc<Cell>>>>,
+    cache: Vec<Mutex<U64Map<Arc<Cell>>>>,
     rename_lock: Mutex<()>,
     read_only: bool,
     report: MountReport,
@@ -137,7 +137,7 @@ impl Fs {
         Ok(Fs {
             ctx,
             sb: Mutex::new(sb),
-            cache: (0..CACHE_SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            cache: (0..CACHE_SHARDS).map(|_| Mutex::new(U64Map::default())).collect(),
             rename_lock: Mutex::new(()),
             read_only: opts.read_only,
             report,
@@ -579,13 +579,22 @@ impl Fs {
             };
             let mut parts = vec![(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
             let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
-            let (extra, free) = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
+            let (mut extra, free) = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
+            extra.push(self.invalidation(d.entry)?);
             self.commit_multi(&mut l, &parts, &extra)?;
             if free {
                 self.forget(l.get(d.ino));
             }
             return Ok(());
         }
+    }
+
+    /// The journal record that invalidates the dentry add at `entry` in
+    /// place (NOVA §4.6), so it can never reappear once its remove or
+    /// replacement has been collected.
+    fn invalidation(&self, entry: u64) -> Result<Update> {
+        let word = self.ctx.region().load_u64(entry)?;
+        Ok(Update::word(entry, invalidated_word(word)))
     }
 
     /// One link of `st` goes away, leaving `nlink`: either the inode is
@@ -794,6 +803,10 @@ impl Fs {
         } else {
             new_entries.extend(parent_entries);
             parts.push((parent, new_entries));
+        }
+        extra.push(self.invalidation(src.entry)?);
+        if let Some(d) = dst {
+            extra.push(self.invalidation(d.entry)?);
         }
         self.commit_multi(l, &parts, &extra)?;
         if let Some(v) = freed {

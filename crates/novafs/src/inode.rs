@@ -15,7 +15,7 @@ use crate::file::FileMap;
 use crate::layout::{
     decode, ChunkFooter, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, SetattrEntry, Superblock,
     WriteEntry, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
-    INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
+    ENTRY_INVALID, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
 };
 use crate::log::{Bounds, Entry, Log};
 
@@ -199,11 +199,18 @@ impl Meta {
                 let Body::Dir(dir) = &mut self.body else {
                     return Err(corrupt!("dentry in the log of a non-directory at {off:#x}"));
                 };
+                if hdr.flags & ENTRY_INVALID != 0 {
+                    // Cancelled by a later remove or replace (NOVA §4.6).
+                    log.kill(off);
+                    return Ok(());
+                }
                 if etype == EntryType::DentryAdd {
                     dir.apply_add(log, off, name, &d)?;
                 } else {
-                    dir.apply_remove(log, name);
+                    dir.apply_remove(log, off, name);
                 }
+                // The newest dentry carries the directory's link count.
+                log.pin(off);
                 self.attr.nlink = d.dir_nlink;
                 self.attr.mtime = d.dir_mtime;
                 self.attr.ctime = d.dir_mtime;

@@ -7,7 +7,8 @@
 //! 2. one 8-byte store of the new tail commits the transaction (R5);
 //! 3. the records are applied in place and made persistent;
 //! 4. checkpoint: head := tail, durable before any later in-place update of
-//!    the same words (otherwise a replay could roll them back).
+//!    the same words (otherwise a replay could roll them back); the fence
+//!    that opens every later commit provides that.
 //!
 //! Recovery replays every transaction between head and tail (idempotent:
 //! records are redo images) and then checkpoints. Bytes past the tail are a
@@ -166,7 +167,11 @@ impl Journal {
             apply(region, u)?;
         }
         region.fence(); // In-place updates persistent before the checkpoint.
-        region.commit_u64(shard.header + JOURNAL_HEAD_FIELD, end)?; // Checkpoint.
+                        // Checkpoint. No fence of its own: every later in-place update of
+                        // these words is preceded by a fence in its own protocol (R1/R2),
+                        // which makes this store durable first.
+        region.store_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
+        region.flush(shard.header + JOURNAL_HEAD_FIELD, 8)?;
         shard.tail = end;
         Ok(())
     }

@@ -217,10 +217,27 @@ pub struct EntryHeader {
 const _: () = assert!(size_of::<EntryHeader>() == 16);
 pub const ENTRY_CSUM_OFF: usize = std::mem::offset_of!(EntryHeader, csum);
 
-/// Checksum of an encoded entry, skipping the csum field itself.
+/// Header flag: the entry was invalidated in place (NOVA §4.6: a dentry
+/// add cancelled by a later remove or replace). Set through the journal, in
+/// the same transaction as the change that cancels the entry.
+pub const ENTRY_INVALID: u16 = 1;
+const ENTRY_FLAGS_OFF: usize = std::mem::offset_of!(EntryHeader, flags);
+
+/// Checksum of an encoded entry, skipping the csum field itself and the
+/// INVALID flag (the one bit that changes after the entry is written).
 pub fn entry_csum(bytes: &[u8]) -> u32 {
-    let c = crc32c::crc32c(&bytes[..ENTRY_CSUM_OFF]);
+    let mut head = [0u8; ENTRY_CSUM_OFF];
+    head.copy_from_slice(&bytes[..ENTRY_CSUM_OFF]);
+    let flags = u16::from_le_bytes([head[ENTRY_FLAGS_OFF], head[ENTRY_FLAGS_OFF + 1]]) & !ENTRY_INVALID;
+    head[ENTRY_FLAGS_OFF..ENTRY_FLAGS_OFF + 2].copy_from_slice(&flags.to_le_bytes());
+    let c = crc32c::crc32c(&head);
     crc32c::crc32c_append(c, &bytes[ENTRY_CSUM_OFF + 4..])
+}
+
+/// An entry's first header word with the INVALID flag set: the journal
+/// record that invalidates the entry in place.
+pub fn invalidated_word(word: u64) -> u64 {
+    word | (u64::from(ENTRY_INVALID) << (8 * ENTRY_FLAGS_OFF))
 }
 
 /// File write (NOVA §4.4): maps `npages` file pages from `pgoff` to the

@@ -17,6 +17,7 @@ pub mod file;
 pub mod fs;
 pub mod fsck;
 pub mod gc;
+mod hash;
 pub mod inode;
 pub mod journal;
 pub mod layout;

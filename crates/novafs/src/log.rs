@@ -4,13 +4,12 @@
 //! The DRAM side ([`Log`]) knows the page chain and how many entries of each
 //! page are still live, which is what fast GC needs (NOVA §4.6).
 
-use std::collections::HashMap;
-
 use pm::Region;
 use zerocopy::{Immutable, IntoBytes};
 
 use crate::alloc::PageAllocator;
 use crate::error::{corrupt, Result};
+use crate::hash::U64Map;
 use crate::layout::{
     entry_csum, DentryHead, EntryHeader, EntryType, ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF,
     LOG_USABLE, PAGE_SIZE, SLOT,
@@ -118,12 +117,16 @@ pub struct Log {
     tail: u64,
     /// The chain in order, including linked spare pages past the tail page.
     pages: Vec<u64>,
-    stats: HashMap<u64, PageStat>,
+    stats: U64Map<PageStat>,
+    /// An entry whose page fast GC must keep although the entry may be
+    /// dead: a directory's newest dentry carries its link count and mtime.
+    pinned: Option<u64>,
     entries: u64,
     live: u64,
 }
 
-fn page_of(off: u64) -> u64 {
+/// The log page holding offset `off`.
+pub fn page_of(off: u64) -> u64 {
     off & !(PAGE_SIZE - 1)
 }
 
@@ -237,6 +240,11 @@ impl Log {
             st.live = st.live.saturating_sub(1);
             self.live = self.live.saturating_sub(1);
         }
+    }
+
+    /// Keeps the page of `entry` out of fast GC (see `pinned`).
+    pub fn pin(&mut self, entry: u64) {
+        self.pinned = Some(entry);
     }
 
     /// Index in `pages` of the page holding the tail (the append page).
@@ -382,12 +390,17 @@ impl Log {
         let Some(tail_idx) = self.tail_index() else {
             return Ok(0);
         };
+        let pinned = self.pinned.map(page_of);
         let dead: Vec<usize> = (0..tail_idx)
+            .filter(|&i| Some(self.pages[i]) != pinned)
             .filter(|&i| self.stats.get(&self.pages[i]).is_none_or(|s| s.live == 0))
             .collect();
         if dead.is_empty() {
             return Ok(0);
         }
+        // A pending journal checkpoint becomes durable before these
+        // in-place pointer updates (journal.rs step 4).
+        region.fence();
         let mut keep = Vec::with_capacity(self.pages.len() - dead.len());
         let mut gap = false;
         for (i, &p) in self.pages.iter().enumerate() {

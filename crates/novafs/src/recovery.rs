@@ -521,10 +521,24 @@ pub fn resources(st: &InodeState) -> Vec<u64> {
     v
 }
 
-/// Frees an inode's log and data pages (after its state word is durable).
+/// Frees an inode's log and data pages (after its state word is durable),
+/// merged into runs so a file written sequentially costs one free.
 pub(crate) fn release_resources(ctx: &Ctx, st: &InodeState) {
-    for p in resources(st) {
-        ctx.alloc.free(p, 1);
+    let mut pages = resources(st);
+    pages.sort_unstable();
+    let mut run: Option<(u64, u64)> = None;
+    for p in pages {
+        run = match run {
+            Some((start, n)) if start + n * PAGE_SIZE == p => Some((start, n + 1)),
+            Some((start, n)) => {
+                ctx.alloc.free(start, n);
+                Some((p, 1))
+            }
+            None => Some((p, 1)),
+        };
+    }
+    if let Some((start, n)) = run {
+        ctx.alloc.free(start, n);
     }
 }
 

@@ -94,3 +94,85 @@ fn create_unlink_cycles_keep_the_directory_log_bounded() {
     assert_eq!(names(&fs, d.ino), vec!["keep"]);
     fs.unmount().unwrap();
 }
+
+/// Churn in directory `d`: create and unlink a few names, leaving pages
+/// whose entries all die.
+fn churn(fs: &novafs::Fs, d: u64, n: u32) {
+    for i in 0..n {
+        let name = format!("t{}", i % 5);
+        fs.create(d, name.as_bytes(), 0o644, 0, 0).unwrap();
+        fs.unlink(d, name.as_bytes()).unwrap();
+    }
+}
+
+/// Log growth without new dentries: repeated chmods of `ino`.
+fn chmods(fs: &novafs::Fs, ino: u64, n: u32) {
+    for i in 0..n {
+        let set = novafs::SetAttr {
+            mode: Some(0o700 | (i % 2) * 0o55),
+            ..Default::default()
+        };
+        fs.setattr(ino, &set).unwrap();
+    }
+}
+
+/// Enough live names that thorough GC stays off and fast GC does the work.
+fn populate(fs: &novafs::Fs, d: u64) {
+    for i in 0..2000 {
+        fs.create(d, format!("live-{i}").as_bytes(), 0o644, 0, 0).unwrap();
+    }
+}
+
+/// A remove must outlive every older add of its name (NOVA §4.6), also
+/// when the name was replaced by a rename in between.
+#[test]
+fn removed_name_never_reappears_after_gc_and_remount() {
+    let region = fresh(32, 1);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    fs.create(d.ino, b"x", 0o644, 0, 0).unwrap();
+    populate(&fs, d.ino);
+    fs.create(d.ino, b"y", 0o644, 0, 0).unwrap();
+    churn(&fs, d.ino, 100);
+    // Live neighbours on both sides keep the page of x's new add in the
+    // log, wherever the page boundary falls.
+    fs.create(d.ino, b"z1", 0o644, 0, 0).unwrap();
+    fs.rename(d.ino, b"y", d.ino, b"x", 0).unwrap();
+    fs.create(d.ino, b"z2", 0o644, 0, 0).unwrap();
+    churn(&fs, d.ino, 100);
+    fs.unlink(d.ino, b"x").unwrap();
+    let fast = STATS.fast_pages.load(Ordering::Relaxed);
+    churn(&fs, d.ino, 3000);
+    assert!(STATS.fast_pages.load(Ordering::Relaxed) > fast, "fast GC never ran");
+    assert!(matches!(fs.lookup(d.ino, b"x"), Err(novafs::Error::NotFound)));
+    drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert!(matches!(fs.lookup(d.ino, b"x"), Err(novafs::Error::NotFound)));
+    assert_eq!(names(&fs, d.ino).len(), 2002);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// The newest dentry carries the directory's link count: fast GC must not
+/// collect it even when it is otherwise dead.
+#[test]
+fn directory_link_count_survives_collection_of_its_last_dentry() {
+    let region = fresh(32, 1);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    populate(&fs, d.ino);
+    churn(&fs, d.ino, 100);
+    fs.mkdir(d.ino, b"s", 0o755, 0, 0).unwrap();
+    churn(&fs, d.ino, 100);
+    fs.create(d.ino, b"f", 0o644, 0, 0).unwrap();
+    churn(&fs, d.ino, 100);
+    fs.rmdir(d.ino, b"s").unwrap();
+    chmods(&fs, d.ino, 3000);
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
+    drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
+    fs.unmount().unwrap();
+}
