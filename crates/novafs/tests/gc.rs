@@ -109,7 +109,7 @@ fn churn(fs: &novafs::Fs, d: u64, n: u32) {
 fn chmods(fs: &novafs::Fs, ino: u64, n: u32) {
     for i in 0..n {
         let set = novafs::SetAttr {
-            mode: Some(0o700 | (i % 2) * 0o55),
+            mode: Some(0o700 | ((i % 2) * 0o55)),
             ..Default::default()
         };
         fs.setattr(ino, &set).unwrap();
