@@ -1,0 +1,110 @@
+//! The command line on good and bad input: one line saying what is wrong
+//! and what to do, the documented exit codes, and images left untouched.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn novafs(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_novafs")).args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).trim().to_string()
+}
+
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("novafs-cli-")
+        .tempdir_in("/dev/shm")
+        .unwrap()
+}
+
+fn path(dir: &tempfile::TempDir, name: &str) -> String {
+    dir.path().join(name).to_str().unwrap().to_string()
+}
+
+#[test]
+fn mkfs_then_fsck_and_info_on_a_new_image() {
+    let dir = scratch();
+    let img = path(&dir, "a.img");
+    let o = novafs(&["mkfs", "--size", "64M", "--shards", "2", &img]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::metadata(&img).unwrap().len(), 64 << 20);
+    let o = novafs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("clean"));
+    let o = novafs(&["info", &img]);
+    assert!(o.status.success());
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("state:        clean"), "{out}");
+    assert!(out.contains("shards:       2"), "{out}");
+    assert!(out.contains("emulated"), "{out}");
+}
+
+#[test]
+fn mkfs_refuses_to_overwrite_without_force() {
+    let dir = scratch();
+    let img = path(&dir, "b.img");
+    std::fs::write(&img, vec![7u8; 1 << 20]).unwrap();
+    let o = novafs(&["mkfs", "--size", "64M", &img]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("--force"), "{}", stderr(&o));
+    assert_eq!(stderr(&o).lines().count(), 1);
+    assert_eq!(std::fs::read(&img).unwrap(), vec![7u8; 1 << 20], "image untouched");
+    let o = novafs(&["mkfs", "--size", "64M", "--force", &img]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
+fn mkfs_rejects_bad_sizes_with_a_hint() {
+    let dir = scratch();
+    let img = path(&dir, "c.img");
+    let o = novafs(&["mkfs", "--size", "1M", &img]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("too small"), "{}", stderr(&o));
+    assert!(!Path::new(&img).exists(), "nothing created");
+    let o = novafs(&["mkfs", "--size", "12345", &img]);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(stderr(&o).contains("multiple of 4 KiB"), "{}", stderr(&o));
+}
+
+#[test]
+fn fsck_exit_codes_for_missing_foreign_and_damaged_images() {
+    let dir = scratch();
+    let missing = path(&dir, "missing.img");
+    let o = novafs(&["fsck", &missing]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+    let foreign = path(&dir, "foreign.img");
+    std::fs::write(&foreign, vec![0x55u8; 8 << 20]).unwrap();
+    let o = novafs(&["fsck", &foreign]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("not a novafs image"), "{}", stderr(&o));
+    // Damage the root directory's log: fsck finds it, exit 1.
+    let img = path(&dir, "d.img");
+    assert!(novafs(&["mkfs", "--size", "64M", "--shards", "1", &img])
+        .status
+        .success());
+    let mut bytes = std::fs::read(&img).unwrap();
+    let at = bytes.windows(2).position(|w| w == b"..").expect("root's '..' dentry");
+    bytes[at] = b'X';
+    std::fs::write(&img, &bytes).unwrap();
+    let o = novafs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("PROBLEM"));
+}
+
+#[test]
+fn fsck_refuses_an_image_in_use() {
+    let dir = scratch();
+    let img = path(&dir, "e.img");
+    assert!(novafs(&["mkfs", "--size", "64M", &img]).status.success());
+    let before = std::fs::read(&img).unwrap();
+    let held = pm::MmapRegion::open(Path::new(&img), &pm::MapOptions::default()).unwrap();
+    let o = novafs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("in use"), "{}", stderr(&o));
+    drop(held);
+    assert_eq!(std::fs::read(&img).unwrap(), before, "image untouched");
+}
