@@ -126,12 +126,24 @@ pub struct Extent {
     pub npages: u64,
 }
 
+/// Who may use the last free pages. A few pages are held back so that
+/// operations that free space (unlink, rmdir, rename, truncate, punch, log
+/// GC) and the clean unmount still work on a full device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Budget {
+    /// Ordinary allocations stop at the reserve.
+    Normal,
+    /// Operations that free space may dig into the reserve.
+    Reserve,
+}
+
 /// The per-shard free-page pools.
 pub struct PageAllocator {
     pools: Vec<Mutex<RangeSet>>,
     /// First page number owned by each pool; pool i owns [bounds[i], bounds[i+1]).
     bounds: Vec<u64>,
     free: AtomicU64,
+    reserve: u64,
 }
 
 impl PageAllocator {
@@ -143,10 +155,12 @@ impl PageAllocator {
         let per = ((last - first) / shards as u64).max(1);
         let mut bounds: Vec<u64> = (0..shards as u64).map(|i| (first + i * per).min(last)).collect();
         bounds.push(last);
+        let total = last - first;
         PageAllocator {
             pools: (0..shards).map(|_| Mutex::new(RangeSet::default())).collect(),
             bounds,
             free: AtomicU64::new(0),
+            reserve: (total / 256).clamp(16, 256).min(total / 4),
         }
     }
 
@@ -177,7 +191,10 @@ impl PageAllocator {
     /// Allocates `npages` pages, possibly as several extents, from this
     /// thread's pool first, then from the largest pools. All or nothing:
     /// `NoSpace` leaves the pools as they were.
-    pub fn alloc(&self, npages: u64) -> Result<Vec<Extent>> {
+    pub fn alloc(&self, npages: u64, budget: Budget) -> Result<Vec<Extent>> {
+        if budget == Budget::Normal && self.free_pages() < npages + self.reserve {
+            return Err(Error::NoSpace);
+        }
         let mut got = Vec::new();
         let mut need = npages;
         let home = current_shard(self.pools.len());
@@ -225,13 +242,11 @@ impl PageAllocator {
             .map(|(_, i)| i)
     }
 
-    /// Allocates one page.
-    pub fn alloc_page(&self) -> Result<u64> {
-        Ok(self.alloc(1)?[0].off)
-    }
-
     /// Allocates `npages` physically contiguous pages (inode-table chunks).
     pub fn alloc_contiguous(&self, npages: u64) -> Result<u64> {
+        if self.free_pages() < npages + self.reserve {
+            return Err(Error::NoSpace);
+        }
         let home = current_shard(self.pools.len());
         let order = std::iter::once(home).chain((0..self.pools.len()).filter(|&i| i != home));
         for pool in order {
@@ -241,6 +256,11 @@ impl PageAllocator {
             }
         }
         Err(Error::NoSpace)
+    }
+
+    /// Free pages ordinary allocations may still use.
+    pub fn available_pages(&self) -> u64 {
+        self.free_pages().saturating_sub(self.reserve)
     }
 
     /// Free pages in all pools.
@@ -307,16 +327,21 @@ mod tests {
         let a = PageAllocator::new(4096 * 10, 4096 * 20, 2);
         a.free(4096 * 10, 10);
         assert_eq!(a.free_pages(), 10);
-        assert!(matches!(a.alloc(11), Err(Error::NoSpace)));
+        assert!(matches!(a.alloc(11, Budget::Reserve), Err(Error::NoSpace)));
+        // 10 pages hold back a reserve of 2 from ordinary allocations.
+        assert!(matches!(a.alloc(9, Budget::Normal), Err(Error::NoSpace)));
+        let eight = a.alloc(8, Budget::Normal).unwrap();
+        assert_eq!(a.available_pages(), 0);
+        for e in eight {
+            a.free(e.off, e.npages);
+        }
         assert_eq!(a.free_pages(), 10);
-        let got = a.alloc(10).unwrap();
+        let got = a.alloc(10, Budget::Reserve).unwrap();
         assert_eq!(got.iter().map(|e| e.npages).sum::<u64>(), 10);
         assert_eq!(a.free_pages(), 0);
         for e in got {
             a.free(e.off, e.npages);
         }
         assert_eq!(a.export(), vec![(10, 5), (15, 5)]);
-        assert_eq!(a.alloc_contiguous(5).unwrap() % 4096, 0);
-        assert!(matches!(a.alloc_contiguous(6), Err(Error::NoSpace)));
     }
 }

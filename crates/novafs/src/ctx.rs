@@ -7,7 +7,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use pm::Region;
 
-use crate::alloc::{Extent, PageAllocator};
+use crate::alloc::{Budget, Extent, PageAllocator};
 use crate::error::Result;
 use crate::gc;
 use crate::inode::{InodeState, InodeTables};
@@ -48,11 +48,11 @@ impl Ctx {
     /// Appends `entries` to `st`'s log after collecting garbage if the log
     /// would otherwise grow (NOVA §4.6: GC runs as logs grow). Persisted,
     /// not yet committed.
-    pub fn append(&self, st: &mut InodeState, entries: &[Entry]) -> Result<Pending> {
+    pub fn append(&self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending> {
         if st.log.needs_growth(entries) {
             gc::collect(self, st)?;
         }
-        st.log.append(self.region(), &self.alloc, entries)
+        st.log.append(self.region(), &self.alloc, budget, entries)
     }
 
     /// Applies committed entries to the DRAM state and frees what they made
@@ -69,8 +69,8 @@ impl Ctx {
 
     /// A single-inode update: append, commit with one tail store (R1, R5),
     /// apply to DRAM.
-    pub fn commit_single(&self, st: &mut InodeState, entries: &[Entry]) -> Result<()> {
-        let p = self.append(st, entries)?;
+    pub fn commit_single(&self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
+        let p = self.append(st, budget, entries)?;
         st.log.commit(self.region(), st.off, &p)?;
         self.apply(st, entries, &p)
     }

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::alloc::Extent;
+use crate::alloc::{Budget, Extent};
 use crate::ctx::{now_ns, Ctx};
 use crate::error::{Error, Result};
 use crate::hash::U64Map;
@@ -240,8 +240,8 @@ fn entries_for(ctx: &Ctx, first: u64, extents: &[Extent], size: u64, mtime: i64)
 }
 
 /// Runs `f` with freshly allocated pages, freeing them if it fails.
-fn with_pages<T>(ctx: &Ctx, npages: u64, f: impl FnOnce(&[Extent]) -> Result<T>) -> Result<T> {
-    let extents = ctx.alloc.alloc(npages)?;
+fn with_pages<T>(ctx: &Ctx, npages: u64, budget: Budget, f: impl FnOnce(&[Extent]) -> Result<T>) -> Result<T> {
+    let extents = ctx.alloc.alloc(npages, budget)?;
     let r = f(&extents);
     if r.is_err() {
         ctx.free_extents(&extents);
@@ -262,7 +262,7 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
     let first = off / PAGE_SIZE;
     let last = (end - 1) / PAGE_SIZE;
     let size = st.meta.attr.size.max(end);
-    with_pages(ctx, last - first + 1, |extents| {
+    with_pages(ctx, last - first + 1, Budget::Normal, |extents| {
         let map = file_map(st)?;
         let mut pg = first;
         for e in extents {
@@ -292,7 +292,7 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
             }
         }
         let entries = entries_for(ctx, first, extents, size, now_ns());
-        ctx.commit_single(st, &entries) // R1 covers the non-temporal stores.
+        ctx.commit_single(st, Budget::Normal, &entries) // R1 covers the non-temporal stores.
     })?;
     Ok(data.len())
 }
@@ -311,7 +311,7 @@ pub fn shrink_prep(ctx: &Ctx, st: &InodeState, new_size: u64) -> Result<(Vec<Ent
         return Ok((Vec::new(), Vec::new()));
     }
     let cut = (new_size % PAGE_SIZE) as usize;
-    with_pages(ctx, 1, |extents| {
+    with_pages(ctx, 1, Budget::Reserve, |extents| {
         fill_pages(ctx, map, pg, extents, |_, page| {
             page[cut..].fill(0);
             true
@@ -370,9 +370,9 @@ fn preallocate(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: bo
             ctime: now,
             ..st.meta.attr
         };
-        return ctx.commit_single(st, &[setattr_entry(ctx.epoch, &attr)]);
+        return ctx.commit_single(st, Budget::Normal, &[setattr_entry(ctx.epoch, &attr)]);
     }
-    with_pages(ctx, holes.len() as u64, |extents| {
+    with_pages(ctx, holes.len() as u64, Budget::Normal, |extents| {
         let mut entries = Vec::new();
         let mut pages = extents
             .iter()
@@ -394,7 +394,7 @@ fn preallocate(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: bo
             .iter()
             .map(|&(p, b, n)| write_entry(ctx, p, b, n, size, now))
             .collect();
-        ctx.commit_single(st, &entries)
+        ctx.commit_single(st, Budget::Normal, &entries)
     })
 }
 
@@ -418,7 +418,7 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
         (first_full < end_full.min(last)).then(|| end_full.min(last))
     };
     let now = now_ns();
-    with_pages(ctx, partial.len() as u64, |extents| {
+    with_pages(ctx, partial.len() as u64, Budget::Reserve, |extents| {
         let map = file_map(st)?;
         let mut entries = Vec::new();
         let mut blocks = extents
@@ -450,7 +450,7 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
-        ctx.commit_single(st, &entries)
+        ctx.commit_single(st, Budget::Reserve, &entries)
     })
 }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use pm::Region;
 
+use crate::alloc::Budget;
 use crate::ctx::{now_ns, Ctx};
 use crate::dir::{check_name, dentry, DentrySpec};
 use crate::error::{Error, Result};
@@ -78,6 +79,9 @@ pub struct StatFs {
     pub block_size: u64,
     pub blocks: u64,
     pub blocks_free: u64,
+    /// Free blocks ordinary writes may use (the rest is held back so that
+    /// deletes work on a full device).
+    pub blocks_avail: u64,
     pub files: u64,
     pub files_free: u64,
     pub name_max: u64,
@@ -219,9 +223,11 @@ impl Fs {
     fn forget(&self, st: &mut InodeState) {
         let ino = st.meta.attr.ino;
         st.dead = true;
+        // Evict before the slot can be claimed again: a create reusing the
+        // number must not have its new cache entry removed here.
+        self.cache[ino as usize % CACHE_SHARDS].lock().remove(&ino);
         recovery::release_resources(&self.ctx, st);
         self.ctx.tables.release(ino);
-        self.cache[ino as usize % CACHE_SHARDS].lock().remove(&ino);
     }
 
     /// Locks `inos` (deduplicated) for writing in inode-number order.
@@ -248,12 +254,18 @@ impl Fs {
 
     /// Appends each inode's entries, commits every tail (plus `extra`
     /// words) in one journal transaction (R2), then applies them to DRAM.
-    fn commit_multi(&self, l: &mut Locked<'_>, parts: &[(Ino, Vec<Entry>)], extra: &[Update]) -> Result<()> {
+    fn commit_multi(
+        &self,
+        l: &mut Locked<'_>,
+        budget: Budget,
+        parts: &[(Ino, Vec<Entry>)],
+        extra: &[Update],
+    ) -> Result<()> {
         let mut updates = Vec::new();
         let mut pending = Vec::new();
         for (ino, entries) in parts {
             let st = l.get(*ino);
-            let p = self.ctx.append(st, entries)?;
+            let p = self.ctx.append(st, budget, entries)?;
             Ctx::tail_updates(st, &p, &mut updates);
             pending.push(p);
         }
@@ -339,7 +351,13 @@ impl Fs {
         }
         let (mut entries, extents) = prep;
         entries.push(setattr_entry(self.ctx.epoch, &a));
-        if let Err(e) = self.ctx.commit_single(&mut st, &entries) {
+        // A shrink frees space: it may use the reserve (alloc.rs `Budget`).
+        let budget = if a.size < old.size {
+            Budget::Reserve
+        } else {
+            Budget::Normal
+        };
+        if let Err(e) = self.ctx.commit_single(&mut st, budget, &entries) {
             self.ctx.free_extents(&extents);
             return Err(e);
         }
@@ -455,7 +473,7 @@ impl Fs {
                     dir_mtime: now,
                 };
                 self.ctx
-                    .commit_single(&mut st, &[dentry(self.ctx.epoch, true, b"..", &spec)])?;
+                    .commit_single(&mut st, Budget::Normal, &[dentry(self.ctx.epoch, true, b"..", &spec)])?;
             }
             if let Some(t) = target {
                 file::write(&self.ctx, &mut st, 0, t)?;
@@ -469,7 +487,7 @@ impl Fs {
                 dir_mtime: now,
             };
             let entries = [dentry(self.ctx.epoch, true, name, &spec)];
-            let p = self.ctx.append(&mut pst, &entries)?;
+            let p = self.ctx.append(&mut pst, Budget::Normal, &entries)?;
             let mut updates = vec![Update::word(off + INODE_STATE_OFF, INODE_LIVE)];
             Ctx::tail_updates(&pst, &p, &mut updates);
             self.ctx.journal.commit(self.ctx.region(), &updates)?;
@@ -517,7 +535,7 @@ impl Fs {
             (newparent, vec![dentry(self.ctx.epoch, true, newname, &spec)]),
             (ino, vec![link_entry(self.ctx.epoch, target.nlink + 1, now)]),
         ];
-        self.commit_multi(&mut l, &parts, &[])?;
+        self.commit_multi(&mut l, Budget::Normal, &parts, &[])?;
         Ok(l.get(ino).attr())
     }
 
@@ -581,7 +599,7 @@ impl Fs {
             let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
             let (mut extra, free) = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
             extra.push(self.invalidation(d.entry)?);
-            self.commit_multi(&mut l, &parts, &extra)?;
+            self.commit_multi(&mut l, Budget::Reserve, &parts, &extra)?;
             if free {
                 self.forget(l.get(d.ino));
             }
@@ -808,7 +826,7 @@ impl Fs {
         if let Some(d) = dst {
             extra.push(self.invalidation(d.entry)?);
         }
-        self.commit_multi(l, &parts, &extra)?;
+        self.commit_multi(l, Budget::Reserve, &parts, &extra)?;
         if let Some(v) = freed {
             self.forget(l.get(v));
         }
@@ -939,6 +957,7 @@ impl Fs {
             block_size: PAGE_SIZE,
             blocks: (b.data_end - b.data_start) / PAGE_SIZE,
             blocks_free: free_pages,
+            blocks_avail: self.ctx.alloc.available_pages(),
             files: self.ctx.tables.capacity() + free_pages * per_page,
             files_free,
             name_max: crate::layout::NAME_MAX as u64,

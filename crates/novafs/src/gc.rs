@@ -11,6 +11,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::alloc::Budget;
 use crate::ctx::Ctx;
 use crate::dir::{dentry, DentrySpec};
 use crate::error::Result;
@@ -94,7 +95,7 @@ fn compact_entries(ctx: &Ctx, st: &InodeState) -> Vec<Entry> {
 pub fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     let entries = compact_entries(ctx, st);
     let mut fresh = Log::default();
-    let p = fresh.append(ctx.region(), &ctx.alloc, &entries)?;
+    let p = fresh.append(ctx.region(), &ctx.alloc, Budget::Reserve, &entries)?;
     let head = p.new_head.unwrap_or(fresh.head());
     let switch = [
         Update::word(st.off + INODE_HEAD_OFF, head),

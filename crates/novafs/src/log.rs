@@ -7,7 +7,7 @@
 use pm::Region;
 use zerocopy::{Immutable, IntoBytes};
 
-use crate::alloc::PageAllocator;
+use crate::alloc::{Budget, PageAllocator};
 use crate::error::{corrupt, Result};
 use crate::hash::U64Map;
 use crate::layout::{
@@ -289,7 +289,13 @@ impl Log {
 
     /// Writes `entries` after the tail, growing the chain when needed, and
     /// flushes them. Nothing is visible until the tail is committed.
-    pub fn append(&mut self, region: &dyn Region, alloc: &PageAllocator, entries: &[Entry]) -> Result<Pending> {
+    pub fn append(
+        &mut self,
+        region: &dyn Region,
+        alloc: &PageAllocator,
+        budget: Budget,
+        entries: &[Entry],
+    ) -> Result<Pending> {
         let lens = || entries.iter().map(Entry::len);
         let (offs, end) = match self.place(lens()) {
             Some(p) => p,
@@ -297,7 +303,7 @@ impl Log {
                 // A page wastes at most one largest entry less a slot at its end.
                 let per_page = LOG_USABLE - (MAX_ENTRY - SLOT);
                 let need = entries.iter().map(Entry::len).sum::<u64>().div_ceil(per_page);
-                self.grow(region, alloc, need)?;
+                self.grow(region, alloc, budget, need)?;
                 self.place(lens())
                     .ok_or_else(|| corrupt!("log growth did not make room"))?
             }
@@ -323,9 +329,10 @@ impl Log {
     }
 
     /// Adds at least `need` pages: doubles the log up to LOG_GROW_MAX pages.
-    fn grow(&mut self, region: &dyn Region, alloc: &PageAllocator, need: u64) -> Result<()> {
+    fn grow(&mut self, region: &dyn Region, alloc: &PageAllocator, budget: Budget, need: u64) -> Result<()> {
         let n = need.max((self.pages.len() as u64).clamp(1, LOG_GROW_MAX));
-        let extents = alloc.alloc(n)?;
+        // Near a full device, settle for what this append needs.
+        let extents = alloc.alloc(n, budget).or_else(|_| alloc.alloc(need, budget))?;
         let new: Vec<u64> = extents
             .iter()
             .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use pm::Region;
 use zerocopy::IntoBytes;
 
-use crate::alloc::PageAllocator;
+use crate::alloc::{Budget, PageAllocator};
 use crate::ctx::{now_ns, Ctx};
 use crate::dir::{dentry, DentrySpec};
 use crate::error::{corrupt, Error, Result};
@@ -259,7 +259,7 @@ fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
         dir_mtime: now,
     };
     let entries = [dentry(0, true, b"..", &spec)];
-    let p: Pending = st.log.append(ctx.region(), &ctx.alloc, &entries)?;
+    let p: Pending = st.log.append(ctx.region(), &ctx.alloc, Budget::Normal, &entries)?;
     let mut rec = record_of_attr(&attr, 0);
     rec.state = INODE_LIVE;
     rec.log_head = p.new_head.unwrap_or(0);
@@ -421,7 +421,7 @@ pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
     // The chain lives in pages the saved state lists as free: they are
     // free again as soon as the next mount has read them.
     let npages = (blob.len() as u64).div_ceil(LOG_NEXT_OFF);
-    let extents = ctx.alloc.alloc(npages)?;
+    let extents = ctx.alloc.alloc(npages, Budget::Reserve)?;
     let chain: Vec<u64> = extents
         .iter()
         .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))

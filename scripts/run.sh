@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The main job on a fresh Debian machine (as root): install what novafs
+# needs, build it, create an emulated 1 GiB persistent-memory region on
+# /dev/shm, mount it with FUSE at /mnt/novafs, and show it working.
+# Unmount afterwards with: target/release/novafs umount /mnt/novafs
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+IMAGE=${NOVAFS_IMAGE:-/dev/shm/novafs.img}
+MNT=${NOVAFS_MNT:-/mnt/novafs}
+
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq fuse3 libfuse3-dev pkg-config >/dev/null
+fi
+cargo build --release
+NOVAFS=target/release/novafs
+
+if mountpoint -q "$MNT" 2>/dev/null; then
+  "$NOVAFS" umount "$MNT"
+fi
+"$NOVAFS" mkfs --size 1G --force "$IMAGE"
+mkdir -p "$MNT"
+"$NOVAFS" mount "$IMAGE" "$MNT"
+
+echo
+echo "== a short session on $MNT =="
+set -x
+mkdir -p "$MNT/docs"
+echo "hello from novafs" > "$MNT/docs/hello.txt"
+cp -a crates/novafs/src "$MNT/docs/novafs-src"
+ln -s docs/hello.txt "$MNT/link"
+cat "$MNT/link"
+dd if=/dev/urandom of="$MNT/blob" bs=1M count=16 status=none
+sha256sum "$MNT/blob"
+mv "$MNT/docs/novafs-src" "$MNT/src"
+ls -la "$MNT" "$MNT/docs"
+diff -r crates/novafs/src "$MNT/src" && echo "copy identical"
+df -h "$MNT"
+set +x
+"$NOVAFS" info "$IMAGE"
+echo
+echo "novafs is mounted at $MNT (image $IMAGE)."
+echo "Unmount cleanly with: $NOVAFS umount $MNT"
