@@ -12,7 +12,7 @@ MNT=${NOVAFS_MNT:-/mnt/novafs}
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq fuse3 libfuse3-dev pkg-config >/dev/null
+  apt-get install -y -qq fuse3 >/dev/null
 fi
 cargo build --release
 NOVAFS=target/release/novafs

@@ -7,10 +7,12 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod crashcheck;
 mod fsck;
 mod image;
 mod info;
 mod mkfs;
+mod mount;
 
 #[derive(Parser)]
 #[command(
@@ -45,8 +47,17 @@ enum Cmd {
     Fsck { image: PathBuf },
     /// Show IMAGE's format, geometry, usage and state.
     Info { image: PathBuf },
+    /// Mount IMAGE on MOUNTPOINT through FUSE, served by a background daemon once ready.
+    Mount(mount::MountArgs),
+    /// Unmount a novafs mount; returns once the image is marked clean.
+    Umount {
+        /// Where the file system is mounted.
+        mountpoint: PathBuf,
+    },
     /// Run the library benchmark (NOVA §5.2 microbenchmark and 4 KiB reads).
     Bench(bench::Args),
+    /// Check that every operation is atomic at every crash point (crash-image enumeration).
+    Crashcheck(crashcheck::Args),
 }
 
 fn main() -> ExitCode {
@@ -56,8 +67,7 @@ fn main() -> ExitCode {
         1 => "info",
         _ => "debug",
     };
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| level.into());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
@@ -72,6 +82,9 @@ fn main() -> ExitCode {
         Cmd::Fsck { image } => return fsck::run(&image),
         Cmd::Info { image } => info::run(&image),
         Cmd::Bench(args) => bench::run(&args),
+        Cmd::Crashcheck(args) => return crashcheck::run(&args),
+        Cmd::Mount(args) => return mount::run(&args),
+        Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

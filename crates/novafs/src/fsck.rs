@@ -61,9 +61,14 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let mut rep = Report::default();
     let r = &*region;
     let (sb, primary_bad) = recovery::read_superblock(r)?;
+    // A crash during a superblock update (R4) leaves one copy torn or stale:
+    // a legal crash state that the next read-write mount repairs.
     if primary_bad {
-        rep.problems
-            .push("primary superblock is damaged (the replica is intact; a mount repairs it)".into());
+        rep.notes
+            .push("primary superblock is damaged; the replica is intact and the next mount repairs it".into());
+    } else if !recovery::replica_matches(r, &sb) {
+        rep.notes
+            .push("superblock replica is damaged or stale; the next mount rewrites it".into());
     }
     rep.clean = sb.state == STATE_CLEAN;
     let (replayed, discarded) = Journal::recover(r, &sb)?;

@@ -135,6 +135,11 @@ fn data_start(shards: u32) -> u64 {
     (JOURNAL_RINGS_OFF + u64::from(shards) * JOURNAL_RING_SIZE).next_multiple_of(PAGE_SIZE)
 }
 
+/// True when the replica holds exactly the same bytes as `sb`.
+pub fn replica_matches(region: &dyn Region, sb: &Superblock) -> bool {
+    read_sb_at(region, sb.replica_off).is_ok_and(|rep| rep.as_bytes() == sb.as_bytes())
+}
+
 /// Reads the superblock, falling back to the replica (Fortis §4.2) when the
 /// primary is damaged. Returns it and whether the primary was bad.
 pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
@@ -171,7 +176,13 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
     }
     let r = &*region;
     let start = data_start(shards);
-    // The superblock page goes first, so an interrupted mkfs is not novafs.
+    // Both magic words go first, durably, so an interrupted mkfs leaves an
+    // image that is plainly not novafs rather than a damaged old one.
+    r.store_u64(0, 0)?;
+    r.store_u64(size - PAGE_SIZE, 0)?;
+    r.flush(0, 8)?;
+    r.flush(size - PAGE_SIZE, 8)?;
+    r.fence();
     r.zero_nt(0, start)?;
     r.zero_nt(size - PAGE_SIZE, PAGE_SIZE)?;
     r.fence();
@@ -218,7 +229,25 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         epoch: 0,
     };
     make_root(&ctx, opts, now)?;
-    save_clean(&ctx, &mut sb)
+    save_state(&ctx, &sb)?;
+    sb.state = STATE_CLEAN;
+    write_new_superblock(r, &mut sb)
+}
+
+/// mkfs's superblock write: both copies without their magic word first,
+/// then each magic word with one 8-byte commit (R5), so a crash leaves
+/// either no novafs at all or a complete superblock.
+fn write_new_superblock(region: &dyn Region, sb: &mut Superblock) -> Result<()> {
+    sb.csum = sb.compute_csum();
+    let mut bytes = sb.as_bytes().to_vec();
+    bytes[..8].fill(0);
+    for off in [0, sb.replica_off] {
+        region.write(off, &bytes)?;
+        region.persist(off, bytes.len() as u64)?;
+    }
+    region.commit_u64(0, sb.magic)?;
+    region.commit_u64(sb.replica_off, sb.magic)?;
+    Ok(())
 }
 
 fn uuid(now: i64) -> [u8; 16] {
@@ -279,8 +308,13 @@ pub(crate) fn mount(region: Arc<dyn Region>, read_only: bool) -> Result<(Ctx, Su
         superblock_repaired: repaired,
         ..MountReport::default()
     };
-    if repaired && !read_only {
-        tracing::warn!("primary superblock damaged; restored from the replica");
+    // Rule R4 keeps one good copy only if both copies agree before every
+    // update: a replica torn or left stale by a crash is rewritten now,
+    // before this mount changes the primary.
+    if (repaired || !replica_matches(r, &sb)) && !read_only {
+        if repaired {
+            tracing::warn!("primary superblock damaged; restored from the replica");
+        }
         write_superblock(r, &mut sb)?;
     }
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
@@ -400,6 +434,13 @@ fn read_chain(r: &dyn Region, bounds: Bounds, head: u64, len: u64) -> Result<Vec
 /// Clean unmount (NOVA §4.7): save the allocators to the recovery chain,
 /// then mark the superblock clean (primary, then replica: R4).
 pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
+    save_state(ctx, sb)?;
+    sb.state = STATE_CLEAN;
+    write_superblock(ctx.region(), sb)
+}
+
+/// Writes the allocators to the recovery chain and makes them persistent.
+fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let r = ctx.region();
     let pages = ctx.alloc.export();
     let inos = ctx.tables.export_free();
@@ -440,8 +481,7 @@ pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
     r.write(RECOVERY_INODE_OFF, rec.as_bytes())?;
     r.flush(RECOVERY_INODE_OFF, INODE_SIZE)?;
     r.fence(); // The saved state is persistent before the superblock says clean.
-    sb.state = STATE_CLEAN;
-    write_superblock(r, sb)
+    Ok(())
 }
 
 struct ScanResult {

@@ -17,12 +17,14 @@ mod error;
 mod flush;
 mod mem;
 mod mmap;
+mod record;
 mod sigbus;
 
 pub use error::PmError;
 pub use flush::{FlushKind, Persist};
 pub use mem::MemRegion;
 pub use mmap::{MapOptions, MmapRegion, RegionKind};
+pub use record::{Choice, CrashPoint, Event, PointKind, RecordingRegion, Torn, Trace, UncertainLine};
 
 /// Size of a CPU cache line: the unit of flushing and of crash tearing.
 pub const CACHELINE: u64 = 64;

@@ -1,0 +1,134 @@
+//! `novafs crashcheck`: the crash-state checker (crates/novafs-crashcheck)
+//! from the command line. Without `--all`, the bounded sweep `cargo test`
+//! runs; with it, every scenario thoroughly, then random operation
+//! sequences until `--images` crash images have been checked. Prints the
+//! counts and, for each failure, a reproducer. Exit 0: no failures.
+//! Mounting crash images logs recovery warnings on stderr; `RUST_LOG=off`
+//! silences them.
+
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use novafs_crashcheck::{group, sweep, workload, Config, Stats, Workload};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Long sweep: every scenario with exhaustive enumeration up to 1024 images per crash point, then random sequences.
+    #[arg(long)]
+    all: bool,
+    /// Seed of every random choice (sampled images, random sequences).
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Stop once this many crash images have been checked (default with --all: 100000).
+    #[arg(long)]
+    images: Option<u64>,
+    /// Check only this workload (see --list; also random-SEED-LEN and random2-SEED-LEN).
+    #[arg(long)]
+    workload: Option<String>,
+    /// Check only this crash point of the workload (from a reproducer).
+    #[arg(long, requires = "workload")]
+    point: Option<usize>,
+    /// Check only this image of the crash point (from a reproducer).
+    #[arg(long, requires = "point")]
+    image: Option<usize>,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    jobs: usize,
+    /// Start no new workload after this many seconds.
+    #[arg(long)]
+    time_limit: Option<u64>,
+    /// Operations per random sequence.
+    #[arg(long, default_value_t = 24)]
+    sequence_len: usize,
+    /// List the workloads and exit.
+    #[arg(long)]
+    list: bool,
+    /// Print every failure, not only the first of each kind.
+    #[arg(long)]
+    every_failure: bool,
+    /// Count failures whose message contains this text apart, as a known and reported bug (repeatable).
+    #[arg(long)]
+    known_bug: Vec<String>,
+}
+
+pub fn run(args: &Args) -> ExitCode {
+    if args.list {
+        for w in workload::all() {
+            println!(
+                "{:<28} {} setup ops, {} recorded ops",
+                w.name,
+                w.setup.len(),
+                w.ops.len() + 1
+            );
+        }
+        println!("random-SEED-LEN              a random sequence of LEN operations");
+        println!("random2-SEED-LEN             the same on two shards, operations spread over both");
+        return ExitCode::SUCCESS;
+    }
+    let mut cfg = if args.all {
+        Config::thorough(args.seed)
+    } else {
+        Config::quick(args.seed)
+    };
+    cfg.only_point = args.point;
+    cfg.known = args.known_bug.clone();
+    cfg.only_image = args.image;
+    let target = args.images.or(args.all.then_some(100_000));
+    let workloads: Box<dyn Iterator<Item = Workload> + Send> = match &args.workload {
+        Some(name) => match workload::by_name(name) {
+            Some(w) => Box::new(std::iter::once(w)),
+            None => {
+                eprintln!("novafs: no workload named {name:?} (see novafs crashcheck --list)");
+                return ExitCode::from(2);
+            }
+        },
+        None if args.all => {
+            let (seed, len) = (args.seed, args.sequence_len);
+            Box::new(workload::all().into_iter().chain((0..).map(move |i: u64| {
+                // Alternate one-shard and two-shard sequences.
+                let s = seed.wrapping_add(i / 2);
+                if i.is_multiple_of(2) {
+                    workload::random(s, len)
+                } else {
+                    workload::random_sharded(s, len)
+                }
+            })))
+        }
+        None => Box::new(workload::all().into_iter()),
+    };
+    let verbose = args.point.is_some();
+    let t0 = Instant::now();
+    let limit = args.time_limit.map(Duration::from_secs);
+    let stop = |s: &Stats| target.is_some_and(|t| s.images >= t) || limit.is_some_and(|l| t0.elapsed() >= l);
+    let progress = |name: &str, s: &Stats| {
+        println!(
+            "{name}: {} crash points, {} images, {} failures ({:.1}s)",
+            s.crash_points,
+            s.images,
+            s.failures.len(),
+            s.elapsed.as_secs_f64()
+        );
+        if verbose {
+            for f in &s.failures {
+                println!("{f}");
+            }
+        }
+    };
+    let stats = sweep(workloads, &cfg, args.jobs, &stop, &progress);
+    if !verbose {
+        for (sig, n, first) in group(&stats.failures) {
+            println!("\n{n} failure(s) of this kind: {sig}\n{first}");
+        }
+        if args.every_failure {
+            for f in &stats.failures {
+                println!("{f}");
+            }
+        }
+    }
+    println!("\ncrashcheck: {stats} in {:.0}s", t0.elapsed().as_secs_f64());
+    if stats.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}

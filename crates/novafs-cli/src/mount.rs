@@ -1,0 +1,867 @@
+//! `novafs mount` and `novafs umount`: the FUSE daemon's life cycle.
+//!
+//! `mount` checks everything that can be checked without touching the
+//! image (mount point, /dev/fuse, privileges), then opens the image under
+//! its exclusive lock and mounts it with `novafs-fuse`. Without
+//! `--foreground` it re-executes itself as a daemon (new session, stdout a
+//! pipe back to the parent, stderr the log file) and returns once the
+//! daemon reports "ready" (the kernel answered INIT) or an error line.
+//!
+//! Each daemon records its pid in a state file named after the mount point.
+//! The daemon ends when the kernel mount goes away — `novafs umount`,
+//! umount(8), fusermount3 -u, or SIGTERM/SIGINT/SIGHUP, on which it
+//! unmounts itself — and then unmounts the `Fs` cleanly (allocator state
+//! saved, image marked clean) and removes the state file. `umount` waits
+//! for that, so when it returns the image is clean. After SIGKILL the flock
+//! dies with the process and the next mount recovers (NOVA §4.7).
+
+use std::fs::{self, OpenOptions};
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use novafs::{Fs, MountOptions};
+use novafs_fuse::{MountConfig, MountError, Mounted, Unmounter};
+use pm::{MapOptions, MmapRegion};
+
+use crate::image::{explain, explain_fs};
+
+#[derive(clap::Args)]
+pub struct MountArgs {
+    /// Serve in the foreground, logging to stderr, instead of from a
+    /// background daemon.
+    #[arg(long)]
+    foreground: bool,
+    /// Comma-separated mount options: ro, rw, allow_other, threads=N
+    /// (default: one per CPU), eadr (the platform's caches are persistent).
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    options: Vec<String>,
+    /// Set by `novafs mount` when it starts the daemon: report readiness on
+    /// stdout.
+    #[arg(long, hide = true)]
+    daemon: bool,
+    /// The novafs image (a file, or a devdax device).
+    image: PathBuf,
+    /// An existing directory that is not a mount point already.
+    mountpoint: PathBuf,
+}
+
+/// Parsed `-o` options.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Options {
+    read_only: bool,
+    allow_other: bool,
+    threads: usize,
+    eadr: bool,
+}
+
+const KNOWN_OPTIONS: &str = "ro, rw, allow_other, threads=N, eadr";
+
+fn parse_options(list: &[String]) -> Result<Options> {
+    let mut o = Options {
+        read_only: false,
+        allow_other: false,
+        threads: thread::available_parallelism().map_or(1, |n| n.get()),
+        eadr: false,
+    };
+    for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
+        match opt {
+            "ro" => o.read_only = true,
+            "rw" => o.read_only = false,
+            "allow_other" => o.allow_other = true,
+            "eadr" => o.eadr = true,
+            _ => match opt.strip_prefix("threads=") {
+                Some(n) => {
+                    o.threads = n
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=1024).contains(n))
+                        .ok_or_else(|| anyhow!("threads={n} is not a thread count; use 1 to 1024"))?;
+                }
+                None => bail!("unknown mount option '{opt}'; known options: {KNOWN_OPTIONS}"),
+            },
+        }
+    }
+    Ok(o)
+}
+
+pub fn run(args: &MountArgs) -> ExitCode {
+    if args.foreground || args.daemon {
+        return serve(args);
+    }
+    match spawn_daemon(args) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("novafs: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+// ---- the parent: start the daemon, wait until it is ready ----
+
+fn spawn_daemon(args: &MountArgs) -> Result<ExitCode> {
+    // The cheap checks here too, so that they fail before any log exists;
+    // the daemon repeats them (things may change in between).
+    parse_options(&args.options)?;
+    let mnt = check_mountpoint(&args.mountpoint)?;
+    check_fuse_available()?;
+    let image = std::path::absolute(&args.image).with_context(|| format!("{}: bad path", args.image.display()))?;
+    let state = StatePaths::new(&mnt)?;
+    let log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&state.log)
+        .with_context(|| format!("cannot open the log file {}", state.log.display()))?;
+    let exe = std::env::current_exe().context("cannot find the novafs executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("mount").arg("--daemon");
+    for o in &args.options {
+        cmd.arg("-o").arg(o);
+    }
+    cmd.arg("--").arg(&image).arg(&mnt);
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .env("NO_COLOR", "1");
+    if std::env::var_os("RUST_LOG").is_none() {
+        cmd.env("RUST_LOG", "info,fuser=error");
+    }
+    let mut child = cmd.spawn().context("cannot start the mount daemon")?;
+    let mut line = String::new();
+    if let Some(out) = child.stdout.take() {
+        // EOF (an empty line) means the daemon died before reporting.
+        let _ = BufReader::new(out).read_line(&mut line);
+    }
+    let line = line.trim_end();
+    if line == "ready" {
+        println!(
+            "novafs: mounted {} on {} (daemon pid {}, log {})",
+            image.display(),
+            mnt.display(),
+            child.id(),
+            state.log.display()
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let status = child.wait();
+    match line.strip_prefix("error ") {
+        Some(msg) => eprintln!("novafs: {msg}"),
+        None => eprintln!(
+            "novafs: the mount daemon exited ({}) before the mount was ready; see {}",
+            status.map_or_else(|e| e.to_string(), |s| s.to_string()),
+            state.log.display()
+        ),
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+// ---- the daemon (or the foreground process) ----
+
+/// Where readiness goes: the parent's pipe (daemon) or the terminal.
+enum Reporter {
+    Pipe(io::Stdout),
+    Terminal,
+}
+
+impl Reporter {
+    fn ready(&mut self, image: &Path, mnt: &Path) {
+        tracing::info!("mounted {} on {}", image.display(), mnt.display());
+        match self {
+            Reporter::Pipe(out) => {
+                let _ = writeln!(out, "ready").and_then(|()| out.flush());
+            }
+            Reporter::Terminal => println!(
+                "novafs: mounted {} on {}; serving in the foreground (Ctrl-C or `novafs umount {}` unmounts)",
+                image.display(),
+                mnt.display(),
+                mnt.display()
+            ),
+        }
+    }
+
+    fn error(&mut self, e: &anyhow::Error) {
+        let msg = format!("{e:#}").replace('\n', " ");
+        match self {
+            Reporter::Pipe(out) => {
+                tracing::error!("{msg}");
+                let _ = writeln!(out, "error {msg}").and_then(|()| out.flush());
+            }
+            Reporter::Terminal => eprintln!("novafs: {msg}"),
+        }
+    }
+}
+
+fn serve(args: &MountArgs) -> ExitCode {
+    let mut reporter = if args.daemon {
+        // A daemon of its own: no controlling terminal, no hold on the
+        // caller's working directory (our paths are absolute).
+        sys::setsid();
+        let _ = std::env::set_current_dir("/");
+        Reporter::Pipe(io::stdout())
+    } else {
+        Reporter::Terminal
+    };
+    // Fail-stop: a panic may leave DRAM state half-updated, and a clean
+    // unmount would then persist it. Dying instead is a crash, which the
+    // next mount recovers from.
+    std::panic::set_hook(Box::new(|info| {
+        tracing::error!("fatal: {info}; aborting (the next mount recovers)");
+        eprintln!("novafs: fatal: {info}");
+        std::process::abort();
+    }));
+    // Before any thread exists, so every thread inherits the mask and the
+    // signals reach only the signal thread's sigwait.
+    let signals = match sys::block_termination_signals() {
+        Ok(s) => s,
+        Err(e) => {
+            reporter.error(&anyhow!("cannot block signals: {e}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let daemon = match Daemon::start(args) {
+        Ok(d) => d,
+        Err(e) => {
+            reporter.error(&e);
+            return ExitCode::FAILURE;
+        }
+    };
+    let Daemon {
+        image,
+        mnt,
+        state,
+        mut mounted,
+    } = daemon;
+    let unmounter = mounted.unmounter();
+    let signal_mnt = mnt.clone();
+    let spawned = thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || on_signals(&signals, unmounter, &signal_mnt));
+    if let Err(e) = spawned {
+        tracing::warn!("no signal thread ({e}): SIGTERM will not unmount");
+    }
+    reporter.ready(&image, &mnt);
+    let (result, fs) = mounted.serve();
+    if let Err(e) = result {
+        tracing::error!("FUSE session ended with an error: {e}");
+    }
+    let outcome = match fs {
+        Some(fs) => fs.unmount().map_err(|e| explain_fs(&image, e)),
+        None => Err(anyhow!("the file system was still referenced")),
+    };
+    match outcome {
+        Ok(()) => {
+            state.remove();
+            tracing::info!("unmounted {}; image marked clean", mnt.display());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let msg = format!("{e:#}").replace('\n', " ");
+            tracing::error!("clean unmount failed: {msg}; the next mount will recover");
+            state.record_failure(&msg);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// A daemon that has mounted: what `serve` needs afterwards.
+struct Daemon {
+    image: PathBuf,
+    mnt: PathBuf,
+    state: StatePaths,
+    mounted: Mounted,
+}
+
+impl Daemon {
+    /// Every check, then the image, then the kernel mount. Errors before
+    /// the image is opened leave it untouched.
+    fn start(args: &MountArgs) -> Result<Daemon> {
+        let opts = parse_options(&args.options)?;
+        let mnt = check_mountpoint(&args.mountpoint)?;
+        check_fuse_available()?;
+        let state = StatePaths::new(&mnt)?;
+        let image = fs::canonicalize(&args.image).map_err(|e| image_error(&args.image, e))?;
+        tracing::info!(
+            "novafs {} daemon pid {}: mounting {} on {} ({} threads{}{}{})",
+            env!("CARGO_PKG_VERSION"),
+            std::process::id(),
+            image.display(),
+            mnt.display(),
+            opts.threads,
+            if opts.read_only { ", ro" } else { "" },
+            if opts.allow_other { ", allow_other" } else { "" },
+            if opts.eadr { ", eadr" } else { "" },
+        );
+        state
+            .write(&image, &mnt)
+            .with_context(|| format!("cannot write {}", state.pid.display()))?;
+        let map = MapOptions {
+            eadr: opts.eadr,
+            populate: true,
+            lock: true,
+        };
+        let opened = MmapRegion::open(&image, &map)
+            .map_err(|e| explain(&image, e))
+            .and_then(|region| {
+                let opts = MountOptions {
+                    read_only: opts.read_only,
+                };
+                Fs::open(Arc::new(region), opts).map_err(|e| explain_fs(&image, e))
+            });
+        let fs = match opened {
+            Ok(fs) => fs,
+            Err(e) => {
+                state.remove();
+                return Err(e);
+            }
+        };
+        let cfg = MountConfig {
+            read_only: opts.read_only,
+            allow_other: opts.allow_other,
+            threads: opts.threads,
+            fsname: fsname(&image),
+        };
+        match Mounted::mount(fs, &mnt, &cfg) {
+            Ok(mounted) => Ok(Daemon {
+                image,
+                mnt,
+                state,
+                mounted,
+            }),
+            Err(failed) => {
+                let MountError { error, fs } = *failed;
+                state.remove();
+                if let Some(fs) = fs {
+                    if let Err(e) = fs.unmount() {
+                        tracing::warn!("clean unmount after the failed mount: {e}");
+                    }
+                }
+                Err(mount_error(&mnt, &error, opts.allow_other))
+            }
+        }
+    }
+}
+
+/// The source shown in /proc/mounts: the image, unless its path would
+/// break the comma-separated option string fusermount3 gets.
+fn fsname(image: &Path) -> String {
+    let s = image.to_string_lossy();
+    if s.contains([',', ' ', '\t', '\n', '\\']) {
+        "novafs".into()
+    } else {
+        s.into_owned()
+    }
+}
+
+fn image_error(image: &Path, e: io::Error) -> anyhow::Error {
+    let p = image.display();
+    if e.kind() == io::ErrorKind::NotFound {
+        anyhow!("{p} does not exist; create it with `novafs mkfs {p}`")
+    } else {
+        anyhow!("{p}: {e}")
+    }
+}
+
+fn mount_error(mnt: &Path, e: &io::Error, allow_other: bool) -> anyhow::Error {
+    let m = mnt.display();
+    let text = e.to_string();
+    if allow_other && text.contains("user_allow_other") {
+        anyhow!("allow_other needs 'user_allow_other' in /etc/fuse.conf (or mounting as root)")
+    } else if e.kind() == io::ErrorKind::PermissionDenied || e.raw_os_error() == Some(libc::EPERM) {
+        anyhow!("cannot mount on {m}: permission denied; mount as root, or own {m} and have fusermount3 installed")
+    } else {
+        anyhow!(
+            "cannot mount on {m}: {}",
+            text.lines().next().unwrap_or("unknown error")
+        )
+    }
+}
+
+/// The mount point must exist, be a directory and not be a mount point
+/// already (Linux would happily stack a second mount on top).
+fn check_mountpoint(path: &Path) -> Result<PathBuf> {
+    let p = path.display();
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            bail!("mount point {p} does not exist; create it with `mkdir -p {p}`")
+        }
+        Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+            bail!("{p} is a FUSE mount whose daemon has died; run `novafs umount {p}` first")
+        }
+        Err(e) => bail!("mount point {p}: {e}"),
+    };
+    if !meta.is_dir() {
+        bail!("mount point {p} is not a directory; give an empty directory");
+    }
+    let canon = fs::canonicalize(path).with_context(|| format!("mount point {p}"))?;
+    if let Some(m) = find_mount(&canon)? {
+        bail!(
+            "{} is already a mount point ({} from {}); unmount it first or choose another directory",
+            canon.display(),
+            m.fstype,
+            m.source
+        );
+    }
+    Ok(canon)
+}
+
+fn check_fuse_available() -> Result<()> {
+    if !Path::new("/dev/fuse").exists() {
+        bail!("/dev/fuse is missing: load the fuse kernel module (`modprobe fuse`) or use a system with FUSE");
+    }
+    if sys::is_root() {
+        return Ok(());
+    }
+    if !in_path("fusermount3") {
+        bail!("mounting without root needs fusermount3: install the fuse3 package, or run as root");
+    }
+    // fuser opens /dev/fuse itself before it turns to fusermount3.
+    if let Err(e) = OpenOptions::new().read(true).write(true).open("/dev/fuse") {
+        bail!("/dev/fuse: {e}; mount as root, or let users open it (mode 0666, as the fuse3 package sets it)");
+    }
+    Ok(())
+}
+
+fn in_path(prog: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|paths| {
+        std::env::split_paths(&paths)
+            .any(|dir| fs::metadata(dir.join(prog)).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+    })
+}
+
+/// First signal: unmount the kernel mount, which ends the session and
+/// leads to the clean unmount. If files are still open there, detach it
+/// instead and finish when the last one is closed. Second signal: exit now
+/// (a crash: the image is consistent and the next mount recovers).
+fn on_signals(signals: &sys::SignalSet, mut unmounter: Unmounter, mnt: &Path) {
+    let mut seen = 0;
+    loop {
+        let sig = match signals.wait() {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!("sigwait: {e}");
+                return;
+            }
+        };
+        seen += 1;
+        if seen > 1 {
+            tracing::warn!("signal {sig} again: exiting without a clean unmount; the next mount recovers");
+            std::process::exit(1);
+        }
+        tracing::info!("signal {sig}: unmounting {}", mnt.display());
+        match unmounter.unmount() {
+            Ok(()) => {}
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                tracing::warn!(
+                    "{} is busy: detaching it; the daemon finishes when the last open file there is closed",
+                    mnt.display()
+                );
+                if let Err(e) = kernel_unmount(mnt, true) {
+                    tracing::error!("cannot detach {}: {e}", mnt.display());
+                }
+            }
+            Err(e) => tracing::error!("cannot unmount {}: {e}", mnt.display()),
+        }
+    }
+}
+
+/// Unmounts the kernel side: umount2(2) as root, else fusermount3 -u.
+/// `lazy` detaches a busy mount (MNT_DETACH, fusermount3 -z).
+fn kernel_unmount(mnt: &Path, lazy: bool) -> io::Result<()> {
+    if sys::is_root() {
+        return sys::umount(mnt, lazy);
+    }
+    let mut cmd = Command::new("fusermount3");
+    cmd.arg("-u");
+    if lazy {
+        cmd.arg("-z");
+    }
+    let out = cmd.arg("--").arg(mnt).stdin(Stdio::null()).output()?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    if err.contains("busy") {
+        Err(io::Error::from_raw_os_error(libc::EBUSY))
+    } else {
+        Err(io::Error::other(err.trim().to_string()))
+    }
+}
+
+// ---- novafs umount ----
+
+pub fn umount(path: &Path) -> Result<()> {
+    let mnt = resolve_mounted_path(path)?;
+    let m = mnt.display();
+    let state = StatePaths::new(&mnt)?;
+    let daemon = state.read();
+    let Some(mount) = find_mount(&mnt)? else {
+        if let Some(d) = daemon.as_ref().filter(|d| d.alive()) {
+            bail!(
+                "{m} is no longer mounted, but its daemon (pid {}) still serves files opened before it was detached; it exits when they are closed",
+                d.pid
+            );
+        }
+        state.remove();
+        bail!("{m} is not mounted");
+    };
+    if !mount.fstype.starts_with("fuse") {
+        bail!("{m} is a {} mount, not novafs; use umount(8)", mount.fstype);
+    }
+    // Asked before unmounting: afterwards a live daemon exits at once.
+    let serving = daemon.as_ref().is_some_and(DaemonState::alive);
+    kernel_unmount(&mnt, false).map_err(|e| match e.raw_os_error() {
+        Some(libc::EBUSY) => anyhow!(
+            "{m} is busy: a process has a file open or its working directory there; close them (see `fuser -vm {m}`) and retry"
+        ),
+        Some(libc::EPERM) => {
+            anyhow!("cannot unmount {m}: permission denied; run as root or as the user who mounted it")
+        }
+        _ => anyhow!("cannot unmount {m}: {e}"),
+    })?;
+    let Some(d) = daemon else {
+        println!("novafs: unmounted {m} (no novafs daemon was recorded for it)");
+        return Ok(());
+    };
+    if !serving {
+        state.remove();
+        println!(
+            "novafs: unmounted {m}; its daemon had died, so {} was not marked clean: the next mount recovers it",
+            d.image
+        );
+        return Ok(());
+    }
+    // The daemon sees the session end, unmounts the image and exits.
+    let start = Instant::now();
+    let mut warned = false;
+    while d.alive() {
+        if !warned && start.elapsed() > Duration::from_secs(10) {
+            eprintln!("novafs: waiting for the daemon (pid {}) to save its state...", d.pid);
+            warned = true;
+        }
+        thread::sleep(Duration::from_millis(5));
+    }
+    // A clean daemon removes its state file; a failed one says why.
+    let Some(left) = state.read() else {
+        return Ok(());
+    };
+    state.remove();
+    let why = left.failed.unwrap_or_else(|| "it exited without saying why".into());
+    bail!(
+        "unmounted {m}, but the daemon could not save a clean state ({why}); the next mount recovers {}; log: {}",
+        d.image,
+        state.log.display()
+    )
+}
+
+/// The canonical path of a mount point, also when it is a dead FUSE mount
+/// (whose root cannot be stat'ed): then its parent is canonicalized.
+fn resolve_mounted_path(path: &Path) -> Result<PathBuf> {
+    let p = path.display();
+    match fs::canonicalize(path) {
+        Ok(c) => Ok(c),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => bail!("{p} does not exist"),
+        Err(e) => {
+            let abs = std::path::absolute(path).with_context(|| format!("{p}: {e}"))?;
+            match (abs.parent(), abs.file_name()) {
+                (Some(dir), Some(name)) => Ok(fs::canonicalize(dir).with_context(|| format!("{p}: {e}"))?.join(name)),
+                _ => bail!("{p}: {e}"),
+            }
+        }
+    }
+}
+
+// ---- /proc/self/mountinfo ----
+
+struct MountEntry {
+    fstype: String,
+    source: String,
+}
+
+/// The mount whose mount point is exactly `path` (the last one, if
+/// several are stacked).
+fn find_mount(path: &Path) -> Result<Option<MountEntry>> {
+    let info = fs::read_to_string("/proc/self/mountinfo").context("cannot read /proc/self/mountinfo")?;
+    let want = path.as_os_str().as_bytes();
+    Ok(info.lines().filter_map(parse_mountinfo_line).fold(
+        None,
+        |found, (point, entry)| {
+            if point == want {
+                Some(entry)
+            } else {
+                found
+            }
+        },
+    ))
+}
+
+/// Field 5 is the mount point; after the " - " separator come the type
+/// and the source. Paths escape space, tab, newline and backslash as \ooo.
+fn parse_mountinfo_line(line: &str) -> Option<(Vec<u8>, MountEntry)> {
+    let (left, right) = line.split_once(" - ")?;
+    let point = unescape(left.split(' ').nth(4)?);
+    let mut r = right.split(' ');
+    let fstype = r.next()?.to_string();
+    let source = String::from_utf8_lossy(&unescape(r.next().unwrap_or(""))).into_owned();
+    Some((point, MountEntry { fstype, source }))
+}
+
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        match (b[i], octal) {
+            (b'\\', Some(d)) => {
+                out.push(d.iter().fold(0u8, |v, c| v.wrapping_mul(8) + (c - b'0')));
+                i += 4;
+            }
+            (c, _) => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+// ---- the state file: which daemon serves a mount point ----
+
+/// The files of one mount point in the state directory.
+struct StatePaths {
+    pid: PathBuf,
+    log: PathBuf,
+}
+
+/// What a state file says.
+struct DaemonState {
+    pid: u32,
+    start: u64,
+    image: String,
+    failed: Option<String>,
+}
+
+impl DaemonState {
+    /// True while the recorded process runs (same start time: not a
+    /// recycled pid) and is not a zombie.
+    fn alive(&self) -> bool {
+        sys::process_start(self.pid).is_some_and(|(state, start)| start == self.start && state != 'Z' && state != 'X')
+    }
+}
+
+/// `$NOVAFS_RUN_DIR`, else /run/novafs for root, else
+/// `$XDG_RUNTIME_DIR/novafs`, else /tmp/novafs-UID; created private.
+fn state_dir() -> Result<PathBuf> {
+    let uid = sys::euid();
+    let dir = if let Some(d) = std::env::var_os("NOVAFS_RUN_DIR") {
+        PathBuf::from(d)
+    } else if uid == 0 {
+        PathBuf::from("/run/novafs")
+    } else if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        PathBuf::from(x).join("novafs")
+    } else {
+        PathBuf::from(format!("/tmp/novafs-{uid}"))
+    };
+    match fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) => bail!("cannot create the state directory {}: {e}", dir.display()),
+    }
+    let meta = fs::symlink_metadata(&dir).with_context(|| format!("state directory {}", dir.display()))?;
+    if !meta.is_dir() || meta.uid() != uid {
+        bail!(
+            "state directory {} is not a directory owned by you; remove it or set NOVAFS_RUN_DIR",
+            dir.display()
+        );
+    }
+    Ok(dir)
+}
+
+impl StatePaths {
+    fn new(mnt: &Path) -> Result<StatePaths> {
+        let dir = state_dir()?;
+        let bytes = mnt.as_os_str().as_bytes();
+        // FNV-1a: stable across runs and versions, unlike std's hasher.
+        let hash = bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        let readable: String = String::from_utf8_lossy(bytes)
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        let readable = readable.trim_start_matches('_');
+        let tail = &readable[readable.len().saturating_sub(48)..];
+        let key = format!("{tail}-{hash:016x}");
+        Ok(StatePaths {
+            pid: dir.join(format!("{key}.pid")),
+            log: dir.join(format!("{key}.log")),
+        })
+    }
+
+    fn write(&self, image: &Path, mnt: &Path) -> io::Result<()> {
+        let pid = std::process::id();
+        let start = sys::process_start(pid).map_or(0, |(_, s)| s);
+        let text = format!(
+            "pid={pid}\nstart={start}\nimage={}\nmountpoint={}\nlog={}\n",
+            image.display(),
+            mnt.display(),
+            self.log.display()
+        );
+        let tmp = self.pid.with_extension("pid.tmp");
+        fs::write(&tmp, text)?;
+        fs::rename(&tmp, &self.pid)
+    }
+
+    fn read(&self) -> Option<DaemonState> {
+        let text = fs::read_to_string(&self.pid).ok()?;
+        let field = |k: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(k)?.strip_prefix('='))
+                .map(str::to_string)
+        };
+        Some(DaemonState {
+            pid: field("pid")?.parse().ok()?,
+            start: field("start")?.parse().ok()?,
+            image: field("image").unwrap_or_default(),
+            failed: field("failed"),
+        })
+    }
+
+    fn record_failure(&self, msg: &str) {
+        let appended = OpenOptions::new()
+            .append(true)
+            .open(&self.pid)
+            .and_then(|mut f| writeln!(f, "failed={msg}"));
+        if let Err(e) = appended {
+            tracing::warn!("cannot record the failure in {}: {e}", self.pid.display());
+        }
+    }
+
+    fn remove(&self) {
+        let _ = fs::remove_file(&self.pid);
+    }
+}
+
+/// The few system calls std does not wrap.
+mod sys {
+    use std::ffi::CString;
+    use std::io;
+    use std::os::unix::ffi::OsStrExt;
+    use std::path::Path;
+
+    pub fn euid() -> u32 {
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        unsafe { libc::geteuid() }
+    }
+
+    pub fn is_root() -> bool {
+        euid() == 0
+    }
+
+    pub fn setsid() {
+        // SAFETY: setsid has no preconditions; failure (already a group
+        // leader) leaves us in our session, which is harmless.
+        unsafe { libc::setsid() };
+    }
+
+    pub fn umount(mnt: &Path, lazy: bool) -> io::Result<()> {
+        let c = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let flags = libc::UMOUNT_NOFOLLOW | if lazy { libc::MNT_DETACH } else { 0 };
+        // SAFETY: `c` is a NUL-terminated string alive across the call.
+        if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error())
+        }
+    }
+
+    /// SIGTERM, SIGINT and SIGHUP, blocked so only `wait` receives them.
+    pub struct SignalSet(libc::sigset_t);
+
+    pub fn block_termination_signals() -> io::Result<SignalSet> {
+        // SAFETY: an all-zero sigset_t is valid storage; sigemptyset and
+        // sigaddset initialise it; pthread_sigmask reads it and writes no
+        // old mask (null).
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+                libc::sigaddset(&mut set, sig);
+            }
+            match libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) {
+                0 => Ok(SignalSet(set)),
+                rc => Err(io::Error::from_raw_os_error(rc)),
+            }
+        }
+    }
+
+    impl SignalSet {
+        /// Waits for one of the signals; returns its number.
+        pub fn wait(&self) -> io::Result<i32> {
+            let mut sig = 0;
+            // SAFETY: the set was initialised by block_termination_signals
+            // and `sig` is a valid place for the result.
+            match unsafe { libc::sigwait(&self.0, &mut sig) } {
+                0 => Ok(sig),
+                rc => Err(io::Error::from_raw_os_error(rc)),
+            }
+        }
+    }
+
+    /// State letter and start time (clock ticks since boot) of a process,
+    /// from /proc/PID/stat; None when there is no such process.
+    pub fn process_start(pid: u32) -> Option<(char, u64)> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name (field 2) may contain spaces: parse after it.
+        let rest = stat.get(stat.rfind(')')? + 1..)?;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let state = fields.first()?.chars().next()?;
+        let start = fields.get(19)?.parse().ok()?;
+        Some((state, start))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_parse_and_reject_unknown_ones() {
+        let o = parse_options(&["ro,threads=3".into(), "allow_other".into()]).expect("valid");
+        assert!(o.read_only && o.allow_other && !o.eadr);
+        assert_eq!(o.threads, 3);
+        assert!(parse_options(&["threads=0".into()]).is_err());
+        let e = parse_options(&["sync".into()]).expect_err("unknown");
+        assert!(e.to_string().contains("unknown mount option 'sync'"));
+    }
+
+    #[test]
+    fn mountinfo_lines_unescape_mount_points() {
+        let line = "36 35 0:40 / /tmp/a\\040b rw,relatime shared:1 - fuse /img\\054x rw,user_id=0";
+        let (point, m) = parse_mountinfo_line(line).expect("parses");
+        assert_eq!(point, b"/tmp/a b");
+        assert_eq!(m.fstype, "fuse");
+        assert_eq!(m.source, "/img,x");
+    }
+
+    #[test]
+    fn own_process_is_alive_and_has_a_start_time() {
+        let (state, start) = sys::process_start(std::process::id()).expect("self");
+        assert!(state != 'Z' && start > 0);
+    }
+}

@@ -1,0 +1,136 @@
+//! SIGKILL the daemon in the middle of a workload: the next mount
+//! recovers, fsck is clean, and every operation that returned before the
+//! kill is there (strict mode: durable when it returns).
+
+mod fuse_common;
+
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::Duration;
+
+use fuse_common::{fuse_available, is_mount_point, ok, process_alive, wait_until, Mount, Rng};
+
+/// The workload's view of what must be on the image: name → contents.
+type Model = BTreeMap<String, Vec<u8>>;
+
+/// Creates, overwrites, appends to, renames and removes files until an
+/// operation fails (the daemon is gone). Returns the model of everything
+/// that returned, and the names the failed operation touched.
+fn workload(mnt: &Path, done: &AtomicUsize) -> (Model, Vec<String>) {
+    let mut model = Model::new();
+    let mut rng = Rng::new(0xdead);
+    let p = |n: &str| -> PathBuf { mnt.join(n) };
+    for i in 0.. {
+        let name = format!("f{i:05}");
+        let len = 1 + rng.below(20_000) as usize;
+        let data = rng.bytes(len);
+        if fs::write(p(&name), &data).is_err() {
+            return (model, vec![name]);
+        }
+        model.insert(name.clone(), data);
+        // Append a record to a log kept open across many operations.
+        let line = format!("{i}\n");
+        let appended = OpenOptions::new()
+            .append(true)
+            .create(true)
+            .open(p("log"))
+            .and_then(|mut f| f.write_all(line.as_bytes()));
+        if appended.is_err() {
+            return (model, vec!["log".into()]);
+        }
+        model
+            .entry("log".into())
+            .or_default()
+            .extend_from_slice(line.as_bytes());
+        if i % 3 == 0 {
+            let to = format!("r{i:05}");
+            if fs::rename(p(&name), p(&to)).is_err() {
+                return (model, vec![name, to]);
+            }
+            let data = model.remove(&name).unwrap_or_default();
+            model.insert(to, data);
+        }
+        if i % 5 == 0 && i > 0 {
+            let victim = format!("f{:05}", i - 1);
+            if model.contains_key(&victim) {
+                if fs::remove_file(p(&victim)).is_err() {
+                    return (model, vec![victim]);
+                }
+                model.remove(&victim);
+            }
+        }
+        done.store(i + 1, Ordering::Release);
+    }
+    unreachable!("the loop ends when the daemon dies")
+}
+
+#[test]
+fn sigkill_mid_workload_then_remount_recovers_everything_that_returned() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("256M", &[]);
+    let done = Arc::new(AtomicUsize::new(0));
+    let worker = {
+        let mnt = m.mnt.clone();
+        let done = done.clone();
+        thread::spawn(move || workload(&mnt, &done))
+    };
+    wait_until("the workload to get going", Duration::from_secs(60), || {
+        done.load(Ordering::Acquire) >= 1500
+    });
+    // SAFETY: kill(2) with a pid we started; no memory is involved.
+    assert_eq!(unsafe { libc::kill(m.pid as i32, libc::SIGKILL) }, 0);
+    let (model, in_flight) = worker.join().expect("workload thread");
+    assert!(model.len() > 100, "too little happened before the kill");
+    wait_until("the daemon to die", Duration::from_secs(10), || !process_alive(m.pid));
+    // The image is consistent as the kill left it (the lock died with the
+    // daemon), and the dead mount point is refused until cleared.
+    let report = m.fsck();
+    assert!(report.contains("not cleanly unmounted: clean"), "{report}");
+    let out = fuse_common::run(m.novafs(&["mount"]).arg(&m.image).arg(&m.mnt));
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("daemon has died"));
+    // novafs umount clears the dead kernel mount and says so.
+    let out = ok(m.novafs(&["umount"]).arg(&m.mnt));
+    assert!(out.contains("daemon had died"), "{out}");
+    assert!(!is_mount_point(&m.mnt));
+    m.mounted = false;
+    m.mount(&[]);
+    let mut names: Vec<String> = fs::read_dir(&m.mnt)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    for (name, want) in &model {
+        let got = fs::read(m.path(name));
+        if !in_flight.contains(name) {
+            let got = got.unwrap_or_else(|e| panic!("{name} lost: {e}"));
+            assert!(got == *want, "{name}: contents differ after recovery");
+            continue;
+        }
+        // The interrupted operation happened whole or not at all.
+        match got {
+            Ok(got) if name == "log" => assert!(got.starts_with(want), "log lost records"),
+            Ok(got) => assert!(got == *want, "{name}: contents differ after recovery"),
+            // Removed, or renamed to the other name it touched.
+            Err(_) => {
+                if let Some(to) = in_flight.iter().find(|n| *n != name) {
+                    assert!(fs::read(m.path(to)).is_ok_and(|g| g == *want), "{name} lost");
+                }
+            }
+        }
+    }
+    for name in &names {
+        assert!(
+            model.contains_key(name) || in_flight.contains(name),
+            "{name} exists but was never created or was removed before the kill"
+        );
+    }
+    m.finish();
+}

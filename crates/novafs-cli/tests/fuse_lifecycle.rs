@@ -1,0 +1,286 @@
+//! The mount's life cycle: bad input is refused with one line and leaves
+//! the image untouched; the image lock keeps a mounted image from a second
+//! mount or fsck; signals and umount end the daemon with a clean image;
+//! read-only mounts refuse writes.
+
+mod fuse_common;
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use fuse_common::{fuse_available, is_mount_point, novafs, ok, process_alive, run, shm_dir, wait_until, Mount};
+
+/// Runs `novafs ARGS`, expects failure with exactly one line on stderr
+/// containing `needle`; returns that line.
+fn refused(cmd: &mut Command, needle: &str) -> String {
+    let out = run(cmd);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{cmd:?} should fail; stderr: {err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "not one line: {err:?}");
+    assert!(err.contains(needle), "{err:?} lacks {needle:?}");
+    err
+}
+
+fn bytes(p: &Path) -> Vec<u8> {
+    fs::read(p).expect("read image")
+}
+
+fn crc32c(data: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 != 0 {
+                (crc >> 1) ^ 0x82f6_3b78
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+fn mount_cmd(image: &Path, mnt: &Path) -> Command {
+    let mut c = novafs(["mount"]);
+    c.arg(image).arg(mnt);
+    // Keep the daemon's state and log beside the image, in the test's dir.
+    if let Some(dir) = image.parent() {
+        c.env("NOVAFS_RUN_DIR", dir.join("run"));
+    }
+    c
+}
+
+#[test]
+fn bad_mount_points_are_refused_in_one_line_and_the_image_is_untouched() {
+    if !fuse_available() {
+        return;
+    }
+    let dir = shm_dir();
+    let image = dir.path().join("image");
+    ok(novafs(["mkfs", "--size", "64M"]).arg(&image));
+    let before = bytes(&image);
+    let missing = dir.path().join("missing");
+    refused(&mut mount_cmd(&image, &missing), "does not exist");
+    let file = dir.path().join("file");
+    fs::write(&file, "x").expect("write");
+    refused(&mut mount_cmd(&image, &file), "not a directory");
+    // A mount point that is already a mount (here: another novafs).
+    let other = Mount::new("64M", &[]);
+    refused(&mut mount_cmd(&image, &other.mnt), "already a mount point");
+    refused(
+        novafs(["mount", "-o", "sync"]).arg(&image).arg(dir.path()),
+        "unknown mount option 'sync'",
+    );
+    refused(
+        novafs(["mount", "-o", "threads=zero"]).arg(&image).arg(dir.path()),
+        "threads=zero",
+    );
+    refused(novafs(["umount"]).arg(dir.path()), "not mounted");
+    assert!(bytes(&image) == before, "the image changed");
+    other.finish();
+}
+
+#[test]
+fn bad_images_are_refused_in_one_line_and_left_untouched() {
+    if !fuse_available() {
+        return;
+    }
+    let dir = shm_dir();
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).expect("mkdir");
+    refused(&mut mount_cmd(&dir.path().join("nope"), &mnt), "does not exist");
+    // Not novafs: 64 MiB of something else.
+    let junk = dir.path().join("junk");
+    fs::write(&junk, vec![0x5au8; 64 << 20]).expect("write");
+    refused(&mut mount_cmd(&junk, &mnt), "not a novafs image");
+    assert!(bytes(&junk).iter().all(|&b| b == 0x5a), "junk image changed");
+    // A newer format version (the superblock's CRC made to match).
+    let newer = dir.path().join("newer");
+    ok(novafs(["mkfs", "--size", "64M"]).arg(&newer));
+    let mut img = bytes(&newer);
+    img[8..12].copy_from_slice(&99u32.to_le_bytes());
+    let csum = crc32c(&img[..432]);
+    img[432..436].copy_from_slice(&csum.to_le_bytes());
+    fs::write(&newer, &img).expect("write");
+    refused(&mut mount_cmd(&newer, &mnt), "upgrade novafs");
+    assert!(bytes(&newer) == img, "newer image changed");
+    assert!(!is_mount_point(&mnt));
+}
+
+#[test]
+fn a_mounted_image_cannot_be_mounted_again_or_checked() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("64M", &[]);
+    fs::write(m.path("f"), "data").expect("write");
+    let before = bytes(&m.image);
+    let second = m.dir.path().join("second");
+    fs::create_dir(&second).expect("mkdir");
+    refused(&mut mount_cmd(&m.image, &second), "in use");
+    refused(
+        m.novafs(&["mount", "--foreground"]).arg(&m.image).arg(&second),
+        "in use",
+    );
+    let out = run(novafs(["fsck"]).arg(&m.image));
+    assert_eq!(out.status.code(), Some(2), "fsck of a mounted image");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
+    assert!(bytes(&m.image) == before, "the image changed");
+    assert!(!is_mount_point(&second));
+    m.finish();
+}
+
+#[test]
+fn sigterm_and_sigint_unmount_cleanly() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("64M", &[]);
+    fs::write(m.path("kept"), "kept across SIGTERM").expect("write");
+    // SAFETY: kill(2) on the daemon we started.
+    assert_eq!(unsafe { libc::kill(m.pid as i32, libc::SIGTERM) }, 0);
+    wait_until("the daemon to exit", Duration::from_secs(30), || !process_alive(m.pid));
+    assert!(!is_mount_point(&m.mnt));
+    m.mounted = false;
+    assert!(m.fsck().contains("cleanly unmounted"));
+    // In the foreground, Ctrl-C (SIGINT) does the same.
+    let child = m
+        .novafs(&["mount", "--foreground"])
+        .arg(&m.image)
+        .arg(&m.mnt)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_until("the foreground mount", Duration::from_secs(30), || {
+        is_mount_point(&m.mnt)
+    });
+    assert_eq!(fs::read_to_string(m.path("kept")).expect("read"), "kept across SIGTERM");
+    // SAFETY: kill(2) on the child we started.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let out = child.wait_with_output().expect("wait");
+    assert!(out.status.success(), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("serving in the foreground"));
+    assert!(!is_mount_point(&m.mnt));
+    assert!(m.fsck().contains("cleanly unmounted"));
+}
+
+#[test]
+fn a_busy_mount_refuses_umount_and_sigterm_detaches_until_the_last_close() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("64M", &[]);
+    let mut open = File::create(m.path("open")).expect("create");
+    open.write_all(b"before").expect("write");
+    refused(m.novafs(&["umount"]).arg(&m.mnt), "busy");
+    assert!(is_mount_point(&m.mnt));
+    // SAFETY: kill(2) on the daemon we started.
+    assert_eq!(unsafe { libc::kill(m.pid as i32, libc::SIGTERM) }, 0);
+    wait_until("the detach", Duration::from_secs(30), || !is_mount_point(&m.mnt));
+    m.mounted = false;
+    // Detached, not dead: the open file still works until it is closed.
+    assert!(process_alive(m.pid));
+    open.write_all(b" and after").expect("write after detach");
+    drop(open);
+    wait_until("the daemon to exit", Duration::from_secs(30), || !process_alive(m.pid));
+    assert!(m.fsck().contains("cleanly unmounted"));
+    m.mount(&[]);
+    assert_eq!(fs::read_to_string(m.path("open")).expect("read"), "before and after");
+    m.finish();
+}
+
+#[test]
+fn read_only_mounts_serve_reads_and_refuse_writes() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("64M", &["threads=1"]);
+    fs::create_dir(m.path("d")).expect("mkdir");
+    fs::write(m.path("d/f"), "read me").expect("write");
+    m.umount();
+    m.mount(&["ro,threads=3"]);
+    let mut s = String::new();
+    File::open(m.path("d/f"))
+        .expect("open")
+        .read_to_string(&mut s)
+        .expect("read");
+    assert_eq!(s, "read me");
+    let err = OpenOptions::new()
+        .append(true)
+        .open(m.path("d/f"))
+        .expect_err("write open on ro");
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+    let err = fs::create_dir(m.path("e")).expect_err("mkdir on ro");
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+    m.finish();
+}
+
+#[test]
+fn without_root_and_without_fusermount3_mount_says_what_to_install() {
+    if !fuse_available() {
+        return;
+    }
+    let setpriv = Path::new("/usr/bin/setpriv");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !setpriv.exists() || !root {
+        eprintln!("skipped: needs root and setpriv to run as another user");
+        return;
+    }
+    let dir = shm_dir();
+    fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).expect("chmod");
+    let image = dir.path().join("image");
+    let mnt = dir.path().join("mnt");
+    fs::create_dir(&mnt).expect("mkdir");
+    fs::set_permissions(&mnt, fs::Permissions::from_mode(0o777)).expect("chmod");
+    ok(novafs(["mkfs", "--size", "64M"]).arg(&image));
+    let before = bytes(&image);
+    let mut cmd = Command::new(setpriv);
+    cmd.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(fuse_common::NOVAFS)
+        .arg("mount")
+        .arg(&image)
+        .arg(&mnt)
+        .env("PATH", "/nonexistent")
+        .env("NOVAFS_RUN_DIR", dir.path().join("run"));
+    refused(&mut cmd, "fusermount3");
+    assert!(bytes(&image) == before, "the image changed");
+}
+
+#[test]
+fn allow_other_lets_other_users_in_and_permissions_still_apply() {
+    if !fuse_available() {
+        return;
+    }
+    let setpriv = Path::new("/usr/bin/setpriv");
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !setpriv.exists() || !root {
+        eprintln!("skipped: needs root and setpriv to run as another user");
+        return;
+    }
+    let as_nobody = |args: &[&Path]| {
+        let mut c = Command::new(setpriv);
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        c.args(args);
+        run(&mut c).status.success()
+    };
+    let cat = Path::new("/bin/cat");
+    let mut m = Mount::new("64M", &[]);
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    fs::write(m.path("public"), "for everyone").expect("write");
+    fs::write(m.path("private"), "root only").expect("write");
+    fs::set_permissions(m.path("private"), fs::Permissions::from_mode(0o600)).expect("chmod");
+    assert!(!as_nobody(&[cat, &m.path("public")]), "without allow_other");
+    m.umount();
+    m.mount(&["allow_other"]);
+    assert!(as_nobody(&[cat, &m.path("public")]), "with allow_other");
+    assert!(!as_nobody(&[cat, &m.path("private")]), "default_permissions");
+    m.finish();
+}

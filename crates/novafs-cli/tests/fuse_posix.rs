@@ -1,0 +1,270 @@
+//! POSIX behaviour through the mount: the errno of every failing operation
+//! is exact, and the corners programs rely on work (unlink while open,
+//! set-group-ID directories, large directories listed while they change,
+//! renameat2 flags, running out of space).
+
+mod fuse_common;
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::Path;
+
+use fuse_common::{fuse_available, Mount};
+
+fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
+    r.expect_err("should fail").raw_os_error().expect("an errno")
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("no NUL")
+}
+
+fn check(rc: libc::c_int) -> io::Result<()> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+fn renameat2(from: &Path, to: &Path, flags: libc::c_uint) -> io::Result<()> {
+    let (a, b) = (cstr(from), cstr(to));
+    // SAFETY: both strings are NUL-terminated and live across the call.
+    check(unsafe { libc::renameat2(libc::AT_FDCWD, a.as_ptr(), libc::AT_FDCWD, b.as_ptr(), flags) })
+}
+
+fn fallocate(f: &File, mode: i32, off: i64, len: i64) -> io::Result<()> {
+    // SAFETY: `f` stays open across the call.
+    check(unsafe { libc::fallocate(f.as_raw_fd(), mode, off, len) })
+}
+
+fn free_blocks(p: &Path) -> u64 {
+    let c = cstr(p);
+    // SAFETY: an all-zero statvfs is valid storage for the result.
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is NUL-terminated; `s` is a valid out pointer.
+    check(unsafe { libc::statvfs(c.as_ptr(), &mut s) }).expect("statvfs");
+    assert_eq!(s.f_bsize, 4096);
+    assert_eq!(s.f_namemax, 255);
+    s.f_bfree
+}
+
+#[test]
+fn failing_operations_return_the_exact_errno() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("64M", &[]);
+    let p = |s: &str| m.path(s);
+    fs::create_dir(p("d")).expect("mkdir");
+    fs::write(p("d/f"), "x").expect("write");
+    fs::create_dir(p("e")).expect("mkdir");
+    fs::write(p("file"), "y").expect("write");
+    assert_eq!(errno(fs::create_dir(p("d"))), libc::EEXIST);
+    assert_eq!(errno(fs::remove_dir(p("d"))), libc::ENOTEMPTY);
+    assert_eq!(errno(fs::remove_dir(p("file"))), libc::ENOTDIR);
+    assert_eq!(errno(fs::remove_file(p("d"))), libc::EISDIR);
+    assert_eq!(errno(File::open(p("missing"))), libc::ENOENT);
+    assert_eq!(errno(File::open(p("file/x"))), libc::ENOTDIR);
+    assert_eq!(errno(File::create(p(&"n".repeat(256)))), libc::ENAMETOOLONG);
+    File::create(p(&"n".repeat(255))).expect("255 bytes is fine");
+    assert_eq!(errno(fs::rename(p("d"), p("d/inside"))), libc::EINVAL);
+    assert_eq!(errno(fs::rename(p("file"), p("e"))), libc::EISDIR);
+    assert_eq!(errno(fs::rename(p("e"), p("file"))), libc::ENOTDIR);
+    assert_eq!(errno(fs::rename(p("e"), p("d"))), libc::ENOTEMPTY);
+    assert_eq!(errno(fs::hard_link(p("d"), p("dlink"))), libc::EPERM);
+    assert_eq!(errno(fs::read_link(p("file"))), libc::EINVAL);
+    assert_eq!(
+        errno(renameat2(&p("file"), &p("d/f"), libc::RENAME_NOREPLACE)),
+        libc::EEXIST
+    );
+    assert_eq!(
+        errno(renameat2(&p("file"), &p("nothing"), libc::RENAME_EXCHANGE)),
+        libc::ENOENT
+    );
+    renameat2(&p("file"), &p("d/f"), libc::RENAME_EXCHANGE).expect("exchange");
+    assert_eq!(fs::read_to_string(p("file")).expect("read"), "x");
+    assert_eq!(fs::read_to_string(p("d/f")).expect("read"), "y");
+    let f = OpenOptions::new().read(true).write(true).open(p("file")).expect("open");
+    assert_eq!(errno(f.write_at(b"z", 1 << 52)), libc::EFBIG);
+    assert_eq!(errno(f.set_len(1 << 53)), libc::EFBIG);
+    assert_eq!(
+        errno(fallocate(&f, libc::FALLOC_FL_ZERO_RANGE, 0, 4096)),
+        libc::EOPNOTSUPP
+    );
+    // SAFETY: lseek on a descriptor `f` keeps open.
+    let past_end = unsafe { libc::lseek(f.as_raw_fd(), 4096, libc::SEEK_DATA) };
+    assert_eq!(past_end, -1);
+    assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::ENXIO));
+    let name = cstr(&p("file"));
+    let attr = CString::new("user.test").expect("no NUL");
+    let mut buf = [0u8; 16];
+    // SAFETY: valid strings and a buffer of the stated length.
+    let rc = unsafe { libc::getxattr(name.as_ptr(), attr.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+    assert_eq!(rc, -1);
+    assert_eq!(io::Error::last_os_error().raw_os_error(), Some(libc::EOPNOTSUPP));
+    drop(f);
+    m.finish();
+}
+
+#[test]
+fn running_out_of_space_is_enospc_and_deleting_gives_the_space_back() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("64M", &[]);
+    let free_before = free_blocks(&m.mnt);
+    let mut f = File::create(m.path("big")).expect("create");
+    let chunk = vec![0xabu8; 1 << 20];
+    let err = loop {
+        if let Err(e) = f.write_all(&chunk) {
+            break e;
+        }
+    };
+    assert_eq!(err.raw_os_error(), Some(libc::ENOSPC));
+    drop(f);
+    assert!(free_blocks(&m.mnt) < free_before / 10);
+    fs::remove_file(m.path("big")).expect("rm");
+    assert_eq!(free_blocks(&m.mnt), free_before);
+    m.umount();
+    assert!(m.fsck().contains("cleanly unmounted"));
+    m.mount(&[]);
+    assert_eq!(free_blocks(&m.mnt), free_before);
+    m.finish();
+}
+
+#[test]
+fn an_unlinked_file_lives_until_its_last_close() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("64M", &[]);
+    let free_before = free_blocks(&m.mnt);
+    let mut f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(m.path("doomed"))
+        .expect("create");
+    f.write_all(&vec![7u8; 1 << 20]).expect("write");
+    fs::remove_file(m.path("doomed")).expect("unlink");
+    assert!(!m.path("doomed").exists());
+    assert_eq!(f.metadata().expect("fstat").nlink(), 0);
+    f.write_at(b"still here", 0).expect("write after unlink");
+    let mut head = [0u8; 10];
+    f.read_exact_at(&mut head, 0).expect("read after unlink");
+    assert_eq!(&head, b"still here");
+    drop(f);
+    // The release frees the inode and its pages.
+    assert_eq!(free_blocks(&m.mnt), free_before);
+    m.finish();
+}
+
+#[test]
+fn set_group_id_directories_pass_their_group_on() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("64M", &[]);
+    let g = m.path("g");
+    fs::create_dir(&g).expect("mkdir");
+    std::os::unix::fs::chown(&g, None, Some(4321)).expect("chgrp");
+    fs::set_permissions(&g, fs::Permissions::from_mode(0o2775)).expect("chmod");
+    fs::write(g.join("f"), "").expect("create");
+    fs::create_dir(g.join("sub")).expect("mkdir");
+    std::os::unix::fs::symlink("f", g.join("l")).expect("symlink");
+    assert_eq!(fs::metadata(g.join("f")).expect("stat").gid(), 4321);
+    let sub = fs::metadata(g.join("sub")).expect("stat");
+    assert_eq!(sub.gid(), 4321);
+    assert_ne!(sub.mode() & libc::S_ISGID, 0, "subdirectories inherit set-group-ID");
+    assert_eq!(fs::symlink_metadata(g.join("l")).expect("lstat").gid(), 4321);
+    // Elsewhere the creator's group applies.
+    fs::write(m.path("plain"), "").expect("create");
+    assert_eq!(fs::metadata(m.path("plain")).expect("stat").gid(), 0);
+    m.finish();
+}
+
+#[test]
+fn a_large_directory_lists_every_entry_once_even_while_it_shrinks() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("128M", &[]);
+    let d = m.path("big");
+    fs::create_dir(&d).expect("mkdir");
+    const N: usize = 5000;
+    for i in 0..N {
+        File::create(d.join(format!("entry-{i:05}-{}", "x".repeat(i % 40)))).expect("create");
+    }
+    let mut seen: Vec<String> = fs::read_dir(&d)
+        .expect("read_dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(seen.len(), N);
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), N, "duplicates in the listing");
+    // `ls -l` style: readdirplus attributes agree with stat.
+    for e in fs::read_dir(&d).expect("read_dir").take(100) {
+        let e = e.expect("entry");
+        assert_eq!(
+            e.metadata().expect("meta").ino(),
+            fs::metadata(e.path()).expect("stat").ino()
+        );
+    }
+    // Deleting each entry as it is listed: the listing neither skips a
+    // survivor nor repeats anything (offsets stay valid as it changes).
+    let mut deleted = 0;
+    for e in fs::read_dir(&d).expect("read_dir") {
+        fs::remove_file(e.expect("entry").path()).expect("unlink");
+        deleted += 1;
+    }
+    assert_eq!(deleted, N);
+    assert_eq!(fs::read_dir(&d).expect("read_dir").count(), 0);
+    fs::remove_dir(&d).expect("rmdir");
+    m.finish();
+}
+
+#[test]
+fn attributes_links_and_symlinks_round_trip() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("64M", &[]);
+    let f = m.path("f");
+    fs::write(&f, "data").expect("write");
+    // chown clears set-user-ID (Linux does so even for root): chmod after.
+    std::os::unix::fs::chown(&f, Some(1000), Some(1001)).expect("chown");
+    fs::set_permissions(&f, fs::Permissions::from_mode(0o4751)).expect("chmod");
+    let when = std::time::UNIX_EPOCH + std::time::Duration::new(1_000_000_000, 123_456_789);
+    File::options()
+        .write(true)
+        .open(&f)
+        .expect("open")
+        .set_modified(when)
+        .expect("utimens");
+    fs::hard_link(&f, m.path("g")).expect("link");
+    let target = "t".repeat(4095);
+    std::os::unix::fs::symlink(&target, m.path("s")).expect("long symlink");
+    m.umount();
+    m.mount(&[]);
+    let st = fs::metadata(&f).expect("stat");
+    assert_eq!(st.mode() & 0o7777, 0o4751);
+    assert_eq!((st.uid(), st.gid()), (1000, 1001));
+    assert_eq!((st.mtime(), st.mtime_nsec()), (1_000_000_000, 123_456_789));
+    assert_eq!(st.nlink(), 2);
+    assert_eq!(fs::metadata(m.path("g")).expect("stat").ino(), st.ino());
+    assert_eq!(fs::read_link(m.path("s")).expect("readlink").as_os_str().len(), 4095);
+    let mut s = String::new();
+    File::open(m.path("g"))
+        .expect("open")
+        .read_to_string(&mut s)
+        .expect("read");
+    assert_eq!(s, "data");
+    m.finish();
+}

@@ -1,0 +1,787 @@
+//! The checker: records a workload on a [`RecordingRegion`], enumerates the
+//! crash images of every crash point (pm's persistence model), and checks
+//! each with the oracle:
+//!
+//! 1. fsck of the raw crash image is clean (only `problems` fail);
+//! 2. mounting it (recovery) succeeds, and the visible tree equals a legal
+//!    state: the state after every operation that returned before the
+//!    crash, with the in-flight one applied fully or not at all;
+//! 3. after a clean unmount the image is fsck-clean again (the rebuilt
+//!    allocators are exact), and a remount shows the same tree;
+//! 4. for a sample of images, the recovery itself is recorded and crashed:
+//!    every crash image of the recovery must recover to the same tree.
+//!
+//! The legal states come from the recorded run itself: the tree is captured
+//! through the API after every operation (no crash there), so timestamps
+//! are exact.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use novafs::{Fs, MountOptions};
+use pm::{Choice, CrashPoint, PointKind, RecordingRegion, Region, Torn, Trace};
+
+use crate::image::OverlayRegion;
+
+use crate::rng::Rng;
+use crate::tree::{Compare, Tree};
+use crate::workload::{gc_count, gc_lock, Expect, Op, Runner, Workload};
+
+/// How hard to look.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Base seed of every random choice (images sampled, random workloads).
+    pub seed: u64,
+    /// A crash point with at most this many distinct images is enumerated
+    /// exhaustively (1024 = every subset of 10 single-version lines).
+    pub exhaustive_max: u128,
+    /// Otherwise: the all-old and all-new images plus this many random ones.
+    pub samples: usize,
+    /// Images with one line torn at 8-byte granularity, per crash point.
+    pub torn: usize,
+    /// Record and crash the recovery of 1 in this many checked images; 0 =
+    /// never.
+    pub recovery_every: u64,
+    /// The same for images whose recovery replays the journal or reclaims
+    /// orphans (where a crash inside recovery matters most).
+    pub recovery_busy_every: u64,
+    /// Most images per crash point of a recorded recovery.
+    pub recovery_images: usize,
+    /// Stop a workload after this many checked images.
+    pub max_images: Option<u64>,
+    /// Also fsck the raw crash image before mounting it.
+    pub raw_fsck: bool,
+    /// Failures whose message contains one of these are known, reported
+    /// bugs: counted in [`Stats::known`], not in [`Stats::failures`].
+    pub known: Vec<String>,
+    pub compare: Compare,
+    /// Check only this crash point (and only this image of it).
+    pub only_point: Option<usize>,
+    pub only_image: Option<usize>,
+}
+
+impl Config {
+    /// The bounded sweep run by `cargo test`.
+    pub fn quick(seed: u64) -> Config {
+        Config {
+            seed,
+            exhaustive_max: 64,
+            samples: 8,
+            torn: 3,
+            recovery_every: 16,
+            recovery_busy_every: 3,
+            recovery_images: 4,
+            max_images: Some(4000),
+            raw_fsck: true,
+            known: Vec::new(),
+            compare: Compare::default(),
+            only_point: None,
+            only_image: None,
+        }
+    }
+
+    /// The long sweep (`novafs crashcheck --all`).
+    pub fn thorough(seed: u64) -> Config {
+        Config {
+            seed,
+            exhaustive_max: 1024,
+            samples: 64,
+            torn: 12,
+            recovery_every: 10,
+            recovery_busy_every: 3,
+            recovery_images: 12,
+            max_images: None,
+            raw_fsck: true,
+            known: Vec::new(),
+            compare: Compare::default(),
+            only_point: None,
+            only_image: None,
+        }
+    }
+}
+
+/// One image that broke the rules, with how to reproduce it.
+#[derive(Clone, Debug)]
+pub struct Failure {
+    pub workload: String,
+    pub seed: u64,
+    /// Crash point and image index within it (`None`: the run itself).
+    pub point: Option<usize>,
+    pub image: Option<usize>,
+    /// Where the crash happened, in words.
+    pub moment: String,
+    /// For a crash inside recovery: its crash point and image.
+    pub recovery: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl Failure {
+    /// What kind of failure this is, for grouping: the workload and the
+    /// first line of the message with numbers blanked out.
+    pub fn signature(&self) -> String {
+        let first = self.message.lines().next().unwrap_or("");
+        let mut sig = String::new();
+        let mut in_num = false;
+        for c in first.chars() {
+            if c.is_ascii_hexdigit() && (in_num || c.is_ascii_digit()) || (in_num && c == 'x') {
+                if !in_num {
+                    sig.push('#');
+                }
+                in_num = true;
+            } else {
+                in_num = false;
+                sig.push(c);
+            }
+        }
+        let phase = if self.recovery.is_some() {
+            " [crash inside recovery]"
+        } else {
+            ""
+        };
+        format!("{}{phase}", sig)
+    }
+}
+
+/// Failures grouped by [`Failure::signature`]: (signature, count, first).
+pub fn group(failures: &[Failure]) -> Vec<(String, usize, &Failure)> {
+    let mut out: Vec<(String, usize, &Failure)> = Vec::new();
+    for f in failures {
+        let sig = f.signature();
+        match out.iter_mut().find(|(s, _, _)| *s == sig) {
+            Some(e) => e.1 += 1,
+            None => out.push((sig, 1, f)),
+        }
+    }
+    out
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "FAIL {}", self.workload)?;
+        if let Some(p) = self.point {
+            write!(f, " crash point {p}")?;
+        }
+        if let Some(i) = self.image {
+            write!(f, " image {i}")?;
+        }
+        if let Some((p, i)) = self.recovery {
+            write!(f, ", then a crash in its recovery at point {p} image {i}")?;
+        }
+        writeln!(f, " ({})", self.moment)?;
+        for l in self.message.lines() {
+            writeln!(f, "    {l}")?;
+        }
+        write!(
+            f,
+            "    reproduce: novafs crashcheck --workload {} --seed {}",
+            self.workload, self.seed
+        )?;
+        if let Some(p) = self.point {
+            write!(f, " --point {p}")?;
+        }
+        if let Some(i) = self.image {
+            write!(f, " --image {i}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Counts of one sweep.
+#[derive(Clone, Debug, Default)]
+pub struct Stats {
+    pub workloads: u64,
+    pub ops: u64,
+    pub crash_points: u64,
+    /// Distinct crash images mounted and checked (recovery crashes included).
+    pub images: u64,
+    /// Images that repeated an earlier one (checked against the new legal
+    /// states without mounting again).
+    pub repeats: u64,
+    /// Recoveries recorded and crashed, and the images they produced.
+    pub recoveries: u64,
+    pub recovery_images: u64,
+    pub failures: Vec<Failure>,
+    /// Failures matching [`Config::known`].
+    pub known: Vec<Failure>,
+    pub elapsed: Duration,
+}
+
+impl Stats {
+    pub fn merge(&mut self, o: Stats) {
+        self.workloads += o.workloads;
+        self.ops += o.ops;
+        self.crash_points += o.crash_points;
+        self.images += o.images;
+        self.repeats += o.repeats;
+        self.recoveries += o.recoveries;
+        self.recovery_images += o.recovery_images;
+        self.failures.extend(o.failures);
+        self.known.extend(o.known);
+        self.elapsed += o.elapsed;
+    }
+}
+
+impl fmt::Display for Stats {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} workloads, {} operations, {} crash points, {} images checked ({} of them inside recovery, from {} recorded recoveries), {} repeated images, {} failures{}",
+            self.workloads,
+            self.ops,
+            self.crash_points,
+            self.images,
+            self.recovery_images,
+            self.recoveries,
+            self.repeats,
+            self.failures.len(),
+            if self.known.is_empty() {
+                String::new()
+            } else {
+                format!(" (+{} of known, reported bugs)", self.known.len())
+            }
+        )
+    }
+}
+
+/// A workload's recording and the legal states.
+pub struct Recorded {
+    pub ops: Vec<Op>,
+    pub trace: Trace,
+    /// `states[0]` before operation 0, `states[i + 1]` after operation `i`.
+    pub states: Vec<Tree>,
+    /// Operations that failed in the live run, with the error.
+    pub errors: Vec<(usize, String)>,
+}
+
+/// Runs `w`: its setup on a plain region (then a clean unmount), then its
+/// operations on a recording region, capturing the tree after each.
+pub fn record(w: &Workload) -> Result<Recorded, String> {
+    record_with(w, &|r| r)
+}
+
+/// [`record`] with the operations running on `wrap(recording)`.
+pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
+    let mut setup = Runner::fresh_with(w.region_size, w.shards)?;
+    setup.spread = w.spread;
+    setup.apply(&Op::Mount).map_err(|e| format!("setup mount: {e}"))?;
+    for (i, op) in w.setup.iter().enumerate() {
+        setup.apply(op).map_err(|e| format!("setup op {i} ({op}): {e}"))?;
+    }
+    let initial = setup.tree()?;
+    setup.apply(&Op::Unmount).map_err(|e| format!("setup unmount: {e}"))?;
+    let base = {
+        let mut b = vec![0u8; setup.region.len() as usize];
+        setup.region.read(0, &mut b).map_err(|e| e.to_string())?;
+        b
+    };
+    drop(setup);
+    let rec = Arc::new(RecordingRegion::new(base));
+    let mut run = Runner::new(wrap(rec.clone()));
+    run.spread = w.spread;
+    run.shards = w.shards;
+    let ops = w.recorded_ops();
+    let mut states = vec![initial];
+    let mut errors = Vec::new();
+    let _gc = gc_lock();
+    let gc_before = w.gc.map(gc_count);
+    for (i, op) in ops.iter().enumerate() {
+        rec.begin_op(i as u64);
+        let res = run.apply(op);
+        rec.end_op();
+        if let Err(e) = res {
+            if w.expect == Expect::AllSucceed || i == 0 {
+                return Err(format!("op {i} ({op}) failed in the live run: {e}"));
+            }
+            errors.push((i, e));
+        }
+        let tree = match run.fs {
+            Some(_) => run
+                .tree()
+                .map_err(|e| format!("after op {i} ({op}), in the live run: {e}"))?,
+            // What a mount would show now, read from a copy of the image.
+            None if *op == Op::Mkfs => {
+                let copy = Arc::new(pm::MemRegion::from_bytes(rec.snapshot()));
+                let fs = Fs::open(copy, MountOptions::default()).map_err(|e| format!("mount after mkfs: {e}"))?;
+                Tree::capture(&fs)?
+            }
+            None => states.last().cloned().unwrap_or_default(),
+        };
+        states.push(tree);
+    }
+    if let (Some(kind), Some(before)) = (w.gc, gc_before) {
+        if gc_count(kind) == before {
+            return Err(format!("the recorded operations never ran {kind:?} GC"));
+        }
+    }
+    drop(run); // A crash: no unmount.
+    Ok(Recorded {
+        ops,
+        trace: rec.trace(),
+        states,
+        errors,
+    })
+}
+
+/// What the oracle made of one image.
+#[derive(Clone)]
+struct Outcome {
+    /// Digest of the recovered tree, or why the image is broken.
+    result: Result<u64, String>,
+    /// Recovery replayed the journal or reclaimed orphans.
+    busy_recovery: bool,
+}
+
+fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "panic".into())
+}
+
+/// A crash image: a base image and the lines that differ from it.
+type Patches = Vec<(u64, [u8; 64])>;
+
+/// The oracle's mechanical part: fsck, recover, capture, unmount, fsck.
+fn examine(base: &Arc<Vec<u8>>, patches: &Patches, cfg: &Config, trees: &mut HashMap<u64, Tree>) -> Outcome {
+    let r = catch_unwind(AssertUnwindSafe(|| examine_inner(base, patches, cfg)));
+    match r {
+        Ok(Ok((tree, busy))) => {
+            let d = tree.digest(cfg.compare);
+            trees.entry(d).or_insert(tree);
+            Outcome {
+                result: Ok(d),
+                busy_recovery: busy,
+            }
+        }
+        Ok(Err(e)) => Outcome {
+            result: Err(e),
+            busy_recovery: false,
+        },
+        Err(p) => Outcome {
+            result: Err(format!("panicked: {}", panic_text(p))),
+            busy_recovery: false,
+        },
+    }
+}
+
+fn fsck_problems(region: Arc<dyn Region>) -> Result<(), String> {
+    match novafs::fsck::check(region, &|_, _| {}) {
+        Err(e) => Err(format!("fsck could not run: {e}")),
+        Ok(rep) if rep.is_clean() => Ok(()),
+        Ok(rep) => Err(rep.problems.join("\n")),
+    }
+}
+
+fn examine_inner(base: &Arc<Vec<u8>>, patches: &Patches, cfg: &Config) -> Result<(Tree, bool), String> {
+    let image = || -> Arc<dyn Region> { Arc::new(OverlayRegion::new(base.clone(), patches.iter().copied())) };
+    if cfg.raw_fsck {
+        fsck_problems(image()).map_err(|e| format!("fsck of the crash image: {e}"))?;
+    }
+    let region = image();
+    let fs = Fs::open(region.clone(), MountOptions::default()).map_err(|e| format!("recovery failed: {e}"))?;
+    let rep = fs.mount_report();
+    let busy = rep.journal_replayed > 0 || rep.orphans_reclaimed > 0;
+    let tree = Tree::capture(&fs).map_err(|e| format!("after recovery: {e}"))?;
+    fs.unmount()
+        .map_err(|e| format!("clean unmount after recovery failed: {e}"))?;
+    fsck_problems(region.clone()).map_err(|e| format!("fsck after recovery and a clean unmount: {e}"))?;
+    // The clean image (saved allocators, no scan) shows the same tree.
+    let fs = Fs::open(region, MountOptions::default()).map_err(|e| format!("remount after recovery failed: {e}"))?;
+    let again = Tree::capture(&fs).map_err(|e| format!("after a remount of the recovered image: {e}"))?;
+    if !again.same(&tree, cfg.compare) {
+        let diff = again.diff(&tree, cfg.compare, 8).join("\n  ");
+        return Err(format!(
+            "a clean unmount and remount after recovery changed the tree:\n  {diff}"
+        ));
+    }
+    drop(fs);
+    Ok((tree, busy))
+}
+
+/// The images checked at one crash point: all of them when few, else the
+/// all-old and all-new images and a seeded sample; plus torn lines.
+pub fn choices(cp: &CrashPoint<'_>, exhaustive_max: u128, samples: usize, torn: usize, rng: &mut Rng) -> Vec<Choice> {
+    let n = cp.lines.len();
+    let mut out = Vec::new();
+    let total = cp.image_count();
+    if total <= exhaustive_max {
+        let mut digits = vec![0usize; n];
+        'all: loop {
+            out.push(Choice {
+                lines: digits.clone(),
+                torn: None,
+            });
+            for (i, d) in digits.iter_mut().enumerate() {
+                *d += 1;
+                if *d < cp.lines[i].choices() {
+                    continue 'all;
+                }
+                *d = 0;
+            }
+            break;
+        }
+    } else {
+        out.push(Choice {
+            lines: vec![0; n],
+            torn: None,
+        });
+        out.push(Choice {
+            lines: cp.lines.iter().map(|l| l.versions.len()).collect(),
+            torn: None,
+        });
+        for _ in 0..samples {
+            out.push(random_choice(cp, rng));
+        }
+    }
+    if n > 0 {
+        for _ in 0..torn {
+            let mut c = random_choice(cp, rng);
+            let line = rng.below(n as u64) as usize;
+            let version = 1 + rng.below(cp.lines[line].versions.len() as u64) as usize;
+            let mask = 1 + rng.below(254) as u8;
+            c.torn = Some(Torn { line, version, mask });
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Each line independently: new with a density drawn per image, so both
+/// nearly-empty and nearly-full subsets are sampled.
+fn random_choice(cp: &CrashPoint<'_>, rng: &mut Rng) -> Choice {
+    let density = rng.below(101);
+    Choice {
+        lines: cp
+            .lines
+            .iter()
+            .map(|l| {
+                if rng.below(100) < density {
+                    1 + rng.below(l.versions.len() as u64) as usize
+                } else {
+                    0
+                }
+            })
+            .collect(),
+        torn: None,
+    }
+}
+
+fn describe_choice(cp: &CrashPoint<'_>, c: &Choice) -> String {
+    let mut parts: Vec<String> = cp
+        .lines
+        .iter()
+        .zip(&c.lines)
+        .filter(|(_, &k)| k > 0)
+        .take(12)
+        .map(|(l, &k)| format!("{:#x}:v{k}/{}", l.off, l.versions.len()))
+        .collect();
+    let shown = parts.len();
+    let all = c.lines.iter().filter(|&&k| k > 0).count();
+    if all > shown {
+        parts.push(format!("... {} more", all - shown));
+    }
+    let mut s = format!(
+        "{} of {} uncertain lines reached media [{}]",
+        all,
+        cp.lines.len(),
+        parts.join(" ")
+    );
+    if let Some(t) = c.torn {
+        s += &format!(
+            ", line {:#x} torn (words {:08b} of v{})",
+            cp.lines[t.line].off, t.mask, t.version
+        );
+    }
+    s
+}
+
+fn moment(rec: &Recorded, cp: &CrashPoint<'_>) -> String {
+    let where_ = match cp.kind {
+        PointKind::Fence => format!("before the fence at event {}", cp.event),
+        PointKind::OpEnd => "just after it returned".into(),
+        PointKind::End => "at the end of the run".into(),
+    };
+    match (cp.in_flight, cp.completed) {
+        (Some(i), _) => format!("during op {i} '{}', {where_}", rec.ops[i as usize]),
+        (None, Some(i)) => format!("after op {i} '{}', {where_}", rec.ops[i as usize]),
+        (None, None) => format!("before any op, {where_}"),
+    }
+}
+
+/// Indices into `states` a crash at `cp` may show.
+fn legal(cp: &CrashPoint<'_>) -> Vec<usize> {
+    match (cp.in_flight, cp.completed) {
+        (Some(i), _) => vec![i as usize, i as usize + 1],
+        (None, Some(i)) => vec![i as usize + 1],
+        (None, None) => vec![0],
+    }
+}
+
+/// Wraps the recording region the workload runs on (fault injection in
+/// the checker's own tests).
+pub type Wrap = dyn Fn(Arc<RecordingRegion>) -> Arc<dyn Region>;
+
+/// Checks every crash point of workload `w`, adding to `stats`.
+pub fn check_workload(w: &Workload, cfg: &Config, stats: &mut Stats) {
+    check_workload_with(w, cfg, stats, &|r| r)
+}
+
+/// [`check_workload`] with the workload running on `wrap(recording)`.
+pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: &Wrap) {
+    let t0 = Instant::now();
+    stats.workloads += 1;
+    let fail = |stats: &mut Stats,
+                point: Option<usize>,
+                image: Option<usize>,
+                moment: String,
+                recovery: Option<(usize, usize)>,
+                message: String| {
+        let f = Failure {
+            workload: w.name.clone(),
+            seed: cfg.seed,
+            point,
+            image,
+            moment,
+            recovery,
+            message,
+        };
+        if cfg.known.iter().any(|k| f.message.contains(k.as_str())) {
+            stats.known.push(f);
+        } else {
+            stats.failures.push(f);
+        }
+    };
+    let rec = match record_with(w, wrap) {
+        Ok(r) => r,
+        Err(e) => {
+            fail(stats, None, None, "the live run".into(), None, e);
+            stats.elapsed += t0.elapsed();
+            return;
+        }
+    };
+    stats.ops += rec.ops.len() as u64;
+    let cmp = cfg.compare;
+    let digests: Vec<u64> = rec.states.iter().map(|t| t.digest(cmp)).collect();
+    let mut trees: HashMap<u64, Tree> = HashMap::new();
+    let mut cache: HashMap<u64, Outcome> = HashMap::new();
+    let mut checked: u64 = 0;
+    rec.trace.crash_points(|cp| {
+        if cfg.only_point.is_some_and(|p| p != cp.index) {
+            return true;
+        }
+        if cfg.max_images.is_some_and(|m| checked >= m) {
+            return false;
+        }
+        stats.crash_points += 1;
+        let mut rng = Rng::derive(cfg.seed, cp.index as u64);
+        let allowed = legal(cp);
+        let list = choices(cp, cfg.exhaustive_max, cfg.samples, cfg.torn, &mut rng);
+        for (idx, choice) in list.iter().enumerate() {
+            if cfg.only_image.is_some_and(|i| i != idx) {
+                continue;
+            }
+            let key = cp.key(choice);
+            let outcome = match cache.get(&key) {
+                Some(o) => {
+                    stats.repeats += 1;
+                    o.clone()
+                }
+                None => {
+                    let patches = cp.patches(choice);
+                    let o = examine(&cp.durable, &patches, cfg, &mut trees);
+                    stats.images += 1;
+                    checked += 1;
+                    cache.insert(key, o.clone());
+                    // Crash the recovery of a sample of images.
+                    if let Ok(d) = o.result {
+                        let every = if o.busy_recovery {
+                            cfg.recovery_busy_every
+                        } else {
+                            cfg.recovery_every
+                        };
+                        let pick = every > 0 && (rng.below(every) == 0 || cfg.only_point.is_some());
+                        if pick {
+                            let img = OverlayRegion::new(cp.durable.clone(), patches).to_vec();
+                            crash_recovery(img, d, cfg, &mut trees, stats, &mut |stats, p, i, msg| {
+                                fail(stats, Some(cp.index), Some(idx), moment(&rec, cp), Some((p, i)), msg)
+                            });
+                        }
+                    }
+                    o
+                }
+            };
+            let msg = match &outcome.result {
+                // An interrupted mkfs leaves an image that is plainly not
+                // novafs (the superblock goes last).
+                Err(e)
+                    if cp.in_flight.is_some_and(|i| rec.ops[i as usize] == Op::Mkfs)
+                        && e.contains("is not a novafs file system") =>
+                {
+                    None
+                }
+                Err(e) => Some(e.clone()),
+                Ok(d) if allowed.iter().any(|&s| digests[s] == *d) => None,
+                Ok(d) => {
+                    let got = &trees[d];
+                    let mut m = format!("recovered tree is not a legal state ({})", describe_choice(cp, choice));
+                    for &s in &allowed {
+                        let which = if s == allowed[0] && allowed.len() > 1 {
+                            "the state before the op"
+                        } else {
+                            "the state after the op"
+                        };
+                        m += &format!("\ndifferences from {which}:");
+                        for l in got.diff(&rec.states[s], cmp, 8) {
+                            m += &format!("\n  {l}");
+                        }
+                    }
+                    Some(m)
+                }
+            };
+            if let Some(mut m) = msg {
+                if outcome.result.is_err() {
+                    m = format!("{m}\n({})", describe_choice(cp, choice));
+                }
+                fail(stats, Some(cp.index), Some(idx), moment(&rec, cp), None, m);
+            }
+        }
+        true
+    });
+    stats.elapsed += t0.elapsed();
+}
+
+/// Records the recovery of `img` and checks every crash image of it: each
+/// must recover to the tree the uninterrupted recovery showed (`expect`).
+fn crash_recovery(
+    img: Vec<u8>,
+    expect: u64,
+    cfg: &Config,
+    trees: &mut HashMap<u64, Tree>,
+    stats: &mut Stats,
+    fail: &mut dyn FnMut(&mut Stats, usize, usize, String),
+) {
+    let rec = Arc::new(RecordingRegion::new(img));
+    let opened = catch_unwind(AssertUnwindSafe(|| {
+        Fs::open(rec.clone(), MountOptions::default()).map(drop)
+    }));
+    if !matches!(opened, Ok(Ok(()))) {
+        return; // The first recovery worked on a copy of this image: a difference is nondeterminism.
+    }
+    stats.recoveries += 1;
+    let trace = rec.trace();
+    let mut seen: HashMap<u64, ()> = HashMap::new();
+    trace.crash_points(|cp| {
+        let mut rng = Rng::derive(cfg.seed ^ 0xec, cp.index as u64);
+        let list = choices(
+            cp,
+            cfg.recovery_images as u128,
+            cfg.recovery_images.saturating_sub(2),
+            1,
+            &mut rng,
+        );
+        for (idx, choice) in list.iter().enumerate() {
+            if seen.insert(cp.key(choice), ()).is_some() {
+                continue;
+            }
+            let o = examine(&cp.durable, &cp.patches(choice), cfg, trees);
+            stats.images += 1;
+            stats.recovery_images += 1;
+            match o.result {
+                Ok(d) if d == expect => {}
+                Ok(d) => {
+                    let mut m = format!(
+                        "a crash during recovery, recovered again, shows another tree than the recovery without a crash ({})",
+                        describe_choice(cp, choice)
+                    );
+                    for l in trees[&d].diff(&trees[&expect], cfg.compare, 8) {
+                        m += &format!("\n  {l}");
+                    }
+                    fail(stats, cp.index, idx, m);
+                }
+                Err(e) => fail(stats, cp.index, idx, format!("{e}\n({})", describe_choice(cp, choice))),
+            }
+        }
+        true
+    });
+}
+
+/// The crash points of a workload's recording, for listing.
+pub fn count_points(w: &Workload) -> Result<usize, String> {
+    Ok(record(w)?.trace.crash_points(|_| true))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// A trace with `lines` lines stored (line i `versions[i]` times) and
+    /// never flushed: one crash point at its end.
+    fn trace(versions: &[usize]) -> Trace {
+        let r = RecordingRegion::new(vec![0; 4096]);
+        for (i, &n) in versions.iter().enumerate() {
+            for v in 0..n {
+                r.write(i as u64 * 64, &[v as u8 + 1; 8]).unwrap();
+            }
+        }
+        r.trace()
+    }
+
+    #[test]
+    fn small_points_are_enumerated_exhaustively_without_repeats() {
+        let t = trace(&[1, 2, 1]);
+        let mut seen = 0;
+        t.crash_points(|cp| {
+            assert_eq!(cp.image_count(), 12);
+            let list = choices(cp, 64, 5, 0, &mut Rng::new(1));
+            assert_eq!(list.len(), 12);
+            let keys: std::collections::HashSet<u64> = list.iter().map(|c| cp.key(c)).collect();
+            assert_eq!(keys.len(), 12, "every image differs");
+            seen += 1;
+            true
+        });
+        assert_eq!(seen, 1);
+    }
+
+    #[test]
+    fn large_points_are_sampled_with_the_extremes_and_torn_lines() {
+        let t = trace(&[1; 20]);
+        t.crash_points(|cp| {
+            let list = choices(cp, 64, 5, 3, &mut Rng::new(7));
+            assert_eq!(list.len(), 2 + 5 + 3);
+            assert!(list[0].lines.iter().all(|&k| k == 0));
+            assert!(list[1].lines.iter().all(|&k| k == 1));
+            assert_eq!(list.iter().filter(|c| c.torn.is_some()).count(), 3);
+            // Same seed, same images: reproducers stay valid.
+            assert_eq!(list, choices(cp, 64, 5, 3, &mut Rng::new(7)));
+            true
+        });
+    }
+
+    #[test]
+    fn failures_group_by_kind_regardless_of_numbers() {
+        let f = |msg: &str, rec| Failure {
+            workload: "w".into(),
+            seed: 0,
+            point: Some(1),
+            image: Some(2),
+            moment: String::new(),
+            recovery: rec,
+            message: msg.into(),
+        };
+        let v = vec![
+            f("inode 12 has link count 2 but 1 links", None),
+            f("inode 7 has link count 3 but 2 links", None),
+            f("inode 7 has link count 3 but 2 links", Some((0, 1))),
+        ];
+        let g = group(&v);
+        assert_eq!(g.len(), 2);
+        assert_eq!(g[0].1, 2);
+        assert!(v[0]
+            .to_string()
+            .contains("reproduce: novafs crashcheck --workload w --seed 0 --point 1 --image 2"));
+    }
+}

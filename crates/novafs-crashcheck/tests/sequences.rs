@@ -1,0 +1,84 @@
+//! Multi-operation sequences, remounts and the background work of logs and
+//! journals (growth, fast and thorough GC, ring wrap-around) are atomic at
+//! every crash point, including crashes inside recovery.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_atomic, assert_atomic_workload};
+use novafs::log::Bounds;
+use novafs_crashcheck::{check_workload, record, workload, Stats};
+use pm::{MemRegion, Region};
+
+#[test]
+fn mixed_sequence_with_clean_unmount_is_atomic_at_every_crash_point() {
+    assert_atomic("sequence_mixed");
+}
+
+#[test]
+fn remount_and_clean_unmount_are_atomic_at_every_crash_point() {
+    assert_atomic("remount");
+}
+
+#[test]
+fn random_sequences_are_atomic_at_every_crash_point() {
+    for seed in 1..=3 {
+        assert_atomic_workload(&workload::random(seed, 16));
+    }
+}
+
+#[test]
+fn log_growth_of_a_file_is_atomic_at_every_crash_point() {
+    assert_atomic("log_growth_file");
+}
+
+#[test]
+fn log_growth_of_a_directory_is_atomic_at_every_crash_point() {
+    assert_atomic("log_growth_dir");
+}
+
+#[test]
+fn fast_gc_is_atomic_at_every_crash_point() {
+    assert_atomic("fast_gc");
+}
+
+#[test]
+fn thorough_gc_of_a_file_is_atomic_at_every_crash_point() {
+    assert_atomic("thorough_gc_file");
+}
+
+#[test]
+fn thorough_gc_of_a_directory_is_atomic_at_every_crash_point() {
+    assert_atomic("thorough_gc_dir");
+}
+
+#[test]
+fn journal_transaction_wrapping_the_ring_is_atomic_at_every_crash_point() {
+    assert_atomic("journal_wraps");
+}
+
+#[test]
+fn inode_table_growth_to_a_second_chunk_is_atomic_at_every_crash_point() {
+    let w = workload::inode_table_growth();
+    // The recorded creates do claim a second 2 MiB chunk.
+    let rec = record(&w).unwrap();
+    let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(rec.trace.final_image()));
+    let (sb, _) = novafs::recovery::read_superblock(&*region).unwrap();
+    let bounds = Bounds {
+        data_start: sb.data_start,
+        data_end: sb.data_end,
+    };
+    let tables = novafs::inode::InodeTables::load(&*region, &sb, bounds).unwrap();
+    assert_eq!(tables.all_chunks().len(), 2);
+    // 16k files make each image slow to check: a smaller sample.
+    let mut cfg = common::config();
+    cfg.max_images = Some(40);
+    cfg.recovery_every = 0;
+    let mut st = Stats::default();
+    check_workload(&w, &cfg, &mut st);
+    eprintln!("{}: {st}", w.name);
+    assert!(st.failures.is_empty(), "{}", st.failures[0]);
+    assert!(st.images > 0);
+}

@@ -1,0 +1,620 @@
+//! [`FuseFs`]: each FUSE request becomes one [`Fs`] call, its result one
+//! reply. Owns nothing but the shared `Fs`; may touch only its public API.
+//!
+//! # What the kernel may cache, and why it is never stale
+//!
+//! The image is locked exclusively by this daemon (`pm` takes an `flock`),
+//! so every change to the file system arrives as a request from this one
+//! kernel mount, and for each request it sends the kernel updates or
+//! invalidates what it caches: create/mkdir/link/rename/unlink update the
+//! dentry cache and invalidate the parents' (and a victim's) attributes;
+//! write, truncate and fallocate update the size and invalidate times and
+//! block counts; the core never changes an attribute on its own (reads do
+//! not touch atime). Hence:
+//!
+//! - entries, negative entries and attributes are cached for [`ATTR_TTL`]:
+//!   the TTL only bounds how long a bug elsewhere could stay visible;
+//! - file pages stay cached across opens (`FOPEN_KEEP_CACHE`): every write
+//!   passes through this kernel's page cache, and truncate and hole punching
+//!   drop the affected pages;
+//! - symlink targets are cached (`FUSE_CACHE_SYMLINKS`): they never change;
+//! - there is no writeback cache: `write(2)` returns only after
+//!   [`Fs::write`] has made the data durable (strict mode, NOVA §4.4).
+//!
+//! # fsync, fsyncdir and flush
+//!
+//! They are answered with ENOSYS, which FUSE defines as "success, and never
+//! send this again" (libfuse `fuse_lowlevel.h`). Nothing is lost: before
+//! the kernel looks at that, it writes back dirty mmap pages as ordinary
+//! WRITE requests, each durable when answered, and [`Fs::fsync`] is a no-op
+//! because every reply is sent only after the operation is durable. This
+//! is NOVA's "fsync is free" without a round trip.
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use novafs::{Attr, DirEntry, Error, FileType, Fs, SetAttr};
+
+/// How long the kernel may keep entries and attributes (see the module
+/// docs: nothing can change them behind its back).
+pub const ATTR_TTL: Duration = Duration::from_secs(3600);
+
+/// Largest write we accept in one request: fuser's buffer size. The
+/// kernel caps it at `fs.fuse.max_pages_limit` pages (256, i.e. 1 MiB, by
+/// default); a larger write(2) arrives as several requests, each atomic.
+const MAX_WRITE: u32 = 16 << 20;
+
+/// Block size reported by stat and statfs: the core's page.
+const BLOCK_SIZE: u32 = novafs::layout::PAGE_SIZE as u32;
+
+/// Directory entries fetched per core call while filling a readdirplus
+/// reply; the attributes are looked up after the directory lock is
+/// dropped (holding it while locking children could deadlock with a
+/// rename that locks them in inode order).
+const READDIRPLUS_BATCH: usize = 64;
+
+/// novafs behind the FUSE protocol.
+pub struct FuseFs {
+    fs: Arc<Fs>,
+}
+
+impl FuseFs {
+    pub fn new(fs: Arc<Fs>) -> FuseFs {
+        FuseFs { fs }
+    }
+
+    /// The group and mode of a new node in `parent`: a set-group-ID
+    /// directory passes its group on, and its set-group-ID bit to new
+    /// subdirectories (the kernel leaves this to the file system).
+    fn new_owner(&self, req: &Request, parent: INodeNo, mode: u32) -> Result<(u32, u32), Error> {
+        let p = self.fs.getattr(parent.0)?;
+        if p.perm & libc::S_ISGID == 0 {
+            return Ok((req.gid(), mode));
+        }
+        let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
+        Ok((p.gid, if is_dir { mode | libc::S_ISGID } else { mode }))
+    }
+}
+
+/// The errno for a core error; unexpected ones (EIO: corruption, media
+/// errors) are logged, the rest are ordinary answers.
+fn errno(op: &str, e: &Error) -> Errno {
+    let code = e.errno();
+    if code == libc::EIO {
+        tracing::error!("{op}: {e}");
+    } else {
+        tracing::debug!("{op}: {e}");
+    }
+    Errno::from_i32(code)
+}
+
+fn name_bytes(name: &OsStr) -> &[u8] {
+    name.as_bytes()
+}
+
+fn system_time(ns: i64) -> SystemTime {
+    let d = Duration::from_nanos(ns.unsigned_abs());
+    if ns >= 0 {
+        UNIX_EPOCH + d
+    } else {
+        UNIX_EPOCH - d
+    }
+}
+
+fn nanos(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => i64::try_from(d.as_nanos()).unwrap_or(i64::MAX),
+        Err(e) => i64::try_from(e.duration().as_nanos()).map_or(i64::MIN, |n| -n),
+    }
+}
+
+fn time_or_now(t: TimeOrNow) -> i64 {
+    match t {
+        TimeOrNow::SpecificTime(t) => nanos(t),
+        TimeOrNow::Now => nanos(SystemTime::now()),
+    }
+}
+
+fn kind(k: FileType) -> fuser::FileType {
+    match k {
+        FileType::RegularFile => fuser::FileType::RegularFile,
+        FileType::Directory => fuser::FileType::Directory,
+        FileType::Symlink => fuser::FileType::Symlink,
+        FileType::CharDevice => fuser::FileType::CharDevice,
+        FileType::BlockDevice => fuser::FileType::BlockDevice,
+        FileType::NamedPipe => fuser::FileType::NamedPipe,
+        FileType::Socket => fuser::FileType::Socket,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.blocks,
+        atime: system_time(a.atime),
+        mtime: system_time(a.mtime),
+        ctime: system_time(a.ctime),
+        crtime: system_time(a.ctime),
+        kind: kind(a.kind),
+        perm: (a.perm & 0o7777) as u16,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        // Stored from mknod's 32-bit device number, so it fits.
+        rdev: u32::try_from(a.rdev).unwrap_or(u32::MAX),
+        blksize: BLOCK_SIZE,
+        flags: 0,
+    }
+}
+
+fn entry(reply: ReplyEntry, a: &Attr) {
+    reply.entry(&ATTR_TTL, &file_attr(a), Generation(a.generation));
+}
+
+/// A cacheable "no such name": node id 0 with a timeout (FUSE protocol).
+fn negative_entry(reply: ReplyEntry) {
+    let none = FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: fuser::FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: BLOCK_SIZE,
+        flags: 0,
+    };
+    reply.entry(&ATTR_TTL, &none, Generation(0));
+}
+
+fn reply_entry(op: &str, reply: ReplyEntry, r: Result<Attr, Error>) {
+    match r {
+        Ok(a) => entry(reply, &a),
+        Err(e) => reply.error(errno(op, &e)),
+    }
+}
+
+fn reply_empty(op: &str, reply: ReplyEmpty, r: Result<(), Error>) {
+    match r {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(errno(op, &e)),
+    }
+}
+
+impl Filesystem for FuseFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        if let Err(max) = config.set_max_write(MAX_WRITE) {
+            let _ = config.set_max_write(max);
+        }
+        // Each is optional: an older kernel just goes without.
+        for cap in [
+            InitFlags::FUSE_DO_READDIRPLUS,
+            InitFlags::FUSE_READDIRPLUS_AUTO,
+            InitFlags::FUSE_PARALLEL_DIROPS,
+            InitFlags::FUSE_CACHE_SYMLINKS,
+        ] {
+            if config.add_capabilities(cap).is_err() {
+                tracing::info!("kernel lacks FUSE capability {cap:?}");
+            }
+        }
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        match self.fs.lookup(parent.0, name_bytes(name)) {
+            Ok(a) => entry(reply, &a),
+            Err(Error::NotFound) => negative_entry(reply),
+            Err(e) => reply.error(errno("lookup", &e)),
+        }
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(ino.0) {
+            Ok(a) => reply.attr(&ATTR_TTL, &file_attr(&a)),
+            Err(e) => reply.error(errno("getattr", &e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_or_now),
+            mtime: mtime.map(time_or_now),
+            ctime: ctime.map(nanos),
+        };
+        match self.fs.setattr(ino.0, &set) {
+            Ok(a) => reply.attr(&ATTR_TTL, &file_attr(&a)),
+            Err(e) => reply.error(errno("setattr", &e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno("readlink", &e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let r = self.new_owner(req, parent, mode).and_then(|(gid, mode)| {
+            self.fs
+                .mknod(parent.0, name_bytes(name), mode, u64::from(rdev), req.uid(), gid)
+        });
+        reply_entry("mknod", reply, r);
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        let r = self
+            .new_owner(req, parent, libc::S_IFDIR | (mode & 0o7777))
+            .and_then(|(gid, mode)| self.fs.mkdir(parent.0, name_bytes(name), mode, req.uid(), gid));
+        reply_entry("mkdir", reply, r);
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty("unlink", reply, self.fs.unlink(parent.0, name_bytes(name)));
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty("rmdir", reply, self.fs.rmdir(parent.0, name_bytes(name)));
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let r = self.new_owner(req, parent, libc::S_IFLNK).and_then(|(gid, _)| {
+            self.fs.symlink(
+                parent.0,
+                name_bytes(link_name),
+                target.as_os_str().as_bytes(),
+                req.uid(),
+                gid,
+            )
+        });
+        reply_entry("symlink", reply, r);
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        let r = self.fs.rename(
+            parent.0,
+            name_bytes(name),
+            newparent.0,
+            name_bytes(newname),
+            flags.bits(),
+        );
+        reply_empty("rename", reply, r);
+    }
+
+    fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let r = self.fs.link(ino.0, newparent.0, name_bytes(newname));
+        reply_entry("link", reply, r);
+    }
+
+    /// Registers the handle with the core, which keeps an unlinked file
+    /// alive until its last release.
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.open_handle(ino.0) {
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(errno("open", &e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let mut buf = vec![0u8; size as usize];
+        match self.fs.read(ino.0, offset, &mut buf) {
+            Ok(n) => reply.data(&buf[..n]),
+            Err(e) => reply.error(errno("read", &e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.fs.write(ino.0, offset, data) {
+            // At most MAX_WRITE bytes arrive in one request.
+            Ok(n) => reply.written(u32::try_from(n).unwrap_or(u32::MAX)),
+            Err(e) => reply.error(errno("write", &e)),
+        }
+    }
+
+    /// See the module docs: nothing to flush, ever.
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        reply_empty("release", reply, self.fs.release_handle(ino.0));
+    }
+
+    /// See the module docs: every answered request is already durable.
+    fn fsync(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let r = self.fs.readdir(ino.0, offset, |e| {
+            // `add` returns true when the entry did not fit: stop there,
+            // the kernel asks again from the last entry's offset.
+            reply.add(INodeNo(e.ino), e.next_offset, kind(e.kind), OsStr::from_bytes(&e.name))
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("readdir", &e)),
+        }
+    }
+
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let mut next = offset;
+        let mut added = false;
+        loop {
+            let mut batch: Vec<DirEntry> = Vec::with_capacity(READDIRPLUS_BATCH);
+            if let Err(e) = self.fs.readdir(ino.0, next, |e| {
+                batch.push(e);
+                batch.len() >= READDIRPLUS_BATCH
+            }) {
+                // Entries already added are valid; the error comes back
+                // on the kernel's next call.
+                return if added {
+                    reply.ok()
+                } else {
+                    reply.error(errno("readdirplus", &e))
+                };
+            }
+            let last_batch = batch.len() < READDIRPLUS_BATCH;
+            for e in batch {
+                match self.fs.getattr(e.ino) {
+                    Ok(a) => {
+                        let full = reply.add(
+                            INodeNo(e.ino),
+                            e.next_offset,
+                            OsStr::from_bytes(&e.name),
+                            &ATTR_TTL,
+                            &file_attr(&a),
+                            Generation(a.generation),
+                        );
+                        if full {
+                            return reply.ok();
+                        }
+                        added = true;
+                    }
+                    // Removed since the batch was read: as if listed before.
+                    Err(Error::NotFound) => {}
+                    Err(err) if added => {
+                        tracing::debug!("readdirplus: {err}");
+                        return reply.ok();
+                    }
+                    Err(err) => return reply.error(errno("readdirplus", &err)),
+                }
+                next = e.next_offset;
+            }
+            if last_batch {
+                return reply.ok();
+            }
+        }
+    }
+
+    /// See the module docs.
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        let bsize = u32::try_from(s.block_size).unwrap_or(BLOCK_SIZE);
+        let name_max = u32::try_from(s.name_max).unwrap_or(255);
+        reply.statfs(
+            s.blocks,
+            s.blocks_free,
+            s.blocks_free,
+            s.files,
+            s.files_free,
+            bsize,
+            name_max,
+            bsize,
+        );
+    }
+
+    // Extended attributes are not supported. ENOSYS makes the kernel
+    // answer EOPNOTSUPP itself from then on, which cp, tar, rsync and git
+    // all accept as "no xattrs here".
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let r = self.new_owner(req, parent, mode).and_then(|(gid, mode)| {
+            let a = self.fs.create(parent.0, name_bytes(name), mode, req.uid(), gid)?;
+            self.fs.open_handle(a.ino)?;
+            Ok(a)
+        });
+        match r {
+            Ok(a) => reply.created(
+                &ATTR_TTL,
+                &file_attr(&a),
+                Generation(a.generation),
+                FileHandle(0),
+                FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Err(e) => reply.error(errno("create", &e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let r = match u32::try_from(mode) {
+            Ok(mode) => self.fs.fallocate(ino.0, mode, offset, length),
+            Err(_) => Err(Error::Invalid("fallocate mode")),
+        };
+        reply_empty("fallocate", reply, r);
+    }
+
+    /// Only SEEK_DATA and SEEK_HOLE reach the file system; the kernel
+    /// handles the other whence values itself.
+    fn lseek(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: i64, whence: i32, reply: ReplyLseek) {
+        let r = match (u64::try_from(offset), u32::try_from(whence)) {
+            (Ok(off), Ok(whence)) => self.fs.lseek(ino.0, off, whence),
+            (Err(_), _) => Err(Error::NoSuchOffset),
+            (_, Err(_)) => Err(Error::Invalid("lseek whence")),
+        };
+        match r.map(i64::try_from) {
+            Ok(Ok(off)) => reply.offset(off),
+            Ok(Err(_)) => reply.error(Errno::from_i32(libc::EOVERFLOW)),
+            Err(e) => reply.error(errno("lseek", &e)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip_including_before_the_epoch() {
+        for ns in [0i64, 1, 1_700_000_000_123_456_789, -1, -86_400_000_000_007] {
+            assert_eq!(nanos(system_time(ns)), ns);
+        }
+    }
+
+    #[test]
+    fn attributes_keep_type_permissions_and_special_bits() {
+        let a = Attr {
+            ino: 42,
+            kind: FileType::Directory,
+            perm: 0o2755,
+            nlink: 3,
+            uid: 1000,
+            gid: 100,
+            size: 4096,
+            blocks: 8,
+            atime: 1,
+            mtime: 2,
+            ctime: 3,
+            rdev: 0,
+            generation: 7,
+        };
+        let f = file_attr(&a);
+        assert_eq!(f.ino, INodeNo(42));
+        assert_eq!(f.kind, fuser::FileType::Directory);
+        assert_eq!(f.perm, 0o2755);
+        assert_eq!((f.uid, f.gid, f.nlink), (1000, 100, 3));
+        assert_eq!(f.ctime, UNIX_EPOCH + Duration::from_nanos(3));
+    }
+}

@@ -1,0 +1,21 @@
+//! The FUSE front end of novafs: a thin adapter that turns each kernel
+//! request into one [`novafs::Fs`] call and the result into one reply
+//! (DESIGN.md §2, layer 9).
+//!
+//! [`FuseFs`] implements `fuser::Filesystem`; [`Mounted`] mounts it and
+//! serves it with one worker per core, each on its own cloned `/dev/fuse`
+//! descriptor. Daemonizing, signals and the command line live in
+//! `novafs-cli`; this crate owns only the FUSE protocol side.
+//!
+//! The adapter adds no state of its own beyond the open-handle counts the
+//! core already keeps: inode numbers are the core's, readdir offsets are the
+//! core's (stable while the directory changes), and errors are the core's
+//! errno values unchanged.
+
+#![forbid(unsafe_code)]
+
+mod adapter;
+mod session;
+
+pub use adapter::{FuseFs, ATTR_TTL};
+pub use session::{MountConfig, MountError, Mounted, Unmounter};
