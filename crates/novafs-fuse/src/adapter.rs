@@ -533,9 +533,7 @@ impl Filesystem for FuseFs {
         reply: ReplyCreate,
     ) {
         let r = self.new_owner(req, parent, mode).and_then(|(gid, mode)| {
-            let a = self.fs.create(parent.0, name_bytes(name), mode, req.uid(), gid)?;
-            self.fs.open_handle(a.ino)?;
-            Ok(a)
+            self.fs.create_open(parent.0, name_bytes(name), mode, req.uid(), gid)
         });
         match r {
             Ok(a) => reply.created(

@@ -368,12 +368,18 @@ impl Fs {
 
     /// Creates a regular file.
     pub fn create(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(parent, name, libc::S_IFREG | (perm & 0o7777), 0, uid, gid, None)
+        self.make_node(parent, name, libc::S_IFREG | (perm & 0o7777), 0, uid, gid, None, false)
+    }
+
+    /// Creates a regular file with an open handle already registered (as
+    /// open(O_CREAT) does), so no unlink can come in between.
+    pub fn create_open(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
+        self.make_node(parent, name, libc::S_IFREG | (perm & 0o7777), 0, uid, gid, None, true)
     }
 
     /// Creates a directory.
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(parent, name, libc::S_IFDIR | (perm & 0o7777), 0, uid, gid, None)
+        self.make_node(parent, name, libc::S_IFDIR | (perm & 0o7777), 0, uid, gid, None, false)
     }
 
     /// Creates a node of any non-directory type from a full `mode`: regular
@@ -383,7 +389,7 @@ impl Fs {
             None => Err(Error::Invalid("unknown file type in mode")),
             Some(FileType::Directory) => Err(Error::Invalid("mknod cannot make directories")),
             Some(FileType::Symlink) => Err(Error::Invalid("mknod cannot make symlinks")),
-            Some(_) => self.make_node(parent, name, mode, rdev, uid, gid, None),
+            Some(_) => self.make_node(parent, name, mode, rdev, uid, gid, None, false),
         }
     }
 
@@ -395,7 +401,7 @@ impl Fs {
         if target.len() > MAX_SYMLINK {
             return Err(Error::NameTooLong);
         }
-        self.make_node(parent, name, libc::S_IFLNK | 0o777, 0, uid, gid, Some(target))
+        self.make_node(parent, name, libc::S_IFLNK | 0o777, 0, uid, gid, Some(target), false)
     }
 
     /// Reads a symlink's target.
@@ -425,6 +431,7 @@ impl Fs {
         uid: u32,
         gid: u32,
         target: Option<&[u8]>,
+        opened: bool,
     ) -> Result<Attr> {
         self.writable()?;
         check_name(name)?;
@@ -499,6 +506,7 @@ impl Fs {
             return Err(e);
         }
         let attr = st.attr();
+        st.open = u32::from(opened);
         self.insert_cell(st, if is_dir { parent } else { 0 });
         Ok(attr)
     }

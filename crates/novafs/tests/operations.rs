@@ -279,3 +279,19 @@ fn setattr_changes_survive_remount() {
     assert_eq!(a, b);
     fs.unmount().unwrap();
 }
+
+/// create_open registers the handle with the create: an unlink right after
+/// leaves the file readable until release, then frees it.
+#[test]
+fn create_open_keeps_the_file_alive_across_an_immediate_unlink() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let f = fs.create_open(ROOT_INO, b"tmp", 0o600, 0, 0).unwrap();
+    fs.write(f.ino, 0, b"data").unwrap();
+    fs.unlink(ROOT_INO, b"tmp").unwrap();
+    assert_eq!(read_all(&fs, f.ino), b"data");
+    fs.release_handle(f.ino).unwrap();
+    assert!(matches!(fs.getattr(f.ino), Err(Error::NotFound)));
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
