@@ -532,9 +532,9 @@ impl Filesystem for FuseFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let r = self.new_owner(req, parent, mode).and_then(|(gid, mode)| {
-            self.fs.create_open(parent.0, name_bytes(name), mode, req.uid(), gid)
-        });
+        let r = self
+            .new_owner(req, parent, mode)
+            .and_then(|(gid, mode)| self.fs.create_open(parent.0, name_bytes(name), mode, req.uid(), gid));
         match r {
             Ok(a) => reply.created(
                 &ATTR_TTL,
