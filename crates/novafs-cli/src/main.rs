@@ -1,6 +1,8 @@
 //! The `novafs` command: make, check, inspect and benchmark novafs images.
 //! Every failure prints one line saying what is wrong and what to do.
 
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 

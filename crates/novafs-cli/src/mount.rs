@@ -757,16 +757,17 @@ impl StatePaths {
     }
 }
 
-/// The few system calls std does not wrap.
+/// The few system calls std does not wrap, through nix's safe wrappers
+/// (unsafe code stays in the pm crate).
 mod sys {
-    use std::ffi::CString;
     use std::io;
-    use std::os::unix::ffi::OsStrExt;
     use std::path::Path;
 
+    use nix::mount::{umount2, MntFlags};
+    use nix::sys::signal::{SigSet, Signal};
+
     pub fn euid() -> u32 {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        unsafe { libc::geteuid() }
+        nix::unistd::geteuid().as_raw()
     }
 
     pub fn is_root() -> bool {
@@ -774,52 +775,31 @@ mod sys {
     }
 
     pub fn setsid() {
-        // SAFETY: setsid has no preconditions; failure (already a group
-        // leader) leaves us in our session, which is harmless.
-        unsafe { libc::setsid() };
+        // Failure (already a group leader) leaves us in our session: harmless.
+        let _ = nix::unistd::setsid();
     }
 
     pub fn umount(mnt: &Path, lazy: bool) -> io::Result<()> {
-        let c = CString::new(mnt.as_os_str().as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
-        let flags = libc::UMOUNT_NOFOLLOW | if lazy { libc::MNT_DETACH } else { 0 };
-        // SAFETY: `c` is a NUL-terminated string alive across the call.
-        if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
+        let flags = MntFlags::UMOUNT_NOFOLLOW | if lazy { MntFlags::MNT_DETACH } else { MntFlags::empty() };
+        umount2(mnt, flags).map_err(io::Error::from)
     }
 
     /// SIGTERM, SIGINT and SIGHUP, blocked so only `wait` receives them.
-    pub struct SignalSet(libc::sigset_t);
+    pub struct SignalSet(SigSet);
 
     pub fn block_termination_signals() -> io::Result<SignalSet> {
-        // SAFETY: an all-zero sigset_t is valid storage; sigemptyset and
-        // sigaddset initialise it; pthread_sigmask reads it and writes no
-        // old mask (null).
-        unsafe {
-            let mut set: libc::sigset_t = std::mem::zeroed();
-            libc::sigemptyset(&mut set);
-            for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
-                libc::sigaddset(&mut set, sig);
-            }
-            match libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut()) {
-                0 => Ok(SignalSet(set)),
-                rc => Err(io::Error::from_raw_os_error(rc)),
-            }
+        let mut set = SigSet::empty();
+        for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            set.add(sig);
         }
+        set.thread_block().map_err(io::Error::from)?;
+        Ok(SignalSet(set))
     }
 
     impl SignalSet {
         /// Waits for one of the signals; returns its number.
         pub fn wait(&self) -> io::Result<i32> {
-            let mut sig = 0;
-            // SAFETY: the set was initialised by block_termination_signals
-            // and `sig` is a valid place for the result.
-            match unsafe { libc::sigwait(&self.0, &mut sig) } {
-                0 => Ok(sig),
-                rc => Err(io::Error::from_raw_os_error(rc)),
-            }
+            self.0.wait().map(|s| s as i32).map_err(io::Error::from)
         }
     }
 
