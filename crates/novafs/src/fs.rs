@@ -114,7 +114,11 @@ impl Locked<'_> {
     /// The locked state of `ino`. Every caller asks only for inodes it put
     /// in the set, so a miss is a bug in this module, never bad input.
     fn get(&mut self, ino: Ino) -> &mut InodeState {
-        let i = self.inos.iter().position(|&x| x == ino).expect("inode not locked by this operation");
+        let i = self
+            .inos
+            .iter()
+            .position(|&x| x == ino)
+            .expect("inode not locked by this operation");
         &mut self.guards[i]
     }
 }

@@ -1,0 +1,95 @@
+//! The throughput comparison as a PNG: one panel per metric, a bar per
+//! target at its median with a line spanning min–max.
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail, Context, Result};
+use plotters::prelude::*;
+
+use crate::report::Panel;
+
+/// DejaVu Sans, where Debian and Ubuntu put it; plotters' ab_glyph text
+/// needs a font registered at run time.
+const FONTS: [&str; 3] = [
+    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
+    "/usr/share/fonts/TTF/DejaVuSans.ttf",
+];
+
+fn register_font() -> Result<()> {
+    let path = FONTS
+        .iter()
+        .find(|p| Path::new(p).is_file())
+        .context("no DejaVuSans.ttf found (install fonts-dejavu-core)")?;
+    let bytes = std::fs::read(path).with_context(|| format!("read {path}"))?;
+    // The font lives for the rest of the process, as plotters requires.
+    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+    plotters::style::register_font("sans-serif", FontStyle::Normal, bytes)
+        .map_err(|_| anyhow!("{path} is not a usable font"))
+}
+
+const COLS: usize = 4;
+const PANEL_W: u32 = 520;
+const PANEL_H: u32 = 380;
+
+pub fn bars(path: &Path, panels: &[Panel]) -> Result<()> {
+    if panels.is_empty() {
+        bail!("nothing to plot");
+    }
+    register_font()?;
+    let rows = panels.len().div_ceil(COLS);
+    let root = BitMapBackend::new(path, (PANEL_W * COLS as u32, PANEL_H * rows as u32)).into_drawing_area();
+    let draw = |e: String| anyhow!("draw {}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| draw(e.to_string()))?;
+    for (area, panel) in root.split_evenly((rows, COLS)).iter().zip(panels) {
+        let n = panel.bars.len();
+        let top = panel.bars.iter().map(|(_, s)| s.max).fold(0.0f64, f64::max) * 1.1;
+        let top = if top > 0.0 { top } else { 1.0 };
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 15))
+            .margin(8)
+            .x_label_area_size(28)
+            .y_label_area_size(55)
+            // Discrete coordinates include the range's end: 0..n-1 gives n slots.
+            .build_cartesian_2d((0..n.saturating_sub(1)).into_segmented(), 0.0..top)
+            .map_err(|e| draw(e.to_string()))?;
+        let names: Vec<&str> = panel.bars.iter().map(|(t, _)| t.as_str()).collect();
+        chart
+            .configure_mesh()
+            .disable_x_mesh()
+            .y_desc(panel.unit)
+            .x_labels(n)
+            .x_label_style(("sans-serif", 10))
+            .x_label_formatter(&|v| match v {
+                SegmentValue::CenterOf(i) => names.get(*i).map_or(String::new(), |s| s.to_string()),
+                _ => String::new(),
+            })
+            .draw()
+            .map_err(|e| draw(e.to_string()))?;
+        chart
+            .draw_series(panel.bars.iter().enumerate().map(|(i, (t, s))| {
+                let color = if t.starts_with("novafs") {
+                    RED.mix(0.7)
+                } else {
+                    BLUE.mix(0.5)
+                };
+                let mut bar = Rectangle::new(
+                    [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), s.median)],
+                    color.filled(),
+                );
+                bar.set_margin(0, 0, 6, 6);
+                bar
+            }))
+            .map_err(|e| draw(e.to_string()))?;
+        chart
+            .draw_series(panel.bars.iter().enumerate().map(|(i, (_, s))| {
+                PathElement::new(
+                    vec![(SegmentValue::CenterOf(i), s.min), (SegmentValue::CenterOf(i), s.max)],
+                    BLACK.stroke_width(2),
+                )
+            }))
+            .map_err(|e| draw(e.to_string()))?;
+    }
+    root.present().map_err(|e| draw(e.to_string()))?;
+    Ok(())
+}

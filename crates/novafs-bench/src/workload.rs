@@ -1,0 +1,265 @@
+//! The workloads, written once against [`Backend`] (the few file operations
+//! they need) so that the library and every mounted file system run the same
+//! code. Each returns one measured value per metric of [`Workload::metrics`].
+
+use std::time::Instant;
+
+use anyhow::Result;
+
+/// The file operations a workload needs. `Dir` and `File` are the backend's
+/// own handles: inode numbers for the library, paths and open files for a
+/// mounted file system.
+pub trait Backend: Sync {
+    type Dir: Sync;
+    type File: Send + Sync;
+    /// Make `name` under the target's root.
+    fn mkdir(&self, name: &str) -> Result<Self::Dir>;
+    fn rmdir(&self, name: &str) -> Result<()>;
+    /// Create `name` (it must not exist) and return it open for writing.
+    fn create(&self, dir: &Self::Dir, name: &str) -> Result<Self::File>;
+    /// Open an existing file for reading and writing.
+    fn open(&self, dir: &Self::Dir, name: &str) -> Result<Self::File>;
+    fn write_at(&self, file: &Self::File, off: u64, buf: &[u8]) -> Result<()>;
+    fn read_at(&self, file: &Self::File, off: u64, buf: &mut [u8]) -> Result<()>;
+    fn fsync(&self, file: &Self::File) -> Result<()>;
+    fn unlink(&self, dir: &Self::Dir, name: &str) -> Result<()>;
+}
+
+/// One column of the results: what is measured, in which unit, and which way
+/// is better.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Metric {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub lower_is_better: bool,
+}
+
+const fn cost(name: &'static str) -> Metric {
+    Metric {
+        name,
+        unit: "µs/op",
+        lower_is_better: true,
+    }
+}
+
+const fn rate(name: &'static str, unit: &'static str) -> Metric {
+    Metric {
+        name,
+        unit,
+        lower_is_better: false,
+    }
+}
+
+/// The workloads (a), (b) and (d).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// (a) NOVA §5.2: create files, append 4 KiB + fsync to each N times, unlink.
+    Micro,
+    /// (b) one file, 4 KiB append + fsync per operation.
+    AppendFsync,
+    /// (d) 4 KiB random writes (no fsync) then random reads, one file per thread.
+    Random { threads: usize },
+    /// (d) 1 MiB sequential writes (fsync at the end, timed) then reads.
+    Sequential { threads: usize },
+}
+
+impl Workload {
+    pub fn label(&self) -> String {
+        match self {
+            Workload::Micro => "NOVA §5.2 micro".to_string(),
+            Workload::AppendFsync => "append 4 KiB + fsync".to_string(),
+            Workload::Random { threads } => format!("random 4 KiB, {threads} thread(s)"),
+            Workload::Sequential { threads } => format!("sequential 1 MiB, {threads} thread(s)"),
+        }
+    }
+
+    pub fn metrics(&self) -> &'static [Metric] {
+        const MICRO: [Metric; 3] = [cost("create"), cost("append 4 KiB + fsync"), cost("unlink")];
+        const APPEND: [Metric; 1] = [cost("append 4 KiB + fsync")];
+        const RANDOM: [Metric; 2] = [rate("random write", "kIOPS"), rate("random read", "kIOPS")];
+        const SEQ: [Metric; 2] = [rate("write + fsync", "MiB/s"), rate("read", "MiB/s")];
+        match self {
+            Workload::Micro => &MICRO,
+            Workload::AppendFsync => &APPEND,
+            Workload::Random { .. } => &RANDOM,
+            Workload::Sequential { .. } => &SEQ,
+        }
+    }
+}
+
+/// Sizes of the workloads.
+#[derive(Debug, Clone, Copy)]
+pub struct Params {
+    /// (a) files per run.
+    pub files: u64,
+    /// (a) 4 KiB appends per file.
+    pub appends: u64,
+    /// (b) appends per run.
+    pub append_ops: u64,
+    /// (d) file size per thread, MiB.
+    pub file_mib: u64,
+    /// (d) random operations per thread, each of writes and reads.
+    pub random_ops: u64,
+}
+
+const PAGE: usize = 4096;
+const MIB: usize = 1 << 20;
+
+fn per_op_us(t: Instant, n: u64) -> f64 {
+    t.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64
+}
+
+/// Run `w` once in a fresh directory `tag` under the target's root, which it
+/// removes again.
+pub fn run<B: Backend>(b: &B, w: Workload, p: &Params, tag: &str) -> Result<Vec<f64>> {
+    let dir = b.mkdir(tag)?;
+    let out = match w {
+        Workload::Micro => micro(b, &dir, p)?,
+        Workload::AppendFsync => vec![append_fsync(b, &dir, p.append_ops)?],
+        Workload::Random { threads } => random(b, &dir, p, threads)?,
+        Workload::Sequential { threads } => sequential(b, &dir, p, threads)?,
+    };
+    b.rmdir(tag)?;
+    Ok(out)
+}
+
+fn micro<B: Backend>(b: &B, dir: &B::Dir, p: &Params) -> Result<Vec<f64>> {
+    let page = vec![0x5Au8; PAGE];
+    let names: Vec<String> = (0..p.files).map(|i| format!("f{i}")).collect();
+    let t = Instant::now();
+    for n in &names {
+        drop(b.create(dir, n)?);
+    }
+    let create = per_op_us(t, p.files);
+    let t = Instant::now();
+    for n in &names {
+        let f = b.open(dir, n)?;
+        for k in 0..p.appends {
+            b.write_at(&f, k * PAGE as u64, &page)?;
+            b.fsync(&f)?;
+        }
+    }
+    let append = per_op_us(t, p.files * p.appends);
+    let t = Instant::now();
+    for n in &names {
+        b.unlink(dir, n)?;
+    }
+    let unlink = per_op_us(t, p.files);
+    Ok(vec![create, append, unlink])
+}
+
+fn append_fsync<B: Backend>(b: &B, dir: &B::Dir, ops: u64) -> Result<f64> {
+    let page = vec![0xA5u8; PAGE];
+    let f = b.create(dir, "log")?;
+    let t = Instant::now();
+    for k in 0..ops {
+        b.write_at(&f, k * PAGE as u64, &page)?;
+        b.fsync(&f)?;
+    }
+    let us = per_op_us(t, ops);
+    drop(f);
+    b.unlink(dir, "log")?;
+    Ok(us)
+}
+
+/// xorshift64*: cheap, and the same offsets on every target.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
+    }
+}
+
+/// Write each thread's file sequentially and fsync it (untimed setup).
+fn fill<B: Backend>(b: &B, dir: &B::Dir, name: &str, mib: u64) -> Result<B::File> {
+    let chunk = vec![0x3Cu8; MIB];
+    let f = b.create(dir, name)?;
+    for i in 0..mib {
+        b.write_at(&f, i * MIB as u64, &chunk)?;
+    }
+    b.fsync(&f)?;
+    Ok(f)
+}
+
+/// Run `body(thread index)` on `threads` threads at once; the wall time of
+/// the slowest bounds the measurement.
+fn parallel<F>(threads: usize, body: F) -> Result<f64>
+where
+    F: Fn(usize) -> Result<()> + Sync,
+{
+    let t = Instant::now();
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|i| {
+                s.spawn({
+                    let body = &body;
+                    move || body(i)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().map_err(|_| anyhow::anyhow!("benchmark thread panicked"))?)
+    })?;
+    Ok(t.elapsed().as_secs_f64())
+}
+
+fn random<B: Backend>(b: &B, dir: &B::Dir, p: &Params, threads: usize) -> Result<Vec<f64>> {
+    let names: Vec<String> = (0..threads).map(|i| format!("r{i}")).collect();
+    let files = names
+        .iter()
+        .map(|n| fill(b, dir, n, p.file_mib))
+        .collect::<Result<Vec<_>>>()?;
+    let pages = p.file_mib * (MIB / PAGE) as u64;
+    let total = (p.random_ops * threads as u64) as f64;
+    let write = parallel(threads, |i| {
+        let page = vec![0x77u8; PAGE];
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ i as u64);
+        for _ in 0..p.random_ops {
+            b.write_at(&files[i], rng.below(pages) * PAGE as u64, &page)?;
+        }
+        Ok(())
+    })?;
+    let read = parallel(threads, |i| {
+        let mut page = vec![0u8; PAGE];
+        let mut rng = Rng(0xD1B5_4A32_D192_ED03 ^ i as u64);
+        for _ in 0..p.random_ops {
+            b.read_at(&files[i], rng.below(pages) * PAGE as u64, &mut page)?;
+        }
+        Ok(())
+    })?;
+    drop(files);
+    for n in &names {
+        b.unlink(dir, n)?;
+    }
+    Ok(vec![total / write / 1e3, total / read / 1e3])
+}
+
+fn sequential<B: Backend>(b: &B, dir: &B::Dir, p: &Params, threads: usize) -> Result<Vec<f64>> {
+    let names: Vec<String> = (0..threads).map(|i| format!("s{i}")).collect();
+    let files = names.iter().map(|n| b.create(dir, n)).collect::<Result<Vec<_>>>()?;
+    let total = (p.file_mib * threads as u64) as f64;
+    let write = parallel(threads, |i| {
+        let chunk = vec![0x42u8; MIB];
+        for k in 0..p.file_mib {
+            b.write_at(&files[i], k * MIB as u64, &chunk)?;
+        }
+        b.fsync(&files[i])
+    })?;
+    let read = parallel(threads, |i| {
+        let mut chunk = vec![0u8; MIB];
+        for k in 0..p.file_mib {
+            b.read_at(&files[i], k * MIB as u64, &mut chunk)?;
+        }
+        Ok(())
+    })?;
+    drop(files);
+    for n in &names {
+        b.unlink(dir, n)?;
+    }
+    Ok(vec![total / write, total / read])
+}
