@@ -2,7 +2,6 @@
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::stats::{speedup, summarize, Summary};
 use crate::target::BASELINE;
@@ -160,22 +159,9 @@ pub fn markdown(c: &Context) -> String {
 
 /// UTC now as `YYYYMMDDTHHMMSSZ`.
 pub fn timestamp() -> String {
-    let secs = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Days since 1970-01-01 to a civil date (Howard Hinnant's algorithm).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let c = novafs::time::civil(novafs::time::now_ns().div_euclid(1_000_000_000));
     format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
+        "{:04}{:02}{:02}T{:02}{:02}{:02}Z",
+        c.year, c.month, c.day, c.hour, c.minute, c.second
     )
 }

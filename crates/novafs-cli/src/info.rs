@@ -10,23 +10,10 @@ use crate::image::{explain_fs, open};
 
 /// A UTC date and time for nanoseconds since the Unix epoch.
 fn when(ns: i64) -> String {
-    let secs = ns.div_euclid(1_000_000_000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil date from a day count (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let c = novafs::time::civil(ns.div_euclid(1_000_000_000));
     format!(
-        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02} UTC",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        c.year, c.month, c.day, c.hour, c.minute, c.second
     )
 }
 
@@ -80,16 +67,4 @@ pub fn run(path: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::when;
-
-    #[test]
-    fn dates_are_civil_utc() {
-        assert_eq!(when(0), "1970-01-01 00:00:00 UTC");
-        assert_eq!(when(1_795_327_688_000_000_000), "2026-11-22 06:08:08 UTC");
-        assert_eq!(when(951_782_400_000_000_000), "2000-02-29 00:00:00 UTC");
-    }
 }

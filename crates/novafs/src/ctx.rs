@@ -3,7 +3,6 @@
 //! append to its persistence rules.
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use pm::Region;
 
@@ -23,13 +22,6 @@ pub struct Ctx {
     pub bounds: Bounds,
     /// Snapshot epoch stamped into new entries (Fortis §3).
     pub epoch: u64,
-}
-
-/// Wall-clock time in nanoseconds since the Unix epoch.
-pub fn now_ns() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 impl Ctx {

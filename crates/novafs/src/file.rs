@@ -11,12 +11,13 @@
 use std::collections::BTreeMap;
 
 use crate::alloc::{Budget, Extent};
-use crate::ctx::{now_ns, Ctx};
+use crate::ctx::Ctx;
 use crate::error::{Error, Result};
 use crate::hash::U64Map;
 use crate::inode::{setattr_entry, Attr, Body, InodeState};
 use crate::layout::{EntryType, WriteEntry, PAGE_SIZE};
 use crate::log::{Entry, Log};
+use crate::time::now_ns;
 
 /// Largest file size: keeps page numbers and byte offsets far from overflow.
 pub const MAX_FILE_SIZE: u64 = 1 << 52;

@@ -16,7 +16,7 @@ use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 use pm::Region;
 
 use crate::alloc::Budget;
-use crate::ctx::{now_ns, Ctx};
+use crate::ctx::Ctx;
 use crate::dir::{check_name, dentry, DentrySpec};
 use crate::error::{Error, Result};
 use crate::file;
@@ -28,6 +28,7 @@ use crate::journal::Update;
 use crate::layout::{ftype_of_mode, invalidated_word, Superblock, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::log::Entry;
 use crate::recovery::{self, FormatOptions, MountReport};
+use crate::time::now_ns;
 
 /// Most hard links one inode may have.
 pub const MAX_LINKS: u32 = 65_000;

@@ -23,6 +23,7 @@ pub mod journal;
 pub mod layout;
 pub mod log;
 pub mod recovery;
+pub mod time;
 
 pub use error::{Error, Result};
 pub use fs::{DirEntry, Fs, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE};

@@ -14,7 +14,7 @@ use pm::Region;
 use zerocopy::IntoBytes;
 
 use crate::alloc::{Budget, PageAllocator};
-use crate::ctx::{now_ns, Ctx};
+use crate::ctx::Ctx;
 use crate::dir::{dentry, DentrySpec};
 use crate::error::{corrupt, Error, Result};
 use crate::inode::{record_of_attr, Attr, FileType, InodeState, InodeTables, ROOT_INO};
@@ -26,6 +26,7 @@ use crate::layout::{
     RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
 use crate::log::{Bounds, Pending};
+use crate::time::now_ns;
 
 /// How to lay out a new file system.
 #[derive(Clone, Debug, Default)]
