@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use fuse_common::{fuse_available, is_mount_point, novafs, ok, process_alive, run, shm_dir, wait_until, Mount};
+use nix::sys::signal::Signal;
 
 /// Runs `novafs ARGS`, expects failure with exactly one line on stderr
 /// containing `needle`; returns that line.
@@ -141,8 +142,7 @@ fn sigterm_and_sigint_unmount_cleanly() {
     }
     let mut m = Mount::new("64M", &[]);
     fs::write(m.path("kept"), "kept across SIGTERM").expect("write");
-    // SAFETY: kill(2) on the daemon we started.
-    assert_eq!(unsafe { libc::kill(m.pid as i32, libc::SIGTERM) }, 0);
+    signal(m.pid as i32, Signal::SIGTERM);
     wait_until("the daemon to exit", Duration::from_secs(30), || !process_alive(m.pid));
     assert!(!is_mount_point(&m.mnt));
     m.mounted = false;
@@ -161,8 +161,7 @@ fn sigterm_and_sigint_unmount_cleanly() {
         is_mount_point(&m.mnt)
     });
     assert_eq!(fs::read_to_string(m.path("kept")).expect("read"), "kept across SIGTERM");
-    // SAFETY: kill(2) on the child we started.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    signal(child.id() as i32, Signal::SIGINT);
     let out = child.wait_with_output().expect("wait");
     assert!(out.status.success(), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("serving in the foreground"));
@@ -180,8 +179,7 @@ fn a_busy_mount_refuses_umount_and_sigterm_detaches_until_the_last_close() {
     open.write_all(b"before").expect("write");
     refused(m.novafs(&["umount"]).arg(&m.mnt), "busy");
     assert!(is_mount_point(&m.mnt));
-    // SAFETY: kill(2) on the daemon we started.
-    assert_eq!(unsafe { libc::kill(m.pid as i32, libc::SIGTERM) }, 0);
+    signal(m.pid as i32, Signal::SIGTERM);
     wait_until("the detach", Duration::from_secs(30), || !is_mount_point(&m.mnt));
     m.mounted = false;
     // Detached, not dead: the open file still works until it is closed.
@@ -226,13 +224,10 @@ fn without_root_and_without_fusermount3_mount_says_what_to_install() {
     if !fuse_available() {
         return;
     }
-    let setpriv = Path::new("/usr/bin/setpriv");
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !setpriv.exists() || !root {
+    let Some(setpriv) = setpriv_as_root() else {
         eprintln!("skipped: needs root and setpriv to run as another user");
         return;
-    }
+    };
     let dir = shm_dir();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).expect("chmod");
     let image = dir.path().join("image");
@@ -258,13 +253,10 @@ fn allow_other_lets_other_users_in_and_permissions_still_apply() {
     if !fuse_available() {
         return;
     }
-    let setpriv = Path::new("/usr/bin/setpriv");
-    // SAFETY: geteuid has no preconditions.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !setpriv.exists() || !root {
+    let Some(setpriv) = setpriv_as_root() else {
         eprintln!("skipped: needs root and setpriv to run as another user");
         return;
-    }
+    };
     let as_nobody = |args: &[&Path]| {
         let mut c = Command::new(setpriv);
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
@@ -283,4 +275,15 @@ fn allow_other_lets_other_users_in_and_permissions_still_apply() {
     assert!(as_nobody(&[cat, &m.path("public")]), "with allow_other");
     assert!(!as_nobody(&[cat, &m.path("private")]), "default_permissions");
     m.finish();
+}
+
+/// setpriv, when this test runs as root and can use it to act as another user.
+fn setpriv_as_root() -> Option<&'static Path> {
+    let setpriv = Path::new("/usr/bin/setpriv");
+    (setpriv.exists() && nix::unistd::geteuid().is_root()).then_some(setpriv)
+}
+
+/// Sends `sig` to a process this test started.
+fn signal(pid: i32, sig: Signal) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).expect("kill");
 }
