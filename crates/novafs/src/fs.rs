@@ -259,13 +259,21 @@ impl Fs {
         inos.iter().map(|&i| Ok((i, self.cell(i)?))).collect()
     }
 
-    /// Appends each inode's entries, commits every tail (plus `extra`
-    /// words) in one journal transaction (R2), then applies them to DRAM.
+    /// Appends each inode's entries, then commits every tail, the in-place
+    /// invalidation of the dentry adds that `cancel` names as (directory,
+    /// name), and `extra` in one journal transaction (R2), then applies the
+    /// entries to DRAM.
+    ///
+    /// The cancelled adds are located only after the appends: an append may
+    /// run thorough GC (NOVA §4.6), which moves a directory's live dentries
+    /// into a new log and frees the old pages. An address taken earlier
+    /// would point into a freed page, possibly another file's data by then.
     fn commit_multi(
         &self,
         l: &mut Locked<'_>,
         budget: Budget,
         parts: &[(Ino, Vec<Entry>)],
+        cancel: &[(Ino, &[u8])],
         extra: &[Update],
     ) -> Result<()> {
         let mut updates = Vec::new();
@@ -275,6 +283,11 @@ impl Fs {
             let p = self.ctx.append(st, budget, entries)?;
             Ctx::tail_updates(st, &p, &mut updates);
             pending.push(p);
+        }
+        for &(dir, name) in cancel {
+            let d = l.get(dir).dir()?.get(name).ok_or(Error::NotFound)?;
+            let word = self.ctx.region().load_u64(d.entry)?;
+            updates.push(Update::word(d.entry, invalidated_word(word)));
         }
         updates.extend_from_slice(extra);
         self.ctx.journal.commit(self.ctx.region(), &updates)?;
@@ -550,7 +563,7 @@ impl Fs {
             (newparent, vec![dentry(self.ctx.epoch, true, newname, &spec)]),
             (ino, vec![link_entry(self.ctx.epoch, target.nlink + 1, now)]),
         ];
-        self.commit_multi(&mut l, Budget::Normal, &parts, &[])?;
+        self.commit_multi(&mut l, Budget::Normal, &parts, &[], &[])?;
         Ok(l.get(ino).attr())
     }
 
@@ -612,22 +625,13 @@ impl Fs {
             };
             let mut parts = vec![(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
             let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
-            let (mut extra, free) = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
-            extra.push(self.invalidation(d.entry)?);
-            self.commit_multi(&mut l, Budget::Reserve, &parts, &extra)?;
+            let (extra, free) = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
+            self.commit_multi(&mut l, Budget::Reserve, &parts, &[(parent, name)], &extra)?;
             if free {
                 self.forget(l.get(d.ino));
             }
             return Ok(());
         }
-    }
-
-    /// The journal record that invalidates the dentry add at `entry` in
-    /// place (NOVA §4.6), so it can never reappear once its remove or
-    /// replacement has been collected.
-    fn invalidation(&self, entry: u64) -> Result<Update> {
-        let word = self.ctx.region().load_u64(entry)?;
-        Ok(Update::word(entry, invalidated_word(word)))
     }
 
     /// One link of `st` goes away, leaving `nlink`: either the inode is
@@ -837,11 +841,13 @@ impl Fs {
             new_entries.extend(parent_entries);
             parts.push((parent, new_entries));
         }
-        extra.push(self.invalidation(src.entry)?);
-        if let Some(d) = dst {
-            extra.push(self.invalidation(d.entry)?);
+        // NOVA §4.6: the adds of both old names are invalidated in place, so
+        // they can never reappear once their replacements are collected.
+        let mut cancel = vec![(parent, name)];
+        if dst.is_some() {
+            cancel.push((newparent, newname));
         }
-        self.commit_multi(l, Budget::Reserve, &parts, &extra)?;
+        self.commit_multi(l, Budget::Reserve, &parts, &cancel, &extra)?;
         if let Some(v) = freed {
             self.forget(l.get(v));
         }

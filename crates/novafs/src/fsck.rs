@@ -19,10 +19,10 @@ use crate::error::Result;
 use crate::inode::{Body, FileType, Ino, InodeState, InodeTables, ROOT_INO};
 use crate::journal::Journal;
 use crate::layout::{
-    decode, ftype_of_mode, Inode, CHUNK_PAGES, CHUNK_SIZE, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
-    STATE_CLEAN,
+    decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
+    ENTRY_INVALID, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE, STATE_CLEAN,
 };
-use crate::log::Bounds;
+use crate::log::{Bounds, Log};
 use crate::recovery::{self, resources};
 
 /// What fsck found.
@@ -131,6 +131,9 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 for p in resources(&st) {
                     own(&mut rep, p, ino);
                 }
+                if st.attr().kind == FileType::Directory {
+                    check_cancellations(&mut rep, r, bounds, &rec)?;
+                }
                 seen.insert(ino, describe(&st));
             }
             done += 1;
@@ -147,6 +150,45 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         rep.pages_free = (sb.data_end - sb.data_start) / PAGE_SIZE - rep.pages_used;
     }
     Ok(rep)
+}
+
+/// NOVA §4.6: an add entry is invalidated in place by the same transaction
+/// that removes or replaces its name, so a directory's log never holds a
+/// valid add whose name a later entry cancels. One that does would come
+/// back to life once fast GC frees the page of the cancelling entry.
+fn check_cancellations(rep: &mut Report, r: &dyn Region, bounds: Bounds, rec: &Inode) -> Result<()> {
+    let mut valid_adds: HashMap<Vec<u8>, u64> = HashMap::new();
+    let mut stale = Vec::new();
+    Log::load(r, bounds, rec.log_head, rec.log_tail, |_, off, bytes| {
+        let hdr: EntryHeader = decode(bytes)?;
+        let etype = EntryType::from_u8(hdr.etype);
+        if hdr.flags & ENTRY_INVALID != 0 || !matches!(etype, Some(EntryType::DentryAdd | EntryType::DentryRemove)) {
+            return Ok(());
+        }
+        let d: DentryHead = decode(bytes)?;
+        let name = bytes
+            .get(DENTRY_HEAD_SIZE..DENTRY_HEAD_SIZE + usize::from(d.name_len))
+            .unwrap_or_default();
+        if name == b".." {
+            return Ok(()); // The parent link is replaced, never cancelled.
+        }
+        let earlier = if etype == Some(EntryType::DentryAdd) {
+            valid_adds.insert(name.to_vec(), off)
+        } else {
+            valid_adds.remove(name)
+        };
+        if let Some(prev) = earlier {
+            stale.push((prev, String::from_utf8_lossy(name).into_owned()));
+        }
+        Ok(())
+    })?;
+    for (off, name) in stale {
+        rep.problems.push(format!(
+            "directory {}: the add entry of '{name}' at {off:#x} was cancelled but not invalidated",
+            rec.ino
+        ));
+    }
+    Ok(())
 }
 
 fn describe(st: &InodeState) -> Seen {

@@ -176,3 +176,72 @@ fn directory_link_count_survives_collection_of_its_last_dentry() {
     assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
     fs.unmount().unwrap();
 }
+
+/// Runs `op` until one call of it compacts directory `d`'s log (thorough
+/// GC during its append), then checks the image right there, while the
+/// compacted log is still the newest: every cancelled add must have been
+/// invalidated at its new place, not at the freed old one.
+fn check_after_compacting_op(region: &std::sync::Arc<dyn pm::Region>, mut op: impl FnMut(u32)) {
+    let mut compacted = 0;
+    for i in 0..20_000u32 {
+        let runs = STATS.thorough_runs.load(Ordering::Relaxed);
+        op(i);
+        if STATS.thorough_runs.load(Ordering::Relaxed) != runs {
+            // Other tests' GC runs count too: checking more often is harmless.
+            assert_fsck_clean(region);
+            compacted += 1;
+            if compacted == 5 {
+                return;
+            }
+        }
+    }
+    panic!("thorough GC ran during only {compacted} of the operations");
+}
+
+/// Regression: unlink looked up the address of the add it invalidates
+/// before appending its remove entry; when that append compacted the
+/// directory, the invalidation hit a freed page (another file's data by
+/// then) and the moved add stayed valid.
+#[test]
+fn unlink_that_compacts_the_directory_invalidates_the_moved_dentry() {
+    let region = fresh(32, 1);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    fs.create(d.ino, b"keep", 0o644, 0, 0).unwrap();
+    // Creates and unlinks are separate steps, so a compaction is checked
+    // right after the unlink that caused it. A name that stays every 64
+    // steps leaves a live entry on most log pages: fast GC cannot free
+    // them, and thorough GC compacts.
+    let mut want = vec!["keep".to_string()];
+    let mut created = Vec::new();
+    check_after_compacting_op(&region, |i| {
+        if i % 64 == 0 {
+            want.push(format!("stay-{i}"));
+            fs.create(d.ino, want[want.len() - 1].as_bytes(), 0o644, 0, 0).unwrap();
+        } else if i % 2 == 1 {
+            created.push(format!("tmp-{i}"));
+            fs.create(d.ino, created[created.len() - 1].as_bytes(), 0o644, 0, 0)
+                .unwrap();
+        } else if let Some(name) = created.pop() {
+            fs.unlink(d.ino, name.as_bytes()).unwrap();
+        }
+    });
+    want.extend(created);
+    want.sort();
+    assert_eq!(names(&fs, d.ino), want);
+}
+
+/// The same for rename over an existing name, which cancels two adds.
+#[test]
+fn rename_that_compacts_the_directory_invalidates_both_moved_dentries() {
+    let region = fresh(32, 1);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    fs.create(d.ino, b"b", 0o644, 0, 0).unwrap();
+    check_after_compacting_op(&region, |i| {
+        let name = format!("a-{}", i % 3);
+        fs.create(d.ino, name.as_bytes(), 0o644, 0, 0).unwrap();
+        fs.rename(d.ino, name.as_bytes(), d.ino, b"b", 0).unwrap();
+    });
+    assert_eq!(names(&fs, d.ino), vec!["b"]);
+}
