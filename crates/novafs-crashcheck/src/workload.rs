@@ -812,6 +812,48 @@ pub fn generated() -> Vec<Workload> {
         w.gc = Some(GcKind::Thorough);
         out.push(w);
     }
+    // Thorough GC started by the unlink, or the rename over an existing
+    // name, that cancels an add: the add moves to the compacted log before
+    // it is invalidated (the regression fixed in fs.rs `commit_multi`). A
+    // name that stays every 64 steps keeps fast GC from freeing the pages.
+    for (name, by_rename) in [
+        ("thorough_gc_dir_by_unlink", false),
+        ("thorough_gc_dir_by_rename", true),
+    ] {
+        let step = move |i: usize| {
+            let tmp = |k: usize| format!("/d/tmp-{k}");
+            if i.is_multiple_of(64) {
+                Op::Create(format!("/d/stay-{i}"))
+            } else if i % 2 == 1 {
+                Op::Create(tmp(i))
+            } else if by_rename {
+                Op::Rename(tmp(i - 1), "/d/b".into(), 0)
+            } else {
+                Op::Unlink(tmp(i - 1))
+            }
+        };
+        let mut last = gc_count(GcKind::Thorough);
+        let mut i = 0usize;
+        let cancelling_op_compacted = || {
+            let now = gc_count(GcKind::Thorough);
+            let cancels = i % 2 == 0 && !i.is_multiple_of(64);
+            let hit = now > last && cancels;
+            (last, i) = (now, i + 1);
+            hit
+        };
+        if let Some(mut w) = around(
+            name,
+            vec![mkdir("/d"), create("/d/b")],
+            step,
+            40_000,
+            cancelling_op_compacted,
+            2,
+            1,
+        ) {
+            w.gc = Some(GcKind::Thorough);
+            out.push(w);
+        }
+    }
     // A journal transaction that wraps around the end of the ring.
     let pair = |i: usize| {
         let a = format!("/x{}", (i / 3) % 5);

@@ -54,6 +54,19 @@ fn thorough_gc_of_a_directory_is_atomic_at_every_crash_point() {
     assert_atomic("thorough_gc_dir");
 }
 
+/// Regression: an unlink whose append compacted the directory invalidated
+/// the cancelled add at its old, freed place.
+#[test]
+fn unlink_that_compacts_its_directory_is_atomic_at_every_crash_point() {
+    assert_atomic("thorough_gc_dir_by_unlink");
+}
+
+/// The same for a rename over an existing name (two cancelled adds).
+#[test]
+fn rename_over_a_name_that_compacts_its_directory_is_atomic_at_every_crash_point() {
+    assert_atomic("thorough_gc_dir_by_rename");
+}
+
 #[test]
 fn journal_transaction_wrapping_the_ring_is_atomic_at_every_crash_point() {
     assert_atomic("journal_wraps");
