@@ -836,7 +836,7 @@ pub fn generated() -> Vec<Workload> {
         let mut i = 0usize;
         let cancelling_op_compacted = || {
             let now = gc_count(GcKind::Thorough);
-            let cancels = i % 2 == 0 && !i.is_multiple_of(64);
+            let cancels = i.is_multiple_of(2) && !i.is_multiple_of(64);
             let hit = now > last && cancels;
             (last, i) = (now, i + 1);
             hit
