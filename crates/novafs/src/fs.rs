@@ -132,6 +132,16 @@ fn alive(st: &InodeState) -> Result<()> {
     }
 }
 
+/// Looks `name` up in the directory held by `cell` under a read lock.
+fn peek_in(cell: &Cell, name: &[u8]) -> Result<Option<crate::dir::Dent>> {
+    if name.len() > crate::layout::NAME_MAX {
+        return Err(Error::NameTooLong);
+    }
+    let st = cell.state.read();
+    alive(&st)?;
+    Ok(st.dir()?.get(name))
+}
+
 fn kind_of_ftype(ftype: u8) -> FileType {
     FileType::from_mode(u32::from(ftype) << 12).unwrap_or(FileType::RegularFile)
 }
@@ -579,13 +589,7 @@ impl Fs {
 
     /// Looks `name` up in `parent` under a read lock.
     fn peek(&self, parent: Ino, name: &[u8]) -> Result<Option<crate::dir::Dent>> {
-        if name.len() > crate::layout::NAME_MAX {
-            return Err(Error::NameTooLong);
-        }
-        let cell = self.cell(parent)?;
-        let st = cell.state.read();
-        alive(&st)?;
-        Ok(st.dir()?.get(name))
+        peek_in(&*self.cell(parent)?, name)
     }
 
     fn remove(&self, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
@@ -597,9 +601,10 @@ impl Fs {
                 Error::IsDir
             });
         }
+        let pcell = self.cell(parent)?;
         loop {
-            let d = self.peek(parent, name)?.ok_or(Error::NotFound)?;
-            let cells = self.cells(&[parent, d.ino])?;
+            let d = peek_in(&pcell, name)?.ok_or(Error::NotFound)?;
+            let cells = [(parent, pcell.clone()), (d.ino, self.cell(d.ino)?)];
             let mut l = self.lock_all(&cells)?;
             if l.get(parent).dir()?.get(name) != Some(d) {
                 continue; // Changed while unlocked: look again.

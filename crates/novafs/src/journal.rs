@@ -47,6 +47,8 @@ struct Shard {
     ring: u64,
     /// Head == tail between transactions: each one is checkpointed at once.
     tail: u64,
+    /// Encoding buffer, kept to spare an allocation per transaction.
+    buf: Vec<u8>,
 }
 
 /// The set of per-shard journals.
@@ -98,8 +100,9 @@ fn apply(region: &dyn Region, u: &Update) -> Result<()> {
     Ok(())
 }
 
-fn encode(updates: &[Update], txn_id: u64) -> Vec<u8> {
-    let mut buf = Vec::new();
+/// Appends the encoded transaction to `buf`.
+fn encode_into(buf: &mut Vec<u8>, updates: &[Update], txn_id: u64) {
+    let start = buf.len();
     for u in updates {
         let rec = JournalRecord {
             addr: u.addr,
@@ -115,11 +118,10 @@ fn encode(updates: &[Update], txn_id: u64) -> Vec<u8> {
         count: updates.len() as u32,
         magic: TXN_MAGIC,
         txn_id,
-        csum: crc32c::crc32c(&buf),
+        csum: crc32c::crc32c(&buf[start..]),
         pad: 0,
     };
     buf.extend_from_slice(info.as_bytes());
-    buf
 }
 
 impl Journal {
@@ -133,6 +135,7 @@ impl Journal {
                     header: hdr,
                     ring: ring_off(sb, i),
                     tail,
+                    buf: Vec::new(),
                 }))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -153,14 +156,16 @@ impl Journal {
                 return Ok(());
             }
         }
-        let mut shard = self.shards[current_shard(self.shards.len())].lock();
-        let buf = encode(updates, shard.tail);
-        if buf.len() as u64 > self.ring_size {
+        let mut guard = self.shards[current_shard(self.shards.len())].lock();
+        let shard = &mut *guard;
+        shard.buf.clear();
+        encode_into(&mut shard.buf, updates, shard.tail);
+        if shard.buf.len() as u64 > self.ring_size {
             return Err(Error::Invalid("journal transaction larger than the ring"));
         }
         let start = shard.tail;
-        let end = start + buf.len() as u64;
-        ring_write(region, shard.ring, self.ring_size, start, &buf)?;
+        let end = start + shard.buf.len() as u64;
+        ring_write(region, shard.ring, self.ring_size, start, &shard.buf)?;
         region.fence(); // R2: records and TxnInfo persistent before the commit.
         region.commit_u64(shard.header + JOURNAL_TAIL_FIELD, end)?; // R5: committed.
         for u in updates {
@@ -269,8 +274,9 @@ mod tests {
             },
         ];
         let t2 = vec![Update::word(8, 9)];
-        let mut buf = encode(&t1, 0);
-        buf.extend(encode(&t2, 1));
+        let mut buf = Vec::new();
+        encode_into(&mut buf, &t1, 0);
+        encode_into(&mut buf, &t2, 1);
         let txns = parse(&buf, 4096).unwrap();
         assert_eq!(txns.len(), 2);
         assert_eq!(txns[0][1].bytes, vec![1, 2, 3]);
