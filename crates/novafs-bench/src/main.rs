@@ -1,12 +1,18 @@
 //! `novafs-bench`: novafs (through the library and through FUSE) beside
 //! tmpfs, ext4 (data=ordered and data=journal), xfs and btrfs, on the
-//! workloads of the NOVA paper's evaluation. Sets up and tears down its own
-//! targets (root needed for all but the library), runs interleaved rounds,
-//! and writes medians, ranges and ratios against ext4 data=journal as a
-//! markdown table to `results/<timestamp>.md`. A benchmark, not a test.
+//! workloads of the NOVA paper's evaluation: the §5.2 microbenchmark,
+//! append + fsync, random and sequential I/O, filebench-style personalities
+//! (§5.3), recovery time (§5.5) and fio, in interleaved rounds, plus one
+//! long run on a full file system (§5.4). Sets up and tears down its own
+//! targets (root needed for all but the library), and writes medians, ranges
+//! and ratios against ext4 data=journal as a markdown table to
+//! `results/<timestamp>.md`, with PNG plots. A benchmark, not a test.
 
 #![forbid(unsafe_code)]
 
+mod fio;
+mod fullfs;
+mod personality;
 mod plot;
 mod report;
 mod stats;
@@ -21,9 +27,10 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::personality::Personality;
 use crate::report::Samples;
 use crate::target::Target;
-use crate::workload::{Params, Workload};
+use crate::workload::{Params, PersonalityParams, RecoverySet, SetShape, Workload};
 
 #[derive(Parser)]
 #[command(
@@ -44,6 +51,38 @@ struct Args {
     /// Skip the random and sequential I/O workloads (d).
     #[arg(long)]
     no_io: bool,
+    /// Skip the filebench personalities (c).
+    #[arg(long)]
+    no_personalities: bool,
+    /// Skip the recovery-time workload (e).
+    #[arg(long)]
+    no_recovery: bool,
+    /// Skip fio.
+    #[arg(long)]
+    no_fio: bool,
+    /// Skip the full-file-system run (f).
+    #[arg(long)]
+    no_full: bool,
+    /// Threads of the personalities and of the full-file-system run (the
+    /// paper uses 50).
+    #[arg(long, default_value_t = 4)]
+    threads: usize,
+    /// Entries in each personality's file set (default 2,000; 400 with --quick).
+    #[arg(long)]
+    personality_files: Option<u64>,
+    /// Seconds per personality run (default 2; 0.3 with --quick).
+    #[arg(long)]
+    personality_secs: Option<f64>,
+    /// Scale of the recovery file sets: 1 = 8 × 16 MiB, 1,000 × 256 KiB and
+    /// 20,000 × 4 KiB (default 1; 0.2 with --quick).
+    #[arg(long)]
+    recovery_scale: Option<f64>,
+    /// Seconds of the full-file-system run (default 60; 10 with --quick).
+    #[arg(long)]
+    full_secs: Option<f64>,
+    /// Size of the full-file-system run's file system, MiB (default 256; 128 with --quick).
+    #[arg(long)]
+    full_size_mib: Option<u64>,
     /// Size of each target's file system, MiB.
     #[arg(long)]
     size_mib: Option<u64>,
@@ -61,13 +100,25 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
-    let (params, rounds, size_mib) = if args.quick {
+    let q = args.quick;
+    let personality = PersonalityParams {
+        files: args.personality_files.unwrap_or(if q { 400 } else { 2_000 }),
+        threads: args.threads.max(1),
+        secs: args.personality_secs.unwrap_or(if q { 0.3 } else { 2.0 }),
+    };
+    let scale = args.recovery_scale.unwrap_or(if q { 0.2 } else { 1.0 });
+    let recovery = recovery_sets(scale);
+    let (params, rounds, size_mib) = if q {
         let p = Params {
             files: 300,
             appends: 16,
             append_ops: 1_000,
             file_mib: 16,
             random_ops: 4_000,
+            personality,
+            recovery,
+            fio_ms: 200,
+            fio_file_mib: 16,
         };
         (p, args.rounds.unwrap_or(5), args.size_mib.unwrap_or(512))
     } else {
@@ -77,15 +128,37 @@ fn main() -> Result<()> {
             append_ops: 5_000,
             file_mib: 64,
             random_ops: 20_000,
+            personality,
+            recovery,
+            fio_ms: 1_000,
+            fio_file_mib: 64,
         };
         (p, args.rounds.unwrap_or(5), args.size_mib.unwrap_or(1024))
     };
+    let full_secs = args.full_secs.unwrap_or(if q { 10.0 } else { 60.0 });
+    let full_size_mib = args.full_size_mib.unwrap_or(if q { 128 } else { 256 });
     let rounds = rounds.max(1);
+    let mut notes: Vec<String> = Vec::new();
     let mut workloads = vec![Workload::Micro, Workload::AppendFsync];
     if !args.no_io {
         for threads in [1, 2] {
             workloads.push(Workload::Random { threads });
             workloads.push(Workload::Sequential { threads });
+        }
+    }
+    if !args.no_personalities {
+        workloads.extend(Personality::ALL.map(Workload::Personality));
+    }
+    if !args.no_recovery {
+        workloads.extend(RecoverySet::ALL.map(Workload::Recovery));
+    }
+    if !args.no_fio {
+        match target::ensure_tool("fio", "fio") {
+            Ok(_) => workloads.push(Workload::Fio),
+            Err(e) => {
+                eprintln!("no fio runs: {e:#}");
+                notes.push(format!("fio left out: {e:#}"));
+            }
         }
     }
     let names: Vec<String> = match &args.targets {
@@ -135,7 +208,11 @@ fn main() -> Result<()> {
     // that no target always runs first or right after the same neighbour.
     let mut samples = Samples::default();
     let mut failed: Vec<String> = Vec::new();
-    let steps = (rounds * targets.len() * workloads.len()) as u64;
+    let supported = targets
+        .iter()
+        .map(|t| workloads.iter().filter(|&&w| t.supports(w)).count())
+        .sum::<usize>();
+    let steps = (rounds * supported) as u64;
     let bar = ProgressBar::new(steps);
     bar.set_style(
         ProgressStyle::with_template("[{elapsed_precise}] {bar:30} {pos}/{len} {msg}")
@@ -144,8 +221,11 @@ fn main() -> Result<()> {
     let n = targets.len();
     'rounds: for r in 0..rounds {
         for i in 0..n {
-            let t = &targets[(i + r) % n];
+            let t = &mut targets[(i + r) % n];
             for (k, w) in workloads.iter().enumerate() {
+                if !t.supports(*w) {
+                    continue;
+                }
                 if stop.load(Ordering::SeqCst) {
                     bar.suspend(|| eprintln!("interrupted: tearing down; the report covers the steps that finished"));
                     break 'rounds;
@@ -179,18 +259,45 @@ fn main() -> Result<()> {
         targets: &order,
         skipped: &skipped,
         failed: &failed,
+        notes: &notes,
         samples: &samples,
         command: command.clone(),
         interrupted: stop.load(Ordering::SeqCst),
     };
     let md = report::markdown(&ctx);
     let panels = report::panels(&ctx);
-    // Tear down (unmount, detach, remove) before writing results.
+    // Tear down (unmount, detach, remove) before the full-file-system run
+    // and writing results.
     drop(targets);
-    let _ = std::fs::remove_dir(&args.scratch);
-    println!("{md}");
-    std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
     let stamp = report::timestamp();
+    let full = if args.no_full || stop.load(Ordering::SeqCst) || !names.iter().any(|n| n == "novafs-lib") {
+        None
+    } else {
+        match full_fs(&args.scratch, full_size_mib, personality.threads, full_secs, &stop) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                eprintln!("full file system run failed: {e:#}");
+                None
+            }
+        }
+    };
+    let _ = std::fs::remove_dir(&args.scratch);
+    std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
+    let mut md = md;
+    if let Some(r) = &full {
+        let gc_png = args.out.join(format!("{stamp}-gc.png"));
+        let plotted = match plot::lines(&gc_png, &full_panels(r)) {
+            Ok(()) => Some(gc_png),
+            Err(e) => {
+                eprintln!("no full-file-system plot: {e:#}");
+                None
+            }
+        };
+        let name = plotted.as_ref().map(|_| format!("{stamp}-gc.png"));
+        md.push('\n');
+        md.push_str(&fullfs::markdown(r, name.as_deref()));
+    }
+    println!("{md}");
     let png = args.out.join(format!("{stamp}.png"));
     let plotted = match plot::bars(&png, &panels) {
         Ok(()) => true,
@@ -216,7 +323,11 @@ fn main() -> Result<()> {
              ```\ncargo build --release -p novafs-cli -p novafs-bench\n",
         );
         b.push_str(&format!("{command}\n```\n\n"));
-        b.push_str(&md.replacen("# ", "## ", 1));
+        // Links in the results file are relative to results/; here they are
+        // relative to the repository root.
+        let dir = args.out.display().to_string();
+        let body = md.replacen("# ", "## ", 1).replace("](", &format!("]({dir}/"));
+        b.push_str(&body);
         if plotted {
             b.push_str(&format!("\n![medians, with min–max lines]({})\n", png.display()));
         }
@@ -224,4 +335,62 @@ fn main() -> Result<()> {
         eprintln!("{} updated", bm.display());
     }
     Ok(())
+}
+
+/// The recovery file sets at `scale` (1 = 8 × 16 MiB, 1,000 × 256 KiB,
+/// 20,000 × 4 KiB): counts scale, sizes do not.
+fn recovery_sets(scale: f64) -> [SetShape; 3] {
+    let n = |full: f64| ((full * scale).round() as u64).max(1);
+    [
+        SetShape {
+            files: n(8.0),
+            file_size: 16 << 20,
+            io: 1 << 20,
+        },
+        SetShape {
+            files: n(1_000.0),
+            file_size: 256 << 10,
+            io: 64 << 10,
+        },
+        SetShape {
+            files: n(20_000.0),
+            file_size: 4 << 10,
+            io: 4 << 10,
+        },
+    ]
+}
+
+/// (f) on a fresh novafs-lib target of its own.
+fn full_fs(
+    scratch: &std::path::Path,
+    size_mib: u64,
+    threads: usize,
+    secs: f64,
+    stop: &AtomicBool,
+) -> Result<fullfs::FullRun> {
+    let work = target::WorkDir::new(scratch.join("full"))?;
+    let mut lib = target::LibraryTarget::new(work, size_mib)?;
+    fullfs::run(&mut lib, size_mib, threads, secs, stop)
+}
+
+fn full_panels(r: &fullfs::FullRun) -> Vec<plot::LinePanel> {
+    let sm = &r.series.samples;
+    let pts = |f: fn(&fullfs::Sample) -> f64| sm.iter().map(|x| (x.t, f(x))).collect::<Vec<_>>();
+    vec![
+        plot::LinePanel {
+            title: "fileserver at 95% full: throughput".to_string(),
+            x_desc: "seconds",
+            y_desc: "ops/s",
+            lines: vec![("ops/s".to_string(), pts(|x| x.ops_per_s))],
+        },
+        plot::LinePanel {
+            title: "pages reclaimed by log GC (cumulative)".to_string(),
+            x_desc: "seconds",
+            y_desc: "pages",
+            lines: vec![
+                ("fast GC".to_string(), pts(|x| x.gc.fast_pages as f64)),
+                ("thorough GC".to_string(), pts(|x| x.gc.thorough_pages as f64)),
+            ],
+        },
+    ]
 }

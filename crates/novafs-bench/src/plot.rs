@@ -93,3 +93,60 @@ pub fn bars(path: &Path, panels: &[Panel]) -> Result<()> {
     root.present().map_err(|e| draw(e.to_string()))?;
     Ok(())
 }
+
+/// One panel of a time series plot: named lines of (x, y) points.
+pub struct LinePanel {
+    pub title: String,
+    pub x_desc: &'static str,
+    pub y_desc: &'static str,
+    pub lines: Vec<(String, Vec<(f64, f64)>)>,
+}
+
+const LINE_COLORS: [RGBColor; 4] = [RED, BLUE, GREEN, MAGENTA];
+
+/// Panels side by side, each with its lines and a legend.
+pub fn lines(path: &Path, panels: &[LinePanel]) -> Result<()> {
+    if panels.iter().all(|p| p.lines.iter().all(|(_, l)| l.is_empty())) {
+        bail!("nothing to plot");
+    }
+    register_font()?;
+    let root = BitMapBackend::new(path, (640 * panels.len() as u32, 420)).into_drawing_area();
+    let draw = |e: String| anyhow!("draw {}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| draw(e.to_string()))?;
+    for (area, panel) in root.split_evenly((1, panels.len())).iter().zip(panels) {
+        let points = panel.lines.iter().flat_map(|(_, l)| l.iter());
+        let (x_max, y_max) = points.fold((0.0f64, 0.0f64), |(x, y), &(px, py)| (x.max(px), y.max(py)));
+        let x_max = if x_max > 0.0 { x_max } else { 1.0 };
+        let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+        let mut chart = ChartBuilder::on(area)
+            .caption(&panel.title, ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0.0..x_max, 0.0..y_max)
+            .map_err(|e| draw(e.to_string()))?;
+        chart
+            .configure_mesh()
+            .x_desc(panel.x_desc)
+            .y_desc(panel.y_desc)
+            .draw()
+            .map_err(|e| draw(e.to_string()))?;
+        for (k, (name, pts)) in panel.lines.iter().enumerate() {
+            let color = LINE_COLORS[k % LINE_COLORS.len()];
+            chart
+                .draw_series(LineSeries::new(pts.iter().copied(), color.stroke_width(2)))
+                .map_err(|e| draw(e.to_string()))?
+                .label(name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+        }
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .position(SeriesLabelPosition::LowerRight)
+            .draw()
+            .map_err(|e| draw(e.to_string()))?;
+    }
+    root.present().map_err(|e| draw(e.to_string()))?;
+    Ok(())
+}

@@ -5,17 +5,18 @@ use std::fmt::Write as _;
 
 use crate::stats::{speedup, summarize, Summary};
 use crate::target::BASELINE;
-use crate::workload::{Params, Workload};
+use crate::workload::{Params, Personality, RecoverySet, Workload};
 
 /// Every measured value: per target and workload, one row per round with a
-/// value per metric.
+/// value per metric (`None` where the metric does not apply to the target,
+/// as a crash to a kernel file system).
 #[derive(Default)]
 pub struct Samples {
-    runs: HashMap<(String, String), Vec<Vec<f64>>>,
+    runs: HashMap<(String, String), Vec<Vec<Option<f64>>>>,
 }
 
 impl Samples {
-    pub fn push(&mut self, target: &str, w: Workload, values: Vec<f64>) {
+    pub fn push(&mut self, target: &str, w: Workload, values: Vec<Option<f64>>) {
         self.runs
             .entry((target.to_string(), w.label()))
             .or_default()
@@ -26,7 +27,7 @@ impl Samples {
     fn column(&self, target: &str, w: Workload, m: usize) -> Vec<f64> {
         self.runs
             .get(&(target.to_string(), w.label()))
-            .map(|rs| rs.iter().filter_map(|r| r.get(m).copied()).collect())
+            .map(|rs| rs.iter().filter_map(|r| r.get(m).copied().flatten()).collect())
             .unwrap_or_default()
     }
 }
@@ -39,6 +40,8 @@ pub struct Context<'a> {
     pub targets: &'a [&'a str],
     pub skipped: &'a [String],
     pub failed: &'a [String],
+    /// Workloads left out, with the reason (e.g. fio not installed).
+    pub notes: &'a [String],
     pub samples: &'a Samples,
     pub command: String,
     /// Ctrl-C cut the run short: fewer rounds than announced.
@@ -115,6 +118,66 @@ pub fn markdown(c: &Context) -> String {
          (kernel file systems read from the page cache).\n",
         p.files, p.appends, p.append_ops, p.random_ops, p.file_mib, p.file_mib
     );
+    let has = |f: fn(&Workload) -> bool| c.workloads.iter().any(f);
+    if has(|w| matches!(w, Workload::Personality(_))) {
+        let pp = &p.personality;
+        let _ = writeln!(
+            s,
+            "Filebench personalities (c), implemented in the harness after filebench's workloads/*.f with \
+             NOVA Table 2's sizes, scaled down: a file set of {} entries in one directory (80% pre-created, \
+             100% for webserver), {} threads, {:.1} s per run; throughput counts every flowop (opens and \
+             closes too, as filebench does), in thousands per second:\n",
+            pp.files, pp.threads, pp.secs
+        );
+        for k in Personality::ALL {
+            let sh = k.shape();
+            let _ = writeln!(
+                s,
+                "- {}: files of {} KiB, reads of {} KiB, writes of {} KiB; per loop: {}",
+                k.name(),
+                sh.file_size / 1024,
+                sh.read_io / 1024,
+                sh.write_io / 1024,
+                k.flowops()
+            );
+        }
+        let _ = writeln!(s);
+    }
+    if has(|w| matches!(w, Workload::Recovery(_))) {
+        let desc: Vec<String> = RecoverySet::ALL
+            .iter()
+            .map(|&r| {
+                let sh = p.recovery_set(r);
+                format!(
+                    "{} = {} × {} KiB written in {} KiB writes",
+                    Workload::Recovery(r).label(),
+                    sh.files,
+                    sh.file_size / 1024,
+                    sh.io / 1024
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "Recovery (e), NOVA Tables 4 and 5 scaled down: {}. Each run creates the set, then times a mount \
+             after a clean unmount, and for novafs one after a crash: novafs-lib drops the `Fs` without \
+             unmounting, novafs-fuse SIGKILLs its daemon. The kernel file systems have no crash case here \
+             (a kernel file system cannot be crashed from user space without taking the machine down); \
+             their time is `mount(8)` after `umount` of the same set, and novafs-fuse's is `novafs mount`, \
+             both whole commands including process start. tmpfs keeps nothing across an unmount and is \
+             left out.\n",
+            desc.join("; ")
+        );
+    }
+    if has(|w| matches!(w, Workload::Fio)) {
+        let _ = writeln!(
+            s,
+            "fio: `--ioengine=psync --bs=4k`, one job, a {} MiB file, {} ms per job: randwrite with \
+             `--fsync=1`, then randread of the same file; IOPS from `--output-format=json`. Not on \
+             novafs-lib, which has no path.\n",
+            p.fio_file_mib, p.fio_ms
+        );
+    }
     let _ = writeln!(
         s,
         "Median and min–max over the rounds; the last column is how many times better than \
@@ -145,8 +208,11 @@ pub fn markdown(c: &Context) -> String {
             }
         }
     }
-    if !c.skipped.is_empty() || !c.failed.is_empty() {
+    if !c.skipped.is_empty() || !c.failed.is_empty() || !c.notes.is_empty() {
         let _ = writeln!(s);
+        for n in c.notes {
+            let _ = writeln!(s, "- {n}");
+        }
         for k in c.skipped {
             let _ = writeln!(s, "- skipped {k}");
         }

@@ -12,18 +12,27 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use novafs::{FormatOptions, Fs, Ino, MountOptions, ROOT_INO};
+use novafs::{FormatOptions, Fs, Ino, MountOptions, StatFs, ROOT_INO};
 use pm::{MapOptions, MmapRegion, Region};
 
-use crate::workload::{self, Backend, Params, Workload};
+use crate::workload::{self, Backend, Params, Remount, Workload};
 
 /// Something the workloads can run on.
 pub trait Target {
     fn name(&self) -> &str;
-    /// Run `w` once in a fresh directory `tag`; one value per metric.
-    fn run(&self, w: Workload, p: &Params, tag: &str) -> Result<Vec<f64>>;
+    /// Whether `w` means anything on this target (no recovery on tmpfs,
+    /// no fio on the library).
+    fn supports(&self, w: Workload) -> bool;
+    /// Run `w` once in a fresh directory `tag`; one value per metric,
+    /// `None` for a metric that does not apply to this target.
+    fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Vec<Option<f64>>>;
+}
+
+fn all_some(v: Vec<f64>) -> Vec<Option<f64>> {
+    v.into_iter().map(Some).collect()
 }
 
 /// Every target the harness knows, in table order.
@@ -90,7 +99,7 @@ fn sh(cmd: &mut Command) -> Result<String> {
 }
 
 /// The full path of `tool` on $PATH (or the sbin directories), if any.
-fn find_tool(tool: &str) -> Option<PathBuf> {
+pub fn find_tool(tool: &str) -> Option<PathBuf> {
     let path = std::env::var("PATH").unwrap_or_default();
     let found = path
         .split(':')
@@ -100,11 +109,53 @@ fn find_tool(tool: &str) -> Option<PathBuf> {
     found
 }
 
+/// `tool`, installing Debian package `package` with apt-get first if it is
+/// missing and we are root (once with the package lists as they are, once
+/// after `apt-get update`).
+pub fn ensure_tool(tool: &str, package: &str) -> Result<PathBuf> {
+    if let Some(p) = find_tool(tool) {
+        return Ok(p);
+    }
+    if !is_root() {
+        bail!("{tool} is not installed (install {package}, or run as root to have it installed)");
+    }
+    if find_tool("apt-get").is_none() {
+        bail!("{tool} is not installed and there is no apt-get to install {package}");
+    }
+    let install = || {
+        sh(Command::new("apt-get")
+            .args(["install", "-y", "-qq", package])
+            .env("DEBIAN_FRONTEND", "noninteractive"))
+    };
+    if install().is_err() {
+        sh(Command::new("apt-get").args(["update", "-qq"]))
+            .with_context(|| format!("apt-get update (to install {package})"))?;
+        install().with_context(|| format!("apt-get install {package}"))?;
+    }
+    find_tool(tool).with_context(|| format!("{package} installed, but {tool} is still not found"))
+}
+
+/// Whether this process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|v| v.split_whitespace().nth(1).map(|e| e == "0"))
+        })
+        .unwrap_or(false)
+}
+
+fn ms_since(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
+}
+
 /// A scratch directory, removed with its contents on drop.
-struct WorkDir(PathBuf);
+pub struct WorkDir(PathBuf);
 
 impl WorkDir {
-    fn new(path: PathBuf) -> Result<WorkDir> {
+    pub fn new(path: PathBuf) -> Result<WorkDir> {
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).with_context(|| format!("create {}", path.display()))?;
         Ok(WorkDir(path))
@@ -133,25 +184,143 @@ impl Drop for LoopDev {
     }
 }
 
+/// How to mount a kernel file system again: `mount -t fstype [-o options] dev`.
+struct KernelSource {
+    dev: String,
+    fstype: String,
+    options: String,
+}
+
 /// A mount, unmounted on drop (by `novafs umount` for the FUSE daemon).
 enum Mounted {
-    Kernel(PathBuf),
+    /// `source` is `None` for tmpfs, which loses its contents on unmount.
+    Kernel { mnt: PathBuf, source: Option<KernelSource> },
     Fuse {
         novafs: PathBuf,
         run_dir: PathBuf,
+        image: PathBuf,
         mnt: PathBuf,
+        /// The daemon serving the mount, from `novafs mount`'s output.
+        pid: u32,
     },
+}
+
+impl Mounted {
+    fn novafs_cmd(novafs: &Path, run_dir: &Path) -> Command {
+        let mut c = Command::new(novafs);
+        c.env("NOVAFS_RUN_DIR", run_dir);
+        c
+    }
+
+    /// `novafs mount IMAGE MNT`; returns the daemon's pid, which it prints
+    /// as "daemon pid N".
+    fn fuse_mount(novafs: &Path, run_dir: &Path, image: &Path, mnt: &Path) -> Result<u32> {
+        let out = sh(Self::novafs_cmd(novafs, run_dir).arg("mount").arg(image).arg(mnt))?;
+        parse_daemon_pid(&out).with_context(|| format!("no daemon pid in `novafs mount` output {out:?}"))
+    }
+
+    fn kernel_mount(s: &KernelSource, mnt: &Path) -> Result<()> {
+        let mut mount = Command::new("mount");
+        mount.args(["-t", &s.fstype]);
+        if !s.options.is_empty() {
+            mount.arg("-o").arg(&s.options);
+        }
+        sh(mount.arg(&s.dev).arg(mnt)).map(|_| ())
+    }
+
+    fn can_remount(&self) -> bool {
+        !matches!(self, Mounted::Kernel { source: None, .. })
+    }
+
+    /// Clean unmount, then mount again; the mount's wall time in ms (mount(8)
+    /// or `novafs mount` as a process: includes starting it).
+    fn remount_clean(&mut self) -> Result<f64> {
+        match self {
+            Mounted::Kernel { source: None, .. } => bail!("tmpfs loses its contents on unmount"),
+            Mounted::Kernel { mnt, source: Some(s) } => {
+                sh(Command::new("umount").arg(&*mnt))?;
+                let t = Instant::now();
+                Self::kernel_mount(s, mnt)?;
+                Ok(ms_since(t))
+            }
+            Mounted::Fuse {
+                novafs,
+                run_dir,
+                image,
+                mnt,
+                pid,
+            } => {
+                sh(Self::novafs_cmd(novafs, run_dir).arg("umount").arg(&*mnt))?;
+                let t = Instant::now();
+                *pid = Self::fuse_mount(novafs, run_dir, image, mnt)?;
+                Ok(ms_since(t))
+            }
+        }
+    }
+
+    /// For novafs through FUSE: SIGKILL the daemon (its image is left as a
+    /// crash leaves it), detach the dead mount, and time `novafs mount`,
+    /// which recovers. Kernel file systems cannot be crashed from here.
+    fn remount_crash(&mut self) -> Result<Option<f64>> {
+        let Mounted::Fuse {
+            novafs,
+            run_dir,
+            image,
+            mnt,
+            pid,
+        } = self
+        else {
+            return Ok(None);
+        };
+        sh(Command::new("kill").arg("-KILL").arg(pid.to_string()))?;
+        // The daemon is not our child: wait until it is gone (or a zombie;
+        // nobody may reap it) and its last thread has let go of the image's
+        // flock, which `flock -n` tells.
+        let gone = |p: u32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).map_or(true, |s| {
+                s.rsplit(')').next().is_some_and(|r| r.trim_start().starts_with('Z'))
+            })
+        };
+        let unlocked = |img: &Path| {
+            Command::new("flock")
+                .arg("-n")
+                .arg(img)
+                .arg("true")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        let t = Instant::now();
+        while !(gone(*pid) && unlocked(image)) {
+            if t.elapsed() > Duration::from_secs(10) {
+                bail!(
+                    "the novafs daemon {pid} did not let go of {} after SIGKILL",
+                    image.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // Detaches the dead mount; it reports that the image was not marked clean.
+        sh(Self::novafs_cmd(novafs, run_dir).arg("umount").arg(&*mnt))?;
+        let t = Instant::now();
+        *pid = Self::fuse_mount(novafs, run_dir, image, mnt)?;
+        Ok(Some(ms_since(t)))
+    }
+}
+
+/// The pid in `novafs mount`'s "… (daemon pid N, log …)".
+fn parse_daemon_pid(out: &str) -> Option<u32> {
+    let rest = &out[out.find("daemon pid ")? + "daemon pid ".len()..];
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 impl Drop for Mounted {
     fn drop(&mut self) {
         let _ = match self {
-            Mounted::Kernel(mnt) => Command::new("umount").arg(&*mnt).output(),
-            Mounted::Fuse { novafs, run_dir, mnt } => Command::new(&*novafs)
-                .env("NOVAFS_RUN_DIR", &*run_dir)
-                .arg("umount")
-                .arg(&*mnt)
-                .output(),
+            Mounted::Kernel { mnt, .. } => Command::new("umount").arg(&*mnt).output(),
+            Mounted::Fuse {
+                novafs, run_dir, mnt, ..
+            } => Self::novafs_cmd(novafs, run_dir).arg("umount").arg(&*mnt).output(),
         };
     }
 }
@@ -159,25 +328,72 @@ impl Drop for Mounted {
 /// novafs through the library, on a region file in the scratch directory.
 pub struct LibraryTarget {
     fs: Option<Fs>,
-    _work: WorkDir,
+    region: Arc<dyn Region>,
+    _work: Option<WorkDir>,
 }
 
 impl LibraryTarget {
-    fn new(work: WorkDir, size_mib: u64) -> Result<LibraryTarget> {
+    /// A fresh file system on a `size_mib` MiB region file in `work`.
+    pub fn new(work: WorkDir, size_mib: u64) -> Result<LibraryTarget> {
         let image = work.0.join("novafs.img");
         let region = MmapRegion::create(&image, size_mib << 20, &MapOptions::default())
             .with_context(|| format!("create region {}", image.display()))?;
-        let region: Arc<dyn Region> = Arc::new(region);
+        let mut t = LibraryTarget::on_region(Arc::new(region))?;
+        t._work = Some(work);
+        Ok(t)
+    }
+
+    /// A fresh file system on `region` (a heap region in the tests).
+    pub fn on_region(region: Arc<dyn Region>) -> Result<LibraryTarget> {
         Fs::format(region.clone(), &FormatOptions::default()).context("format")?;
-        let fs = Fs::open(region, MountOptions::default()).context("mount")?;
+        let fs = Fs::open(region.clone(), MountOptions::default()).context("mount")?;
         Ok(LibraryTarget {
             fs: Some(fs),
-            _work: work,
+            region,
+            _work: None,
         })
     }
 
     fn fs(&self) -> Result<&Fs> {
-        self.fs.as_ref().context("library target already unmounted")
+        self.fs.as_ref().context("library target is not mounted")
+    }
+
+    pub fn statfs(&self) -> Result<StatFs> {
+        Ok(self.fs()?.statfs())
+    }
+
+    /// Mount the region again and check that the mount went the way it was
+    /// meant to (clean or recovered); its wall time in ms.
+    fn mount_timed(&mut self, expect_clean: bool) -> Result<f64> {
+        let t = Instant::now();
+        let fs = Fs::open(self.region.clone(), MountOptions::default()).context("mount again")?;
+        let ms = ms_since(t);
+        let clean = fs.mount_report().clean;
+        self.fs = Some(fs);
+        if clean != expect_clean {
+            bail!("expected a {} mount, got a {} one", which(expect_clean), which(clean));
+        }
+        Ok(ms)
+    }
+}
+
+fn which(clean: bool) -> &'static str {
+    if clean {
+        "clean"
+    } else {
+        "recovering"
+    }
+}
+
+impl Remount for LibraryTarget {
+    fn remount_clean(&mut self) -> Result<f64> {
+        self.fs.take().context("not mounted")?.unmount().context("unmount")?;
+        self.mount_timed(true)
+    }
+    fn remount_crash(&mut self) -> Result<Option<f64>> {
+        // A crash: the Fs goes away without unmounting.
+        drop(self.fs.take());
+        self.mount_timed(false).map(Some)
     }
 }
 
@@ -225,14 +441,26 @@ impl Backend for LibraryTarget {
     fn unlink(&self, dir: &Ino, name: &str) -> Result<()> {
         Ok(self.fs()?.unlink(*dir, name.as_bytes())?)
     }
+    fn len(&self, file: &Ino) -> Result<u64> {
+        Ok(self.fs()?.getattr(*file)?.size)
+    }
+    fn stat(&self, dir: &Ino, name: &str) -> Result<u64> {
+        Ok(self.fs()?.lookup(*dir, name.as_bytes())?.size)
+    }
 }
 
 impl Target for LibraryTarget {
     fn name(&self) -> &str {
         "novafs-lib"
     }
-    fn run(&self, w: Workload, p: &Params, tag: &str) -> Result<Vec<f64>> {
-        workload::run(self, w, p, tag)
+    fn supports(&self, w: Workload) -> bool {
+        w != Workload::Fio
+    }
+    fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Vec<Option<f64>>> {
+        match w {
+            Workload::Recovery(s) => workload::recovery(self, s, p, tag),
+            _ => workload::run(self, w, p, tag).map(all_some),
+        }
     }
 }
 
@@ -241,7 +469,7 @@ pub struct PathTarget {
     name: &'static str,
     root: PathBuf,
     // Dropped in this order: unmount, detach the loop device, remove files.
-    _mount: Mounted,
+    mount: Mounted,
     _loop: Option<LoopDev>,
     _work: WorkDir,
 }
@@ -267,20 +495,18 @@ impl PathTarget {
             .arg("--size")
             .arg(format!("{size_mib}M"))
             .arg(&image))?;
-        sh(Command::new(novafs)
-            .env("NOVAFS_RUN_DIR", &run_dir)
-            .arg("mount")
-            .arg(&image)
-            .arg(&mnt))?;
+        let pid = Mounted::fuse_mount(novafs, &run_dir, &image, &mnt)?;
         let mount = Mounted::Fuse {
             novafs: novafs.to_path_buf(),
             run_dir,
+            image,
             mnt: mnt.clone(),
+            pid,
         };
         Ok(PathTarget {
             name: "novafs-fuse",
             root: mnt,
-            _mount: mount,
+            mount,
             _loop: None,
             _work: work,
         })
@@ -297,7 +523,7 @@ impl PathTarget {
         Ok(PathTarget {
             name: "tmpfs",
             root: mnt.clone(),
-            _mount: Mounted::Kernel(mnt),
+            mount: Mounted::Kernel { mnt, source: None },
             _loop: None,
             _work: work,
         })
@@ -312,23 +538,32 @@ impl PathTarget {
         options: &str,
     ) -> Result<PathTarget> {
         let mkfs_name = format!("mkfs.{fstype}");
-        let mkfs = find_tool(&mkfs_name).with_context(|| format!("{mkfs_name} is not installed"))?;
+        let package = match fstype {
+            "ext4" => "e2fsprogs",
+            "xfs" => "xfsprogs",
+            "btrfs" => "btrfs-progs",
+            other => other,
+        };
+        let mkfs = ensure_tool(&mkfs_name, package)?;
         let image = work.0.join(format!("{fstype}.img"));
         let mnt = work.0.join("mnt");
         std::fs::create_dir_all(&mnt)?;
         File::create(&image)?.set_len(size_mib << 20)?;
         sh(Command::new(mkfs).args(mkfs_args).arg(&image))?;
         let dev = LoopDev::attach(&image)?;
-        let mut mount = Command::new("mount");
-        mount.args(["-t", fstype]);
-        if !options.is_empty() {
-            mount.arg("-o").arg(options);
-        }
-        sh(mount.arg(&dev.0).arg(&mnt))?;
+        let source = KernelSource {
+            dev: dev.0.clone(),
+            fstype: fstype.to_string(),
+            options: options.to_string(),
+        };
+        Mounted::kernel_mount(&source, &mnt)?;
         Ok(PathTarget {
             name,
             root: mnt.clone(),
-            _mount: Mounted::Kernel(mnt),
+            mount: Mounted::Kernel {
+                mnt,
+                source: Some(source),
+            },
             _loop: Some(dev),
             _work: work,
         })
@@ -378,14 +613,47 @@ impl Backend for PathTarget {
         let p = dir.join(name);
         std::fs::remove_file(&p).with_context(|| format!("unlink {}", p.display()))
     }
+    fn len(&self, file: &File) -> Result<u64> {
+        Ok(file.metadata().context("fstat")?.len())
+    }
+    fn stat(&self, dir: &PathBuf, name: &str) -> Result<u64> {
+        let p = dir.join(name);
+        Ok(std::fs::metadata(&p)
+            .with_context(|| format!("stat {}", p.display()))?
+            .len())
+    }
+}
+
+impl Remount for PathTarget {
+    fn remount_clean(&mut self) -> Result<f64> {
+        // Everything written back first, so the unmount is not what is timed.
+        sh(&mut Command::new("sync"))?;
+        self.mount.remount_clean()
+    }
+    fn remount_crash(&mut self) -> Result<Option<f64>> {
+        self.mount.remount_crash()
+    }
 }
 
 impl Target for PathTarget {
     fn name(&self) -> &str {
         self.name
     }
-    fn run(&self, w: Workload, p: &Params, tag: &str) -> Result<Vec<f64>> {
-        let out = workload::run(self, w, p, tag)?;
+    fn supports(&self, w: Workload) -> bool {
+        match w {
+            Workload::Recovery(_) => self.mount.can_remount(),
+            _ => true,
+        }
+    }
+    fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Vec<Option<f64>>> {
+        let out = match w {
+            Workload::Recovery(s) => workload::recovery(self, s, p, tag)?,
+            Workload::Fio => crate::fio::run(&self.root.join(tag), p)?
+                .into_iter()
+                .map(Some)
+                .collect(),
+            _ => all_some(workload::run(self, w, p, tag)?),
+        };
         // Write back what this run left dirty so the next target is not charged for it.
         sh(&mut Command::new("sync"))?;
         Ok(out)

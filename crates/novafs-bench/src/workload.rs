@@ -4,7 +4,9 @@
 
 use std::time::Instant;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
+
+pub use crate::personality::{Personality, PersonalityParams};
 
 /// The file operations a workload needs. `Dir` and `File` are the backend's
 /// own handles: inode numbers for the library, paths and open files for a
@@ -23,6 +25,20 @@ pub trait Backend: Sync {
     fn read_at(&self, file: &Self::File, off: u64, buf: &mut [u8]) -> Result<()>;
     fn fsync(&self, file: &Self::File) -> Result<()>;
     fn unlink(&self, dir: &Self::Dir, name: &str) -> Result<()>;
+    /// The size of an open file (fstat).
+    fn len(&self, file: &Self::File) -> Result<u64>;
+    /// The size of `name` (stat by name, as filebench's statfile does).
+    fn stat(&self, dir: &Self::Dir, name: &str) -> Result<u64>;
+}
+
+/// A target whose file system can be unmounted and mounted again with its
+/// contents, for the recovery workload (e).
+pub trait Remount: Backend {
+    /// Unmount cleanly, then mount again; the mount's wall time, ms.
+    fn remount_clean(&mut self) -> Result<f64>;
+    /// Crash (no unmount), then mount again; the mount's wall time, ms.
+    /// `None` where a crash cannot be produced (kernel file systems).
+    fn remount_crash(&mut self) -> Result<Option<f64>>;
 }
 
 /// One column of the results: what is measured, in which unit, and which way
@@ -50,7 +66,8 @@ const fn rate(name: &'static str, unit: &'static str) -> Metric {
     }
 }
 
-/// The workloads (a), (b) and (d).
+/// The workloads (a) to (e) and fio; (f), the full file system, is
+/// one long run of its own (see `fullfs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Workload {
     /// (a) NOVA §5.2: create files, append 4 KiB + fsync to each N times, unlink.
@@ -61,6 +78,37 @@ pub enum Workload {
     Random { threads: usize },
     /// (d) 1 MiB sequential writes (fsync at the end, timed) then reads.
     Sequential { threads: usize },
+    /// (c) a filebench personality on a pre-created file set, ops/s.
+    Personality(Personality),
+    /// (e) mount time of a file set after a clean unmount and after a crash.
+    Recovery(RecoverySet),
+    /// fio 4 KiB random writes with fsync=1, then random reads (psync).
+    Fio,
+}
+
+/// The file sets of the recovery workload, in the shapes of NOVA Table 4
+/// (scaled down by [`Params::recovery`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoverySet {
+    /// Few large files in large writes (Table 4's videoserver).
+    Large,
+    /// Medium files in medium writes (fileserver).
+    Medium,
+    /// Many small files (mailserver).
+    Small,
+}
+
+impl RecoverySet {
+    pub const ALL: [RecoverySet; 3] = [RecoverySet::Large, RecoverySet::Medium, RecoverySet::Small];
+}
+
+/// Shape of one recovery file set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetShape {
+    pub files: u64,
+    pub file_size: u64,
+    /// The write size that creates each file.
+    pub io: usize,
 }
 
 impl Workload {
@@ -70,6 +118,11 @@ impl Workload {
             Workload::AppendFsync => "append 4 KiB + fsync".to_string(),
             Workload::Random { threads } => format!("random 4 KiB, {threads} thread(s)"),
             Workload::Sequential { threads } => format!("sequential 1 MiB, {threads} thread(s)"),
+            Workload::Personality(k) => format!("filebench {}", k.name()),
+            Workload::Recovery(RecoverySet::Large) => "recovery: few large files".to_string(),
+            Workload::Recovery(RecoverySet::Medium) => "recovery: medium files".to_string(),
+            Workload::Recovery(RecoverySet::Small) => "recovery: many small files".to_string(),
+            Workload::Fio => "fio 4 KiB psync".to_string(),
         }
     }
 
@@ -78,11 +131,28 @@ impl Workload {
         const APPEND: [Metric; 1] = [cost("append 4 KiB + fsync")];
         const RANDOM: [Metric; 2] = [rate("random write", "kIOPS"), rate("random read", "kIOPS")];
         const SEQ: [Metric; 2] = [rate("write + fsync", "MiB/s"), rate("read", "MiB/s")];
+        const PERSONALITY: [Metric; 1] = [rate("throughput", "kops/s")];
+        const RECOVERY: [Metric; 2] = [
+            Metric {
+                name: "mount after clean unmount",
+                unit: "ms",
+                lower_is_better: true,
+            },
+            Metric {
+                name: "mount after crash",
+                unit: "ms",
+                lower_is_better: true,
+            },
+        ];
+        const FIO: [Metric; 2] = [rate("randwrite, fsync=1", "kIOPS"), rate("randread", "kIOPS")];
         match self {
             Workload::Micro => &MICRO,
             Workload::AppendFsync => &APPEND,
             Workload::Random { .. } => &RANDOM,
             Workload::Sequential { .. } => &SEQ,
+            Workload::Personality(_) => &PERSONALITY,
+            Workload::Recovery(_) => &RECOVERY,
+            Workload::Fio => &FIO,
         }
     }
 }
@@ -100,6 +170,23 @@ pub struct Params {
     pub file_mib: u64,
     /// (d) random operations per thread, each of writes and reads.
     pub random_ops: u64,
+    /// (c) the personalities' size, threads and duration.
+    pub personality: PersonalityParams,
+    /// (e) the three recovery file sets, in [`RecoverySet::ALL`] order.
+    pub recovery: [SetShape; 3],
+    /// fio: run time of each job, ms, and the file size, MiB.
+    pub fio_ms: u64,
+    pub fio_file_mib: u64,
+}
+
+impl Params {
+    pub fn recovery_set(&self, s: RecoverySet) -> SetShape {
+        match s {
+            RecoverySet::Large => self.recovery[0],
+            RecoverySet::Medium => self.recovery[1],
+            RecoverySet::Small => self.recovery[2],
+        }
+    }
 }
 
 const PAGE: usize = 4096;
@@ -110,7 +197,8 @@ fn per_op_us(t: Instant, n: u64) -> f64 {
 }
 
 /// Run `w` once in a fresh directory `tag` under the target's root, which it
-/// removes again.
+/// removes again. Recovery and fio need more than a [`Backend`]: see
+/// [`recovery`] and `fio::run`.
 pub fn run<B: Backend>(b: &B, w: Workload, p: &Params, tag: &str) -> Result<Vec<f64>> {
     let dir = b.mkdir(tag)?;
     let out = match w {
@@ -118,9 +206,58 @@ pub fn run<B: Backend>(b: &B, w: Workload, p: &Params, tag: &str) -> Result<Vec<
         Workload::AppendFsync => vec![append_fsync(b, &dir, p.append_ops)?],
         Workload::Random { threads } => random(b, &dir, p, threads)?,
         Workload::Sequential { threads } => sequential(b, &dir, p, threads)?,
+        Workload::Personality(k) => vec![crate::personality::measure(b, &dir, k, &p.personality)? / 1e3],
+        Workload::Recovery(_) | Workload::Fio => bail!("{} is not a plain backend workload", w.label()),
     };
     b.rmdir(tag)?;
     Ok(out)
+}
+
+/// (e) Create file set `s` in a fresh directory `tag`, time a mount after a
+/// clean unmount and one after a crash, then remove the set. Values in ms;
+/// `None` where the target cannot crash.
+pub fn recovery<B: Remount>(b: &mut B, s: RecoverySet, p: &Params, tag: &str) -> Result<Vec<Option<f64>>> {
+    let shape = p.recovery_set(s);
+    let dir = b.mkdir(tag)?;
+    let names: Vec<String> = (0..shape.files).map(|i| format!("m{i}")).collect();
+    let buf = vec![0x6Du8; shape.io.max(1)];
+    for n in &names {
+        let f = b.create(&dir, n)?;
+        write_whole(b, &f, shape.file_size, &buf)?;
+    }
+    let clean = b.remount_clean()?;
+    let crash = b.remount_crash()?;
+    for n in &names {
+        b.unlink(&dir, n)?;
+    }
+    b.rmdir(tag)?;
+    Ok(vec![Some(clean), crash])
+}
+
+/// Write `size` bytes from offset 0 in writes of `buf.len()` bytes.
+pub fn write_whole<B: Backend>(b: &B, f: &B::File, size: u64, buf: &[u8]) -> Result<()> {
+    let io = buf.len().max(1) as u64;
+    let mut off = 0;
+    while off < size {
+        let n = io.min(size - off) as usize;
+        b.write_at(f, off, &buf[..n])?;
+        off += n as u64;
+    }
+    Ok(())
+}
+
+/// Read the whole file (its current size) in reads of `buf.len()` bytes;
+/// returns the bytes read.
+pub fn read_whole<B: Backend>(b: &B, f: &B::File, buf: &mut [u8]) -> Result<u64> {
+    let size = b.len(f)?;
+    let io = buf.len().max(1) as u64;
+    let mut off = 0;
+    while off < size {
+        let n = io.min(size - off) as usize;
+        b.read_at(f, off, &mut buf[..n])?;
+        off += n as u64;
+    }
+    Ok(size)
 }
 
 fn micro<B: Backend>(b: &B, dir: &B::Dir, p: &Params) -> Result<Vec<f64>> {
@@ -163,10 +300,10 @@ fn append_fsync<B: Backend>(b: &B, dir: &B::Dir, ops: u64) -> Result<f64> {
 }
 
 /// xorshift64*: cheap, and the same offsets on every target.
-struct Rng(u64);
+pub struct Rng(pub u64);
 
 impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
+    pub fn below(&mut self, n: u64) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -187,7 +324,7 @@ fn fill<B: Backend>(b: &B, dir: &B::Dir, name: &str, mib: u64) -> Result<B::File
 
 /// Run `body(thread index)` on `threads` threads at once; the wall time of
 /// the slowest bounds the measurement.
-fn parallel<F>(threads: usize, body: F) -> Result<f64>
+pub fn parallel<F>(threads: usize, body: F) -> Result<f64>
 where
     F: Fn(usize) -> Result<()> + Sync,
 {
