@@ -48,6 +48,8 @@ pub struct Sample {
     pub t: f64,
     /// Operations per second during the interval.
     pub ops_per_s: f64,
+    /// Operations failed with ENOSPC per second during the interval.
+    pub nospc_per_s: f64,
     /// GC work since the run started (cumulative).
     pub gc: GcSnap,
     /// Operations failed with ENOSPC since the run started (cumulative).
@@ -63,6 +65,7 @@ pub struct Series {
     gc_base: GcSnap,
     last_t: f64,
     last_ops: u64,
+    last_nospc: u64,
 }
 
 impl Series {
@@ -74,26 +77,31 @@ impl Series {
             gc_base,
             last_t: 0.0,
             last_ops: 0,
+            last_nospc: 0,
         }
     }
 
     /// Record the counters read `t` seconds into the run.
     pub fn record(&mut self, t: f64, ops: u64, gc: GcSnap, nospc: u64, used_pct: f64) {
         let dt = t - self.last_t;
-        let ops_per_s = if dt > 0.0 {
-            ops.saturating_sub(self.last_ops) as f64 / dt
-        } else {
-            0.0
+        let rate = |now: u64, before: u64| {
+            if dt > 0.0 {
+                now.saturating_sub(before) as f64 / dt
+            } else {
+                0.0
+            }
         };
         self.samples.push(Sample {
             t,
-            ops_per_s,
+            ops_per_s: rate(ops, self.last_ops),
+            nospc_per_s: rate(nospc, self.last_nospc),
             gc: gc.since(self.gc_base),
             nospc,
             used_pct,
         });
         self.last_t = t;
         self.last_ops = ops;
+        self.last_nospc = nospc;
     }
 
     /// Operations per second over the whole run.
@@ -336,6 +344,7 @@ mod tests {
             }
         );
         assert_eq!(s.samples[1].nospc, 3);
+        assert_eq!(s.samples[1].nospc_per_s, 2.0);
         assert_eq!(s.mean_ops_per_s(), 640.0);
         let md = markdown(
             &FullRun {

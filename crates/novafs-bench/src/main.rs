@@ -67,14 +67,14 @@ struct Args {
     /// paper uses 50).
     #[arg(long, default_value_t = 4)]
     threads: usize,
-    /// Entries in each personality's file set (default 2,000; 400 with --quick).
+    /// Entries in each personality's file set (default 2,000; 200 with --quick).
     #[arg(long)]
     personality_files: Option<u64>,
-    /// Seconds per personality run (default 2; 0.3 with --quick).
+    /// Seconds per personality run (default 2; 0.2 with --quick).
     #[arg(long)]
     personality_secs: Option<f64>,
     /// Scale of the recovery file sets: 1 = 8 × 16 MiB, 1,000 × 256 KiB and
-    /// 20,000 × 4 KiB (default 1; 0.2 with --quick).
+    /// 20,000 × 4 KiB (default 1; 0.1 with --quick).
     #[arg(long)]
     recovery_scale: Option<f64>,
     /// Seconds of the full-file-system run (default 60; 10 with --quick).
@@ -102,11 +102,11 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let q = args.quick;
     let personality = PersonalityParams {
-        files: args.personality_files.unwrap_or(if q { 400 } else { 2_000 }),
+        files: args.personality_files.unwrap_or(if q { 200 } else { 2_000 }),
         threads: args.threads.max(1),
-        secs: args.personality_secs.unwrap_or(if q { 0.3 } else { 2.0 }),
+        secs: args.personality_secs.unwrap_or(if q { 0.2 } else { 2.0 }),
     };
-    let scale = args.recovery_scale.unwrap_or(if q { 0.2 } else { 1.0 });
+    let scale = args.recovery_scale.unwrap_or(if q { 0.1 } else { 1.0 });
     let recovery = recovery_sets(scale);
     let (params, rounds, size_mib) = if q {
         let p = Params {
@@ -117,8 +117,8 @@ fn main() -> Result<()> {
             random_ops: 4_000,
             personality,
             recovery,
-            fio_ms: 200,
-            fio_file_mib: 16,
+            fio_ms: 150,
+            fio_file_mib: 4,
         };
         (p, args.rounds.unwrap_or(5), args.size_mib.unwrap_or(512))
     } else {
@@ -219,6 +219,8 @@ fn main() -> Result<()> {
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let n = targets.len();
+    // Wall time per workload over all targets and rounds, to size the runs.
+    let mut spent = vec![0.0f64; workloads.len()];
     'rounds: for r in 0..rounds {
         for i in 0..n {
             let t = &mut targets[(i + r) % n];
@@ -232,7 +234,10 @@ fn main() -> Result<()> {
                 }
                 bar.set_message(format!("round {}/{rounds}: {} — {}", r + 1, t.name(), w.label()));
                 if !failed.iter().any(|f| f == t.name()) {
-                    match t.run(*w, &params, &format!("r{r}w{k}")) {
+                    let started = std::time::Instant::now();
+                    let result = t.run(*w, &params, &format!("r{r}w{k}"));
+                    spent[k] += started.elapsed().as_secs_f64();
+                    match result {
                         Ok(values) => samples.push(t.name(), *w, values),
                         Err(e) => {
                             bar.suspend(|| eprintln!("{} failed on {}: {e:#}; dropping it", t.name(), w.label()));
@@ -245,6 +250,12 @@ fn main() -> Result<()> {
         }
     }
     bar.finish_and_clear();
+    let spent: Vec<String> = workloads
+        .iter()
+        .zip(&spent)
+        .map(|(w, s)| format!("{} {s:.1} s", w.label()))
+        .collect();
+    eprintln!("time spent: {}", spent.join(", "));
     let order: Vec<&str> = targets
         .iter()
         .map(|t| t.name())
@@ -283,39 +294,32 @@ fn main() -> Result<()> {
     };
     let _ = std::fs::remove_dir(&args.scratch);
     std::fs::create_dir_all(&args.out).with_context(|| format!("create {}", args.out.display()))?;
+    // The results file links its plots relative to itself, in `out`.
     let mut md = md;
+    let png = args.out.join(format!("{stamp}.png"));
+    match plot::bars(&png, &panels) {
+        Ok(()) => {
+            md.push_str(&format!("\n![medians, with min–max lines]({stamp}.png)\n"));
+            eprintln!("plot written to {}", png.display());
+        }
+        Err(e) => eprintln!("no plot: {e:#}"),
+    }
     if let Some(r) = &full {
         let gc_png = args.out.join(format!("{stamp}-gc.png"));
-        let plotted = match plot::lines(&gc_png, &full_panels(r)) {
-            Ok(()) => Some(gc_png),
+        let name = match plot::lines(&gc_png, &full_panels(r)) {
+            Ok(()) => Some(format!("{stamp}-gc.png")),
             Err(e) => {
                 eprintln!("no full-file-system plot: {e:#}");
                 None
             }
         };
-        let name = plotted.as_ref().map(|_| format!("{stamp}-gc.png"));
         md.push('\n');
         md.push_str(&fullfs::markdown(r, name.as_deref()));
     }
     println!("{md}");
-    let png = args.out.join(format!("{stamp}.png"));
-    let plotted = match plot::bars(&png, &panels) {
-        Ok(()) => true,
-        Err(e) => {
-            eprintln!("no plot: {e:#}");
-            false
-        }
-    };
     let path = args.out.join(format!("{stamp}.md"));
-    let mut file_md = md.clone();
-    if plotted {
-        file_md.push_str(&format!("\n![medians, with min–max lines]({stamp}.png)\n"));
-    }
-    std::fs::write(&path, &file_md).with_context(|| format!("write {}", path.display()))?;
+    std::fs::write(&path, &md).with_context(|| format!("write {}", path.display()))?;
     eprintln!("results written to {}", path.display());
-    if plotted {
-        eprintln!("plot written to {}", png.display());
-    }
     if let Some(bm) = &args.benchmarks_md {
         let mut b = String::from(
             "# Benchmarks\n\nThe latest run of `novafs-bench` (crates/novafs-bench), written by the \
@@ -323,14 +327,9 @@ fn main() -> Result<()> {
              ```\ncargo build --release -p novafs-cli -p novafs-bench\n",
         );
         b.push_str(&format!("{command}\n```\n\n"));
-        // Links in the results file are relative to results/; here they are
-        // relative to the repository root.
+        // Links relative to the repository root instead of to `out`.
         let dir = args.out.display().to_string();
-        let body = md.replacen("# ", "## ", 1).replace("](", &format!("]({dir}/"));
-        b.push_str(&body);
-        if plotted {
-            b.push_str(&format!("\n![medians, with min–max lines]({})\n", png.display()));
-        }
+        b.push_str(&md.replacen("# ", "## ", 1).replace("](", &format!("]({dir}/")));
         std::fs::write(bm, b).with_context(|| format!("write {}", bm.display()))?;
         eprintln!("{} updated", bm.display());
     }
@@ -381,7 +380,10 @@ fn full_panels(r: &fullfs::FullRun) -> Vec<plot::LinePanel> {
             title: "fileserver at 95% full: throughput".to_string(),
             x_desc: "seconds",
             y_desc: "ops/s",
-            lines: vec![("ops/s".to_string(), pts(|x| x.ops_per_s))],
+            lines: vec![
+                ("operations/s".to_string(), pts(|x| x.ops_per_s)),
+                ("failed with ENOSPC/s".to_string(), pts(|x| x.nospc_per_s)),
+            ],
         },
         plot::LinePanel {
             title: "pages reclaimed by log GC (cumulative)".to_string(),

@@ -89,6 +89,17 @@ pub fn bars(path: &Path, panels: &[Panel]) -> Result<()> {
                 )
             }))
             .map_err(|e| draw(e.to_string()))?;
+        // The median as a number at the foot of each bar: some bars are too
+        // small to see beside the others.
+        chart
+            .draw_series(panel.bars.iter().enumerate().map(|(i, (_, s))| {
+                Text::new(
+                    crate::report::fmt_num(s.median),
+                    (SegmentValue::Exact(i), top * 0.03),
+                    ("sans-serif", 11).into_font().color(&BLACK),
+                )
+            }))
+            .map_err(|e| draw(e.to_string()))?;
     }
     root.present().map_err(|e| draw(e.to_string()))?;
     Ok(())
@@ -129,6 +140,7 @@ pub fn lines(path: &Path, panels: &[LinePanel]) -> Result<()> {
             .configure_mesh()
             .x_desc(panel.x_desc)
             .y_desc(panel.y_desc)
+            .y_label_formatter(&|v| format!("{v:.0}"))
             .draw()
             .map_err(|e| draw(e.to_string()))?;
         for (k, (name, pts)) in panel.lines.iter().enumerate() {

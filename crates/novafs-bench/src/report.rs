@@ -78,7 +78,7 @@ pub fn panels(c: &Context) -> Vec<Panel> {
     out
 }
 
-fn fmt_num(v: f64) -> String {
+pub fn fmt_num(v: f64) -> String {
     if v >= 100.0 {
         format!("{v:.0}")
     } else if v >= 10.0 {
