@@ -70,7 +70,7 @@ struct Args {
     /// Entries in each personality's file set (default 2,000; 200 with --quick).
     #[arg(long)]
     personality_files: Option<u64>,
-    /// Seconds per personality run (default 2; 0.2 with --quick).
+    /// Seconds per personality run (default 2; 0.15 with --quick).
     #[arg(long)]
     personality_secs: Option<f64>,
     /// Scale of the recovery file sets: 1 = 8 × 16 MiB, 1,000 × 256 KiB and
@@ -104,20 +104,20 @@ fn main() -> Result<()> {
     let personality = PersonalityParams {
         files: args.personality_files.unwrap_or(if q { 200 } else { 2_000 }),
         threads: args.threads.max(1),
-        secs: args.personality_secs.unwrap_or(if q { 0.2 } else { 2.0 }),
+        secs: args.personality_secs.unwrap_or(if q { 0.15 } else { 2.0 }),
     };
     let scale = args.recovery_scale.unwrap_or(if q { 0.1 } else { 1.0 });
     let recovery = recovery_sets(scale);
     let (params, rounds, size_mib) = if q {
         let p = Params {
-            files: 300,
+            files: 150,
             appends: 16,
-            append_ops: 1_000,
+            append_ops: 500,
             file_mib: 16,
-            random_ops: 4_000,
+            random_ops: 2_000,
             personality,
             recovery,
-            fio_ms: 150,
+            fio_ms: 50,
             fio_file_mib: 4,
         };
         (p, args.rounds.unwrap_or(5), args.size_mib.unwrap_or(512))
