@@ -19,6 +19,7 @@ mod stats;
 mod target;
 mod workload;
 
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -100,6 +101,7 @@ struct Args {
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    let run_started = std::time::Instant::now();
     let q = args.quick;
     let personality = PersonalityParams {
         files: args.personality_files.unwrap_or(if q { 200 } else { 2_000 }),
@@ -262,7 +264,10 @@ fn main() -> Result<()> {
         .filter(|n| !failed.iter().any(|f| f == n))
         .collect();
     let command = std::env::args().collect::<Vec<_>>().join(" ");
+    // One stamp names the results file, its plots and its title.
+    let stamp = report::timestamp();
     let ctx = report::Context {
+        stamp: &stamp,
         params: &params,
         rounds,
         size_mib,
@@ -280,7 +285,6 @@ fn main() -> Result<()> {
     // Tear down (unmount, detach, remove) before the full-file-system run
     // and writing results.
     drop(targets);
-    let stamp = report::timestamp();
     let full = if args.no_full || stop.load(Ordering::SeqCst) || !names.iter().any(|n| n == "novafs-lib") {
         None
     } else {
@@ -316,6 +320,11 @@ fn main() -> Result<()> {
         md.push('\n');
         md.push_str(&fullfs::markdown(r, name.as_deref()));
     }
+    let _ = writeln!(
+        md,
+        "\nThe whole run took {:.0} s of wall time.",
+        run_started.elapsed().as_secs_f64()
+    );
     println!("{md}");
     let path = args.out.join(format!("{stamp}.md"));
     std::fs::write(&path, &md).with_context(|| format!("write {}", path.display()))?;

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use crate::report::Panel;
 
@@ -95,8 +96,11 @@ pub fn bars(path: &Path, panels: &[Panel]) -> Result<()> {
             .draw_series(panel.bars.iter().enumerate().map(|(i, (_, s))| {
                 Text::new(
                     crate::report::fmt_num(s.median),
-                    (SegmentValue::Exact(i), top * 0.03),
-                    ("sans-serif", 11).into_font().color(&BLACK),
+                    (SegmentValue::CenterOf(i), top * 0.02),
+                    ("sans-serif", 11)
+                        .into_font()
+                        .color(&BLACK)
+                        .pos(Pos::new(HPos::Center, VPos::Bottom)),
                 )
             }))
             .map_err(|e| draw(e.to_string()))?;

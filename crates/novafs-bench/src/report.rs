@@ -33,6 +33,8 @@ impl Samples {
 }
 
 pub struct Context<'a> {
+    /// When the run started, as in the results file's name.
+    pub stamp: &'a str,
     pub params: &'a Params,
     pub rounds: usize,
     pub size_mib: u64,
@@ -93,7 +95,7 @@ pub fn markdown(c: &Context) -> String {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
     let mut s = String::new();
-    let _ = writeln!(s, "# novafs-bench results ({})\n", timestamp());
+    let _ = writeln!(s, "# novafs-bench results ({})\n", c.stamp);
     let _ = writeln!(s, "Command: `{}`\n", c.command);
     if c.interrupted {
         let _ = writeln!(

@@ -659,3 +659,55 @@ impl Target for PathTarget {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{PersonalityParams, RecoverySet, SetShape};
+
+    fn params() -> Params {
+        let shape = SetShape {
+            files: 20,
+            file_size: 64 << 10,
+            io: 16 << 10,
+        };
+        Params {
+            files: 10,
+            appends: 2,
+            append_ops: 10,
+            file_mib: 1,
+            random_ops: 10,
+            personality: PersonalityParams {
+                files: 10,
+                threads: 1,
+                secs: 0.01,
+            },
+            recovery: [shape; 3],
+            fio_ms: 10,
+            fio_file_mib: 1,
+        }
+    }
+
+    #[test]
+    fn recovery_on_the_library_times_a_clean_and_a_recovering_mount() {
+        let mut t = LibraryTarget::on_region(Arc::new(pm::MemRegion::new(64 << 20))).expect("format");
+        let v = t
+            .run(Workload::Recovery(RecoverySet::Medium), &params(), "rec")
+            .expect("recovery run");
+        assert_eq!(v.len(), 2);
+        assert!(v.iter().all(|x| x.is_some_and(|ms| ms > 0.0)), "{v:?}");
+        // The set is gone again and the file system still works.
+        assert!(t.stat(&ROOT_INO, "rec").is_err());
+        assert!(
+            t.fs().expect("mounted").mount_report().scanned_inodes > 0,
+            "the last mount recovered"
+        );
+    }
+
+    #[test]
+    fn the_daemon_pid_comes_from_novafs_mount_output() {
+        let out = "novafs: mounted /a/img on /a/mnt (daemon pid 4242, log /run/x.log)";
+        assert_eq!(parse_daemon_pid(out), Some(4242));
+        assert_eq!(parse_daemon_pid("novafs: mounted"), None);
+    }
+}
