@@ -262,6 +262,9 @@ pub fn markdown(r: &FullRun, png: Option<&str>) -> String {
         let min = ops.iter().copied().fold(f64::INFINITY, f64::min);
         let max = ops.iter().copied().fold(0.0f64, f64::max);
         let first = ops.first().copied().unwrap_or(0.0);
+        if l.t + 0.5 < r.secs {
+            let _ = writeln!(s, "**Stopped early** (Ctrl-C) after {:.0} s.\n", l.t);
+        }
         let _ = writeln!(
             s,
             "Over {:.0} s: {:.0} ops/s on average (per-second {:.0}–{:.0}; first second {:.0}, last {:.0}); \
