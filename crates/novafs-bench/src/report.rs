@@ -233,3 +233,66 @@ pub fn timestamp() -> String {
         c.year, c.month, c.day, c.hour, c.minute, c.second
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::workload::{PersonalityParams, SetShape};
+
+    #[test]
+    fn a_metric_a_target_lacks_has_no_row_and_no_ratio() {
+        let shape = SetShape {
+            files: 1,
+            file_size: 4096,
+            io: 4096,
+        };
+        let params = Params {
+            files: 1,
+            appends: 1,
+            append_ops: 1,
+            file_mib: 1,
+            random_ops: 1,
+            personality: PersonalityParams {
+                files: 2,
+                threads: 1,
+                secs: 0.1,
+            },
+            recovery: [shape; 3],
+            fio_ms: 10,
+            fio_file_mib: 1,
+        };
+        let w = Workload::Recovery(RecoverySet::Small);
+        let mut samples = Samples::default();
+        for (clean, crash) in [(0.1, 5.0), (0.3, 7.0), (0.2, 6.0)] {
+            samples.push("novafs-lib", w, vec![Some(clean), Some(crash)]);
+            samples.push(BASELINE, w, vec![Some(4.0), None]);
+        }
+        let ctx = Context {
+            stamp: "20260101T000000Z",
+            params: &params,
+            rounds: 3,
+            size_mib: 64,
+            workloads: &[w],
+            targets: &["novafs-lib", BASELINE],
+            skipped: &[],
+            failed: &[],
+            notes: &[],
+            samples: &samples,
+            command: "novafs-bench".to_string(),
+            interrupted: false,
+        };
+        let md = markdown(&ctx);
+        assert!(md.contains("# novafs-bench results (20260101T000000Z)"));
+        // Clean mounts: medians 0.2 against 4.0, 20 times better.
+        assert!(
+            md.contains("| recovery: many small files | mount after clean unmount (ms) | novafs-lib | 0.20 | 0.10–0.30 | 20.00× |"),
+            "{md}"
+        );
+        // Crash: novafs only, no baseline to compare with.
+        assert!(
+            md.contains("| mount after crash (ms) | novafs-lib | 6.00 | 5.00–7.00 | – |"),
+            "{md}"
+        );
+        assert!(!md.contains(&format!("mount after crash (ms) | {BASELINE}")), "{md}");
+    }
+}
