@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::target::find_tool;
+use crate::target::{find_tool, sh};
 use crate::workload::Params;
 
 /// Which side of fio's per-job report to read.
@@ -81,15 +81,7 @@ pub fn run(dir: &Path, p: &Params) -> Result<Vec<f64>> {
     let fio = find_tool("fio").context("fio is not installed")?;
     std::fs::create_dir(dir).with_context(|| format!("mkdir {}", dir.display()))?;
     let mut cmd = command(&fio, dir, p);
-    let out = cmd.output().with_context(|| format!("run {cmd:?}"))?;
-    if !out.status.success() {
-        bail!(
-            "{cmd:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    let json = String::from_utf8_lossy(&out.stdout);
+    let json = sh(&mut cmd)?;
     let write = parse_iops(&json, "randwrite", Dir::Write).with_context(|| format!("{cmd:?}"))?;
     let read = parse_iops(&json, "randread", Dir::Read).with_context(|| format!("{cmd:?}"))?;
     std::fs::remove_dir_all(dir).with_context(|| format!("remove {}", dir.display()))?;

@@ -86,7 +86,7 @@ pub fn setup(name: &str, scratch: &Path, size_mib: u64, novafs_bin: &Path) -> Re
 }
 
 /// Run a command, failing with its stderr if it does not succeed.
-fn sh(cmd: &mut Command) -> Result<String> {
+pub fn sh(cmd: &mut Command) -> Result<String> {
     let out = cmd.output().with_context(|| format!("run {cmd:?}"))?;
     if !out.status.success() {
         bail!(
