@@ -37,13 +37,20 @@ impl Ctx {
         }
     }
 
-    /// Appends `entries` to `st`'s log after collecting garbage if the log
-    /// would otherwise grow (NOVA §4.6: GC runs as logs grow). Persisted,
-    /// not yet committed.
-    pub fn append(&self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending> {
+    /// Collects garbage in `st`'s log if appending `entries` would grow it
+    /// (NOVA §4.6: GC runs as logs grow). Thorough GC commits through the
+    /// journal, so this runs before a journal transaction is begun.
+    pub fn make_room(&self, st: &mut InodeState, entries: &[Entry]) -> Result<()> {
         if st.log.needs_growth(entries) {
             gc::collect(self, st)?;
         }
+        Ok(())
+    }
+
+    /// Appends `entries` to `st`'s log after [`Ctx::make_room`]. Persisted,
+    /// not yet committed.
+    pub fn append(&self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending> {
+        self.make_room(st, entries)?;
         st.log.append(self.region(), &self.alloc, budget, entries)
     }
 

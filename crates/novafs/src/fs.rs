@@ -274,10 +274,11 @@ impl Fs {
     /// name), and `extra` in one journal transaction (R2), then applies the
     /// entries to DRAM.
     ///
-    /// The cancelled adds are located only after the appends: an append may
-    /// run thorough GC (NOVA §4.6), which moves a directory's live dentries
-    /// into a new log and frees the old pages. An address taken earlier
-    /// would point into a freed page, possibly another file's data by then.
+    /// GC runs first, outside the transaction ([`Ctx::make_room`]), and the
+    /// cancelled adds are located only after it: thorough GC (NOVA §4.6)
+    /// moves a directory's live dentries into a new log and frees the old
+    /// pages, so an address taken earlier would point into a freed page,
+    /// possibly another file's data by then.
     fn commit_multi(
         &self,
         l: &mut Locked<'_>,
@@ -286,11 +287,15 @@ impl Fs {
         cancel: &[(Ino, &[u8])],
         extra: &[Update],
     ) -> Result<()> {
+        for (ino, entries) in parts {
+            self.ctx.make_room(l.get(*ino), entries)?;
+        }
+        let txn = self.ctx.journal.begin();
         let mut updates = Vec::new();
         let mut pending = Vec::new();
         for (ino, entries) in parts {
             let st = l.get(*ino);
-            let p = self.ctx.append(st, budget, entries)?;
+            let p = st.log.append(self.ctx.region(), &self.ctx.alloc, budget, entries)?;
             Ctx::tail_updates(st, &p, &mut updates);
             pending.push(p);
         }
@@ -300,7 +305,7 @@ impl Fs {
             updates.push(Update::word(d.entry, invalidated_word(word)));
         }
         updates.extend_from_slice(extra);
-        self.ctx.journal.commit(self.ctx.region(), &updates)?;
+        txn.commit(self.ctx.region(), &updates)?;
         for ((ino, entries), p) in parts.iter().zip(&pending) {
             self.ctx.apply(l.get(*ino), entries, p)?;
         }
@@ -498,9 +503,18 @@ impl Fs {
         };
         let mut st = InodeState::new(attr, off);
         let built = (|| -> Result<()> {
-            let rec = record_of_attr(&attr, self.ctx.epoch);
-            self.ctx.region().write(off, zerocopy::IntoBytes::as_bytes(&rec))?;
-            self.ctx.region().flush(off, INODE_SIZE)?;
+            let write_record = || -> Result<()> {
+                let rec = record_of_attr(&attr, self.ctx.epoch);
+                self.ctx.region().write(off, zerocopy::IntoBytes::as_bytes(&rec))?;
+                Ok(self.ctx.region().flush(off, INODE_SIZE)?)
+            };
+            // A directory's ".." and a symlink's target are committed in the
+            // new inode's own log first (they fence on their own), over the
+            // record, before the parent's transaction begins.
+            let has_init = is_dir || target.is_some();
+            if has_init {
+                write_record()?;
+            }
             if is_dir {
                 let spec = DentrySpec {
                     ino: parent,
@@ -524,10 +538,17 @@ impl Fs {
                 dir_mtime: now,
             };
             let entries = [dentry(self.ctx.epoch, true, name, &spec)];
-            let p = self.ctx.append(&mut pst, Budget::Normal, &entries)?;
+            self.ctx.make_room(&mut pst, &entries)?;
+            let txn = self.ctx.journal.begin();
+            if !has_init {
+                write_record()?; // Its flush shares the transaction's R2 fence.
+            }
+            let p = pst
+                .log
+                .append(self.ctx.region(), &self.ctx.alloc, Budget::Normal, &entries)?;
             let mut updates = vec![Update::word(off + INODE_STATE_OFF, INODE_LIVE)];
             Ctx::tail_updates(&pst, &p, &mut updates);
-            self.ctx.journal.commit(self.ctx.region(), &updates)?;
+            txn.commit(self.ctx.region(), &updates)?;
             self.ctx.apply(&mut pst, &entries, &p)
         })();
         if let Err(e) = built {

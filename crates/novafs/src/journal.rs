@@ -14,7 +14,7 @@
 //! records are redo images) and then checkpoints. Bytes past the tail are a
 //! torn, uncommitted transaction and are ignored.
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, MutexGuard};
 use pm::Region;
 use zerocopy::IntoBytes;
 
@@ -124,6 +124,58 @@ fn encode_into(buf: &mut Vec<u8>, updates: &[Update], txn_id: u64) {
     buf.extend_from_slice(info.as_bytes());
 }
 
+/// A transaction begun on one shard ([`Journal::begin`]).
+pub struct Txn<'a> {
+    shard: MutexGuard<'a, Shard>,
+    ring_size: u64,
+}
+
+fn is_word(u: &Update) -> bool {
+    u.bytes.len() == 8 && u.addr.is_multiple_of(8)
+}
+
+/// A single aligned word needs no journal: it is its own commit.
+fn commit_word(region: &dyn Region, u: &Update) -> Result<()> {
+    region.fence(); // R1: what the word commits is persistent first.
+    apply(region, u)?;
+    region.fence(); // R5
+    Ok(())
+}
+
+impl Txn<'_> {
+    /// Commits `updates` (steps 1–4 of the protocol above).
+    pub fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<()> {
+        if let [u] = updates {
+            if is_word(u) {
+                return commit_word(region, u);
+            }
+        }
+        let shard = &mut *self.shard;
+        shard.buf.clear();
+        encode_into(&mut shard.buf, updates, shard.tail);
+        if shard.buf.len() as u64 > self.ring_size {
+            return Err(Error::Invalid("journal transaction larger than the ring"));
+        }
+        let start = shard.tail;
+        let end = start + shard.buf.len() as u64;
+        ring_write(region, shard.ring, self.ring_size, start, &shard.buf)?;
+        region.fence(); // R2: records, TxnInfo and the log entries they commit persistent before the commit.
+        region.commit_u64(shard.header + JOURNAL_TAIL_FIELD, end)?; // R5: committed.
+        for u in updates {
+            apply(region, u)?;
+        }
+        region.fence(); // In-place updates persistent before the checkpoint.
+                        // Checkpoint. No fence of its own: every later in-place update of
+                        // these words is preceded by a fence in its own protocol (R1/R2),
+                        // which makes this store durable first; and releasing the shard (a
+                        // locked instruction) waits for its flush.
+        region.store_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
+        region.flush(shard.header + JOURNAL_HEAD_FIELD, 8)?;
+        shard.tail = end;
+        Ok(())
+    }
+}
+
 impl Journal {
     /// Opens the journals of a recovered image (head == tail everywhere).
     pub fn open(region: &dyn Region, sb: &Superblock) -> Result<Journal> {
@@ -146,39 +198,27 @@ impl Journal {
     }
 
     /// Applies `updates` atomically: after a crash either all or none are
-    /// visible. A single aligned word needs no journal: it is its own commit.
+    /// visible.
     pub fn commit(&self, region: &dyn Region, updates: &[Update]) -> Result<()> {
         if let [u] = updates {
-            if u.bytes.len() == 8 && u.addr % 8 == 0 {
-                region.fence(); // R1: what the word commits is persistent first.
-                apply(region, u)?;
-                region.fence(); // R5
-                return Ok(());
+            if is_word(u) {
+                return commit_word(region, u);
             }
         }
-        let mut guard = self.shards[current_shard(self.shards.len())].lock();
-        let shard = &mut *guard;
-        shard.buf.clear();
-        encode_into(&mut shard.buf, updates, shard.tail);
-        if shard.buf.len() as u64 > self.ring_size {
-            return Err(Error::Invalid("journal transaction larger than the ring"));
+        self.begin().commit(region, updates)
+    }
+
+    /// Takes this thread's shard for a transaction, before the log appends
+    /// it will commit: taking a lock is a locked instruction, which waits
+    /// for every outstanding cache-line flush, so taken after the appends it
+    /// would cost a drain of its own; taken first, the appends' flushes
+    /// share the transaction's R2 fence. Nothing that commits through the
+    /// journal (thorough GC) may run while it is held.
+    pub fn begin(&self) -> Txn<'_> {
+        Txn {
+            shard: self.shards[current_shard(self.shards.len())].lock(),
+            ring_size: self.ring_size,
         }
-        let start = shard.tail;
-        let end = start + shard.buf.len() as u64;
-        ring_write(region, shard.ring, self.ring_size, start, &shard.buf)?;
-        region.fence(); // R2: records and TxnInfo persistent before the commit.
-        region.commit_u64(shard.header + JOURNAL_TAIL_FIELD, end)?; // R5: committed.
-        for u in updates {
-            apply(region, u)?;
-        }
-        region.fence(); // In-place updates persistent before the checkpoint.
-                        // Checkpoint. No fence of its own: every later in-place update of
-                        // these words is preceded by a fence in its own protocol (R1/R2),
-                        // which makes this store durable first.
-        region.store_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
-        region.flush(shard.header + JOURNAL_HEAD_FIELD, 8)?;
-        shard.tail = end;
-        Ok(())
     }
 
     /// Replays committed transactions of every shard and checkpoints them
