@@ -130,8 +130,12 @@ pub struct Txn<'a> {
     ring_size: u64,
 }
 
-fn is_word(u: &Update) -> bool {
-    u.bytes.len() == 8 && u.addr.is_multiple_of(8)
+/// The update when `updates` is one aligned word, which needs no journal.
+fn single_word(updates: &[Update]) -> Option<&Update> {
+    match updates {
+        [u] if u.bytes.len() == 8 && u.addr.is_multiple_of(8) => Some(u),
+        _ => None,
+    }
 }
 
 /// A single aligned word needs no journal: it is its own commit.
@@ -145,10 +149,8 @@ fn commit_word(region: &dyn Region, u: &Update) -> Result<()> {
 impl Txn<'_> {
     /// Commits `updates` (steps 1–4 of the protocol above).
     pub fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<()> {
-        if let [u] = updates {
-            if is_word(u) {
-                return commit_word(region, u);
-            }
+        if let Some(u) = single_word(updates) {
+            return commit_word(region, u);
         }
         let shard = &mut *self.shard;
         shard.buf.clear();
@@ -165,10 +167,11 @@ impl Txn<'_> {
             apply(region, u)?;
         }
         region.fence(); // In-place updates persistent before the checkpoint.
-                        // Checkpoint. No fence of its own: every later in-place update of
-                        // these words is preceded by a fence in its own protocol (R1/R2),
-                        // which makes this store durable first; and releasing the shard (a
-                        // locked instruction) waits for its flush.
+
+        // Checkpoint. No fence of its own: every later in-place update of
+        // these words is preceded by a fence in its own protocol (R1/R2),
+        // which makes this store durable first; and releasing the shard (a
+        // locked instruction) waits for its flush.
         region.store_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
         region.flush(shard.header + JOURNAL_HEAD_FIELD, 8)?;
         shard.tail = end;
@@ -200,10 +203,8 @@ impl Journal {
     /// Applies `updates` atomically: after a crash either all or none are
     /// visible.
     pub fn commit(&self, region: &dyn Region, updates: &[Update]) -> Result<()> {
-        if let [u] = updates {
-            if is_word(u) {
-                return commit_word(region, u);
-            }
+        if let Some(u) = single_word(updates) {
+            return commit_word(region, u); // Without taking a shard.
         }
         self.begin().commit(region, updates)
     }
