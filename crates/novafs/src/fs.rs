@@ -552,7 +552,7 @@ impl Fs {
             self.ctx.apply(&mut pst, &entries, &p)
         })();
         if let Err(e) = built {
-            recovery::release_resources(&self.ctx, &st);
+            recovery::release_resources(&self.ctx, &mut st);
             self.ctx.tables.release(ino);
             return Err(e);
         }

@@ -117,6 +117,10 @@ pub struct Log {
     tail: u64,
     /// The chain in order, including linked spare pages past the tail page.
     pages: Vec<u64>,
+    /// Index in `pages` of the page holding the tail, when there is one:
+    /// kept current by every change of the tail or the chain, so an append
+    /// never searches a long chain.
+    tail_idx: usize,
     stats: U64Map<PageStat>,
     /// An entry whose page fast GC must keep although the entry may be
     /// dead: a directory's newest dentry carries its link count and mtime.
@@ -204,6 +208,7 @@ impl Log {
         if !tail_seen {
             return Err(corrupt!("log tail {tail:#x} is not in the chain from {head:#x}"));
         }
+        log.tail_idx = log.find_tail(0);
         Ok(log)
     }
 
@@ -218,6 +223,11 @@ impl Log {
     /// Every page of the chain, spare pages included.
     pub fn pages(&self) -> &[u64] {
         &self.pages
+    }
+
+    /// The chain's pages, leaving the log empty.
+    pub fn take_pages(&mut self) -> Vec<u64> {
+        std::mem::take(self).pages
     }
 
     /// Entries in the log, dead or alive.
@@ -249,15 +259,24 @@ impl Log {
 
     /// Index in `pages` of the page holding the tail (the append page).
     fn tail_index(&self) -> Option<usize> {
-        if self.tail == 0 {
-            return None;
-        }
+        (self.tail != 0).then_some(self.tail_idx)
+    }
+
+    /// Finds the index of the tail's page, searching from `from` on (the
+    /// tail only moves forward) and then from the start.
+    fn find_tail(&self, from: usize) -> usize {
         let tp = if self.tail.is_multiple_of(PAGE_SIZE) {
             self.tail - PAGE_SIZE
         } else {
             page_of(self.tail)
         };
-        self.pages.iter().position(|&p| p == tp)
+        let from = from.min(self.pages.len());
+        self.pages[from..]
+            .iter()
+            .position(|&p| p == tp)
+            .map(|i| from + i)
+            .or_else(|| self.pages.iter().position(|&p| p == tp))
+            .unwrap_or(0)
     }
 
     /// Where each of `lens` would go, starting at the tail: the offsets, or
@@ -385,6 +404,7 @@ impl Log {
             self.head = h;
         }
         self.tail = p.tail;
+        self.tail_idx = self.find_tail(self.tail_idx);
         for &off in &p.offsets {
             self.count_new(off);
         }
@@ -436,6 +456,7 @@ impl Log {
         }
         self.head = keep[0];
         self.pages = keep;
+        self.tail_idx = self.find_tail(0);
         Ok(dead.len() as u64)
     }
 

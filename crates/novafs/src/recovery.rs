@@ -563,9 +563,13 @@ pub fn resources(st: &InodeState) -> Vec<u64> {
 }
 
 /// Frees an inode's log and data pages (after its state word is durable),
-/// merged into runs so a file written sequentially costs one free.
-pub(crate) fn release_resources(ctx: &Ctx, st: &InodeState) {
-    let mut pages = resources(st);
+/// merged into runs so a file written sequentially costs one free. Leaves
+/// `st` empty: the inode is gone.
+pub(crate) fn release_resources(ctx: &Ctx, st: &mut InodeState) {
+    let mut pages = st.log.take_pages();
+    if let crate::inode::Body::File(map) = std::mem::replace(&mut st.meta.body, crate::inode::Body::Special) {
+        pages.extend(map.into_blocks());
+    }
     pages.sort_unstable();
     let mut run: Option<(u64, u64)> = None;
     for p in pages {
