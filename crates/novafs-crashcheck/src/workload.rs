@@ -676,10 +676,10 @@ fn around(
     Some(Workload::new(name, all, (start..=at + after).map(&gen).collect()))
 }
 
-/// Journal tail position (bytes since format) of shard 0, read from media.
-fn journal_tail(region: &dyn Region) -> u64 {
+/// Journal head position (bytes since format) of shard 0, read from media.
+fn journal_head(region: &dyn Region) -> u64 {
     region
-        .load_u64(novafs::layout::JOURNAL_HEADERS_OFF + novafs::layout::JOURNAL_TAIL_FIELD)
+        .load_u64(novafs::layout::JOURNAL_HEADERS_OFF + novafs::layout::JOURNAL_HEAD_FIELD)
         .unwrap_or(0)
 }
 
@@ -870,12 +870,12 @@ pub fn generated() -> Vec<Workload> {
         let _ = r.apply(&Op::Mount);
         let ring = novafs::layout::JOURNAL_RING_SIZE;
         let mut at = None;
-        let mut last = journal_tail(&*r.region);
+        let mut last = journal_head(&*r.region);
         for i in 0..100_000 {
             if r.apply(&pair(i)).is_err() {
                 break;
             }
-            let t = journal_tail(&*r.region);
+            let t = journal_head(&*r.region);
             if t / ring != last / ring && !t.is_multiple_of(ring) {
                 at = Some(i);
                 break;

@@ -10,7 +10,7 @@ use crate::alloc::{Budget, Extent, PageAllocator};
 use crate::error::Result;
 use crate::gc;
 use crate::inode::{InodeState, InodeTables};
-use crate::journal::{Journal, Update};
+use crate::journal::{Journal, Txn, Update};
 use crate::layout::INODE_TAIL_OFF;
 use crate::log::{Bounds, Entry, Pending};
 
@@ -52,6 +52,23 @@ impl Ctx {
     pub fn append(&self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending> {
         self.make_room(st, entries)?;
         st.log.append(self.region(), &self.alloc, budget, entries)
+    }
+
+    /// Appends `entries` to `st`'s log for `txn` to commit, declaring every
+    /// byte written as one of its checks. GC must have run first
+    /// ([`Ctx::make_room`]): thorough GC commits through the journal.
+    pub fn append_in(
+        &self,
+        txn: &mut Txn<'_>,
+        st: &mut InodeState,
+        budget: Budget,
+        entries: &[Entry],
+    ) -> Result<Pending> {
+        let p = st.log.append(self.region(), &self.alloc, budget, entries)?;
+        for &(off, len) in &p.written {
+            txn.depends_on(self.region(), off, len)?;
+        }
+        Ok(p)
     }
 
     /// Applies committed entries to the DRAM state and frees what they made

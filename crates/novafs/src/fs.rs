@@ -25,7 +25,10 @@ use crate::inode::{
     link_entry, read_live_record, record_of_attr, setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO,
 };
 use crate::journal::Update;
-use crate::layout::{ftype_of_mode, invalidated_word, Superblock, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
+use crate::layout::{
+    ftype_of_mode, invalidated_word, Superblock, INODE_CSUM_END, INODE_CSUM_START, INODE_LIVE, INODE_SIZE,
+    INODE_STATE_OFF, PAGE_SIZE,
+};
 use crate::log::Entry;
 use crate::recovery::{self, FormatOptions, MountReport};
 use crate::time::now_ns;
@@ -290,12 +293,12 @@ impl Fs {
         for (ino, entries) in parts {
             self.ctx.make_room(l.get(*ino), entries)?;
         }
-        let txn = self.ctx.journal.begin();
+        let mut txn = self.ctx.journal.begin();
         let mut updates = Vec::new();
         let mut pending = Vec::new();
         for (ino, entries) in parts {
             let st = l.get(*ino);
-            let p = st.log.append(self.ctx.region(), &self.ctx.alloc, budget, entries)?;
+            let p = self.ctx.append_in(&mut txn, st, budget, entries)?;
             Ctx::tail_updates(st, &p, &mut updates);
             pending.push(p);
         }
@@ -539,13 +542,18 @@ impl Fs {
             };
             let entries = [dentry(self.ctx.epoch, true, name, &spec)];
             self.ctx.make_room(&mut pst, &entries)?;
-            let txn = self.ctx.journal.begin();
+            let mut txn = self.ctx.journal.begin();
             if !has_init {
-                write_record()?; // Its flush shares the transaction's R2 fence.
+                // Its flush shares the transaction's R2 fence, so it is one
+                // of the transaction's checks: the checksummed fields, not
+                // the words updated in place, nor the record's own CRC32C
+                // (a CRC32C over data followed by its CRC32C is a constant,
+                // which would pass for any valid record, stale ones too).
+                write_record()?;
+                let checked = (INODE_CSUM_START as u64, INODE_CSUM_END as u64);
+                txn.depends_on(self.ctx.region(), off + checked.0, checked.1 - checked.0)?;
             }
-            let p = pst
-                .log
-                .append(self.ctx.region(), &self.ctx.alloc, Budget::Normal, &entries)?;
+            let p = self.ctx.append_in(&mut txn, &mut pst, Budget::Normal, &entries)?;
             let mut updates = vec![Update::word(off + INODE_STATE_OFF, INODE_LIVE)];
             Ctx::tail_updates(&pst, &p, &mut updates);
             txn.commit(self.ctx.region(), &updates)?;

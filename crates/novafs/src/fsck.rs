@@ -71,15 +71,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             .push("superblock replica is damaged or stale; the next mount rewrites it".into());
     }
     rep.clean = sb.state == STATE_CLEAN;
-    let (replayed, discarded) = Journal::recover(r, &sb)?;
+    let replayed = Journal::recover(r, &sb)?;
     if replayed > 0 {
         rep.notes
             .push(format!("replayed {replayed} committed journal transaction(s)"));
-    }
-    if discarded > 0 {
-        rep.problems.push(format!(
-            "discarded {discarded} damaged journal transaction(s); their operations are undone"
-        ));
     }
     let bounds = Bounds {
         data_start: sb.data_start,

@@ -1,28 +1,45 @@
 //! Per-shard fine-grained metadata journals (DESIGN.md §2 item 5; NOVA §4.2
 //! "lite journal"; fine-grained journaling §III). A transaction holds only
-//! the modified metadata — (address, new bytes) records — closed by a TxnInfo
-//! with count, magic and checksum. Protocol:
+//! the modified metadata — (address, new bytes) update records — plus check
+//! records, closed by a TxnInfo with count, magic, its ring position and a
+//! checksum. Protocol:
 //!
-//! 1. records + TxnInfo written at the ring tail and made persistent (R2);
-//! 2. one 8-byte store of the new tail commits the transaction (R5);
-//! 3. the records are applied in place and made persistent;
-//! 4. checkpoint: head := tail, durable before any later in-place update of
+//! 1. the log entries and inode records the transaction commits are written
+//!    and flushed; each is declared to it as a check: (range, CRC32C);
+//! 2. records + TxnInfo are written at the ring position `head` and flushed;
+//!    one fence makes all of it persistent (R2): the transaction is
+//!    committed;
+//! 3. the updates are applied in place and made persistent;
+//! 4. checkpoint: head := end, durable before any later in-place update of
 //!    the same words (otherwise a replay could roll them back); the fence
-//!    that opens every later commit provides that.
+//!    that opens every later commit provides that, and releasing the shard
+//!    (a locked instruction) waits for its flush.
 //!
-//! Recovery replays every transaction between head and tail (idempotent:
-//! records are redo images) and then checkpoints. Bytes past the tail are a
-//! torn, uncommitted transaction and are ignored.
+//! Departure from the paper (§III-B) and DESIGN.md R5: there is no separate
+//! tail store. A transaction counts as committed when, at the head, its
+//! TxnInfo is found with the right position, its checksum matches the
+//! records and every check matches the media — which is exactly "everything
+//! step 2's fence covers is persistent" (optimistic crash consistency,
+//! Chidambaram et al., SOSP '13; ext4's async-commit journal checksums).
+//! That saves one flush-and-fence round trip per transaction. Nothing is
+//! applied in place before step 2's fence, so a transaction that fails its
+//! checks has changed nothing; once any update is applied its checked
+//! ranges are persistent, and no update of a transaction targets a range it
+//! checks. A later transaction's updates may (it invalidates a dentry this
+//! one added), which is why the head must be durable before they are
+//! applied — step 4 in normal operation, and recovery, which replays from
+//! the head every transaction that passes, checkpointing each before
+//! replaying the next. Records are redo images, so replay is idempotent.
 
 use parking_lot::{Mutex, MutexGuard};
 use pm::Region;
 use zerocopy::IntoBytes;
 
 use crate::alloc::current_shard;
-use crate::error::{corrupt, Error, Result};
+use crate::error::{Error, Result};
 use crate::layout::{
-    decode, JournalHeader, JournalRecord, Superblock, TxnInfo, JOURNAL_HEAD_FIELD, JOURNAL_TAIL_FIELD, TXN_MAGIC,
-    TXN_MARKER,
+    decode, JournalHeader, JournalRecord, Superblock, TxnInfo, JOURNAL_HEAD_FIELD, RECORD_CHECK, RECORD_UPDATE,
+    TXN_MAGIC, TXN_MARKER,
 };
 
 /// One metadata update: `bytes` become the contents at region offset `addr`.
@@ -42,11 +59,23 @@ impl Update {
     }
 }
 
+/// A range a transaction depends on: written before it, and persistent
+/// exactly when its CRC32C matches the media.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Check {
+    addr: u64,
+    len: u32,
+    crc: u32,
+}
+
 struct Shard {
     header: u64,
     ring: u64,
-    /// Head == tail between transactions: each one is checkpointed at once.
-    tail: u64,
+    /// Ring position of the next transaction; every transaction is
+    /// checkpointed at once, so it is also the durable head.
+    head: u64,
+    /// Checks of the transaction being built.
+    checks: Vec<Check>,
     /// Encoding buffer, kept to spare an allocation per transaction.
     buf: Vec<u8>,
 }
@@ -100,22 +129,35 @@ fn apply(region: &dyn Region, u: &Update) -> Result<()> {
     Ok(())
 }
 
-/// Appends the encoded transaction to `buf`.
-fn encode_into(buf: &mut Vec<u8>, updates: &[Update], txn_id: u64) {
+/// Appends one record header and its padded payload to `buf`.
+fn push_record(buf: &mut Vec<u8>, rec: JournalRecord, payload: &[u8]) {
+    buf.extend_from_slice(rec.as_bytes());
+    buf.extend_from_slice(payload);
+    buf.resize(buf.len().next_multiple_of(8), 0);
+}
+
+/// Appends the encoded transaction to `buf`: updates, checks, TxnInfo.
+fn encode_into(buf: &mut Vec<u8>, updates: &[Update], checks: &[Check], txn_id: u64) {
     let start = buf.len();
     for u in updates {
         let rec = JournalRecord {
             addr: u.addr,
             len: u.bytes.len() as u32,
-            pad: 0,
+            kind: RECORD_UPDATE,
         };
-        buf.extend_from_slice(rec.as_bytes());
-        buf.extend_from_slice(&u.bytes);
-        buf.resize(buf.len().next_multiple_of(8), 0);
+        push_record(buf, rec, &u.bytes);
+    }
+    for c in checks {
+        let rec = JournalRecord {
+            addr: c.addr,
+            len: c.len,
+            kind: RECORD_CHECK,
+        };
+        push_record(buf, rec, &c.crc.to_le_bytes());
     }
     let info = TxnInfo {
         marker: TXN_MARKER,
-        count: updates.len() as u32,
+        count: (updates.len() + checks.len()) as u32,
         magic: TXN_MAGIC,
         txn_id,
         csum: crc32c::crc32c(&buf[start..]),
@@ -147,22 +189,47 @@ fn commit_word(region: &dyn Region, u: &Update) -> Result<()> {
 }
 
 impl Txn<'_> {
-    /// Commits `updates` (steps 1–4 of the protocol above).
+    /// Declares that the transaction commits the `len` bytes already
+    /// written (and flushed) at `addr`: log entries, a page link, an inode
+    /// record. Recovery replays the transaction only if they are on the
+    /// media as they are now. The range must not end with a CRC32C of the
+    /// bytes before it: the CRC32C of such a range is the same constant
+    /// whatever the bytes, so the check would pass for stale contents.
+    pub fn depends_on(&mut self, region: &dyn Region, addr: u64, len: u64) -> Result<()> {
+        let shard = &mut *self.shard;
+        shard.buf.resize(len as usize, 0);
+        region.read(addr, &mut shard.buf)?;
+        shard.checks.push(Check {
+            addr,
+            len: len as u32,
+            crc: crc32c::crc32c(&shard.buf),
+        });
+        Ok(())
+    }
+
+    /// Commits `updates` (steps 2–4 of the protocol above).
     pub fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<()> {
         if let Some(u) = single_word(updates) {
             return commit_word(region, u);
         }
         let shard = &mut *self.shard;
+        debug_assert!(
+            updates.iter().all(|u| shard
+                .checks
+                .iter()
+                .all(|c| u.addr + u.bytes.len() as u64 <= c.addr || c.addr + u64::from(c.len) <= u.addr)),
+            "an update targets a range its transaction checks"
+        );
         shard.buf.clear();
-        encode_into(&mut shard.buf, updates, shard.tail);
+        encode_into(&mut shard.buf, updates, &shard.checks, shard.head);
         if shard.buf.len() as u64 > self.ring_size {
             return Err(Error::Invalid("journal transaction larger than the ring"));
         }
-        let start = shard.tail;
-        let end = start + shard.buf.len() as u64;
-        ring_write(region, shard.ring, self.ring_size, start, &shard.buf)?;
-        region.fence(); // R2: records, TxnInfo and the log entries they commit persistent before the commit.
-        region.commit_u64(shard.header + JOURNAL_TAIL_FIELD, end)?; // R5: committed.
+        let end = shard.head + shard.buf.len() as u64;
+        ring_write(region, shard.ring, self.ring_size, shard.head, &shard.buf)?;
+        // R2: records, TxnInfo and every checked range persistent: this is
+        // the commit point (see the module comment).
+        region.fence();
         for u in updates {
             apply(region, u)?;
         }
@@ -174,7 +241,7 @@ impl Txn<'_> {
         // locked instruction) waits for its flush.
         region.store_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
         region.flush(shard.header + JOURNAL_HEAD_FIELD, 8)?;
-        shard.tail = end;
+        shard.head = end;
         Ok(())
     }
 }
@@ -185,11 +252,11 @@ impl Journal {
         let shards = (0..u64::from(sb.shards))
             .map(|i| {
                 let hdr = header_off(sb, i);
-                let tail = region.load_u64(hdr + JOURNAL_TAIL_FIELD)?;
                 Ok(Mutex::new(Shard {
                     header: hdr,
                     ring: ring_off(sb, i),
-                    tail,
+                    head: region.load_u64(hdr + JOURNAL_HEAD_FIELD)?,
+                    checks: Vec::new(),
                     buf: Vec::new(),
                 }))
             })
@@ -216,115 +283,229 @@ impl Journal {
     /// share the transaction's R2 fence. Nothing that commits through the
     /// journal (thorough GC) may run while it is held.
     pub fn begin(&self) -> Txn<'_> {
+        let mut shard = self.shards[current_shard(self.shards.len())].lock();
+        shard.checks.clear();
         Txn {
-            shard: self.shards[current_shard(self.shards.len())].lock(),
+            shard,
             ring_size: self.ring_size,
         }
     }
 
-    /// Replays committed transactions of every shard and checkpoints them
-    /// (NOVA §4.7 step 1). Returns how many were replayed and how many were
-    /// discarded as damaged. Discarding is safe: each shard holds at most
-    /// one transaction (each is checkpointed at once), whose records are
-    /// either applied already or not at all, and the log entries it would
-    /// commit lie past the old tails, invisible.
-    pub fn recover(region: &dyn Region, sb: &Superblock) -> Result<(u64, u64)> {
+    /// Replays the committed transactions of every shard, from its head,
+    /// and checkpoints them (NOVA §4.7 step 1). Returns how many were
+    /// replayed. What follows them — a transaction torn by the crash, or
+    /// whose checked ranges did not all reach the media, or bytes of an
+    /// older lap of the ring — was never committed and is ignored: nothing
+    /// of it was applied in place (module comment).
+    pub fn recover(region: &dyn Region, sb: &Superblock) -> Result<u64> {
         let mut replayed = 0;
-        let mut discarded = 0;
         for i in 0..u64::from(sb.shards) {
             let hdr = header_off(sb, i);
             let head = region.load_u64(hdr + JOURNAL_HEAD_FIELD)?;
-            let tail = region.load_u64(hdr + JOURNAL_TAIL_FIELD)?;
-            if head == tail {
-                continue;
-            }
-            if tail < head || tail - head > sb.journal_ring_size {
-                return Err(corrupt!("journal {i}: head {head} and tail {tail} are inconsistent"));
-            }
-            let mut buf = vec![0u8; (tail - head) as usize];
-            ring_read(region, ring_off(sb, i), sb.journal_ring_size, head, &mut buf)?;
-            let txns = parse(&buf, region.len()).unwrap_or_else(|e| {
-                tracing::error!(shard = i, error = %e, "damaged journal transaction discarded");
-                discarded += 1;
-                Vec::new()
-            });
-            for updates in &txns {
-                for u in updates {
+            let read = |pos: u64, buf: &mut [u8]| ring_read(region, ring_off(sb, i), sb.journal_ring_size, pos, buf);
+            let mut pos = head;
+            while let Some(txn) = read_txn(&read, pos, sb.journal_ring_size, region.len())? {
+                if !checks_hold(region, &txn.checks)? {
+                    break;
+                }
+                for u in &txn.updates {
                     apply(region, u)?;
                 }
+                region.fence(); // Replayed updates persistent before the checkpoint.
+                                // Checkpointed before the next transaction is replayed: its
+                                // updates may overwrite ranges this one checks (invalidate a
+                                // dentry it added), so a crash must not find it here again.
+                region.commit_u64(hdr + JOURNAL_HEAD_FIELD, txn.end)?;
+                pos = txn.end;
+                replayed += 1;
             }
-            region.fence();
-            region.commit_u64(hdr + JOURNAL_HEAD_FIELD, tail)?;
-            replayed += txns.len() as u64;
         }
-        Ok((replayed, discarded))
+        Ok(replayed)
     }
 }
 
-/// Splits committed ring bytes into transactions, verifying each TxnInfo and
-/// that every record targets the region.
-fn parse(buf: &[u8], region_len: u64) -> std::result::Result<Vec<Vec<Update>>, String> {
-    let mut txns = Vec::new();
-    let mut updates = Vec::new();
-    let mut pos = 0usize;
-    let mut txn_start = 0usize;
-    while pos < buf.len() {
-        let marker: u64 = decode(&buf[pos..]).map_err(|_| "truncated record")?;
-        if marker == TXN_MARKER {
-            let info: TxnInfo = decode(&buf[pos..]).map_err(|_| "truncated TxnInfo")?;
-            if info.magic != TXN_MAGIC || info.count as usize != updates.len() {
-                return Err(format!("bad TxnInfo at ring byte {pos}"));
-            }
-            if crc32c::crc32c(&buf[txn_start..pos]) != info.csum {
-                return Err(format!("transaction ending at ring byte {pos} fails its checksum"));
-            }
-            txns.push(std::mem::take(&mut updates));
-            pos += size_of::<TxnInfo>();
-            txn_start = pos;
-            continue;
+/// A transaction read back from the ring.
+#[derive(Debug)]
+struct Parsed {
+    updates: Vec<Update>,
+    checks: Vec<Check>,
+    /// Ring position just past its TxnInfo.
+    end: u64,
+}
+
+/// Reads the transaction that starts at ring position `pos`: `None` unless
+/// its records are well formed, target the region, and are closed by a
+/// TxnInfo naming position `pos` whose checksum matches them.
+fn read_txn(
+    read: &dyn Fn(u64, &mut [u8]) -> Result<()>,
+    pos: u64,
+    ring_size: u64,
+    region_len: u64,
+) -> Result<Option<Parsed>> {
+    let mut bytes = Vec::new();
+    let mut txn = Parsed {
+        updates: Vec::new(),
+        checks: Vec::new(),
+        end: pos,
+    };
+    let mut head = [0u8; size_of::<TxnInfo>()];
+    loop {
+        if bytes.len() as u64 + head.len() as u64 > ring_size {
+            return Ok(None);
         }
-        let rec: JournalRecord = decode(&buf[pos..]).map_err(|_| "truncated record")?;
-        let data = pos + size_of::<JournalRecord>();
-        let len = rec.len as usize;
-        if data + len > buf.len() || rec.addr.checked_add(rec.len as u64).is_none_or(|e| e > region_len) {
-            return Err(format!("record at ring byte {pos} is out of bounds"));
+        read(pos + bytes.len() as u64, &mut head)?;
+        if u64::from_le_bytes(head[..8].try_into().unwrap_or_default()) == TXN_MARKER {
+            let info: TxnInfo = decode(&head)?;
+            let whole = info.magic == TXN_MAGIC
+                && info.txn_id == pos
+                && info.count as usize == txn.updates.len() + txn.checks.len()
+                && info.csum == crc32c::crc32c(&bytes);
+            txn.end = pos + (bytes.len() + head.len()) as u64;
+            return Ok(whole.then_some(txn));
         }
-        updates.push(Update {
-            addr: rec.addr,
-            bytes: buf[data..data + len].to_vec(),
-        });
-        pos = (data + len).next_multiple_of(8);
+        let rec: JournalRecord = decode(&head[..size_of::<JournalRecord>()])?;
+        let payload = match rec.kind {
+            RECORD_UPDATE => rec.len as usize,
+            RECORD_CHECK => 4,
+            _ => return Ok(None),
+        };
+        let padded = (size_of::<JournalRecord>() + payload).next_multiple_of(8);
+        let in_region = rec
+            .addr
+            .checked_add(u64::from(rec.len))
+            .is_some_and(|e| e <= region_len);
+        if rec.len == 0 || !in_region || (bytes.len() + padded) as u64 > ring_size {
+            return Ok(None);
+        }
+        let at = bytes.len();
+        bytes.resize(at + padded, 0);
+        read(pos + at as u64, &mut bytes[at..])?;
+        let data = &bytes[at + size_of::<JournalRecord>()..at + size_of::<JournalRecord>() + payload];
+        if rec.kind == RECORD_UPDATE {
+            txn.updates.push(Update {
+                addr: rec.addr,
+                bytes: data.to_vec(),
+            });
+        } else {
+            txn.checks.push(Check {
+                addr: rec.addr,
+                len: rec.len,
+                crc: u32::from_le_bytes(data.try_into().unwrap_or_default()),
+            });
+        }
     }
-    if !updates.is_empty() {
-        return Err("records after the last TxnInfo".into());
+}
+
+/// Whether every checked range is on the media as the transaction wrote it.
+fn checks_hold(region: &dyn Region, checks: &[Check]) -> Result<bool> {
+    let mut buf = Vec::new();
+    for c in checks {
+        buf.resize(c.len as usize, 0);
+        region.read(c.addr, &mut buf)?;
+        if crc32c::crc32c(&buf) != c.crc {
+            return Ok(false);
+        }
     }
-    Ok(txns)
+    Ok(true)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const RING: u64 = 4096;
+
+    /// A ring held in memory, read with wrap-around like the real one.
+    fn reader(ring: &[u8]) -> impl Fn(u64, &mut [u8]) -> Result<()> + '_ {
+        move |pos, buf| {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = ring[((pos + i as u64) % RING) as usize];
+            }
+            Ok(())
+        }
+    }
+
+    fn ring_with(txns: &[(&[Update], &[Check])], start: u64) -> Vec<u8> {
+        let mut ring = vec![0u8; RING as usize];
+        let mut pos = start;
+        for (updates, checks) in txns {
+            let mut buf = Vec::new();
+            encode_into(&mut buf, updates, checks, pos);
+            for (i, b) in buf.iter().enumerate() {
+                ring[((pos + i as u64) % RING) as usize] = *b;
+            }
+            pos += buf.len() as u64;
+        }
+        ring
+    }
+
     #[test]
-    fn parse_round_trips_and_rejects_corruption() {
-        let t1 = vec![
+    fn transactions_round_trip_across_the_ring_end() {
+        let t1 = [
             Update::word(64, 7),
             Update {
                 addr: 100,
                 bytes: vec![1, 2, 3],
             },
         ];
-        let t2 = vec![Update::word(8, 9)];
-        let mut buf = Vec::new();
-        encode_into(&mut buf, &t1, 0);
-        encode_into(&mut buf, &t2, 1);
-        let txns = parse(&buf, 4096).unwrap();
-        assert_eq!(txns.len(), 2);
-        assert_eq!(txns[0][1].bytes, vec![1, 2, 3]);
-        assert_eq!(txns[1][0].addr, 8);
-        let mut bad = buf.clone();
-        bad[20] ^= 1;
-        assert!(parse(&bad, 4096).is_err());
-        assert!(parse(&buf, 64).is_err(), "record beyond the region");
+        let c1 = [Check {
+            addr: 512,
+            len: 64,
+            crc: 0xdead_beef,
+        }];
+        let t2 = [Update::word(8, 9)];
+        let start = RING - 40; // The first transaction wraps.
+        let ring = ring_with(&[(&t1, &c1), (&t2, &[])], start);
+        let read = reader(&ring);
+        let a = read_txn(&read, start, RING, 4096).unwrap().unwrap();
+        assert_eq!(a.updates.len(), 2);
+        assert_eq!(a.updates[1].bytes, vec![1, 2, 3]);
+        assert_eq!(a.checks, c1);
+        let b = read_txn(&read, a.end, RING, 4096).unwrap().unwrap();
+        assert_eq!(
+            (b.updates[0].addr, b.updates[0].bytes.clone()),
+            (8, 9u64.to_le_bytes().to_vec())
+        );
+        assert!(b.checks.is_empty());
+        assert!(
+            read_txn(&read, b.end, RING, 4096).unwrap().is_none(),
+            "zeroed ring after the last"
+        );
+    }
+
+    #[test]
+    fn damaged_misplaced_or_out_of_bounds_transactions_are_not_committed() {
+        let t = [Update::word(64, 7), Update::word(128, 8)];
+        let ring = ring_with(&[(&t, &[])], 0);
+        assert!(read_txn(&reader(&ring), 0, RING, 4096).unwrap().is_some());
+        for flip in [0, 8, 20, 40] {
+            let mut bad = ring.clone();
+            bad[flip] ^= 1;
+            assert!(
+                read_txn(&reader(&bad), 0, RING, 4096).unwrap().is_none(),
+                "bit flip at {flip}"
+            );
+        }
+        // The same bytes found one lap later belong to an older transaction.
+        assert!(read_txn(&reader(&ring), RING, RING, 4096).unwrap().is_none());
+        assert!(
+            read_txn(&reader(&ring), 0, RING, 100).unwrap().is_none(),
+            "record beyond the region"
+        );
+    }
+
+    #[test]
+    fn checks_compare_the_media_with_what_was_written() {
+        let region = pm::MemRegion::new(8192);
+        let bytes = [5u8; 64];
+        region.write(4096, &bytes).unwrap();
+        let good = Check {
+            addr: 4096,
+            len: 64,
+            crc: crc32c::crc32c(&bytes),
+        };
+        assert!(checks_hold(&region, &[good]).unwrap());
+        region.write(4100, &[6]).unwrap();
+        assert!(!checks_hold(&region, &[good]).unwrap());
     }
 }

@@ -23,8 +23,9 @@ pub const CACHELINE: u64 = 64;
 
 /// "NOVAFS" + format generation, as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NOVAFS\0\x01");
-/// Current on-media format version. History: 1 — first format.
-pub const VERSION: u32 = 1;
+/// Current on-media format version. History: 1 — first format; 2 — journal
+/// transactions commit by checksums (check records), no journal tail.
+pub const VERSION: u32 = 2;
 
 /// Shards ("CPUs", DESIGN.md §5) are capped so the header pages stay one page.
 pub const MAX_SHARDS: u32 = 64;
@@ -131,8 +132,10 @@ pub const INODE_STATE_OFF: u64 = std::mem::offset_of!(Inode, state) as u64;
 pub const INODE_HEAD_OFF: u64 = std::mem::offset_of!(Inode, log_head) as u64;
 pub const INODE_TAIL_OFF: u64 = std::mem::offset_of!(Inode, log_tail) as u64;
 const _: () = assert!(INODE_STATE_OFF == 0 && INODE_HEAD_OFF == 8 && INODE_TAIL_OFF == 16);
-const INODE_CSUM_START: usize = std::mem::offset_of!(Inode, ino);
-const INODE_CSUM_END: usize = std::mem::offset_of!(Inode, csum);
+/// The checksummed part of an inode record: everything but the three
+/// words updated in place (state, log head, log tail) and the checksum.
+pub const INODE_CSUM_START: usize = std::mem::offset_of!(Inode, ino);
+pub const INODE_CSUM_END: usize = std::mem::offset_of!(Inode, csum);
 pub const INODE_FREE: u64 = 0;
 pub const INODE_LIVE: u64 = 1;
 
@@ -328,32 +331,34 @@ pub struct SnapshotInfoEntry {
 }
 const _: () = assert!(size_of::<SnapshotInfoEntry>() == 64);
 
-/// Per-shard journal header (one cache line each). `head` and `tail` are
-/// monotonically increasing byte counters; position = counter % ring size.
-/// The ring holds committed transactions between head and tail.
+/// Per-shard journal header (one cache line each). `head` is a
+/// monotonically increasing byte counter, position = counter % ring size:
+/// where the next transaction goes, every earlier one being checkpointed.
+/// A transaction commits by its checksums, not by a tail store (journal.rs).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct JournalHeader {
     pub head: u64,
-    /// Commit point of a transaction (rule R2, R5).
-    pub tail: u64,
-    pub reserved: [u64; 6],
+    pub reserved: [u64; 7],
 }
 const _: () = assert!(size_of::<JournalHeader>() == 64);
-pub const JOURNAL_HEAD_FIELD: u64 = 0;
-pub const JOURNAL_TAIL_FIELD: u64 = 8;
+pub const JOURNAL_HEAD_FIELD: u64 = std::mem::offset_of!(JournalHeader, head) as u64;
 
-/// A journal record: `len` new bytes for region offset `addr` follow,
-/// padded to 8 bytes (fine-grained journaling §III-A: only the modified
-/// metadata is journaled).
+/// A journal record (fine-grained journaling §III-A: only the modified
+/// metadata is journaled). RECORD_UPDATE: `len` new bytes for region offset
+/// `addr` follow. RECORD_CHECK: the CRC32C (u32) that `len` bytes at `addr`
+/// must have for the transaction to count as committed follows. Payloads
+/// are padded to 8 bytes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct JournalRecord {
     pub addr: u64,
     pub len: u32,
-    pub pad: u32,
+    pub kind: u32,
 }
 const _: () = assert!(size_of::<JournalRecord>() == 16);
+pub const RECORD_UPDATE: u32 = 0;
+pub const RECORD_CHECK: u32 = 1;
 
 /// Closes a transaction (fine-grained journaling §III-B): `addr` is
 /// TXN_MARKER so a scan tells it from a record.

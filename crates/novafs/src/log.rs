@@ -108,6 +108,11 @@ pub struct Pending {
     pub tail: u64,
     /// Set when the log was empty: the head to store before the tail.
     pub new_head: Option<u64>,
+    /// Every range (offset, length) the append wrote and flushed without a
+    /// fence: the entries, the marks at the unused ends of pages it left
+    /// and the pointer linking new pages. All of it is what the commit
+    /// commits (a journal transaction checks each range).
+    pub written: Vec<(u64, u64)>,
 }
 
 /// DRAM view of one inode's log.
@@ -316,13 +321,14 @@ impl Log {
         entries: &[Entry],
     ) -> Result<Pending> {
         let lens = || entries.iter().map(Entry::len);
+        let mut written = Vec::with_capacity(entries.len());
         let (offs, end) = match self.place(lens()) {
             Some(p) => p,
             None => {
                 // A page wastes at most one largest entry less a slot at its end.
                 let per_page = LOG_USABLE - (MAX_ENTRY - SLOT);
                 let need = entries.iter().map(Entry::len).sum::<u64>().div_ceil(per_page);
-                self.grow(region, alloc, budget, need)?;
+                written.extend(self.grow(region, alloc, budget, need)?.map(|link| (link, 8)));
                 self.place(lens())
                     .ok_or_else(|| corrupt!("log growth did not make room"))?
             }
@@ -335,20 +341,25 @@ impl Log {
             if page_of(off) != page_of(cursor) && cursor % PAGE_SIZE != 0 && cursor % PAGE_SIZE < LOG_USABLE {
                 region.write(cursor, &[0u8; 16])?;
                 region.flush(cursor, 16)?;
+                written.push((cursor, 16));
             }
             region.write(off, e.bytes())?;
             region.flush(off, e.len())?;
+            written.push((off, e.len()));
             cursor = off + e.len();
         }
         Ok(Pending {
             offsets: offs,
             tail: end,
             new_head,
+            written,
         })
     }
 
     /// Adds at least `need` pages: doubles the log up to LOG_GROW_MAX pages.
-    fn grow(&mut self, region: &dyn Region, alloc: &PageAllocator, budget: Budget, need: u64) -> Result<()> {
+    /// Returns where it stored the pointer linking them, if it did: that
+    /// store is flushed, not fenced.
+    fn grow(&mut self, region: &dyn Region, alloc: &PageAllocator, budget: Budget, need: u64) -> Result<Option<u64>> {
         let n = need.max((self.pages.len() as u64).clamp(1, LOG_GROW_MAX));
         // Near a full device, settle for what this append needs.
         let extents = alloc.alloc(n, budget).or_else(|_| alloc.alloc(need, budget))?;
@@ -356,7 +367,7 @@ impl Log {
             .iter()
             .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
             .collect();
-        let init = || -> Result<()> {
+        let init = || -> Result<Option<u64>> {
             for (i, &p) in new.iter().enumerate() {
                 region.zero_nt(p, PAGE_SIZE)?;
                 if let Some(&next) = new.get(i + 1) {
@@ -367,20 +378,20 @@ impl Log {
             // New pages are persistent before the pointer that links them
             // (R1: nothing reachable from a committed pointer is garbage).
             region.fence();
-            if let Some(&last) = self.pages.last() {
-                region.store_u64(last + LOG_NEXT_OFF, new[0])?;
-                region.flush(last + LOG_NEXT_OFF, 8)?;
-            }
-            Ok(())
+            let Some(&last) = self.pages.last() else {
+                return Ok(None);
+            };
+            region.store_u64(last + LOG_NEXT_OFF, new[0])?;
+            region.flush(last + LOG_NEXT_OFF, 8)?;
+            Ok(Some(last + LOG_NEXT_OFF))
         };
-        if let Err(e) = init() {
-            for x in extents {
+        let link = init().inspect_err(|_| {
+            for x in &extents {
                 alloc.free(x.off, x.npages);
             }
-            return Err(e);
-        }
+        })?;
         self.pages.extend(new);
-        Ok(())
+        Ok(link)
     }
 
     /// Commits `p` as a single-inode update: rule R1 (entries and head are

@@ -44,8 +44,6 @@ pub struct MountReport {
     /// The previous unmount was clean and its allocator state was used.
     pub clean: bool,
     pub journal_replayed: u64,
-    /// Damaged journal transactions dropped (their operation is undone).
-    pub journal_discarded: u64,
     /// Live inodes visited by the crash scan (0 after a clean unmount).
     pub scanned_inodes: u64,
     pub orphans_reclaimed: u64,
@@ -106,6 +104,14 @@ fn check_superblock(sb: &Superblock, region_len: u64) -> Result<()> {
             found: sb.version,
             supported: VERSION,
         });
+    }
+    // Format 1 committed journal transactions with a tail store; its journal
+    // is empty after a clean unmount, and only then can this version take
+    // the image over (the next read-write mount stamps it format 2).
+    if sb.version < VERSION && sb.state != STATE_CLEAN {
+        return Err(Error::NotSupported(
+            "a format 1 image that was not cleanly unmounted: mount it once with the novafs that wrote it",
+        ));
     }
     if sb.features_incompat & !FEATURES_INCOMPAT_SUPPORTED != 0 {
         return Err(Error::TooNew {
@@ -320,7 +326,7 @@ pub(crate) fn mount(region: Arc<dyn Region>, read_only: bool) -> Result<(Ctx, Su
     }
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
-    (report.journal_replayed, report.journal_discarded) = Journal::recover(r, &sb)?;
+    report.journal_replayed = Journal::recover(r, &sb)?;
     let bounds = bounds_of(&sb);
     let tables = InodeTables::load(r, &sb, bounds)?;
     let alloc = PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize);
@@ -360,6 +366,7 @@ fn finish(
 ) -> Result<(Ctx, Superblock, MountReport)> {
     if !read_only {
         sb.state = STATE_MOUNTED;
+        sb.version = VERSION;
         sb.mount_count += 1;
         sb.mounted_ns = now_ns();
         write_superblock(ctx.region(), &mut sb)?;

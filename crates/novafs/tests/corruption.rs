@@ -133,27 +133,61 @@ fn poisoned_data_page_reads_as_eio_and_the_rest_reads_fine() {
     assert_eq!(err.errno(), libc::EIO);
 }
 
-/// A damaged committed transaction is dropped (its operation undone, which
-/// is a consistent state) instead of being applied or blocking the mount.
-#[test]
-fn damaged_journal_transaction_is_discarded_not_applied() {
-    let mem = image_with(|_| {});
-    let region: Arc<dyn Region> = mem.clone();
-    let fs = mount(&region);
-    fs.create(ROOT_INO, b"x", 0o644, 0, 0).unwrap();
-    drop(fs);
-    // Fake a committed but damaged transaction: tail ahead of head over junk.
-    let hdr = novafs::layout::JOURNAL_HEADERS_OFF;
-    let head = mem.load_u64(hdr).unwrap();
+/// Builds, at shard 0's journal head, a transaction that stores a marker
+/// word at `target` and checks `checked` bytes of the image.
+fn plant_transaction(mem: &MemRegion, target: u64, checked: (u64, &[u8]), corrupt_csum: bool) {
+    use novafs::layout::{JournalRecord, TxnInfo, RECORD_CHECK, RECORD_UPDATE, TXN_MAGIC, TXN_MARKER};
+    let head = mem.load_u64(novafs::layout::JOURNAL_HEADERS_OFF).unwrap();
+    let mut txn = Vec::new();
+    let update = JournalRecord {
+        addr: target,
+        len: 8,
+        kind: RECORD_UPDATE,
+    };
+    txn.extend_from_slice(update.as_bytes());
+    txn.extend_from_slice(&0x1234_5678_u64.to_le_bytes());
+    let check = JournalRecord {
+        addr: checked.0,
+        len: checked.1.len() as u32,
+        kind: RECORD_CHECK,
+    };
+    txn.extend_from_slice(check.as_bytes());
+    txn.extend_from_slice(&u64::from(crc32c::crc32c(checked.1)).to_le_bytes());
+    let info = TxnInfo {
+        marker: TXN_MARKER,
+        count: 2,
+        magic: TXN_MAGIC,
+        txn_id: head,
+        csum: crc32c::crc32c(&txn) ^ u32::from(corrupt_csum),
+        pad: 0,
+    };
+    txn.extend_from_slice(info.as_bytes());
     let ring = novafs::layout::JOURNAL_RINGS_OFF + head % novafs::layout::JOURNAL_RING_SIZE;
-    mem.write(ring, &[7u8; 48]).unwrap();
-    mem.store_u64(hdr + 8, head + 48).unwrap();
-    let before = mem.snapshot();
-    let fs = open(&mem).unwrap();
-    assert_eq!(fs.mount_report().journal_discarded, 1);
-    fs.lookup(ROOT_INO, b"x").unwrap();
-    let after = mem.snapshot();
-    assert_eq!(before[..8], after[..8], "no junk applied at offset 0");
-    fs.unmount().unwrap();
-    assert_fsck_clean(&region);
+    mem.write(ring, &txn).unwrap();
+}
+
+/// A transaction at the journal head counts as committed only if its
+/// checksum matches and every range it checks is on the media; otherwise
+/// it is ignored (its operation never happened), whatever it holds.
+#[test]
+fn journal_transactions_commit_only_with_matching_checksum_and_checks() {
+    // Two free data pages in the middle of the image: zeros.
+    let checked_page = 16 << 20;
+    let target = checked_page + PAGE_SIZE;
+    for (case, checked, corrupt_csum, applied) in [
+        ("intact", vec![0u8; 64], false, true),
+        ("checked range not on the media", vec![1u8; 64], false, false),
+        ("checksum mismatch", vec![0u8; 64], true, false),
+    ] {
+        let mem = image_with(|fs| {
+            fs.create(ROOT_INO, b"x", 0o644, 0, 0).unwrap();
+        });
+        plant_transaction(&mem, target, (checked_page, &checked), corrupt_csum);
+        let fs = open(&mem).unwrap();
+        assert_eq!(fs.mount_report().journal_replayed, u64::from(applied), "{case}");
+        let want = if applied { 0x1234_5678 } else { 0 };
+        assert_eq!(mem.load_u64(target).unwrap(), want, "{case}");
+        fs.lookup(ROOT_INO, b"x").unwrap();
+        fs.unmount().unwrap();
+    }
 }
