@@ -761,6 +761,7 @@ mod tests {
             offsets: vec![off],
             tail: 1,
             new_head: None,
+            written: Vec::new(),
         });
     }
 
