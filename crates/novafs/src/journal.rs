@@ -10,10 +10,9 @@
 //!    one fence makes all of it persistent (R2): the transaction is
 //!    committed;
 //! 3. the updates are applied in place and made persistent;
-//! 4. checkpoint: head := end, durable before any later in-place update of
-//!    the same words (otherwise a replay could roll them back); the fence
-//!    that opens every later commit provides that, and releasing the shard
-//!    (a locked instruction) waits for its flush.
+//! 4. checkpoint: head := end, flushed and fenced, so no transaction is
+//!    ever replayed after a later one (which could roll back words they
+//!    share).
 //!
 //! Departure from the paper (§III-B) and DESIGN.md R5: there is no separate
 //! tail store. A transaction counts as committed when, at the head, its
@@ -26,10 +25,11 @@
 //! checks has changed nothing; once any update is applied its checked
 //! ranges are persistent, and no update of a transaction targets a range it
 //! checks. A later transaction's updates may (it invalidates a dentry this
-//! one added), which is why the head must be durable before they are
-//! applied — step 4 in normal operation, and recovery, which replays from
-//! the head every transaction that passes, checkpointing each before
-//! replaying the next. Records are redo images, so replay is idempotent.
+//! one added), which is another reason the head must be durable before
+//! they are applied — step 4 in normal operation, and recovery, which
+//! replays from the head every transaction that passes, checkpointing each
+//! before replaying the next. Records are redo images, so replay is
+//! idempotent.
 
 use parking_lot::{Mutex, MutexGuard};
 use pm::Region;
@@ -235,12 +235,13 @@ impl Txn<'_> {
         }
         region.fence(); // In-place updates persistent before the checkpoint.
 
-        // Checkpoint. No fence of its own: every later in-place update of
-        // these words is preceded by a fence in its own protocol (R1/R2),
-        // which makes this store durable first; and releasing the shard (a
-        // locked instruction) waits for its flush.
-        region.store_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
-        region.flush(shard.header + JOURNAL_HEAD_FIELD, 8)?;
+        // Checkpoint, durable before the operation returns (R5). A later
+        // transaction, on any shard, commits as soon as its lines reach the
+        // media, with no fence first; were this one still behind a head,
+        // recovery could replay it after the later one and roll back words
+        // they share. The fence costs little: releasing the shard (a
+        // locked instruction) would wait for the flush anyway.
+        region.commit_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
         shard.head = end;
         Ok(())
     }
@@ -306,6 +307,7 @@ impl Journal {
             let mut pos = head;
             while let Some(txn) = read_txn(&read, pos, sb.journal_ring_size, region.len())? {
                 if !checks_hold(region, &txn.checks)? {
+                    forget_uncommitted(region, ring_off(sb, i), sb.journal_ring_size, pos)?;
                     break;
                 }
                 for u in &txn.updates {
@@ -322,6 +324,17 @@ impl Journal {
         }
         Ok(replayed)
     }
+}
+
+/// Zeroes the first record of the transaction at ring position `pos`,
+/// whole but for a checked range that did not reach the media: it is not
+/// committed, but should a later operation write the very bytes it checks,
+/// a second crash before the next transaction overwrites it would let
+/// recovery replay it.
+fn forget_uncommitted(region: &dyn Region, ring: u64, size: u64, pos: u64) -> Result<()> {
+    ring_write(region, ring, size, pos, &[0; size_of::<JournalRecord>()])?;
+    region.fence();
+    Ok(())
 }
 
 /// A transaction read back from the ring.

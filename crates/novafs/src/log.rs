@@ -270,6 +270,9 @@ impl Log {
     /// Finds the index of the tail's page, searching from `from` on (the
     /// tail only moves forward) and then from the start.
     fn find_tail(&self, from: usize) -> usize {
+        if self.tail == 0 {
+            return 0; // No tail page (tail_index says so).
+        }
         let tp = if self.tail.is_multiple_of(PAGE_SIZE) {
             self.tail - PAGE_SIZE
         } else {

@@ -168,7 +168,8 @@ fn plant_transaction(mem: &MemRegion, target: u64, checked: (u64, &[u8]), corrup
 
 /// A transaction at the journal head counts as committed only if its
 /// checksum matches and every range it checks is on the media; otherwise
-/// it is ignored (its operation never happened), whatever it holds.
+/// it is ignored (its operation never happened), whatever it holds, and
+/// stays ignored.
 #[test]
 fn journal_transactions_commit_only_with_matching_checksum_and_checks() {
     // Two free data pages in the middle of the image: zeros.
@@ -189,5 +190,14 @@ fn journal_transactions_commit_only_with_matching_checksum_and_checks() {
         assert_eq!(mem.load_u64(target).unwrap(), want, "{case}");
         fs.lookup(ROOT_INO, b"x").unwrap();
         fs.unmount().unwrap();
+        if !applied {
+            // A later write of exactly the bytes it checks must not bring
+            // the uncommitted transaction back at the next mount.
+            mem.write(checked_page, &checked).unwrap();
+            let fs = open(&mem).unwrap();
+            assert_eq!(fs.mount_report().journal_replayed, 0, "{case}: forgotten");
+            assert_eq!(mem.load_u64(target).unwrap(), 0, "{case}: forgotten");
+            fs.unmount().unwrap();
+        }
     }
 }
