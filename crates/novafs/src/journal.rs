@@ -292,6 +292,20 @@ impl Journal {
         }
     }
 
+    /// Whether any shard holds a committed transaction that recovery would
+    /// replay. Reads only, so it is safe on a mounted image.
+    pub fn pending(region: &dyn Region, sb: &Superblock) -> Result<bool> {
+        for i in 0..u64::from(sb.shards) {
+            let head = region.load_u64(header_off(sb, i) + JOURNAL_HEAD_FIELD)?;
+            if let Some(txn) = txn_at(region, sb, i, head)? {
+                if checks_hold(region, &txn.checks)? {
+                    return Ok(true);
+                }
+            }
+        }
+        Ok(false)
+    }
+
     /// Replays the committed transactions of every shard, from its head,
     /// and checkpoints them (NOVA §4.7 step 1). Returns how many were
     /// replayed. What follows them — a transaction torn by the crash, or
@@ -303,9 +317,8 @@ impl Journal {
         for i in 0..u64::from(sb.shards) {
             let hdr = header_off(sb, i);
             let head = region.load_u64(hdr + JOURNAL_HEAD_FIELD)?;
-            let read = |pos: u64, buf: &mut [u8]| ring_read(region, ring_off(sb, i), sb.journal_ring_size, pos, buf);
             let mut pos = head;
-            while let Some(txn) = read_txn(&read, pos, sb.journal_ring_size, region.len())? {
+            while let Some(txn) = txn_at(region, sb, i, pos)? {
                 if !checks_hold(region, &txn.checks)? {
                     forget_uncommitted(region, ring_off(sb, i), sb.journal_ring_size, pos)?;
                     break;
@@ -344,6 +357,12 @@ struct Parsed {
     checks: Vec<Check>,
     /// Ring position just past its TxnInfo.
     end: u64,
+}
+
+/// The transaction at ring position `pos` of shard `shard` (see [`read_txn`]).
+fn txn_at(region: &dyn Region, sb: &Superblock, shard: u64, pos: u64) -> Result<Option<Parsed>> {
+    let read = |at: u64, buf: &mut [u8]| ring_read(region, ring_off(sb, shard), sb.journal_ring_size, at, buf);
+    read_txn(&read, pos, sb.journal_ring_size, region.len())
 }
 
 /// Reads the transaction that starts at ring position `pos`: `None` unless

@@ -661,11 +661,7 @@ pub struct Inspect {
 pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
     let r = &*region;
     let (sb, primary_bad) = read_superblock(r)?;
-    let mut pending_journal = false;
-    for i in 0..u64::from(sb.shards) {
-        let hdr = sb.journal_headers_off + i * size_of::<crate::layout::JournalHeader>() as u64;
-        pending_journal |= r.load_u64(hdr)? != r.load_u64(hdr + 8)?;
-    }
+    let pending_journal = Journal::pending(r, &sb)?;
     let bounds = bounds_of(&sb);
     let mut free = None;
     if sb.state == STATE_CLEAN && !pending_journal {
