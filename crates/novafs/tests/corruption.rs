@@ -187,7 +187,11 @@ fn journal_transactions_commit_only_with_matching_checksum_and_checks() {
         let clean = inspect();
         assert!(!clean.pending_journal && clean.free.is_some(), "{case}: a clean image");
         plant_transaction(&mem, target, (checked_page, &checked), corrupt_csum);
-        assert_eq!(inspect().pending_journal, applied, "{case}: info sees what a mount replays");
+        assert_eq!(
+            inspect().pending_journal,
+            applied,
+            "{case}: info sees what a mount replays"
+        );
         let fs = open(&mem).unwrap();
         assert_eq!(fs.mount_report().journal_replayed, u64::from(applied), "{case}");
         let want = if applied { 0x1234_5678 } else { 0 };
