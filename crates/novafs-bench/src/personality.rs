@@ -327,6 +327,17 @@ impl<'a, B: Backend> Worker<'a, B> {
         }
     }
 
+    /// openfile on an existing file of the set, held (its guard) while the
+    /// caller works on it; `None` when there is none or the open failed
+    /// with ENOSPC.
+    fn open_picked(&mut self) -> Result<Option<(B::File, MutexGuard<'a, bool>)>> {
+        let (b, dir, set) = (self.b, self.dir, self.set);
+        let Some((i, g)) = set.pick(&mut self.rng, true) else {
+            return Ok(None);
+        };
+        Ok(self.op(b.open(dir, set.name(i)))?.map(|f| (f, g)))
+    }
+
     fn one_loop(&mut self) -> Result<()> {
         match self.k {
             Personality::Fileserver => {
@@ -389,11 +400,8 @@ impl<'a, B: Backend> Worker<'a, B> {
     /// openfile; for varmail readwholefile first; appendfilerand; for
     /// varmail fsync; closefile.
     fn open_append(&mut self, varmail: bool) -> Result<()> {
-        let (b, dir, set) = (self.b, self.dir, self.set);
-        let Some((i, _g)) = set.pick(&mut self.rng, true) else {
-            return Ok(());
-        };
-        let Some(f) = self.op(b.open(dir, set.name(i)))? else {
+        let b = self.b;
+        let Some((f, _g)) = self.open_picked()? else {
             return Ok(());
         };
         if varmail {
@@ -413,11 +421,8 @@ impl<'a, B: Backend> Worker<'a, B> {
 
     /// openfile, readwholefile, closefile.
     fn open_read_close(&mut self) -> Result<()> {
-        let (b, dir, set) = (self.b, self.dir, self.set);
-        let Some((i, _g)) = set.pick(&mut self.rng, true) else {
-            return Ok(());
-        };
-        let Some(f) = self.op(b.open(dir, set.name(i)))? else {
+        let b = self.b;
+        let Some((f, _g)) = self.open_picked()? else {
             return Ok(());
         };
         let r = read_whole(b, &f, &mut self.rbuf);

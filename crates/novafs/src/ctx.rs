@@ -65,9 +65,7 @@ impl Ctx {
         entries: &[Entry],
     ) -> Result<Pending> {
         let p = st.log.append(self.region(), &self.alloc, budget, entries)?;
-        for &(off, len) in &p.written {
-            txn.depends_on(self.region(), off, len)?;
-        }
+        txn.depends_on(&p.written);
         Ok(p)
     }
 

@@ -24,7 +24,7 @@ use crate::hash::U64Map;
 use crate::inode::{
     link_entry, read_live_record, record_of_attr, setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO,
 };
-use crate::journal::Update;
+use crate::journal::{Check, Update};
 use crate::layout::{
     ftype_of_mode, invalidated_word, Superblock, INODE_CSUM_END, INODE_CSUM_START, INODE_LIVE, INODE_SIZE,
     INODE_STATE_OFF, PAGE_SIZE,
@@ -506,9 +506,10 @@ impl Fs {
         };
         let mut st = InodeState::new(attr, off);
         let built = (|| -> Result<()> {
+            let rec = record_of_attr(&attr, self.ctx.epoch);
+            let rec = zerocopy::IntoBytes::as_bytes(&rec);
             let write_record = || -> Result<()> {
-                let rec = record_of_attr(&attr, self.ctx.epoch);
-                self.ctx.region().write(off, zerocopy::IntoBytes::as_bytes(&rec))?;
+                self.ctx.region().write(off, rec)?;
                 Ok(self.ctx.region().flush(off, INODE_SIZE)?)
             };
             // A directory's ".." and a symlink's target are committed in the
@@ -550,8 +551,8 @@ impl Fs {
                 // (a CRC32C over data followed by its CRC32C is a constant,
                 // which would pass for any valid record, stale ones too).
                 write_record()?;
-                let checked = (INODE_CSUM_START as u64, INODE_CSUM_END as u64);
-                txn.depends_on(self.ctx.region(), off + checked.0, checked.1 - checked.0)?;
+                let checked = &rec[INODE_CSUM_START..INODE_CSUM_END];
+                txn.depends_on(&[Check::of(off + INODE_CSUM_START as u64, checked)]);
             }
             let p = self.ctx.append_in(&mut txn, &mut pst, Budget::Normal, &entries)?;
             let mut updates = vec![Update::word(off + INODE_STATE_OFF, INODE_LIVE)];

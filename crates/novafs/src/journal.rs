@@ -60,12 +60,25 @@ impl Update {
 }
 
 /// A range a transaction depends on: written before it, and persistent
-/// exactly when its CRC32C matches the media.
+/// exactly when its CRC32C matches the media. The range must not end with
+/// a CRC32C of the bytes before it: the CRC32C of such a range is the same
+/// constant whatever the bytes, so the check would pass for stale contents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Check {
+pub struct Check {
     addr: u64,
     len: u32,
     crc: u32,
+}
+
+impl Check {
+    /// The check that `bytes`, as just written at `addr`, reached the media.
+    pub fn of(addr: u64, bytes: &[u8]) -> Check {
+        Check {
+            addr,
+            len: bytes.len() as u32,
+            crc: crc32c::crc32c(bytes),
+        }
+    }
 }
 
 struct Shard {
@@ -136,9 +149,10 @@ fn push_record(buf: &mut Vec<u8>, rec: JournalRecord, payload: &[u8]) {
     buf.resize(buf.len().next_multiple_of(8), 0);
 }
 
-/// Appends the encoded transaction to `buf`: updates, checks, TxnInfo.
+/// Encodes the transaction into `buf` (replacing its contents): updates,
+/// checks, TxnInfo.
 fn encode_into(buf: &mut Vec<u8>, updates: &[Update], checks: &[Check], txn_id: u64) {
-    let start = buf.len();
+    buf.clear();
     for u in updates {
         let rec = JournalRecord {
             addr: u.addr,
@@ -160,7 +174,7 @@ fn encode_into(buf: &mut Vec<u8>, updates: &[Update], checks: &[Check], txn_id: 
         count: (updates.len() + checks.len()) as u32,
         magic: TXN_MAGIC,
         txn_id,
-        csum: crc32c::crc32c(&buf[start..]),
+        csum: crc32c::crc32c(buf),
         pad: 0,
     };
     buf.extend_from_slice(info.as_bytes());
@@ -189,22 +203,11 @@ fn commit_word(region: &dyn Region, u: &Update) -> Result<()> {
 }
 
 impl Txn<'_> {
-    /// Declares that the transaction commits the `len` bytes already
-    /// written (and flushed) at `addr`: log entries, a page link, an inode
-    /// record. Recovery replays the transaction only if they are on the
-    /// media as they are now. The range must not end with a CRC32C of the
-    /// bytes before it: the CRC32C of such a range is the same constant
-    /// whatever the bytes, so the check would pass for stale contents.
-    pub fn depends_on(&mut self, region: &dyn Region, addr: u64, len: u64) -> Result<()> {
-        let shard = &mut *self.shard;
-        shard.buf.resize(len as usize, 0);
-        region.read(addr, &mut shard.buf)?;
-        shard.checks.push(Check {
-            addr,
-            len: len as u32,
-            crc: crc32c::crc32c(&shard.buf),
-        });
-        Ok(())
+    /// Declares ranges the transaction commits, already written and
+    /// flushed: log entries, a page link, an inode record. Recovery replays
+    /// the transaction only if they are on the media.
+    pub fn depends_on(&mut self, checks: &[Check]) {
+        self.shard.checks.extend_from_slice(checks);
     }
 
     /// Commits `updates` (steps 2–4 of the protocol above).
@@ -220,7 +223,6 @@ impl Txn<'_> {
                 .all(|c| u.addr + u.bytes.len() as u64 <= c.addr || c.addr + u64::from(c.len) <= u.addr)),
             "an update targets a range its transaction checks"
         );
-        shard.buf.clear();
         encode_into(&mut shard.buf, updates, &shard.checks, shard.head);
         if shard.buf.len() as u64 > self.ring_size {
             return Err(Error::Invalid("journal transaction larger than the ring"));
@@ -326,10 +328,11 @@ impl Journal {
                 for u in &txn.updates {
                     apply(region, u)?;
                 }
-                region.fence(); // Replayed updates persistent before the checkpoint.
-                                // Checkpointed before the next transaction is replayed: its
-                                // updates may overwrite ranges this one checks (invalidate a
-                                // dentry it added), so a crash must not find it here again.
+                // Replayed updates persistent, then checkpointed before the
+                // next transaction is replayed: its updates may overwrite
+                // ranges this one checks (invalidate a dentry it added), so
+                // a crash must not find this one at the head again.
+                region.fence();
                 region.commit_u64(hdr + JOURNAL_HEAD_FIELD, txn.end)?;
                 pos = txn.end;
                 replayed += 1;

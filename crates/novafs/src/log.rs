@@ -10,6 +10,7 @@ use zerocopy::{Immutable, IntoBytes};
 use crate::alloc::{Budget, PageAllocator};
 use crate::error::{corrupt, Result};
 use crate::hash::U64Map;
+use crate::journal::Check;
 use crate::layout::{
     entry_csum, DentryHead, EntryHeader, EntryType, ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF,
     LOG_USABLE, PAGE_SIZE, SLOT,
@@ -108,12 +109,15 @@ pub struct Pending {
     pub tail: u64,
     /// Set when the log was empty: the head to store before the tail.
     pub new_head: Option<u64>,
-    /// Every range (offset, length) the append wrote and flushed without a
-    /// fence: the entries, the marks at the unused ends of pages it left
-    /// and the pointer linking new pages. All of it is what the commit
-    /// commits (a journal transaction checks each range).
-    pub written: Vec<(u64, u64)>,
+    /// Every range the append wrote and flushed without a fence: the
+    /// entries, the marks at the unused ends of pages it left and the
+    /// pointer linking new pages. All of it is what the commit commits (a
+    /// journal transaction checks each range).
+    pub written: Vec<Check>,
 }
+
+/// What marks the unused end of a log page an append leaves: no entry type.
+const PAGE_END_MARK: [u8; 16] = [0; 16];
 
 /// DRAM view of one inode's log.
 #[derive(Debug, Default)]
@@ -331,7 +335,7 @@ impl Log {
                 // A page wastes at most one largest entry less a slot at its end.
                 let per_page = LOG_USABLE - (MAX_ENTRY - SLOT);
                 let need = entries.iter().map(Entry::len).sum::<u64>().div_ceil(per_page);
-                written.extend(self.grow(region, alloc, budget, need)?.map(|link| (link, 8)));
+                written.extend(self.grow(region, alloc, budget, need)?);
                 self.place(lens())
                     .ok_or_else(|| corrupt!("log growth did not make room"))?
             }
@@ -342,13 +346,13 @@ impl Log {
         let mut cursor = if self.tail == 0 { self.pages[0] } else { self.tail };
         for (e, &off) in entries.iter().zip(&offs) {
             if page_of(off) != page_of(cursor) && cursor % PAGE_SIZE != 0 && cursor % PAGE_SIZE < LOG_USABLE {
-                region.write(cursor, &[0u8; 16])?;
-                region.flush(cursor, 16)?;
-                written.push((cursor, 16));
+                region.write(cursor, &PAGE_END_MARK)?;
+                region.flush(cursor, PAGE_END_MARK.len() as u64)?;
+                written.push(Check::of(cursor, &PAGE_END_MARK));
             }
             region.write(off, e.bytes())?;
             region.flush(off, e.len())?;
-            written.push((off, e.len()));
+            written.push(Check::of(off, e.bytes()));
             cursor = off + e.len();
         }
         Ok(Pending {
@@ -360,9 +364,9 @@ impl Log {
     }
 
     /// Adds at least `need` pages: doubles the log up to LOG_GROW_MAX pages.
-    /// Returns where it stored the pointer linking them, if it did: that
-    /// store is flushed, not fenced.
-    fn grow(&mut self, region: &dyn Region, alloc: &PageAllocator, budget: Budget, need: u64) -> Result<Option<u64>> {
+    /// Returns the pointer store linking them, if it made one: flushed, not
+    /// fenced.
+    fn grow(&mut self, region: &dyn Region, alloc: &PageAllocator, budget: Budget, need: u64) -> Result<Option<Check>> {
         let n = need.max((self.pages.len() as u64).clamp(1, LOG_GROW_MAX));
         // Near a full device, settle for what this append needs.
         let extents = alloc.alloc(n, budget).or_else(|_| alloc.alloc(need, budget))?;
@@ -370,7 +374,7 @@ impl Log {
             .iter()
             .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
             .collect();
-        let init = || -> Result<Option<u64>> {
+        let init = || -> Result<Option<Check>> {
             for (i, &p) in new.iter().enumerate() {
                 region.zero_nt(p, PAGE_SIZE)?;
                 if let Some(&next) = new.get(i + 1) {
@@ -386,7 +390,7 @@ impl Log {
             };
             region.store_u64(last + LOG_NEXT_OFF, new[0])?;
             region.flush(last + LOG_NEXT_OFF, 8)?;
-            Ok(Some(last + LOG_NEXT_OFF))
+            Ok(Some(Check::of(last + LOG_NEXT_OFF, &new[0].to_le_bytes())))
         };
         let link = init().inspect_err(|_| {
             for x in &extents {
