@@ -22,13 +22,11 @@ use crate::error::{Error, Result};
 use crate::file;
 use crate::hash::U64Map;
 use crate::inode::{
-    link_entry, read_live_record, record_of_attr, setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO,
+    link_entry, read_live_record, record_of_attr, record_publish, setattr_entry, Attr, FileType, Ino, InodeState,
+    ROOT_INO,
 };
-use crate::journal::{Check, Update};
-use crate::layout::{
-    ftype_of_mode, invalidated_word, Superblock, INODE_CSUM_END, INODE_CSUM_START, INODE_LIVE, INODE_SIZE,
-    INODE_STATE_OFF, PAGE_SIZE,
-};
+use crate::journal::Update;
+use crate::layout::{ftype_of_mode, invalidated_word, Superblock, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::log::Entry;
 use crate::recovery::{self, FormatOptions, MountReport};
 use crate::time::now_ns;
@@ -506,15 +504,16 @@ impl Fs {
         };
         let mut st = InodeState::new(attr, off);
         let built = (|| -> Result<()> {
-            let rec = record_of_attr(&attr, self.ctx.epoch);
-            let rec = zerocopy::IntoBytes::as_bytes(&rec);
+            let record = record_of_attr(&attr, self.ctx.epoch);
+            let rec = zerocopy::IntoBytes::as_bytes(&record);
             let write_record = || -> Result<()> {
                 self.ctx.region().write(off, rec)?;
                 Ok(self.ctx.region().flush(off, INODE_SIZE)?)
             };
             // A directory's ".." and a symlink's target are committed in the
-            // new inode's own log first (they fence on their own), over the
-            // record, before the parent's transaction begins.
+            // new inode's own log first, over the record: that commit's R1
+            // fence makes the whole record persistent before the parent's
+            // transaction begins, so it only has to set the valid bit.
             let has_init = is_dir || target.is_some();
             if has_init {
                 write_record()?;
@@ -544,18 +543,20 @@ impl Fs {
             let entries = [dentry(self.ctx.epoch, true, name, &spec)];
             self.ctx.make_room(&mut pst, &entries)?;
             let mut txn = self.ctx.journal.begin();
-            if !has_init {
-                // Its flush shares the transaction's R2 fence, so it is one
-                // of the transaction's checks: the checksummed fields, not
-                // the words updated in place, nor the record's own CRC32C
-                // (a CRC32C over data followed by its CRC32C is a constant,
-                // which would pass for any valid record, stale ones too).
+            let mut updates = Vec::with_capacity(4);
+            if has_init {
+                updates.push(Update::word(off + INODE_STATE_OFF, INODE_LIVE));
+            } else {
+                // The record's flush shares the transaction's R2 fence, so
+                // the transaction publishes it by a check and updates
+                // (inode::record_publish; FORMAT.md, "What a transaction
+                // publishes").
                 write_record()?;
-                let checked = &rec[INODE_CSUM_START..INODE_CSUM_END];
-                txn.depends_on(&[Check::of(off + INODE_CSUM_START as u64, checked)]);
+                let (check, words) = record_publish(off, &record);
+                txn.depends_on(&[check]);
+                updates.extend(words);
             }
             let p = self.ctx.append_in(&mut txn, &mut pst, Budget::Normal, &entries)?;
-            let mut updates = vec![Update::word(off + INODE_STATE_OFF, INODE_LIVE)];
             Ctx::tail_updates(&pst, &p, &mut updates);
             txn.commit(self.ctx.region(), &updates)?;
             self.ctx.apply(&mut pst, &entries, &p)

@@ -12,10 +12,12 @@ use crate::alloc::{current_shard, Extent, PageAllocator, RangeSet};
 use crate::dir::DirIndex;
 use crate::error::{corrupt, Error, Result};
 use crate::file::FileMap;
+use crate::journal::{Check, Update};
 use crate::layout::{
     decode, ChunkFooter, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, SetattrEntry, Superblock,
     WriteEntry, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
+    ENTRY_INVALID, INODES_PER_CHUNK, INODE_CSUM_END, INODE_CSUM_WORD_OFF, INODE_HEAD_OFF, INODE_LIVE, INODE_SIZE,
+    INODE_STATE_OFF, PAGE_SIZE,
 };
 use crate::log::{Bounds, Entry, Log};
 
@@ -366,6 +368,27 @@ pub fn record_of_attr(a: &Attr, epoch: u64) -> Inode {
     };
     rec.csum = rec.compute_csum();
     rec
+}
+
+/// How a journal transaction publishes the new record `rec`, written at
+/// `off` and flushed but not fenced (rule R2). Every byte of the slot is
+/// covered: the state word is an update (the valid bit the transaction
+/// sets); `log_head`, `log_tail` and the checksummed fields are one check,
+/// so a torn line or the previous occupant's log words keep the
+/// transaction from being accepted; the checksum word is a second update,
+/// replayed in place, because a check cannot cover it (a CRC32C over bytes
+/// followed by their own CRC32C is a constant, which stale records pass).
+pub fn record_publish(off: u64, rec: &Inode) -> (Check, [Update; 2]) {
+    let bytes = rec.as_bytes();
+    let fields = &bytes[INODE_HEAD_OFF as usize..INODE_CSUM_END];
+    let csum_word = u64::from(rec.csum) | u64::from(rec.pad1) << 32;
+    (
+        Check::of(off + INODE_HEAD_OFF, fields),
+        [
+            Update::word(off + INODE_STATE_OFF, INODE_LIVE),
+            Update::word(off + INODE_CSUM_WORD_OFF, csum_word),
+        ],
+    )
 }
 
 /// One shard's inode table: its chunk chain and free slots.

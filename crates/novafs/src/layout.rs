@@ -136,6 +136,11 @@ const _: () = assert!(INODE_STATE_OFF == 0 && INODE_HEAD_OFF == 8 && INODE_TAIL_
 /// words updated in place (state, log head, log tail) and the checksum.
 pub const INODE_CSUM_START: usize = std::mem::offset_of!(Inode, ino);
 pub const INODE_CSUM_END: usize = std::mem::offset_of!(Inode, csum);
+/// The aligned word holding `csum` (and `pad1`, always zero): a create
+/// that commits through the journal replays it as an update (FORMAT.md,
+/// "What a transaction publishes").
+pub const INODE_CSUM_WORD_OFF: u64 = std::mem::offset_of!(Inode, csum) as u64;
+const _: () = assert!(INODE_CSUM_WORD_OFF == 120 && INODE_CSUM_WORD_OFF.is_multiple_of(8));
 pub const INODE_FREE: u64 = 0;
 pub const INODE_LIVE: u64 = 1;
 
