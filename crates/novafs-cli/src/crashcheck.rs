@@ -1,8 +1,10 @@
 //! `novafs crashcheck`: the crash-state checker (crates/novafs-crashcheck)
 //! from the command line. Without `--all`, the bounded sweep `cargo test`
 //! runs; with it, every scenario thoroughly, then random operation
-//! sequences until `--images` crash images have been checked. Prints the
-//! counts and, for each failure, a reproducer. Exit 0: no failures.
+//! sequences until `--images` crash images have been checked. `--seeds`
+//! runs the whole sweep once per seed (a sweep that passes with one seed
+//! proves little). Prints the counts and, for each failure, a reproducer.
+//! Exit 0: no failures.
 //! Mounting crash images logs recovery warnings on stderr; `RUST_LOG=off`
 //! silences them.
 
@@ -17,9 +19,12 @@ pub struct Args {
     #[arg(long)]
     all: bool,
     /// Seed of every random choice (sampled images, random sequences).
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = 0, conflicts_with = "seeds")]
     seed: u64,
-    /// Stop once this many crash images have been checked (default with --all: 100000).
+    /// Run the sweep once for each of these seeds (e.g. --seeds 7,11,23), each to --images.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    seeds: Vec<u64>,
+    /// Stop once this many crash images have been checked, per seed (default with --all: 100000).
     #[arg(long)]
     images: Option<u64>,
     /// Check only this workload (see --list; also random-SEED-LEN and random2-SEED-LEN).
@@ -65,10 +70,40 @@ pub fn run(args: &Args) -> ExitCode {
         println!("random2-SEED-LEN             the same on two shards, operations spread over both");
         return ExitCode::SUCCESS;
     }
-    let mut cfg = if args.all {
-        Config::thorough(args.seed)
+    let seeds = if args.seeds.is_empty() {
+        vec![args.seed]
     } else {
-        Config::quick(args.seed)
+        args.seeds.clone()
+    };
+    let mut failed = false;
+    let t0 = Instant::now();
+    for &seed in &seeds {
+        let Some(stats) = run_seed(args, seed) else {
+            return ExitCode::from(2);
+        };
+        failed |= !stats.failures.is_empty();
+    }
+    if seeds.len() > 1 {
+        println!(
+            "\ncrashcheck: {} seeds, {} in {:.0}s",
+            seeds.len(),
+            if failed { "failures found" } else { "0 failures" },
+            t0.elapsed().as_secs_f64()
+        );
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// One sweep with `seed`; `None` when the arguments name no workload.
+fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
+    let mut cfg = if args.all {
+        Config::thorough(seed)
+    } else {
+        Config::quick(seed)
     };
     cfg.only_point = args.point;
     cfg.known = args.known_bug.clone();
@@ -79,11 +114,11 @@ pub fn run(args: &Args) -> ExitCode {
             Some(w) => Box::new(std::iter::once(w)),
             None => {
                 eprintln!("novafs: no workload named {name:?} (see novafs crashcheck --list)");
-                return ExitCode::from(2);
+                return None;
             }
         },
         None if args.all => {
-            let (seed, len) = (args.seed, args.sequence_len);
+            let len = args.sequence_len;
             Box::new(workload::all().into_iter().chain((0..).map(move |i: u64| {
                 // Alternate one-shard and two-shard sequences.
                 let s = seed.wrapping_add(i / 2);
@@ -125,10 +160,9 @@ pub fn run(args: &Args) -> ExitCode {
             }
         }
     }
-    println!("\ncrashcheck: {stats} in {:.0}s", t0.elapsed().as_secs_f64());
-    if stats.failures.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    println!(
+        "\ncrashcheck: seed {seed}: {stats} in {:.0}s",
+        t0.elapsed().as_secs_f64()
+    );
+    Some(stats)
 }

@@ -30,26 +30,47 @@ use crate::rng::Rng;
 use crate::tree::{Compare, Tree};
 use crate::workload::{gc_count, gc_lock, Expect, Op, Runner, Workload};
 
+/// How the images of one crash point are chosen ([`choices`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Pick {
+    /// A crash point with at most this many distinct untorn images has all
+    /// of them checked (1024 = every subset of 10 single-version lines).
+    pub exhaustive_max: u128,
+    /// Otherwise: the all-old and all-new images plus this many random ones.
+    pub samples: usize,
+    /// A crash point whose untorn and torn images together number at most
+    /// this has every torn image checked too: each uncertain line torn at
+    /// 8-byte granularity (every mix of the words in which a version
+    /// differs from the durable content) with every choice of the others.
+    pub torn_exhaustive_max: u128,
+    /// Otherwise, at a crash point with at most this many uncertain lines,
+    /// for each line the newest version with each single word left old and
+    /// with each single word alone new, every other line new (the images
+    /// in which a commit may have reached media but one word of what it
+    /// publishes did not: issue 9's hole). Up to 16 images per line.
+    pub word_tears: usize,
+    /// And this many random torn images.
+    pub torn: usize,
+}
+
 /// How hard to look.
 #[derive(Clone, Debug)]
 pub struct Config {
     /// Base seed of every random choice (images sampled, random workloads).
     pub seed: u64,
-    /// A crash point with at most this many distinct images is enumerated
-    /// exhaustively (1024 = every subset of 10 single-version lines).
-    pub exhaustive_max: u128,
-    /// Otherwise: the all-old and all-new images plus this many random ones.
-    pub samples: usize,
-    /// Images with one line torn at 8-byte granularity, per crash point.
-    pub torn: usize,
+    /// The long sweep's settings (`novafs crashcheck --all`): reproducers
+    /// say so.
+    pub long: bool,
+    /// Images of each crash point of a workload.
+    pub pick: Pick,
     /// Record and crash the recovery of 1 in this many checked images; 0 =
     /// never.
     pub recovery_every: u64,
     /// The same for images whose recovery replays the journal or reclaims
     /// orphans (where a crash inside recovery matters most).
     pub recovery_busy_every: u64,
-    /// Most images per crash point of a recorded recovery.
-    pub recovery_images: usize,
+    /// Images of each crash point of a recorded recovery.
+    pub recovery_pick: Pick,
     /// Stop a workload after this many checked images.
     pub max_images: Option<u64>,
     /// Also fsck the raw crash image before mounting it.
@@ -68,12 +89,17 @@ impl Config {
     pub fn quick(seed: u64) -> Config {
         Config {
             seed,
-            exhaustive_max: 64,
-            samples: 8,
-            torn: 3,
+            long: false,
+            pick: Pick {
+                exhaustive_max: 64,
+                samples: 8,
+                torn_exhaustive_max: 256,
+                word_tears: 6,
+                torn: 3,
+            },
             recovery_every: 16,
             recovery_busy_every: 3,
-            recovery_images: 4,
+            recovery_pick: Pick::recovery(4),
             max_images: Some(4000),
             raw_fsck: true,
             known: Vec::new(),
@@ -87,12 +113,17 @@ impl Config {
     pub fn thorough(seed: u64) -> Config {
         Config {
             seed,
-            exhaustive_max: 1024,
-            samples: 64,
-            torn: 12,
+            long: true,
+            pick: Pick {
+                exhaustive_max: 1024,
+                samples: 64,
+                torn_exhaustive_max: 2048,
+                word_tears: 64,
+                torn: 12,
+            },
             recovery_every: 10,
             recovery_busy_every: 3,
-            recovery_images: 12,
+            recovery_pick: Pick::recovery(12),
             max_images: None,
             raw_fsck: true,
             known: Vec::new(),
@@ -103,11 +134,26 @@ impl Config {
     }
 }
 
+impl Pick {
+    /// About `n` images per crash point of a recorded recovery.
+    fn recovery(n: usize) -> Pick {
+        Pick {
+            exhaustive_max: n as u128,
+            samples: n.saturating_sub(2),
+            torn_exhaustive_max: n as u128,
+            word_tears: 0,
+            torn: 1,
+        }
+    }
+}
+
 /// One image that broke the rules, with how to reproduce it.
 #[derive(Clone, Debug)]
 pub struct Failure {
     pub workload: String,
     pub seed: u64,
+    /// Found by the long sweep's settings (`--all`).
+    pub long: bool,
     /// Crash point and image index within it (`None`: the run itself).
     pub point: Option<usize>,
     pub image: Option<usize>,
@@ -174,9 +220,10 @@ impl fmt::Display for Failure {
         for l in self.message.lines() {
             writeln!(f, "    {l}")?;
         }
+        let all = if self.long { " --all" } else { "" };
         write!(
             f,
-            "    reproduce: novafs crashcheck --workload {} --seed {}",
+            "    reproduce: novafs crashcheck{all} --workload {} --seed {}",
             self.workload, self.seed
         )?;
         if let Some(p) = self.point {
@@ -401,52 +448,141 @@ fn examine_inner(base: &Arc<Vec<u8>>, patches: &Patches, cfg: &Config) -> Result
     Ok((tree, busy))
 }
 
-/// The images checked at one crash point: all of them when few, else the
-/// all-old and all-new images and a seeded sample; plus torn lines.
-pub fn choices(cp: &CrashPoint<'_>, exhaustive_max: u128, samples: usize, torn: usize, rng: &mut Rng) -> Vec<Choice> {
+/// The images checked at one crash point ([`Pick`]): all of them when few,
+/// else the all-old and all-new images and a seeded sample; torn lines
+/// likewise, all of them when few, else single-word tears and a sample.
+pub fn choices(cp: &CrashPoint<'_>, pick: &Pick, rng: &mut Rng) -> Vec<Choice> {
     let n = cp.lines.len();
     let mut out = Vec::new();
     let total = cp.image_count();
-    if total <= exhaustive_max {
-        let mut digits = vec![0usize; n];
-        'all: loop {
-            out.push(Choice {
-                lines: digits.clone(),
-                torn: None,
-            });
-            for (i, d) in digits.iter_mut().enumerate() {
-                *d += 1;
-                if *d < cp.lines[i].choices() {
-                    continue 'all;
-                }
-                *d = 0;
-            }
-            break;
-        }
+    if total <= pick.exhaustive_max {
+        out.extend(every_choice(cp, None).map(|lines| Choice { lines, torn: None }));
     } else {
         out.push(Choice {
             lines: vec![0; n],
             torn: None,
         });
-        out.push(Choice {
-            lines: cp.lines.iter().map(|l| l.versions.len()).collect(),
-            torn: None,
-        });
-        for _ in 0..samples {
+        out.push(newest(cp));
+        for _ in 0..pick.samples {
             out.push(random_choice(cp, rng));
         }
     }
-    if n > 0 {
-        for _ in 0..torn {
-            let mut c = random_choice(cp, rng);
-            let line = rng.below(n as u64) as usize;
-            let version = 1 + rng.below(cp.lines[line].versions.len() as u64) as usize;
-            let mask = 1 + rng.below(254) as u8;
+    if n == 0 {
+        return out;
+    }
+    if total.saturating_add(torn_count(cp)) <= pick.torn_exhaustive_max {
+        for line in 0..n {
+            for version in 1..=cp.lines[line].versions.len() {
+                for mask in tears(cp, line, version) {
+                    let torn = Some(Torn { line, version, mask });
+                    out.extend(every_choice(cp, Some(line)).map(|lines| Choice { lines, torn }));
+                }
+            }
+        }
+        return out;
+    }
+    if n <= pick.word_tears {
+        for line in 0..n {
+            let version = cp.lines[line].versions.len();
+            let diff = differing_words(cp, line, version);
+            for w in (0..8).filter(|w| diff & (1 << w) != 0) {
+                for mask in [diff & !(1 << w), 1 << w] {
+                    if mask != 0 && mask != diff {
+                        let mut c = newest(cp);
+                        c.torn = Some(Torn { line, version, mask });
+                        out.push(c);
+                    }
+                }
+            }
+        }
+    }
+    for _ in 0..pick.torn {
+        let mut c = random_choice(cp, rng);
+        let line = rng.below(n as u64) as usize;
+        let version = 1 + rng.below(cp.lines[line].versions.len() as u64) as usize;
+        let diff = differing_words(cp, line, version);
+        // A random proper, non-empty part of the differing words; a line
+        // with fewer than two has no torn image its choices lack.
+        let mask = diff & rng.below(256) as u8;
+        if mask != 0 && mask != diff {
             c.torn = Some(Torn { line, version, mask });
             out.push(c);
         }
     }
     out
+}
+
+/// The image in which every uncertain line holds its newest version.
+fn newest(cp: &CrashPoint<'_>) -> Choice {
+    Choice {
+        lines: cp.lines.iter().map(|l| l.versions.len()).collect(),
+        torn: None,
+    }
+}
+
+/// Every combination of line choices, with line `fixed` (if any) left at 0
+/// (a torn line overrides its choice).
+fn every_choice<'a>(cp: &'a CrashPoint<'_>, fixed: Option<usize>) -> impl Iterator<Item = Vec<usize>> + 'a {
+    let n = cp.lines.len();
+    let mut digits = Some(vec![0usize; n]);
+    std::iter::from_fn(move || {
+        let cur = digits.take()?;
+        let mut next = cur.clone();
+        for (i, d) in next.iter_mut().enumerate() {
+            if Some(i) == fixed {
+                continue;
+            }
+            *d += 1;
+            if *d < cp.lines[i].choices() {
+                digits = Some(next);
+                return Some(cur);
+            }
+            *d = 0;
+        }
+        Some(cur)
+    })
+}
+
+/// Bit `w` set: word `w` of `version` of line `line` differs from the
+/// durable content (only those words can tear into a new image).
+fn differing_words(cp: &CrashPoint<'_>, line: usize, version: usize) -> u8 {
+    let l = &cp.lines[line];
+    let at = l.off as usize;
+    let v = &l.versions[version - 1];
+    (0..8).fold(0u8, |m, w| {
+        let o = at + w * 8;
+        let durable = cp.durable.get(o..o + 8).unwrap_or(&[0; 8]);
+        if durable != &v[w * 8..w * 8 + 8] {
+            m | 1 << w
+        } else {
+            m
+        }
+    })
+}
+
+/// Every torn mask of `version` of `line` that makes an image no untorn
+/// choice makes: the proper, non-empty parts of its differing words.
+fn tears(cp: &CrashPoint<'_>, line: usize, version: usize) -> Vec<u8> {
+    let diff = differing_words(cp, line, version);
+    let mut out = Vec::new();
+    let mut sub = diff.wrapping_sub(1) & diff;
+    while sub != 0 {
+        out.push(sub);
+        sub = sub.wrapping_sub(1) & diff;
+    }
+    out
+}
+
+/// How many torn images exhaustive enumeration would check (saturating).
+fn torn_count(cp: &CrashPoint<'_>) -> u128 {
+    let total = cp.image_count();
+    (0..cp.lines.len()).fold(0u128, |acc, line| {
+        let others = total / cp.lines[line].choices() as u128;
+        let masks: u128 = (1..=cp.lines[line].versions.len())
+            .map(|v| tears(cp, line, v).len() as u128)
+            .sum();
+        acc.saturating_add(masks.saturating_mul(others))
+    })
 }
 
 /// Each line independently: new with a density drawn per image, so both
@@ -542,6 +678,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
         let f = Failure {
             workload: w.name.clone(),
             seed: cfg.seed,
+            long: cfg.long,
             point,
             image,
             moment,
@@ -578,7 +715,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
         stats.crash_points += 1;
         let mut rng = Rng::derive(cfg.seed, cp.index as u64);
         let allowed = legal(cp);
-        let list = choices(cp, cfg.exhaustive_max, cfg.samples, cfg.torn, &mut rng);
+        let list = choices(cp, &cfg.pick, &mut rng);
         for (idx, choice) in list.iter().enumerate() {
             if cfg.only_image.is_some_and(|i| i != idx) {
                 continue;
@@ -675,13 +812,7 @@ fn crash_recovery(
     let mut seen: HashMap<u64, ()> = HashMap::new();
     trace.crash_points(|cp| {
         let mut rng = Rng::derive(cfg.seed ^ 0xec, cp.index as u64);
-        let list = choices(
-            cp,
-            cfg.recovery_images as u128,
-            cfg.recovery_images.saturating_sub(2),
-            1,
-            &mut rng,
-        );
+        let list = choices(cp, &cfg.recovery_pick, &mut rng);
         for (idx, choice) in list.iter().enumerate() {
             if seen.insert(cp.key(choice), ()).is_some() {
                 continue;
@@ -718,28 +849,45 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// A trace with `lines` lines stored (line i `versions[i]` times) and
-    /// never flushed: one crash point at its end.
-    fn trace(versions: &[usize]) -> Trace {
+    /// A trace of lines stored and never flushed: line i gets
+    /// `lines[i].0` stores of its first `lines[i].1` words. One crash point,
+    /// at its end.
+    fn trace(lines: &[(usize, usize)]) -> Trace {
         let r = RecordingRegion::new(vec![0; 4096]);
-        for (i, &n) in versions.iter().enumerate() {
-            for v in 0..n {
-                r.write(i as u64 * 64, &[v as u8 + 1; 8]).unwrap();
+        for (i, &(versions, words)) in lines.iter().enumerate() {
+            for v in 0..versions {
+                r.write(i as u64 * 64, &vec![v as u8 + 1; 8 * words]).unwrap();
             }
         }
         r.trace()
     }
 
+    fn pick(exhaustive_max: u128, samples: usize, torn_exhaustive_max: u128, word_tears: usize, torn: usize) -> Pick {
+        Pick {
+            exhaustive_max,
+            samples,
+            torn_exhaustive_max,
+            word_tears,
+            torn,
+        }
+    }
+
+    fn distinct(cp: &CrashPoint<'_>, list: &[Choice]) -> usize {
+        list.iter()
+            .map(|c| cp.key(c))
+            .collect::<std::collections::HashSet<u64>>()
+            .len()
+    }
+
     #[test]
     fn small_points_are_enumerated_exhaustively_without_repeats() {
-        let t = trace(&[1, 2, 1]);
+        let t = trace(&[(1, 1), (2, 1), (1, 1)]);
         let mut seen = 0;
         t.crash_points(|cp| {
             assert_eq!(cp.image_count(), 12);
-            let list = choices(cp, 64, 5, 0, &mut Rng::new(1));
-            assert_eq!(list.len(), 12);
-            let keys: std::collections::HashSet<u64> = list.iter().map(|c| cp.key(c)).collect();
-            assert_eq!(keys.len(), 12, "every image differs");
+            let list = choices(cp, &pick(64, 5, 1000, 8, 3), &mut Rng::new(1));
+            assert_eq!(list.len(), 12, "one-word stores cannot tear");
+            assert_eq!(distinct(cp, &list), 12, "every image differs");
             seen += 1;
             true
         });
@@ -747,16 +895,44 @@ mod tests {
     }
 
     #[test]
-    fn large_points_are_sampled_with_the_extremes_and_torn_lines() {
-        let t = trace(&[1; 20]);
+    fn few_torn_images_are_all_enumerated() {
+        // Line 0: one store of 3 words (6 torn mixes); line 1: one word.
+        let t = trace(&[(1, 3), (1, 1)]);
         t.crash_points(|cp| {
-            let list = choices(cp, 64, 5, 3, &mut Rng::new(7));
-            assert_eq!(list.len(), 2 + 5 + 3);
+            let list = choices(cp, &pick(64, 5, 16, 0, 0), &mut Rng::new(1));
+            assert_eq!(list.len(), 4 + 6 * 2);
+            assert_eq!(distinct(cp, &list), 16, "every image differs");
+            let torn = |line| list.iter().filter(|c| c.torn.is_some_and(|t| t.line == line)).count();
+            assert_eq!((torn(0), torn(1)), (12, 0));
+            // One image over the limit: torn lines are sampled instead.
+            let sampled = choices(cp, &pick(64, 5, 15, 0, 0), &mut Rng::new(1));
+            assert_eq!(sampled.len(), 4);
+            true
+        });
+    }
+
+    #[test]
+    fn large_points_are_sampled_with_the_extremes_word_tears_and_torn_lines() {
+        let t = trace(&[(1, 8); 20]);
+        t.crash_points(|cp| {
+            let list = choices(cp, &pick(64, 5, 64, 0, 3), &mut Rng::new(7));
             assert!(list[0].lines.iter().all(|&k| k == 0));
             assert!(list[1].lines.iter().all(|&k| k == 1));
-            assert_eq!(list.iter().filter(|c| c.torn.is_some()).count(), 3);
+            let torn: Vec<Torn> = list.iter().filter_map(|c| c.torn).collect();
+            assert_eq!(list.len(), 2 + 5 + torn.len());
+            assert!((1..=3).contains(&torn.len()));
+            assert!(torn.iter().all(|t| t.mask != 0 && t.mask != 0xff));
             // Same seed, same images: reproducers stay valid.
-            assert_eq!(list, choices(cp, 64, 5, 3, &mut Rng::new(7)));
+            assert_eq!(list, choices(cp, &pick(64, 5, 64, 0, 3), &mut Rng::new(7)));
+
+            // Word tears: per line, each word alone old and alone new, the
+            // other lines new.
+            let list = choices(cp, &pick(64, 5, 64, 20, 0), &mut Rng::new(7));
+            let words: Vec<&Choice> = list.iter().filter(|c| c.torn.is_some()).collect();
+            assert_eq!(words.len(), 20 * 16);
+            assert!(words.iter().all(|c| c.lines.iter().all(|&k| k == 1)));
+            let one_old = words.iter().filter(|c| c.torn.unwrap().mask.count_ones() == 7).count();
+            assert_eq!(one_old, 20 * 8);
             true
         });
     }
@@ -766,6 +942,7 @@ mod tests {
         let f = |msg: &str, rec| Failure {
             workload: "w".into(),
             seed: 0,
+            long: true,
             point: Some(1),
             image: Some(2),
             moment: String::new(),
@@ -782,6 +959,6 @@ mod tests {
         assert_eq!(g[0].1, 2);
         assert!(v[0]
             .to_string()
-            .contains("reproduce: novafs crashcheck --workload w --seed 0 --point 1 --image 2"));
+            .contains("reproduce: novafs crashcheck --all --workload w --seed 0 --point 1 --image 2"));
     }
 }

@@ -20,7 +20,8 @@ pub mod tree;
 pub mod workload;
 
 pub use engine::{
-    check_workload, check_workload_with, choices, group, record, record_with, Config, Failure, Recorded, Stats, Wrap,
+    check_workload, check_workload_with, choices, group, record, record_with, Config, Failure, Pick, Recorded, Stats,
+    Wrap,
 };
 pub use tree::{Compare, Tree};
 pub use workload::{Op, Workload};

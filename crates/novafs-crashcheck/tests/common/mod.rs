@@ -15,15 +15,38 @@ pub const SEED: u64 = 0;
 pub const KNOWN_BUGS: &[&str] = &[];
 
 pub fn config() -> Config {
-    let mut cfg = Config::quick(SEED);
+    config_for(SEED)
+}
+
+/// The bounded configuration with another seed.
+pub fn config_for(seed: u64) -> Config {
+    let mut cfg = Config::quick(seed);
     cfg.known = KNOWN_BUGS.iter().map(|s| s.to_string()).collect();
     cfg
 }
 
+/// A seed that changes from run to run, so that the bounded sweep does not
+/// check the same images forever; `NOVAFS_CRASH_SEED` pins it (.ci/run
+/// sets and prints it). Failures print a reproducer naming it.
+pub fn run_seed() -> u64 {
+    std::env::var("NOVAFS_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+            now.map_or(1, |d| d.as_secs() % 1_000_000)
+        })
+}
+
 /// Checks `w` at every crash point; panics listing each kind of failure.
 pub fn assert_atomic_workload(w: &Workload) -> Stats {
+    assert_atomic_with(w, &config())
+}
+
+/// [`assert_atomic_workload`] with `cfg`.
+pub fn assert_atomic_with(w: &Workload, cfg: &Config) -> Stats {
     let mut st = Stats::default();
-    check_workload(w, &config(), &mut st);
+    check_workload(w, cfg, &mut st);
     eprintln!("{}: {st}", w.name);
     if !st.failures.is_empty() {
         let mut msg = format!("{}: {} failure(s)\n", w.name, st.failures.len());
