@@ -1,7 +1,7 @@
 //! (f) A full file system (NOVA §5.4, Table 3): the fileserver personality
 //! on novafs through the library, on a file system pre-filled to 95% used,
 //! sampled every second for operations per second and the pages the fast
-//! and the thorough log GC reclaimed (novafs::gc::STATS).
+//! and the thorough log GC reclaimed (`Fs::gc_stats`).
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,13 +24,13 @@ pub struct GcSnap {
 }
 
 impl GcSnap {
-    pub fn now() -> GcSnap {
-        let s = &novafs::gc::STATS;
-        GcSnap {
-            fast_pages: s.fast_pages.load(Ordering::Relaxed),
-            thorough_pages: s.thorough_pages.load(Ordering::Relaxed),
-            thorough_runs: s.thorough_runs.load(Ordering::Relaxed),
-        }
+    pub fn now(t: &LibraryTarget) -> Result<GcSnap> {
+        let s = t.gc_stats()?;
+        Ok(GcSnap {
+            fast_pages: s.fast_pages,
+            thorough_pages: s.thorough_pages,
+            thorough_runs: s.thorough_runs,
+        })
     }
 
     fn since(self, base: GcSnap) -> GcSnap {
@@ -183,7 +183,7 @@ pub fn run(lib: &mut LibraryTarget, size_mib: u64, threads: usize, secs: f64, st
     let start_used_pct = used_pct(lib)?;
     let counters = Counters::default();
     let halt = AtomicBool::new(false);
-    let mut series = Series::new(GcSnap::now());
+    let mut series = Series::new(GcSnap::now(lib)?);
     bar.set_message("full file system: fileserver");
     let start = Instant::now();
     let deadline = start + Duration::from_secs_f64(secs);
@@ -211,7 +211,7 @@ pub fn run(lib: &mut LibraryTarget, size_mib: u64, threads: usize, secs: f64, st
             series.record(
                 t,
                 counters.ops.load(Ordering::Relaxed),
-                GcSnap::now(),
+                GcSnap::now(lib)?,
                 counters.nospc.load(Ordering::Relaxed),
                 used_pct(lib)?,
             );

@@ -362,6 +362,11 @@ impl LibraryTarget {
         Ok(self.fs()?.statfs())
     }
 
+    /// What log GC reclaimed since the last mount.
+    pub fn gc_stats(&self) -> Result<novafs::GcStats> {
+        Ok(self.fs()?.gc_stats())
+    }
+
     /// Mount the region again and check that the mount went the way it was
     /// meant to (clean or recovered); its wall time in ms.
     fn mount_timed(&mut self, expect_clean: bool) -> Result<f64> {

@@ -24,7 +24,7 @@ pub struct Args {
     /// Run the sweep once for each of these seeds (e.g. --seeds 7,11,23), each to --images.
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     seeds: Vec<u64>,
-    /// Stop once this many crash images have been checked, per seed (default with --all: 100000).
+    /// Stop once this many crash images have been checked, per seed (default with --all: 100000; --all checks every scenario first whatever the count).
     #[arg(long)]
     images: Option<u64>,
     /// Check only this workload (see --list; also random-SEED-LEN and random2-SEED-LEN).
@@ -109,6 +109,9 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
     cfg.known = args.known_bug.clone();
     cfg.only_image = args.image;
     let target = args.images.or(args.all.then_some(100_000));
+    // The long sweep checks every scenario whatever the image count, then
+    // random sequences until the target is reached.
+    let mut scenarios = 0;
     let workloads: Box<dyn Iterator<Item = Workload> + Send> = match &args.workload {
         Some(name) => match workload::by_name(name) {
             Some(w) => Box::new(std::iter::once(w)),
@@ -119,7 +122,9 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
         },
         None if args.all => {
             let len = args.sequence_len;
-            Box::new(workload::all().into_iter().chain((0..).map(move |i: u64| {
+            let catalog = workload::all();
+            scenarios = catalog.len() as u64;
+            Box::new(catalog.into_iter().chain((0..).map(move |i: u64| {
                 // Alternate one-shard and two-shard sequences.
                 let s = seed.wrapping_add(i / 2);
                 if i.is_multiple_of(2) {
@@ -134,7 +139,10 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
     let verbose = args.point.is_some();
     let t0 = Instant::now();
     let limit = args.time_limit.map(Duration::from_secs);
-    let stop = |s: &Stats| target.is_some_and(|t| s.images >= t) || limit.is_some_and(|l| t0.elapsed() >= l);
+    let stop = |s: &Stats| {
+        let enough = s.workloads >= scenarios && target.is_some_and(|t| s.images >= t);
+        enough || limit.is_some_and(|l| t0.elapsed() >= l)
+    };
     let progress = |name: &str, s: &Stats| {
         println!(
             "{name}: {} crash points, {} images, {} failures ({:.1}s)",

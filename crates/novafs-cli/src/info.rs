@@ -20,7 +20,7 @@ fn when(ns: i64) -> String {
 pub fn run(path: &Path) -> Result<()> {
     let region = open(path, false, false)?;
     let kind = region.kind();
-    let info = novafs::recovery::inspect(region).map_err(|e| explain_fs(path, e))?;
+    let info = novafs::inspect(region).map_err(|e| explain_fs(path, e))?;
     let sb = info.superblock;
     let data_pages = (sb.data_end - sb.data_start) / PAGE_SIZE;
     println!("image:        {}", path.display());

@@ -30,8 +30,8 @@ pub fn run(path: &Path, size: Option<u64>, force: bool, shards: Option<u32>) -> 
     let size = size
         .or_else(|| existing.as_ref().map(|m| m.len()).filter(|&l| l > 0))
         .unwrap_or(DEFAULT_SIZE);
-    let shards = shards.unwrap_or_else(novafs::recovery::default_shards);
-    let min = novafs::recovery::minimum_size(shards);
+    let shards = shards.unwrap_or_else(novafs::default_shards);
+    let min = novafs::minimum_size(shards);
     if size < min {
         bail!(
             "{} bytes is too small for {shards} shard(s): use --size {}M or more",

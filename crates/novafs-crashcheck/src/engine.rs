@@ -28,7 +28,7 @@ use crate::image::OverlayRegion;
 
 use crate::rng::Rng;
 use crate::tree::{Compare, Tree};
-use crate::workload::{gc_count, gc_lock, Expect, Op, Runner, Workload};
+use crate::workload::{gc_count, Expect, Op, Runner, Workload};
 
 /// How the images of one crash point are chosen ([`choices`]).
 #[derive(Clone, Copy, Debug)]
@@ -332,8 +332,6 @@ pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
     let ops = w.recorded_ops();
     let mut states = vec![initial];
     let mut errors = Vec::new();
-    let _gc = gc_lock();
-    let gc_before = w.gc.map(gc_count);
     for (i, op) in ops.iter().enumerate() {
         rec.begin_op(i as u64);
         let res = run.apply(op);
@@ -358,8 +356,8 @@ pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
         };
         states.push(tree);
     }
-    if let (Some(kind), Some(before)) = (w.gc, gc_before) {
-        if gc_count(kind) == before {
+    if let Some(kind) = w.gc {
+        if gc_count(&run, kind) == 0 {
             return Err(format!("the recorded operations never ran {kind:?} GC"));
         }
     }

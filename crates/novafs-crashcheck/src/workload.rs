@@ -5,8 +5,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
 use novafs::file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 use novafs::{FormatOptions, Fs, Ino, MountOptions, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE};
@@ -354,19 +353,13 @@ impl Workload {
     }
 }
 
-/// Serialises everything in this process that may run GC, so the global GC
-/// counters tell which run moved them.
-pub fn gc_lock() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-/// The GC counter for `kind`.
-pub fn gc_count(kind: GcKind) -> u64 {
-    let s = &novafs::gc::STATS;
+/// The GC counter for `kind` of the file system `r` has mounted (0 when
+/// none is).
+pub fn gc_count(r: &Runner, kind: GcKind) -> u64 {
+    let s = r.fs.as_ref().map(Fs::gc_stats).unwrap_or_default();
     match kind {
-        GcKind::Fast => s.fast_pages.load(Ordering::Relaxed),
-        GcKind::Thorough => s.thorough_runs.load(Ordering::Relaxed),
+        GcKind::Fast => s.fast_pages,
+        GcKind::Thorough => s.thorough_runs,
     }
 }
 
@@ -643,7 +636,7 @@ pub fn catalog() -> Vec<Workload> {
 
 /// Runs `ops` on a fresh file system; returns how many of them ran before
 /// `stop` returned true after one (the index of that op), or None.
-fn first_where(setup: &[Op], ops: impl Iterator<Item = Op>, mut stop: impl FnMut() -> bool) -> Option<usize> {
+fn first_where(setup: &[Op], ops: impl Iterator<Item = Op>, mut stop: impl FnMut(&Runner) -> bool) -> Option<usize> {
     let mut r = Runner::fresh().ok()?;
     r.apply(&Op::Mount).ok()?;
     for op in setup {
@@ -651,7 +644,7 @@ fn first_where(setup: &[Op], ops: impl Iterator<Item = Op>, mut stop: impl FnMut
     }
     for (i, op) in ops.enumerate() {
         r.apply(&op).ok()?;
-        if stop() {
+        if stop(&r) {
             return Some(i);
         }
     }
@@ -665,7 +658,7 @@ fn around(
     setup: Vec<Op>,
     gen: impl Fn(usize) -> Op,
     limit: usize,
-    stop: impl FnMut() -> bool,
+    stop: impl FnMut(&Runner) -> bool,
     before: usize,
     after: usize,
 ) -> Option<Workload> {
@@ -687,7 +680,6 @@ fn journal_head(region: &dyn Region) -> u64 {
 /// growth of a file and of a directory, fast GC, thorough GC of a file and
 /// of a directory, and a journal transaction that wraps around the ring.
 pub fn generated() -> Vec<Workload> {
-    let _gc = gc_lock();
     let mut out = Vec::new();
     // Log growth: distinct pages stay live, so the log must grow.
     let grow = |i: usize| write("/f", i as u64 * 4096, 8, 100 + i as u64);
@@ -755,13 +747,12 @@ pub fn generated() -> Vec<Workload> {
     }
     // Fast GC: overwrites of one page leave only dead entries behind.
     let over = |i: usize| write("/f", (i % 3) as u64 * 8, 8, 1000 + i as u64);
-    let before = gc_count(GcKind::Fast);
     if let Some(mut w) = around(
         "fast_gc",
         vec![create("/f"), write("/f", 0, 4096, 9)],
         over,
         2000,
-        || gc_count(GcKind::Fast) > before,
+        |r| gc_count(r, GcKind::Fast) > 0,
         2,
         1,
     ) {
@@ -777,13 +768,12 @@ pub fn generated() -> Vec<Workload> {
             write("/f", 0, 16, 3000 + i as u64)
         }
     };
-    let before = gc_count(GcKind::Thorough);
     if let Some(mut w) = around(
         "thorough_gc_file",
         vec![create("/f")],
         sparse,
         30_000,
-        || gc_count(GcKind::Thorough) > before,
+        |r| gc_count(r, GcKind::Thorough) > 0,
         2,
         1,
     ) {
@@ -799,13 +789,12 @@ pub fn generated() -> Vec<Workload> {
             Op::Unlink(n)
         }
     };
-    let before = gc_count(GcKind::Thorough);
     if let Some(mut w) = around(
         "thorough_gc_dir",
         vec![mkdir("/d"), create("/d/keep")],
         cycle,
         40_000,
-        || gc_count(GcKind::Thorough) > before,
+        |r| gc_count(r, GcKind::Thorough) > 0,
         2,
         1,
     ) {
@@ -814,7 +803,7 @@ pub fn generated() -> Vec<Workload> {
     }
     // Thorough GC started by the unlink, or the rename over an existing
     // name, that cancels an add: the add moves to the compacted log before
-    // it is invalidated (the regression fixed in fs.rs `commit_multi`). A
+    // it is invalidated (the regression fixed in namespace.rs `commit_parts`). A
     // name that stays every 64 steps keeps fast GC from freeing the pages.
     for (name, by_rename) in [
         ("thorough_gc_dir_by_unlink", false),
@@ -832,10 +821,10 @@ pub fn generated() -> Vec<Workload> {
                 Op::Unlink(tmp(i - 1))
             }
         };
-        let mut last = gc_count(GcKind::Thorough);
+        let mut last = 0;
         let mut i = 0usize;
-        let cancelling_op_compacted = || {
-            let now = gc_count(GcKind::Thorough);
+        let cancelling_op_compacted = |r: &Runner| {
+            let now = gc_count(r, GcKind::Thorough);
             let cancels = i.is_multiple_of(2) && !i.is_multiple_of(64);
             let hit = now > last && cancels;
             (last, i) = (now, i + 1);

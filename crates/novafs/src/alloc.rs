@@ -119,6 +119,13 @@ pub fn current_shard(shards: usize) -> usize {
     })
 }
 
+/// Evidence that nothing durable references some pages any more (rule R3),
+/// which [`PageAllocator::release`] asks for: only the commit points make
+/// one — a log tail store or a journal transaction (`log::Committed`,
+/// `journal::Durable`) and fast GC's relinking (`log::Unlinked`).
+/// (The rule is shown not to compile when broken in `probe.rs`.)
+pub trait Unreferenced {}
+
 /// A run of contiguous pages, by byte offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Extent {
@@ -171,7 +178,29 @@ impl PageAllocator {
 
     /// Returns pages to their pools. A double free is a bug or corruption: it
     /// is reported and the range is left as it was.
-    pub fn free(&self, off: u64, npages: u64) {
+    /// Returns pages that nothing durable references any more (rule R3):
+    /// `_proof` is the commit that dropped the last reference, durable.
+    pub fn release(&self, _proof: &impl Unreferenced, extents: &[Extent]) {
+        for e in extents {
+            self.put_back(e.off, e.npages);
+        }
+    }
+
+    /// Returns pages this operation allocated and never linked into
+    /// anything a commit made reachable (its commit failed, or never ran).
+    pub fn abandon(&self, extents: &[Extent]) {
+        for e in extents {
+            self.put_back(e.off, e.npages);
+        }
+    }
+
+    /// Adds pages known to be free while the allocator is being built
+    /// (mkfs, the saved state of a clean unmount, the recovery scan).
+    pub fn add_free(&self, off: u64, npages: u64) {
+        self.put_back(off, npages);
+    }
+
+    fn put_back(&self, off: u64, npages: u64) {
         let mut page = off >> PAGE_SHIFT;
         let end = page + npages;
         while page < end {
@@ -210,9 +239,7 @@ impl PageAllocator {
             }
         }
         if need > 0 {
-            for e in got {
-                self.free(e.off, e.npages);
-            }
+            self.abandon(&got);
             return Err(Error::NoSpace);
         }
         Ok(got)
@@ -325,23 +352,19 @@ mod tests {
     #[test]
     fn allocator_is_all_or_nothing_and_frees_back() {
         let a = PageAllocator::new(4096 * 10, 4096 * 20, 2);
-        a.free(4096 * 10, 10);
+        a.add_free(4096 * 10, 10);
         assert_eq!(a.free_pages(), 10);
         assert!(matches!(a.alloc(11, Budget::Reserve), Err(Error::NoSpace)));
         // 10 pages hold back a reserve of 2 from ordinary allocations.
         assert!(matches!(a.alloc(9, Budget::Normal), Err(Error::NoSpace)));
         let eight = a.alloc(8, Budget::Normal).unwrap();
         assert_eq!(a.available_pages(), 0);
-        for e in eight {
-            a.free(e.off, e.npages);
-        }
+        a.abandon(&eight);
         assert_eq!(a.free_pages(), 10);
         let got = a.alloc(10, Budget::Reserve).unwrap();
         assert_eq!(got.iter().map(|e| e.npages).sum::<u64>(), 10);
         assert_eq!(a.free_pages(), 0);
-        for e in got {
-            a.free(e.off, e.npages);
-        }
+        a.abandon(&got);
         assert_eq!(a.export(), vec![(10, 5), (15, 5)]);
     }
 }

@@ -19,7 +19,7 @@ use foldhash::SharedSeed;
 use hashbrown::HashTable;
 
 use crate::error::{corrupt, Error, Result};
-use crate::inode::Ino;
+use crate::layout::Ino;
 use crate::layout::{DentryHead, EntryType, NAME_MAX};
 use crate::log::{Entry, Log};
 
@@ -303,7 +303,7 @@ mod tests {
     fn log_of(n: usize) -> Result<(Log, Vec<u64>)> {
         let region = MemRegion::new(64 * PAGE_SIZE);
         let alloc = PageAllocator::new(PAGE_SIZE, 64 * PAGE_SIZE, 1);
-        alloc.free(PAGE_SIZE, 63);
+        alloc.add_free(PAGE_SIZE, 63);
         let spec = DentrySpec {
             ino: 0,
             seq: 0,
@@ -314,8 +314,9 @@ mod tests {
         let entries: Vec<Entry> = (0..n).map(|_| dentry(0, true, b"x", &spec)).collect();
         let mut log = Log::default();
         let p = log.append(&region, &alloc, Budget::Reserve, &entries)?;
-        log.committed(&p);
-        Ok((log, p.offsets))
+        let c = log.commit(&region, 0, p)?;
+        log.committed(&c);
+        Ok((log, c.offsets().to_vec()))
     }
 
     fn head(ino: Ino, seq: u64) -> DentryHead {

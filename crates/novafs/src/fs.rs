@@ -1,42 +1,35 @@
 //! The public, thread-safe API: [`Fs`]. Calls take inode numbers (as FUSE
-//! does); a few path helpers sit on top. Each inode has its own lock and there
-//! is no global lock on the data path; operations on several inodes lock
-//! them in inode-number order, and cross-directory renames also take the
-//! rename lock (as Linux's s_vfs_rename_mutex) so the tree cannot change
-//! shape while one checks for loops.
+//! does); a few path helpers sit on top. Each inode has its own lock and
+//! there is no global lock on the data path (cache.rs); namespace changes
+//! live in namespace.rs, file data in file.rs.
 //!
 //! Strict mode (DESIGN.md §1): every call that returns Ok is atomic and
 //! durable. Dropping an `Fs` without [`Fs::unmount`] is a crash: the next
 //! open recovers.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use parking_lot::Mutex;
 use pm::Region;
 
 use crate::alloc::Budget;
-use crate::ctx::Ctx;
-use crate::dir::{check_name, dentry, DentrySpec};
+use crate::cache::{alive, Cache, Cell};
+use crate::commit::Ctx;
 use crate::error::{Error, Result};
 use crate::file;
-use crate::hash::U64Map;
-use crate::inode::{
-    link_entry, read_live_record, record_of_attr, record_publish, setattr_entry, Attr, FileType, Ino, InodeState,
-    ROOT_INO,
-};
+use crate::inode::{setattr_entry, Attr, FileType, Ino, ROOT_INO};
 use crate::journal::Update;
-use crate::layout::{ftype_of_mode, invalidated_word, Superblock, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
-use crate::log::Entry;
-use crate::recovery::{self, FormatOptions, MountReport};
+use crate::layout::{Superblock, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
+use crate::mkfs::{self, FormatOptions};
+use crate::namespace::{Namespace, NewNode};
+use crate::recovery::{self, MountReport};
 use crate::time::now_ns;
 
-/// Most hard links one inode may have.
-pub const MAX_LINKS: u32 = 65_000;
+pub use crate::namespace::{MAX_LINKS, RENAME_EXCHANGE, RENAME_NOREPLACE};
+
 /// Longest symlink target (PATH_MAX less the terminating NUL).
 pub const MAX_SYMLINK: usize = 4095;
-
-const CACHE_SHARDS: usize = 256;
 
 /// How to open an image.
 #[derive(Clone, Copy, Debug, Default)]
@@ -56,10 +49,6 @@ pub struct SetAttr {
     pub mtime: Option<i64>,
     pub ctime: Option<i64>,
 }
-
-/// `rename` flags (Linux values).
-pub const RENAME_NOREPLACE: u32 = 1;
-pub const RENAME_EXCHANGE: u32 = 2;
 
 /// lseek whence values for holes (Linux values).
 pub const SEEK_DATA: u32 = 3;
@@ -89,58 +78,24 @@ pub struct StatFs {
     pub name_max: u64,
 }
 
-/// The in-DRAM inode: its state behind a lock, plus the parent of a
-/// directory readable without the lock (for rename's loop check).
-struct Cell {
-    state: RwLock<InodeState>,
-    parent: AtomicU64,
+/// Log GC so far on this mount (NOVA Table 3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GcStats {
+    /// Log pages freed by fast GC.
+    pub fast_pages: u64,
+    /// Log pages freed by thorough GC, and how often it ran.
+    pub thorough_pages: u64,
+    pub thorough_runs: u64,
 }
 
 /// A mounted novafs.
 pub struct Fs {
     ctx: Ctx,
     sb: Mutex<Superblock>,
-    cache: Vec<Mutex<U64Map<Arc<Cell>>>>,
+    cache: Cache,
     rename_lock: Mutex<()>,
     read_only: bool,
     report: MountReport,
-}
-
-/// Write locks on a set of inodes taken in inode-number order.
-struct Locked<'a> {
-    inos: Vec<Ino>,
-    guards: Vec<RwLockWriteGuard<'a, InodeState>>,
-}
-
-impl Locked<'_> {
-    /// The locked state of `ino`. Every caller asks only for inodes it put
-    /// in the set, so a miss is a bug in this module, never bad input.
-    fn get(&mut self, ino: Ino) -> &mut InodeState {
-        let i = self
-            .inos
-            .iter()
-            .position(|&x| x == ino)
-            .expect("inode not locked by this operation");
-        &mut self.guards[i]
-    }
-}
-
-fn alive(st: &InodeState) -> Result<()> {
-    if st.dead {
-        Err(Error::NotFound)
-    } else {
-        Ok(())
-    }
-}
-
-/// Looks `name` up in the directory held by `cell` under a read lock.
-fn peek_in(cell: &Cell, name: &[u8]) -> Result<Option<crate::dir::Dent>> {
-    if name.len() > crate::layout::NAME_MAX {
-        return Err(Error::NameTooLong);
-    }
-    let st = cell.state.read();
-    alive(&st)?;
-    Ok(st.dir()?.get(name))
 }
 
 fn kind_of_ftype(ftype: u8) -> FileType {
@@ -150,7 +105,7 @@ fn kind_of_ftype(ftype: u8) -> FileType {
 impl Fs {
     /// Lays out an empty file system on `region`.
     pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
-        recovery::format(region, opts)
+        mkfs::format(region, opts)
     }
 
     /// Mounts the file system on `region`, recovering after a crash.
@@ -159,7 +114,7 @@ impl Fs {
         Ok(Fs {
             ctx,
             sb: Mutex::new(sb),
-            cache: (0..CACHE_SHARDS).map(|_| Mutex::new(U64Map::default())).collect(),
+            cache: Cache::new(),
             rename_lock: Mutex::new(()),
             read_only: opts.read_only,
             report,
@@ -172,17 +127,11 @@ impl Fs {
         if self.read_only {
             return Ok(());
         }
-        let cells: Vec<Arc<Cell>> = self
-            .cache
-            .iter()
-            .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
-            .collect();
-        for cell in cells {
+        for cell in self.cache.cells() {
             let mut st = cell.state.write();
             if !st.dead && st.meta.attr.nlink == 0 && st.meta.attr.ino != ROOT_INO {
                 st.open = 0;
-                self.ctx.region().commit_u64(st.off + INODE_STATE_OFF, 0)?;
-                self.forget(&mut st);
+                self.free_inode(&mut st)?;
             }
         }
         let mut sb = self.sb.lock();
@@ -207,109 +156,28 @@ impl Fs {
         }
     }
 
-    /// The DRAM inode, rebuilt from its log on first access (NOVA §4.7 lazy
-    /// rebuild). Loading under the cache-shard lock makes "not cached" and
-    /// "load" atomic with respect to deletion, which evicts under it too.
+    /// How much log GC reclaimed on this mount.
+    pub fn gc_stats(&self) -> GcStats {
+        let g = &self.ctx.gc;
+        GcStats {
+            fast_pages: g.fast_pages.load(Ordering::Relaxed),
+            thorough_pages: g.thorough_pages.load(Ordering::Relaxed),
+            thorough_runs: g.thorough_runs.load(Ordering::Relaxed),
+        }
+    }
+
     fn cell(&self, ino: Ino) -> Result<Arc<Cell>> {
-        let mut shard = self.cache[ino as usize % CACHE_SHARDS].lock();
-        if let Some(c) = shard.get(&ino) {
-            return Ok(c.clone());
-        }
-        let off = self.ctx.tables.locate(ino)?;
-        let rec = read_live_record(self.ctx.region(), off, ino)?;
-        let st = InodeState::load(self.ctx.region(), self.ctx.bounds, off, &rec)?;
-        let parent = st.dir().map_or(0, |d| d.parent());
-        let cell = Arc::new(Cell {
-            state: RwLock::new(st),
-            parent: AtomicU64::new(parent),
-        });
-        shard.insert(ino, cell.clone());
-        Ok(cell)
+        self.cache.get(&self.ctx, ino)
     }
 
-    fn insert_cell(&self, st: InodeState, parent: Ino) {
-        let ino = st.meta.attr.ino;
-        let cell = Arc::new(Cell {
-            state: RwLock::new(st),
-            parent: AtomicU64::new(parent),
-        });
-        self.cache[ino as usize % CACHE_SHARDS].lock().insert(ino, cell);
-    }
-
-    /// Marks a freed inode dead and returns its pages and slot (R3: its
-    /// state word is already durably free).
-    fn forget(&self, st: &mut InodeState) {
-        let ino = st.meta.attr.ino;
-        st.dead = true;
-        // Evict before the slot can be claimed again: a create reusing the
-        // number must not have its new cache entry removed here.
-        self.cache[ino as usize % CACHE_SHARDS].lock().remove(&ino);
-        recovery::release_resources(&self.ctx, st);
-        self.ctx.tables.release(ino);
-    }
-
-    /// Locks `inos` (deduplicated) for writing in inode-number order.
-    fn lock_all<'a>(&self, cells: &'a [(Ino, Arc<Cell>)]) -> Result<Locked<'a>> {
-        let mut order: Vec<&(Ino, Arc<Cell>)> = cells.iter().collect();
-        order.sort_by_key(|(ino, _)| *ino);
-        order.dedup_by_key(|(ino, _)| *ino);
-        let mut l = Locked {
-            inos: Vec::new(),
-            guards: Vec::new(),
-        };
-        for (ino, cell) in order {
-            let g = cell.state.write();
-            alive(&g)?;
-            l.inos.push(*ino);
-            l.guards.push(g);
-        }
-        Ok(l)
-    }
-
-    fn cells(&self, inos: &[Ino]) -> Result<Vec<(Ino, Arc<Cell>)>> {
-        inos.iter().map(|&i| Ok((i, self.cell(i)?))).collect()
-    }
-
-    /// Appends each inode's entries, then commits every tail, the in-place
-    /// invalidation of the dentry adds that `cancel` names as (directory,
-    /// name), and `extra` in one journal transaction (R2), then applies the
-    /// entries to DRAM.
-    ///
-    /// GC runs first, outside the transaction ([`Ctx::make_room`]), and the
-    /// cancelled adds are located only after it: thorough GC (NOVA §4.6)
-    /// moves a directory's live dentries into a new log and frees the old
-    /// pages, so an address taken earlier would point into a freed page,
-    /// possibly another file's data by then.
-    fn commit_multi(
-        &self,
-        l: &mut Locked<'_>,
-        budget: Budget,
-        parts: &[(Ino, Vec<Entry>)],
-        cancel: &[(Ino, &[u8])],
-        extra: &[Update],
-    ) -> Result<()> {
-        for (ino, entries) in parts {
-            self.ctx.make_room(l.get(*ino), entries)?;
-        }
-        let mut txn = self.ctx.journal.begin();
-        let mut updates = Vec::new();
-        let mut pending = Vec::new();
-        for (ino, entries) in parts {
-            let st = l.get(*ino);
-            let p = self.ctx.append_in(&mut txn, st, budget, entries)?;
-            Ctx::tail_updates(st, &p, &mut updates);
-            pending.push(p);
-        }
-        for &(dir, name) in cancel {
-            let d = l.get(dir).dir()?.get(name).ok_or(Error::NotFound)?;
-            let word = self.ctx.region().load_u64(d.entry)?;
-            updates.push(Update::word(d.entry, invalidated_word(word)));
-        }
-        updates.extend_from_slice(extra);
-        txn.commit(self.ctx.region(), &updates)?;
-        for ((ino, entries), p) in parts.iter().zip(&pending) {
-            self.ctx.apply(l.get(*ino), entries, p)?;
-        }
+    /// Frees an unlinked inode whose last handle went away: one 8-byte
+    /// store of its state word (R5), then its pages and slot (R3).
+    fn free_inode(&self, st: &mut crate::inode::InodeState) -> Result<()> {
+        let proof = self
+            .ctx
+            .journal
+            .commit(self.ctx.region(), &[Update::word(st.off + INODE_STATE_OFF, 0)])?;
+        self.cache.forget(&self.ctx, st, &proof);
         Ok(())
     }
 
@@ -393,8 +261,8 @@ impl Fs {
         } else {
             Budget::Normal
         };
-        if let Err(e) = self.ctx.commit_single(&mut st, budget, &entries) {
-            self.ctx.free_extents(&extents);
+        if let Err(e) = file::commit_file(&self.ctx, &mut st, budget, &entries) {
+            self.ctx.alloc.abandon(&extents);
             return Err(e);
         }
         Ok(st.attr())
@@ -402,20 +270,68 @@ impl Fs {
 
     // ---- namespace ----
 
+    fn ns(&self) -> Namespace<'_> {
+        Namespace {
+            ctx: &self.ctx,
+            cache: &self.cache,
+            rename_lock: &self.rename_lock,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn make_node(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        mode: u32,
+        rdev: u64,
+        (uid, gid): (u32, u32),
+        target: Option<&[u8]>,
+        opened: bool,
+    ) -> Result<Attr> {
+        self.writable()?;
+        self.ns().create(&NewNode {
+            parent,
+            name,
+            mode,
+            rdev,
+            uid,
+            gid,
+            target,
+            opened,
+        })
+    }
+
     /// Creates a regular file.
     pub fn create(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(parent, name, libc::S_IFREG | (perm & 0o7777), 0, uid, gid, None, false)
+        self.make_node(
+            parent,
+            name,
+            libc::S_IFREG | (perm & 0o7777),
+            0,
+            (uid, gid),
+            None,
+            false,
+        )
     }
 
     /// Creates a regular file with an open handle already registered (as
     /// open(O_CREAT) does), so no unlink can come in between.
     pub fn create_open(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(parent, name, libc::S_IFREG | (perm & 0o7777), 0, uid, gid, None, true)
+        self.make_node(parent, name, libc::S_IFREG | (perm & 0o7777), 0, (uid, gid), None, true)
     }
 
     /// Creates a directory.
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(parent, name, libc::S_IFDIR | (perm & 0o7777), 0, uid, gid, None, false)
+        self.make_node(
+            parent,
+            name,
+            libc::S_IFDIR | (perm & 0o7777),
+            0,
+            (uid, gid),
+            None,
+            false,
+        )
     }
 
     /// Creates a node of any non-directory type from a full `mode`: regular
@@ -425,7 +341,7 @@ impl Fs {
             None => Err(Error::Invalid("unknown file type in mode")),
             Some(FileType::Directory) => Err(Error::Invalid("mknod cannot make directories")),
             Some(FileType::Symlink) => Err(Error::Invalid("mknod cannot make symlinks")),
-            Some(_) => self.make_node(parent, name, mode, rdev, uid, gid, None, false),
+            Some(_) => self.make_node(parent, name, mode, rdev, (uid, gid), None, false),
         }
     }
 
@@ -437,7 +353,7 @@ impl Fs {
         if target.len() > MAX_SYMLINK {
             return Err(Error::NameTooLong);
         }
-        self.make_node(parent, name, libc::S_IFLNK | 0o777, 0, uid, gid, Some(target), false)
+        self.make_node(parent, name, libc::S_IFLNK | 0o777, 0, (uid, gid), Some(target), false)
     }
 
     /// Reads a symlink's target.
@@ -454,448 +370,29 @@ impl Fs {
         Ok(buf)
     }
 
-    /// NOVA §4.3 create: the new inode and its log are written while its
-    /// slot is still free, the dentry is appended to the parent's log, then
-    /// one journal transaction sets the valid bit and the parent's tail.
-    #[allow(clippy::too_many_arguments)]
-    fn make_node(
-        &self,
-        parent: Ino,
-        name: &[u8],
-        mode: u32,
-        rdev: u64,
-        uid: u32,
-        gid: u32,
-        target: Option<&[u8]>,
-        opened: bool,
-    ) -> Result<Attr> {
-        self.writable()?;
-        check_name(name)?;
-        let kind = FileType::from_mode(mode).ok_or(Error::Invalid("unknown file type"))?;
-        let is_dir = kind == FileType::Directory;
-        let pcell = self.cell(parent)?;
-        let mut pst = pcell.state.write();
-        alive(&pst)?;
-        if pst.dir()?.get(name).is_some() {
-            return Err(Error::Exists);
-        }
-        if pst.meta.attr.nlink == 0 {
-            return Err(Error::NotFound);
-        }
-        if is_dir && pst.meta.attr.nlink >= MAX_LINKS {
-            return Err(Error::TooManyLinks);
-        }
-        let (ino, off) = self.ctx.tables.claim(self.ctx.region(), &self.ctx.alloc)?;
-        let now = now_ns();
-        let attr = Attr {
-            ino,
-            kind,
-            perm: mode & 0o7777,
-            nlink: if is_dir { 2 } else { 1 },
-            uid,
-            gid,
-            size: 0,
-            blocks: 0,
-            atime: now,
-            mtime: now,
-            ctime: now,
-            rdev,
-            generation: now as u64,
-        };
-        let mut st = InodeState::new(attr, off);
-        let built = (|| -> Result<()> {
-            let record = record_of_attr(&attr, self.ctx.epoch);
-            let rec = zerocopy::IntoBytes::as_bytes(&record);
-            let write_record = || -> Result<()> {
-                self.ctx.region().write(off, rec)?;
-                Ok(self.ctx.region().flush(off, INODE_SIZE)?)
-            };
-            // A directory's ".." and a symlink's target are committed in the
-            // new inode's own log first, over the record: that commit's R1
-            // fence makes the whole record persistent before the parent's
-            // transaction begins, so it only has to set the valid bit.
-            let has_init = is_dir || target.is_some();
-            if has_init {
-                write_record()?;
-            }
-            if is_dir {
-                let spec = DentrySpec {
-                    ino: parent,
-                    seq: 0,
-                    ftype: ftype_of_mode(libc::S_IFDIR),
-                    dir_nlink: 2,
-                    dir_mtime: now,
-                };
-                self.ctx
-                    .commit_single(&mut st, Budget::Normal, &[dentry(self.ctx.epoch, true, b"..", &spec)])?;
-            }
-            if let Some(t) = target {
-                file::write(&self.ctx, &mut st, 0, t)?;
-            }
-            let pa = pst.meta.attr;
-            let spec = DentrySpec {
-                ino,
-                seq: pst.dir()?.next_seq(),
-                ftype: ftype_of_mode(mode),
-                dir_nlink: pa.nlink + u32::from(is_dir),
-                dir_mtime: now,
-            };
-            let entries = [dentry(self.ctx.epoch, true, name, &spec)];
-            self.ctx.make_room(&mut pst, &entries)?;
-            let mut txn = self.ctx.journal.begin();
-            let mut updates = Vec::with_capacity(4);
-            if has_init {
-                updates.push(Update::word(off + INODE_STATE_OFF, INODE_LIVE));
-            } else {
-                // The record's flush shares the transaction's R2 fence, so
-                // the transaction publishes it by a check and updates
-                // (inode::record_publish; FORMAT.md, "What a transaction
-                // publishes").
-                write_record()?;
-                let (check, words) = record_publish(off, &record);
-                txn.depends_on(&[check]);
-                updates.extend(words);
-            }
-            let p = self.ctx.append_in(&mut txn, &mut pst, Budget::Normal, &entries)?;
-            Ctx::tail_updates(&pst, &p, &mut updates);
-            txn.commit(self.ctx.region(), &updates)?;
-            self.ctx.apply(&mut pst, &entries, &p)
-        })();
-        if let Err(e) = built {
-            recovery::release_resources(&self.ctx, &mut st);
-            self.ctx.tables.release(ino);
-            return Err(e);
-        }
-        let attr = st.attr();
-        st.open = u32::from(opened);
-        self.insert_cell(st, if is_dir { parent } else { 0 });
-        Ok(attr)
-    }
-
     /// Adds the name `newname` in `newparent` for inode `ino`.
     pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         self.writable()?;
-        check_name(newname)?;
-        let cells = self.cells(&[ino, newparent])?;
-        let mut l = self.lock_all(&cells)?;
-        let now = now_ns();
-        let target = l.get(ino).attr();
-        if target.kind == FileType::Directory {
-            return Err(Error::NotPermitted);
-        }
-        if target.nlink == 0 {
-            return Err(Error::NotFound);
-        }
-        if target.nlink >= MAX_LINKS {
-            return Err(Error::TooManyLinks);
-        }
-        let p = l.get(newparent);
-        if p.dir()?.get(newname).is_some() {
-            return Err(Error::Exists);
-        }
-        let spec = DentrySpec {
-            ino,
-            seq: p.dir()?.next_seq(),
-            ftype: ftype_of_mode(target.mode()),
-            dir_nlink: p.meta.attr.nlink,
-            dir_mtime: now,
-        };
-        let parts = [
-            (newparent, vec![dentry(self.ctx.epoch, true, newname, &spec)]),
-            (ino, vec![link_entry(self.ctx.epoch, target.nlink + 1, now)]),
-        ];
-        self.commit_multi(&mut l, Budget::Normal, &parts, &[], &[])?;
-        Ok(l.get(ino).attr())
+        self.ns().link(ino, newparent, newname)
     }
 
     /// Removes a non-directory name.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        self.remove(parent, name, false)
+        self.writable()?;
+        self.ns().remove(parent, name, false)
     }
 
     /// Removes an empty directory.
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        self.remove(parent, name, true)
-    }
-
-    /// Looks `name` up in `parent` under a read lock.
-    fn peek(&self, parent: Ino, name: &[u8]) -> Result<Option<crate::dir::Dent>> {
-        peek_in(&*self.cell(parent)?, name)
-    }
-
-    fn remove(&self, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
         self.writable()?;
-        if name == b"." || name == b".." {
-            return Err(if want_dir {
-                Error::Invalid("cannot remove . or ..")
-            } else {
-                Error::IsDir
-            });
-        }
-        let pcell = self.cell(parent)?;
-        loop {
-            let d = peek_in(&pcell, name)?.ok_or(Error::NotFound)?;
-            let cells = [(parent, pcell.clone()), (d.ino, self.cell(d.ino)?)];
-            let mut l = self.lock_all(&cells)?;
-            if l.get(parent).dir()?.get(name) != Some(d) {
-                continue; // Changed while unlocked: look again.
-            }
-            let child = l.get(d.ino).attr();
-            let is_dir = child.kind == FileType::Directory;
-            match (want_dir, is_dir) {
-                (true, false) => return Err(Error::NotDir),
-                (false, true) => return Err(Error::IsDir),
-                _ => {}
-            }
-            if is_dir && !l.get(d.ino).dir()?.is_empty() {
-                return Err(Error::NotEmpty);
-            }
-            let now = now_ns();
-            let p = l.get(parent).meta.attr;
-            let spec = DentrySpec {
-                ino: d.ino,
-                seq: d.seq,
-                ftype: d.ftype,
-                dir_nlink: p.nlink - u32::from(is_dir),
-                dir_mtime: now,
-            };
-            let mut parts = vec![(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
-            let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
-            let (extra, free) = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
-            self.commit_multi(&mut l, Budget::Reserve, &parts, &[(parent, name)], &extra)?;
-            if free {
-                self.forget(l.get(d.ino));
-            }
-            return Ok(());
-        }
+        self.ns().remove(parent, name, true)
     }
 
-    /// One link of `st` goes away, leaving `nlink`: either the inode is
-    /// freed in the same transaction (returns its state word and true), or
-    /// a link-change entry records the new count (NOVA keeps an unlinked
-    /// but open file until its last release).
-    fn drop_link(
-        &self,
-        parts: &mut Vec<(Ino, Vec<Entry>)>,
-        st: &InodeState,
-        nlink: u32,
-        now: i64,
-    ) -> (Vec<Update>, bool) {
-        if nlink == 0 && (st.open == 0 || st.meta.attr.kind == FileType::Directory) {
-            (vec![Update::word(st.off + INODE_STATE_OFF, 0)], true)
-        } else {
-            parts.push((st.meta.attr.ino, vec![link_entry(self.ctx.epoch, nlink, now)]));
-            (Vec::new(), false)
-        }
-    }
-
-    /// rename(2) with RENAME_NOREPLACE and RENAME_EXCHANGE: every change —
-    /// both directories, a replaced target, a moved directory's ".." — is
-    /// committed by one journal transaction.
+    /// rename(2) with RENAME_NOREPLACE and RENAME_EXCHANGE, atomic whatever
+    /// it changes.
     pub fn rename(&self, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: u32) -> Result<()> {
         self.writable()?;
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 || flags == RENAME_NOREPLACE | RENAME_EXCHANGE {
-            return Err(Error::Invalid("rename flags"));
-        }
-        for n in [name, newname] {
-            if n == b"." || n == b".." {
-                return Err(Error::Invalid("cannot rename . or .."));
-            }
-        }
-        check_name(newname)?;
-        let exchange = flags & RENAME_EXCHANGE != 0;
-        let cross = parent != newparent;
-        let _tree = cross.then(|| self.rename_lock.lock());
-        loop {
-            let src = self.peek(parent, name)?.ok_or(Error::NotFound)?;
-            let dst = self.peek(newparent, newname)?;
-            if flags & RENAME_NOREPLACE != 0 && dst.is_some() {
-                return Err(Error::Exists);
-            }
-            if exchange && dst.is_none() {
-                return Err(Error::NotFound);
-            }
-            if dst.is_some_and(|d| d.ino == src.ino) {
-                return Ok(()); // Two names of one inode: POSIX says do nothing.
-            }
-            let mut inos = vec![parent, newparent, src.ino];
-            inos.extend(dst.map(|d| d.ino));
-            let cells = self.cells(&inos)?;
-            let mut l = self.lock_all(&cells)?;
-            if l.get(parent).dir()?.get(name) != Some(src) || l.get(newparent).dir()?.get(newname) != dst {
-                continue;
-            }
-            return self.rename_locked(&mut l, parent, name, newparent, newname, src, dst, exchange);
-        }
-    }
-
-    /// True when directory `dir` is `ancestor` or lies below it. Parents are
-    /// read without locks: the rename lock keeps the tree's shape fixed.
-    fn is_within(&self, mut dir: Ino, ancestor: Ino) -> Result<bool> {
-        for _ in 0..=self.ctx.bounds.max_pages() {
-            if dir == ancestor {
-                return Ok(true);
-            }
-            if dir == ROOT_INO {
-                return Ok(false);
-            }
-            dir = self.cell(dir)?.parent.load(Ordering::Acquire);
-        }
-        Err(Error::Corrupt("directory parents form a loop".into()))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn rename_locked(
-        &self,
-        l: &mut Locked<'_>,
-        parent: Ino,
-        name: &[u8],
-        newparent: Ino,
-        newname: &[u8],
-        src: crate::dir::Dent,
-        dst: Option<crate::dir::Dent>,
-        exchange: bool,
-    ) -> Result<()> {
-        let dir_ft = ftype_of_mode(libc::S_IFDIR);
-        let src_dir = src.ftype == dir_ft;
-        let dst_dir = dst.is_some_and(|d| d.ftype == dir_ft);
-        let cross = parent != newparent;
-        if let Some(d) = dst {
-            if !exchange {
-                if src_dir && !dst_dir {
-                    return Err(Error::NotDir);
-                }
-                if !src_dir && dst_dir {
-                    return Err(Error::IsDir);
-                }
-                if dst_dir && !l.get(d.ino).dir()?.is_empty() {
-                    return Err(Error::NotEmpty);
-                }
-            }
-        }
-        if cross {
-            if src_dir && self.is_within(newparent, src.ino)? {
-                return Err(Error::Invalid("cannot move a directory into itself"));
-            }
-            if let Some(d) = dst.filter(|_| exchange && dst_dir) {
-                if self.is_within(parent, d.ino)? {
-                    return Err(Error::Invalid("cannot move a directory into itself"));
-                }
-            }
-        }
-        // Link counts of the two directories after the move.
-        let (mut p_nlink, mut np_nlink) = (
-            l.get(parent).meta.attr.nlink as i64,
-            l.get(newparent).meta.attr.nlink as i64,
-        );
-        if exchange {
-            if cross {
-                let delta = i64::from(dst_dir) - i64::from(src_dir);
-                p_nlink += delta;
-                np_nlink -= delta;
-            }
-        } else {
-            if cross && src_dir {
-                p_nlink -= 1;
-                np_nlink += 1;
-            }
-            if dst_dir {
-                np_nlink -= 1;
-                if !cross {
-                    p_nlink -= 1;
-                }
-            }
-        }
-        if np_nlink > i64::from(MAX_LINKS) || p_nlink > i64::from(MAX_LINKS) {
-            return Err(Error::TooManyLinks);
-        }
-        let now = now_ns();
-        let e = self.ctx.epoch;
-        let np_seq = l.get(newparent).dir()?.next_seq();
-        let mut parent_entries = Vec::new();
-        let mut new_entries = Vec::new();
-        let spec = |ino, seq, ftype, nlink: i64| DentrySpec {
-            ino,
-            seq,
-            ftype,
-            dir_nlink: nlink as u32,
-            dir_mtime: now,
-        };
-        let (np_final, p_final) = if cross { (np_nlink, p_nlink) } else { (p_nlink, p_nlink) };
-        new_entries.push(dentry(e, true, newname, &spec(src.ino, np_seq, src.ftype, np_final)));
-        let mut extra = Vec::new();
-        let mut freed = None;
-        let mut parts: Vec<(Ino, Vec<Entry>)> = Vec::new();
-        if exchange {
-            let d = dst.ok_or(Error::NotFound)?;
-            let seq = if cross {
-                l.get(parent).dir()?.next_seq()
-            } else {
-                np_seq + 1
-            };
-            parent_entries.push(dentry(e, true, name, &spec(d.ino, seq, d.ftype, p_final)));
-            if cross && dst_dir {
-                parts.push((
-                    d.ino,
-                    vec![dentry(
-                        e,
-                        true,
-                        b"..",
-                        &spec(parent, 0, dir_ft, l.get(d.ino).meta.attr.nlink.into()),
-                    )],
-                ));
-            }
-        } else {
-            parent_entries.push(dentry(e, false, name, &spec(src.ino, src.seq, src.ftype, p_final)));
-            if let Some(d) = dst {
-                let victim = l.get(d.ino);
-                let nlink = if dst_dir {
-                    0
-                } else {
-                    victim.meta.attr.nlink.saturating_sub(1)
-                };
-                let (x, free) = self.drop_link(&mut parts, victim, nlink, now);
-                extra = x;
-                freed = free.then_some(d.ino);
-            }
-        }
-        if cross && src_dir {
-            parts.push((
-                src.ino,
-                vec![dentry(
-                    e,
-                    true,
-                    b"..",
-                    &spec(newparent, 0, dir_ft, l.get(src.ino).meta.attr.nlink.into()),
-                )],
-            ));
-        }
-        if cross {
-            parts.push((parent, parent_entries));
-            parts.push((newparent, new_entries));
-        } else {
-            new_entries.extend(parent_entries);
-            parts.push((parent, new_entries));
-        }
-        // NOVA §4.6: the adds of both old names are invalidated in place, so
-        // they can never reappear once their replacements are collected.
-        let mut cancel = vec![(parent, name)];
-        if dst.is_some() {
-            cancel.push((newparent, newname));
-        }
-        self.commit_multi(l, Budget::Reserve, &parts, &cancel, &extra)?;
-        if let Some(v) = freed {
-            self.forget(l.get(v));
-        }
-        if cross {
-            if src_dir {
-                self.cell(src.ino)?.parent.store(newparent, Ordering::Release);
-            }
-            if let Some(d) = dst.filter(|_| exchange && dst_dir) {
-                self.cell(d.ino)?.parent.store(parent, Ordering::Release);
-            }
-        }
-        Ok(())
+        self.ns().rename(parent, name, newparent, newname, flags)
     }
 
     /// Lists directory `ino` from `offset` (0 to start; then the
@@ -952,8 +449,7 @@ impl Fs {
         alive(&st)?;
         st.open = st.open.saturating_sub(1);
         if st.open == 0 && st.meta.attr.nlink == 0 && !self.read_only {
-            self.ctx.region().commit_u64(st.off + INODE_STATE_OFF, 0)?; // R5, then R3.
-            self.forget(&mut st);
+            self.free_inode(&mut st)?;
         }
         Ok(())
     }

@@ -13,17 +13,17 @@ use std::sync::Arc;
 
 use pm::Region;
 
-use crate::alloc::PageAllocator;
-use crate::ctx::Ctx;
 use crate::error::Result;
-use crate::inode::{Body, FileType, Ino, InodeState, InodeTables, ROOT_INO};
+use crate::inode::{Body, FileType, Ino, InodeState, ROOT_INO};
+use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
 use crate::layout::{
-    decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE, STATE_CLEAN,
+    decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, DENTRY_HEAD_SIZE, ENTRY_INVALID,
+    PAGE_SIZE, STATE_CLEAN,
 };
 use crate::log::{Bounds, Log};
-use crate::recovery::{self, resources};
+use crate::recovery;
+use crate::superblock::{bounds_of, read_superblock, replica_matches};
 
 /// What fsck found.
 #[derive(Debug, Default)]
@@ -60,13 +60,13 @@ struct Seen {
 pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Report> {
     let mut rep = Report::default();
     let r = &*region;
-    let (sb, primary_bad) = recovery::read_superblock(r)?;
+    let (sb, primary_bad) = read_superblock(r)?;
     // A crash during a superblock update (R4) leaves one copy torn or stale:
     // a legal crash state that the next read-write mount repairs.
     if primary_bad {
         rep.notes
             .push("primary superblock is damaged; the replica is intact and the next mount repairs it".into());
-    } else if !recovery::replica_matches(r, &sb) {
+    } else if !replica_matches(r, &sb) {
         rep.notes
             .push("superblock replica is damaged or stale; the next mount rewrites it".into());
     }
@@ -76,10 +76,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         rep.notes
             .push(format!("replayed {replayed} committed journal transaction(s)"));
     }
-    let bounds = Bounds {
-        data_start: sb.data_start,
-        data_end: sb.data_end,
-    };
+    let bounds = bounds_of(&sb);
     let tables = InodeTables::load(r, &sb, bounds)?;
     let mut owner: HashMap<u64, Ino> = HashMap::new();
     let mut own = |rep: &mut Report, page: u64, ino: Ino| {
@@ -99,46 +96,46 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         .map(|s| tables.slots(s).len() as u64)
         .sum();
     let mut done = 0;
-    let mut buf = vec![0u8; CHUNK_SIZE as usize];
     for shard in 0..tables.shard_count() as usize {
-        for (base, chunk) in tables.slots(shard) {
-            r.read(chunk, &mut buf)?;
-            for slot in 0..INODES_PER_CHUNK {
-                let ino = tables.ino_of(shard, base + slot);
-                let at = (slot * INODE_SIZE) as usize;
-                let rec: Inode = decode(&buf[at..at + INODE_SIZE as usize])?;
-                if rec.state != INODE_LIVE {
+        tables.scan_shard(r, shard, |slot| {
+            let (ino, off, rec) = match slot {
+                Slot::Free(ino) => {
                     free_slots.push(ino);
-                    continue;
+                    return Ok(());
                 }
-                rep.inodes += 1;
-                let st = match InodeState::load(r, bounds, chunk + slot * INODE_SIZE, &rec) {
-                    Ok(st) => st,
-                    Err(e) => {
-                        rep.problems.push(format!("inode {ino}: {e}"));
-                        continue;
-                    }
-                };
-                if rec.ino != ino {
-                    rep.problems
-                        .push(format!("inode slot {ino} holds inode number {}", rec.ino));
+                Slot::ChunkDone => {
+                    done += 1;
+                    progress(done, total);
+                    return Ok(());
                 }
-                for p in resources(&st) {
-                    own(&mut rep, p, ino);
+                Slot::Live { ino, off, rec } => (ino, off, rec),
+            };
+            rep.inodes += 1;
+            let st = match InodeState::load(r, bounds, off, &rec) {
+                Ok(st) => st,
+                Err(e) => {
+                    rep.problems.push(format!("inode {ino}: {e}"));
+                    return Ok(());
                 }
-                if st.attr().kind == FileType::Directory {
-                    check_cancellations(&mut rep, r, bounds, &rec)?;
-                }
-                seen.insert(ino, describe(&st));
+            };
+            if rec.ino != ino {
+                rep.problems
+                    .push(format!("inode slot {ino} holds inode number {}", rec.ino));
             }
-            done += 1;
-            progress(done, total);
-        }
+            for p in st.pages() {
+                own(&mut rep, p, ino);
+            }
+            if st.attr().kind == FileType::Directory {
+                check_cancellations(&mut rep, r, bounds, &rec)?;
+            }
+            seen.insert(ino, describe(&st));
+            Ok(())
+        })?;
     }
     check_tree(&mut rep, &seen);
     rep.pages_used = owner.len() as u64;
     if rep.clean {
-        check_free_lists(&mut rep, &region, &sb, bounds, &owner, &free_slots)?;
+        check_free_lists(&mut rep, &region, &sb, &owner, &free_slots)?;
     } else {
         rep.notes
             .push("image was not cleanly unmounted: free space is rebuilt by the next mount".into());
@@ -282,19 +279,10 @@ fn check_free_lists(
     rep: &mut Report,
     region: &Arc<dyn Region>,
     sb: &crate::layout::Superblock,
-    bounds: Bounds,
     owner: &HashMap<u64, Ino>,
     free_slots: &[Ino],
 ) -> Result<()> {
-    let r = &**region;
-    let ctx = Ctx {
-        region: region.clone(),
-        alloc: PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize),
-        tables: InodeTables::load(r, sb, bounds)?,
-        journal: Journal::open(r, sb)?,
-        bounds,
-        epoch: sb.epoch,
-    };
+    let ctx = recovery::open_ctx(region.clone(), sb)?;
     if let Err(e) = recovery::load_saved_state(&ctx, sb) {
         rep.problems.push(format!(
             "image is marked clean but its saved allocator state is unusable: {e}"

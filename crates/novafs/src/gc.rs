@@ -1,6 +1,7 @@
-//! Log garbage collection (NOVA §4.6), run when an append would grow a log.
-//! Fast GC unlinks pages whose entries are all dead; thorough GC then
-//! compacts the log when the live state would fit in under half of it.
+//! Log garbage collection (NOVA §4.6), run when an append would grow a log
+//! ([`make_room`], before the commit that appends). Fast GC unlinks pages
+//! whose entries are all dead; thorough GC then compacts the log when the
+//! live state would fit in under half of it.
 //!
 //! Departure from the paper: thorough GC writes the inode's *current state*
 //! (one setattr, one link change, one write entry per mapped run or one add
@@ -9,41 +10,51 @@
 //! the copied entries, and hole, truncate and dentry-remove entries (which
 //! fast GC must keep) disappear.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::alloc::Budget;
-use crate::ctx::Ctx;
+use crate::commit::Ctx;
 use crate::dir::{dentry, DentrySpec};
 use crate::error::Result;
-use crate::inode::{link_entry, read_live_record, setattr_entry, Body, InodeState};
+use crate::inode::{link_entry, setattr_entry, Body, InodeState};
+use crate::itable::read_live_record;
 use crate::journal::Update;
 use crate::layout::{ftype_of_mode, EntryType, WriteEntry, INODE_HEAD_OFF, INODE_TAIL_OFF};
 use crate::log::{Entry, Log};
 
-/// Pages reclaimed so far, for benchmarks (NOVA Table 3).
-#[derive(Debug, Default)]
-pub struct GcStats {
-    pub fast_pages: AtomicU64,
-    pub thorough_pages: AtomicU64,
-    pub thorough_runs: AtomicU64,
-}
-
-pub static STATS: GcStats = GcStats {
-    fast_pages: AtomicU64::new(0),
-    thorough_pages: AtomicU64::new(0),
-    thorough_runs: AtomicU64::new(0),
-};
-
 /// Logs shorter than this are never compacted: there is nothing to gain.
 const THOROUGH_MIN_PAGES: usize = 2;
 
-pub fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
-    let freed = st.log.fast_gc(ctx.region(), st.off, &ctx.alloc)?;
-    STATS.fast_pages.fetch_add(freed, Ordering::Relaxed);
+/// Collects garbage in `st`'s log if appending `entries` would grow it
+/// (NOVA §4.6: GC runs as logs grow). Thorough GC commits through the
+/// journal, so this runs before the operation's own commit begins.
+pub fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Result<()> {
+    if st.log.needs_growth(entries) {
+        collect(ctx, st)?;
+    }
+    Ok(())
+}
+
+fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
+    fast(ctx, st)?;
     let (_, total) = st.log.live_ratio();
     if st.log.pages().len() >= THOROUGH_MIN_PAGES && st.meta.live_estimate() * 2 < total {
         thorough(ctx, st)?;
     }
+    Ok(())
+}
+
+/// Fast GC (NOVA §4.6, Figure 5a): unlinks every page before the tail page
+/// whose entries are all dead, with one 8-byte pointer store each, then
+/// frees them (R3: after the stores are durable).
+fn fast(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
+    let dead = st.log.dead_pages();
+    if dead.is_empty() {
+        return Ok(());
+    }
+    let unlinked = st.log.unlink_pages(ctx.region(), st.off, &dead)?;
+    ctx.alloc.release(&unlinked, &unlinked.pages);
+    ctx.gc.fast_pages.fetch_add(dead.len() as u64, Ordering::Relaxed);
     Ok(())
 }
 
@@ -96,24 +107,27 @@ pub fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     let entries = compact_entries(ctx, st);
     let mut fresh = Log::default();
     let p = fresh.append(ctx.region(), &ctx.alloc, Budget::Reserve, &entries)?;
-    let head = p.new_head.unwrap_or(fresh.head());
+    let head = p.new_head().unwrap_or(fresh.head());
     let switch = [
         Update::word(st.off + INODE_HEAD_OFF, head),
-        Update::word(st.off + INODE_TAIL_OFF, p.tail),
+        Update::word(st.off + INODE_TAIL_OFF, p.tail()),
     ];
     ctx.region().fence(); // R1: the new log is persistent before it is committed.
-    if let Err(e) = ctx.journal.commit(ctx.region(), &switch) {
-        fresh.free_pages(&ctx.alloc);
-        return Err(e);
-    }
+    let durable = match ctx.journal.commit(ctx.region(), &switch) {
+        Ok(d) => d,
+        Err(e) => {
+            ctx.alloc.abandon(&fresh.page_extents());
+            return Err(e);
+        }
+    };
     let old_pages = st.log.pages().len() as u64;
     let rec = read_live_record(ctx.region(), st.off, st.meta.attr.ino)?;
     let rebuilt = InodeState::load(ctx.region(), ctx.bounds, st.off, &rec)?;
-    st.log.free_pages(&ctx.alloc); // R3: the switch is durable.
+    ctx.alloc.release(&durable, &st.log.page_extents()); // R3: the switch is durable.
     st.log = rebuilt.log;
     st.meta = rebuilt.meta;
-    STATS.thorough_runs.fetch_add(1, Ordering::Relaxed);
-    STATS
+    ctx.gc.thorough_runs.fetch_add(1, Ordering::Relaxed);
+    ctx.gc
         .thorough_pages
         .fetch_add(old_pages.saturating_sub(st.log.pages().len() as u64), Ordering::Relaxed);
     Ok(())

@@ -4,8 +4,9 @@
 //! records, closed by a TxnInfo with count, magic, its ring position and a
 //! checksum. Protocol:
 //!
-//! 1. the log entries and inode records the transaction commits are written
-//!    and flushed; each is declared to it as a check: (range, CRC32C);
+//! 1. what the transaction publishes outside the ring — log entries, page
+//!    links, a new inode's record — is written and flushed, each range
+//!    declared to it as a check: (range, CRC32C);
 //! 2. records + TxnInfo are written at the ring position `head` and flushed;
 //!    one fence makes all of it persistent (R2): the transaction is
 //!    committed;
@@ -14,22 +15,25 @@
 //!    ever replayed after a later one (which could roll back words they
 //!    share).
 //!
-//! Departure from the paper (§III-B) and DESIGN.md R5: there is no separate
-//! tail store. A transaction counts as committed when, at the head, its
-//! TxnInfo is found with the right position, its checksum matches the
-//! records and every check matches the media — which is exactly "everything
-//! step 2's fence covers is persistent" (optimistic crash consistency,
-//! Chidambaram et al., SOSP '13; ext4's async-commit journal checksums).
-//! That saves one flush-and-fence round trip per transaction. Nothing is
-//! applied in place before step 2's fence, so a transaction that fails its
-//! checks has changed nothing; once any update is applied its checked
-//! ranges are persistent, and no update of a transaction targets a range it
-//! checks. A later transaction's updates may (it invalidates a dentry this
-//! one added), which is another reason the head must be durable before
-//! they are applied — step 4 in normal operation, and recovery, which
-//! replays from the head every transaction that passes, checkpointing each
-//! before replaying the next. Records are redo images, so replay is
-//! idempotent.
+//! Departure from the paper (§III-B), as DESIGN.md R2 and R5 allow: there
+//! is no separate tail store. A transaction counts as committed when, at
+//! the head, its TxnInfo is found with the right position, its checksum
+//! matches the records and every check matches the media — which is
+//! exactly "everything step 2's fence covers is persistent" (optimistic
+//! crash consistency, Chidambaram et al., SOSP '13; ext4's async-commit
+//! journal checksums). That saves one flush-and-fence round trip per
+//! transaction. It holds only if every byte a transaction makes reachable
+//! is a check, an update, or fenced before step 2: FORMAT.md ("What a
+//! transaction publishes") lists each object and which of the three
+//! covers it. Nothing is applied in place before step 2's fence, so a
+//! transaction that fails its checks has changed nothing; once any update
+//! is applied its checked ranges are persistent, and no update of a
+//! transaction targets a range it checks. A later transaction's updates
+//! may (it invalidates a dentry this one added), which is another reason
+//! the head must be durable before they are applied — step 4 in normal
+//! operation, and recovery, which replays from the head every transaction
+//! that passes, checkpointing each before replaying the next. Records are
+//! redo images, so replay is idempotent.
 
 use parking_lot::{Mutex, MutexGuard};
 use pm::Region;
@@ -183,8 +187,36 @@ fn encode_into(buf: &mut Vec<u8>, updates: &[Update], checks: &[Check], txn_id: 
 /// A transaction begun on one shard ([`Journal::begin`]).
 pub struct Txn<'a> {
     shard: MutexGuard<'a, Shard>,
+    index: u64,
     ring_size: u64,
 }
+
+/// Which transaction: its shard and ring position, so a log append made
+/// for one transaction cannot be taken as committed by another's proof.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnId {
+    shard: u64,
+    pos: u64,
+}
+
+/// Proof that a transaction is committed (R2) — or that a single word was
+/// stored and fenced (R5). Only this module makes one, after the fence:
+/// what the transaction made unreferenced may then be freed (R3), and the
+/// log appends it checked may be published (`log::Pending::journaled`).
+#[must_use = "a commit's proof is what lets its effects be published and its stale pages freed"]
+#[derive(Debug)]
+pub struct Durable {
+    txn: Option<TxnId>,
+}
+
+impl Durable {
+    /// The transaction this proves, if it was one (a single word is not).
+    pub fn txn(&self) -> Option<TxnId> {
+        self.txn
+    }
+}
+
+impl crate::alloc::Unreferenced for Durable {}
 
 /// The update when `updates` is one aligned word, which needs no journal.
 fn single_word(updates: &[Update]) -> Option<&Update> {
@@ -195,11 +227,11 @@ fn single_word(updates: &[Update]) -> Option<&Update> {
 }
 
 /// A single aligned word needs no journal: it is its own commit.
-fn commit_word(region: &dyn Region, u: &Update) -> Result<()> {
+fn commit_word(region: &dyn Region, u: &Update) -> Result<Durable> {
     region.fence(); // R1: what the word commits is persistent first.
     apply(region, u)?;
     region.fence(); // R5
-    Ok(())
+    Ok(Durable { txn: None })
 }
 
 impl Txn<'_> {
@@ -210,10 +242,20 @@ impl Txn<'_> {
         self.shard.checks.extend_from_slice(checks);
     }
 
+    /// This transaction's identity, for the appends it will commit.
+    pub fn id(&self) -> TxnId {
+        TxnId {
+            shard: self.index,
+            pos: self.shard.head,
+        }
+    }
+
     /// Commits `updates` (steps 2–4 of the protocol above).
-    pub fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<()> {
+    pub fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
+        let id = self.id();
         if let Some(u) = single_word(updates) {
-            return commit_word(region, u);
+            // Its first fence makes every checked range persistent (R1).
+            return commit_word(region, u).map(|_| Durable { txn: Some(id) });
         }
         let shard = &mut *self.shard;
         debug_assert!(
@@ -245,12 +287,13 @@ impl Txn<'_> {
         // locked instruction) would wait for the flush anyway.
         region.commit_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
         shard.head = end;
-        Ok(())
+        Ok(Durable { txn: Some(id) })
     }
 }
 
 impl Journal {
-    /// Opens the journals of a recovered image (head == tail everywhere).
+    /// Opens the journals of a recovered image (every committed transaction
+    /// replayed and checkpointed: the durable head is where the next goes).
     pub fn open(region: &dyn Region, sb: &Superblock) -> Result<Journal> {
         let shards = (0..u64::from(sb.shards))
             .map(|i| {
@@ -272,7 +315,7 @@ impl Journal {
 
     /// Applies `updates` atomically: after a crash either all or none are
     /// visible.
-    pub fn commit(&self, region: &dyn Region, updates: &[Update]) -> Result<()> {
+    pub fn commit(&self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
         if let Some(u) = single_word(updates) {
             return commit_word(region, u); // Without taking a shard.
         }
@@ -286,10 +329,12 @@ impl Journal {
     /// share the transaction's R2 fence. Nothing that commits through the
     /// journal (thorough GC) may run while it is held.
     pub fn begin(&self) -> Txn<'_> {
-        let mut shard = self.shards[current_shard(self.shards.len())].lock();
+        let index = current_shard(self.shards.len());
+        let mut shard = self.shards[index].lock();
         shard.checks.clear();
         Txn {
             shard,
+            index: index as u64,
             ring_size: self.ring_size,
         }
     }

@@ -17,6 +17,10 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use crate::error::{corrupt, Result};
 
+/// Inode number. The root directory is 1, as FUSE expects.
+pub type Ino = u64;
+pub const ROOT_INO: Ino = 1;
+
 pub const PAGE_SIZE: u64 = 4096;
 pub const PAGE_SHIFT: u32 = 12;
 pub const CACHELINE: u64 = 64;

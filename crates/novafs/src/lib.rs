@@ -10,7 +10,8 @@
 #![forbid(unsafe_code)]
 
 pub mod alloc;
-mod ctx;
+mod cache;
+mod commit;
 pub mod dir;
 pub mod error;
 pub mod file;
@@ -19,13 +20,23 @@ pub mod fsck;
 pub mod gc;
 mod hash;
 pub mod inode;
+mod itable;
 pub mod journal;
 pub mod layout;
 pub mod log;
+mod mkfs;
+mod namespace;
+mod pagemap;
+#[cfg(feature = "probe")]
+pub mod probe;
 pub mod recovery;
+mod superblock;
 pub mod time;
 
 pub use error::{Error, Result};
-pub use fs::{DirEntry, Fs, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE};
+pub use fs::{
+    DirEntry, Fs, GcStats, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE,
+};
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
-pub use recovery::{FormatOptions, MountReport};
+pub use mkfs::{default_shards, minimum_size, FormatOptions};
+pub use recovery::{inspect, Inspect, MountReport};

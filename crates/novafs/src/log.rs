@@ -7,10 +7,10 @@
 use pm::Region;
 use zerocopy::{Immutable, IntoBytes};
 
-use crate::alloc::{Budget, PageAllocator};
+use crate::alloc::{Budget, Extent, PageAllocator, Unreferenced};
 use crate::error::{corrupt, Result};
 use crate::hash::U64Map;
-use crate::journal::Check;
+use crate::journal::{Check, Durable, TxnId};
 use crate::layout::{
     entry_csum, DentryHead, EntryHeader, EntryType, ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF,
     LOG_USABLE, PAGE_SIZE, SLOT,
@@ -100,21 +100,97 @@ struct PageStat {
     live: u32,
 }
 
-/// Entries written past the tail and persisted, awaiting their commit.
+/// Entries written past the tail and flushed, awaiting their commit. Only
+/// a commit turns it into [`Committed`]: [`Log::commit`] (rule R1, then the
+/// tail store, R5) or the journal transaction it was appended for
+/// ([`Pending::journaled`], R2).
+#[must_use = "appended entries do not exist until a commit makes them durable"]
 #[derive(Debug)]
 pub struct Pending {
     /// Offset of each appended entry, in order.
-    pub offsets: Vec<u64>,
+    offsets: Vec<u64>,
     /// The tail to store to commit them.
-    pub tail: u64,
+    tail: u64,
     /// Set when the log was empty: the head to store before the tail.
-    pub new_head: Option<u64>,
+    new_head: Option<u64>,
     /// Every range the append wrote and flushed without a fence: the
     /// entries, the marks at the unused ends of pages it left and the
     /// pointer linking new pages. All of it is what the commit commits (a
     /// journal transaction checks each range).
-    pub written: Vec<Check>,
+    written: Vec<Check>,
+    /// The transaction it was appended for, if any.
+    txn: Option<TxnId>,
 }
+
+impl Pending {
+    pub fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    pub fn new_head(&self) -> Option<u64> {
+        self.new_head
+    }
+
+    /// Binds the append to transaction `txn`, returning the ranges the
+    /// transaction must check.
+    pub fn bind(&mut self, txn: TxnId) -> &[Check] {
+        self.txn = Some(txn);
+        &self.written
+    }
+
+    /// The transaction this append was bound to is committed (R2).
+    pub fn journaled(self, proof: &Durable) -> Committed {
+        debug_assert!(
+            self.txn.is_some() && self.txn == proof.txn(),
+            "an append is committed only by the transaction it was appended for"
+        );
+        Committed {
+            offsets: self.offsets,
+            tail: self.tail,
+            new_head: self.new_head,
+        }
+    }
+}
+
+/// Proof that appended entries are durable and committed: what publishing
+/// them to the DRAM indexes ([`Log::committed`], `InodeState::publish`)
+/// and freeing what they made unreferenced (R3) require. Made only from a
+/// [`Pending`] by its commit.
+#[must_use = "a commit's proof is what lets its entries be published"]
+#[derive(Debug)]
+pub struct Committed {
+    offsets: Vec<u64>,
+    tail: u64,
+    new_head: Option<u64>,
+}
+
+impl Committed {
+    /// Offset of each committed entry, in order.
+    pub fn offsets(&self) -> &[u64] {
+        &self.offsets
+    }
+
+    /// A proof for entries a test placed by hand.
+    #[cfg(test)]
+    pub fn for_test(offsets: Vec<u64>, tail: u64) -> Committed {
+        Committed {
+            offsets,
+            tail,
+            new_head: None,
+        }
+    }
+}
+
+impl Unreferenced for Committed {}
+
+/// Proof that fast GC unlinked log pages from their chain durably (R5):
+/// they may be freed.
+#[derive(Debug)]
+pub struct Unlinked {
+    pub pages: Vec<Extent>,
+}
+
+impl Unreferenced for Unlinked {}
 
 /// What marks the unused end of a log page an append leaves: no entry type.
 const PAGE_END_MARK: [u8; 16] = [0; 16];
@@ -360,6 +436,7 @@ impl Log {
             tail: end,
             new_head,
             written,
+            txn: None,
         })
     }
 
@@ -392,11 +469,7 @@ impl Log {
             region.flush(last + LOG_NEXT_OFF, 8)?;
             Ok(Some(Check::of(last + LOG_NEXT_OFF, &new[0].to_le_bytes())))
         };
-        let link = init().inspect_err(|_| {
-            for x in &extents {
-                alloc.free(x.off, x.npages);
-            }
-        })?;
+        let link = init().inspect_err(|_| alloc.abandon(&extents))?;
         self.pages.extend(new);
         Ok(link)
     }
@@ -404,20 +477,23 @@ impl Log {
     /// Commits `p` as a single-inode update: rule R1 (entries and head are
     /// persistent) then R5 (one 8-byte tail store, flushed and fenced). The
     /// DRAM view is updated separately by [`Log::committed`].
-    pub fn commit(&self, region: &dyn Region, inode_off: u64, p: &Pending) -> Result<()> {
+    pub fn commit(&self, region: &dyn Region, inode_off: u64, p: Pending) -> Result<Committed> {
         if let Some(h) = p.new_head {
             region.store_u64(inode_off + INODE_HEAD_OFF, h)?;
             region.flush(inode_off + INODE_HEAD_OFF, 8)?;
         }
         region.fence(); // R1
-        region
-            .commit_u64(inode_off + INODE_TAIL_OFF, p.tail) // R5
-            .map_err(Into::into)
+        region.commit_u64(inode_off + INODE_TAIL_OFF, p.tail)?; // R5
+        Ok(Committed {
+            offsets: p.offsets,
+            tail: p.tail,
+            new_head: p.new_head,
+        })
     }
 
     /// Updates the DRAM view after `p` was committed (directly or by a
     /// journal transaction).
-    pub fn committed(&mut self, p: &Pending) {
+    pub fn committed(&mut self, p: &Committed) {
         if let Some(h) = p.new_head {
             self.head = h;
         }
@@ -428,21 +504,23 @@ impl Log {
         }
     }
 
-    /// Fast GC (NOVA §4.6, Figure 5a): unlinks every page before the tail page
-    /// whose entries are all dead, with one 8-byte pointer store each, then
-    /// frees them (R3: after the stores are durable). Returns pages freed.
-    pub fn fast_gc(&mut self, region: &dyn Region, inode_off: u64, alloc: &PageAllocator) -> Result<u64> {
+    /// Indices of the pages before the tail page whose entries are all dead
+    /// (fast GC's candidates, NOVA §4.6), but for the pinned entry's page.
+    pub fn dead_pages(&self) -> Vec<usize> {
         let Some(tail_idx) = self.tail_index() else {
-            return Ok(0);
+            return Vec::new();
         };
         let pinned = self.pinned.map(page_of);
-        let dead: Vec<usize> = (0..tail_idx)
+        (0..tail_idx)
             .filter(|&i| Some(self.pages[i]) != pinned)
             .filter(|&i| self.stats.get(&self.pages[i]).is_none_or(|s| s.live == 0))
-            .collect();
-        if dead.is_empty() {
-            return Ok(0);
-        }
+            .collect()
+    }
+
+    /// Unlinks the pages at indices `dead` (sorted, none of them the tail
+    /// page) from the chain with one 8-byte pointer store per removed run,
+    /// made durable (R5). The proof returned lets them be freed (R3).
+    pub fn unlink_pages(&mut self, region: &dyn Region, inode_off: u64, dead: &[usize]) -> Result<Unlinked> {
         // A pending journal checkpoint becomes durable before these
         // in-place pointer updates (journal.rs step 4).
         region.fence();
@@ -465,17 +543,18 @@ impl Log {
             keep.push(p);
         }
         region.fence(); // R5 for the pointer stores, before R3 frees.
-        for &i in &dead {
+        let mut pages = Vec::with_capacity(dead.len());
+        for &i in dead {
             let p = self.pages[i];
             if let Some(st) = self.stats.remove(&p) {
                 self.entries -= u64::from(st.entries);
             }
-            alloc.free(p, 1);
+            pages.push(Extent { off: p, npages: 1 });
         }
         self.head = keep[0];
         self.pages = keep;
         self.tail_idx = self.find_tail(0);
-        Ok(dead.len() as u64)
+        Ok(Unlinked { pages })
     }
 
     /// Live entries and all entries: thorough GC runs when live < 50%.
@@ -483,11 +562,10 @@ impl Log {
         (self.live, self.entries)
     }
 
-    /// Frees every page of the chain (the inode is gone or the log replaced).
-    pub fn free_pages(&self, alloc: &PageAllocator) {
-        for &p in &self.pages {
-            alloc.free(p, 1);
-        }
+    /// Every page of the chain as extents, for freeing it whole (the inode
+    /// is gone or the log replaced).
+    pub fn page_extents(&self) -> Vec<Extent> {
+        self.pages.iter().map(|&off| Extent { off, npages: 1 }).collect()
     }
 }
 

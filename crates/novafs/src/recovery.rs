@@ -1,4 +1,4 @@
-//! Format, mount and unmount (NOVA §4.7). A clean unmount saves the page
+//! Mount and clean unmount (NOVA §4.7). A clean unmount saves the page
 //! and inode allocators to the recovery inode's page chain and marks the
 //! superblock clean, so the next mount restores them without scanning. After
 //! a crash the mount replays the journals, then scans every shard's inode
@@ -14,29 +14,18 @@ use pm::Region;
 use zerocopy::IntoBytes;
 
 use crate::alloc::{Budget, PageAllocator};
-use crate::ctx::Ctx;
-use crate::dir::{dentry, DentrySpec};
-use crate::error::{corrupt, Error, Result};
-use crate::inode::{record_of_attr, Attr, FileType, InodeState, InodeTables, ROOT_INO};
+use crate::commit::{Ctx, GcCounters};
+use crate::error::{corrupt, Result};
+use crate::inode::{InodeState, ROOT_INO};
+use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
 use crate::layout::{
-    decode, ftype_of_mode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, CHUNK_SIZE,
-    FEATURES_INCOMPAT_SUPPORTED, INODES_PER_CHUNK, INODE_HEADS_OFF, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF,
-    JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, LOG_NEXT_OFF, MAGIC, MAX_SHARDS, PAGE_SHIFT, PAGE_SIZE,
-    RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
+    decode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, INODE_LIVE, INODE_SIZE,
+    INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
-use crate::log::{Bounds, Pending};
+use crate::log::Bounds;
+use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
 use crate::time::now_ns;
-
-/// How to lay out a new file system.
-#[derive(Clone, Debug, Default)]
-pub struct FormatOptions {
-    /// Number of shards ("CPUs"); default: the CPUs of this machine.
-    pub shards: Option<u32>,
-    /// Owner of the root directory.
-    pub uid: u32,
-    pub gid: u32,
-}
 
 /// What happened while mounting, for `info`, logs and tests.
 #[derive(Clone, Debug, Default)]
@@ -49,260 +38,6 @@ pub struct MountReport {
     pub orphans_reclaimed: u64,
     pub superblock_repaired: bool,
     pub elapsed: Duration,
-}
-
-/// Bytes needed besides the inode tables: headers, journals and some room.
-fn min_size(shards: u64) -> u64 {
-    JOURNAL_RINGS_OFF + shards * JOURNAL_RING_SIZE + shards * CHUNK_SIZE + 2 * 1024 * 1024 + PAGE_SIZE
-}
-
-/// Smallest region `format` accepts with `shards` shards.
-pub fn minimum_size(shards: u32) -> u64 {
-    min_size(u64::from(shards)).next_multiple_of(1024 * 1024)
-}
-
-/// The default shard count: this machine's CPUs.
-pub fn default_shards() -> u32 {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get() as u32)
-        .clamp(1, MAX_SHARDS)
-}
-
-fn bounds_of(sb: &Superblock) -> Bounds {
-    Bounds {
-        data_start: sb.data_start,
-        data_end: sb.data_end,
-    }
-}
-
-/// Writes the superblock, primary first, then the replica (rule R4).
-pub fn write_superblock(region: &dyn Region, sb: &mut Superblock) -> Result<()> {
-    sb.csum = sb.compute_csum();
-    region.write(0, sb.as_bytes())?;
-    region.persist(0, size_of::<Superblock>() as u64)?;
-    region.write(sb.replica_off, sb.as_bytes())?;
-    region.persist(sb.replica_off, size_of::<Superblock>() as u64)?;
-    Ok(())
-}
-
-fn read_sb_at(region: &dyn Region, off: u64) -> Result<Superblock> {
-    let mut buf = vec![0u8; size_of::<Superblock>()];
-    region.read(off, &mut buf)?;
-    decode(&buf)
-}
-
-/// Checks one superblock copy against the region it was read from.
-fn check_superblock(sb: &Superblock, region_len: u64) -> Result<()> {
-    if sb.magic != MAGIC {
-        return Err(Error::NotNovafs("no novafs magic number".into()));
-    }
-    if sb.csum != sb.compute_csum() {
-        return Err(corrupt!("superblock checksum mismatch"));
-    }
-    if sb.version > VERSION {
-        return Err(Error::TooNew {
-            found: sb.version,
-            supported: VERSION,
-        });
-    }
-    // Format 1 committed journal transactions with a tail store; its journal
-    // is empty after a clean unmount, and only then can this version take
-    // the image over (the next read-write mount stamps it format 2).
-    if sb.version < VERSION && sb.state != STATE_CLEAN {
-        return Err(Error::NotSupported(
-            "a format 1 image that was not cleanly unmounted: mount it once with the novafs that wrote it",
-        ));
-    }
-    if sb.features_incompat & !FEATURES_INCOMPAT_SUPPORTED != 0 {
-        return Err(Error::TooNew {
-            found: sb.version,
-            supported: VERSION,
-        });
-    }
-    let sane = sb.block_size as u64 == PAGE_SIZE
-        && sb.inode_size as u64 == INODE_SIZE
-        && (1..=MAX_SHARDS).contains(&sb.shards)
-        && sb.size <= region_len
-        && sb.journal_headers_off == JOURNAL_HEADERS_OFF
-        && sb.inode_heads_off == INODE_HEADS_OFF
-        && sb.recovery_inode_off == RECOVERY_INODE_OFF
-        && sb.journal_rings_off == JOURNAL_RINGS_OFF
-        && sb.journal_ring_size == JOURNAL_RING_SIZE
-        && sb.data_start == data_start(sb.shards)
-        && sb.data_start < sb.data_end
-        && sb.data_end == sb.replica_off
-        && sb.replica_off + PAGE_SIZE == sb.size;
-    if !sane {
-        return Err(corrupt!("superblock geometry is inconsistent"));
-    }
-    Ok(())
-}
-
-fn data_start(shards: u32) -> u64 {
-    (JOURNAL_RINGS_OFF + u64::from(shards) * JOURNAL_RING_SIZE).next_multiple_of(PAGE_SIZE)
-}
-
-/// True when the replica holds exactly the same bytes as `sb`.
-pub fn replica_matches(region: &dyn Region, sb: &Superblock) -> bool {
-    read_sb_at(region, sb.replica_off).is_ok_and(|rep| rep.as_bytes() == sb.as_bytes())
-}
-
-/// Reads the superblock, falling back to the replica (Fortis §4.2) when the
-/// primary is damaged. Returns it and whether the primary was bad.
-pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
-    if region.len() < 3 * PAGE_SIZE {
-        return Err(Error::NotNovafs(format!(
-            "only {} bytes, too small to hold novafs",
-            region.len()
-        )));
-    }
-    let primary = read_sb_at(region, 0).and_then(|sb| check_superblock(&sb, region.len()).map(|_| sb));
-    match primary {
-        Ok(sb) => Ok((sb, false)),
-        Err(Error::TooNew { found, supported }) => Err(Error::TooNew { found, supported }),
-        Err(first) => {
-            let replica_off = region.len() - PAGE_SIZE;
-            match read_sb_at(region, replica_off).and_then(|sb| check_superblock(&sb, region.len()).map(|_| sb)) {
-                Ok(sb) => Ok((sb, true)),
-                Err(Error::NotNovafs(_)) => Err(first),
-                Err(e) => Err(e),
-            }
-        }
-    }
-}
-
-/// Lays out an empty file system: headers, one inode-table chunk per
-/// shard, the root directory, then the superblock last, so a crash during
-/// mkfs leaves an image that is plainly not novafs.
-pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
-    let shards = opts.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
-    let size = region.len() - region.len() % PAGE_SIZE;
-    let min = minimum_size(shards);
-    if size < min {
-        return Err(Error::TooSmall { size, min });
-    }
-    let r = &*region;
-    let start = data_start(shards);
-    // Both magic words go first, durably, so an interrupted mkfs leaves an
-    // image that is plainly not novafs rather than a damaged old one.
-    r.store_u64(0, 0)?;
-    r.store_u64(size - PAGE_SIZE, 0)?;
-    r.flush(0, 8)?;
-    r.flush(size - PAGE_SIZE, 8)?;
-    r.fence();
-    r.zero_nt(0, start)?;
-    r.zero_nt(size - PAGE_SIZE, PAGE_SIZE)?;
-    r.fence();
-    let now = now_ns();
-    let mut sb = Superblock {
-        magic: MAGIC,
-        version: VERSION,
-        block_size: PAGE_SIZE as u32,
-        features_compat: 0,
-        features_incompat: 0,
-        features_ro_compat: 0,
-        size,
-        shards,
-        inode_size: INODE_SIZE as u32,
-        journal_headers_off: JOURNAL_HEADERS_OFF,
-        journal_rings_off: JOURNAL_RINGS_OFF,
-        journal_ring_size: JOURNAL_RING_SIZE,
-        inode_heads_off: INODE_HEADS_OFF,
-        recovery_inode_off: RECOVERY_INODE_OFF,
-        data_start: start,
-        data_end: size - PAGE_SIZE,
-        replica_off: size - PAGE_SIZE,
-        state: STATE_MOUNTED,
-        mount_count: 0,
-        epoch: 0,
-        created_ns: now,
-        mounted_ns: now,
-        uuid: uuid(now),
-        reserved: [0; 32],
-        csum: 0,
-        pad: 0,
-    };
-    let bounds = bounds_of(&sb);
-    let alloc = PageAllocator::new(sb.data_start, sb.data_end, shards as usize);
-    alloc.free(sb.data_start, (sb.data_end - sb.data_start) >> PAGE_SHIFT);
-    let tables = InodeTables::create(r, &alloc, shards)?;
-    let journal = Journal::open(r, &sb)?;
-    let ctx = Ctx {
-        region: region.clone(),
-        alloc,
-        tables,
-        journal,
-        bounds,
-        epoch: 0,
-    };
-    make_root(&ctx, opts, now)?;
-    save_state(&ctx, &sb)?;
-    sb.state = STATE_CLEAN;
-    write_new_superblock(r, &mut sb)
-}
-
-/// mkfs's superblock write: both copies without their magic word first,
-/// then each magic word with one 8-byte commit (R5), so a crash leaves
-/// either no novafs at all or a complete superblock.
-fn write_new_superblock(region: &dyn Region, sb: &mut Superblock) -> Result<()> {
-    sb.csum = sb.compute_csum();
-    let mut bytes = sb.as_bytes().to_vec();
-    bytes[..8].fill(0);
-    for off in [0, sb.replica_off] {
-        region.write(off, &bytes)?;
-        region.persist(off, bytes.len() as u64)?;
-    }
-    region.commit_u64(0, sb.magic)?;
-    region.commit_u64(sb.replica_off, sb.magic)?;
-    Ok(())
-}
-
-fn uuid(now: i64) -> [u8; 16] {
-    let a = crc32c::crc32c(&now.to_le_bytes());
-    let b = crc32c::crc32c(&std::process::id().to_le_bytes());
-    let mut u = [0u8; 16];
-    u[..8].copy_from_slice(&now.to_le_bytes());
-    u[8..12].copy_from_slice(&a.to_le_bytes());
-    u[12..].copy_from_slice(&b.to_le_bytes());
-    u
-}
-
-/// The root directory: inode 1, its ".." pointing at itself.
-fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
-    let (ino, off) = ctx.tables.claim_in(ctx.region(), &ctx.alloc, 0)?;
-    debug_assert_eq!(ino, ROOT_INO);
-    let attr = Attr {
-        ino,
-        kind: FileType::Directory,
-        perm: 0o755,
-        nlink: 2,
-        uid: opts.uid,
-        gid: opts.gid,
-        size: 0,
-        blocks: 0,
-        atime: now,
-        mtime: now,
-        ctime: now,
-        rdev: 0,
-        generation: 1,
-    };
-    let mut st = InodeState::new(attr, off);
-    let spec = DentrySpec {
-        ino,
-        seq: 0,
-        ftype: ftype_of_mode(libc::S_IFDIR),
-        dir_nlink: 2,
-        dir_mtime: now,
-    };
-    let entries = [dentry(0, true, b"..", &spec)];
-    let p: Pending = st.log.append(ctx.region(), &ctx.alloc, Budget::Normal, &entries)?;
-    let mut rec = record_of_attr(&attr, 0);
-    rec.state = INODE_LIVE;
-    rec.log_head = p.new_head.unwrap_or(0);
-    rec.log_tail = p.tail;
-    ctx.region().write(off, rec.as_bytes())?;
-    ctx.region().persist(off, INODE_SIZE)?;
-    Ok(())
 }
 
 /// Mounts: superblock (replica fallback), journal replay, then the saved
@@ -327,25 +62,11 @@ pub(crate) fn mount(region: Arc<dyn Region>, read_only: bool) -> Result<(Ctx, Su
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
     report.journal_replayed = Journal::recover(r, &sb)?;
-    let bounds = bounds_of(&sb);
-    let tables = InodeTables::load(r, &sb, bounds)?;
-    let alloc = PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize);
-    let journal = Journal::open(r, &sb)?;
-    let ctx = Ctx {
-        region: region.clone(),
-        alloc,
-        tables,
-        journal,
-        bounds,
-        epoch: sb.epoch,
-    };
+    let ctx = open_ctx(region.clone(), &sb)?;
     report.clean = sb.state == STATE_CLEAN && report.journal_replayed == 0 && load_saved_state(&ctx, &sb).is_ok();
     if !report.clean {
-        let ctx_fresh = Ctx {
-            alloc: PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize),
-            tables: InodeTables::load(r, &sb, bounds)?,
-            ..ctx
-        };
+        // Whatever the saved state put in, start from empty allocators.
+        let ctx_fresh = open_ctx(region.clone(), &sb)?;
         let scan = scan(&ctx_fresh, !read_only)?;
         report.scanned_inodes = scan.live;
         report.orphans_reclaimed = scan.orphans;
@@ -374,6 +95,22 @@ fn finish(
     report.elapsed = t0.elapsed();
     tracing::info!(?report, "mounted");
     Ok((ctx, sb, report))
+}
+
+/// The context of the image whose superblock is `sb`, with empty
+/// allocators: the saved state or the scan fills them in.
+pub(crate) fn open_ctx(region: Arc<dyn Region>, sb: &Superblock) -> Result<Ctx> {
+    let r = &*region;
+    let bounds = bounds_of(sb);
+    Ok(Ctx {
+        alloc: PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize),
+        tables: InodeTables::load(r, sb, bounds)?,
+        journal: Journal::open(r, sb)?,
+        bounds,
+        epoch: sb.epoch,
+        gc: GcCounters::default(),
+        region,
+    })
 }
 
 /// Reads the allocator state a clean unmount left in the recovery chain.
@@ -415,7 +152,7 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     }
     ctx.tables.import_free(inos)?;
     for &(p, n) in pages {
-        ctx.alloc.free(p << PAGE_SHIFT, n);
+        ctx.alloc.add_free(p << PAGE_SHIFT, n);
     }
     Ok(())
 }
@@ -448,7 +185,7 @@ pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
 }
 
 /// Writes the allocators to the recovery chain and makes them persistent.
-fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
+pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let r = ctx.region();
     let pages = ctx.alloc.export();
     let inos = ctx.tables.export_free();
@@ -531,7 +268,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     if !reclaim {
         // A read-only mount leaves orphans in place, pages and all.
         for (_, _, st) in &orphans {
-            used.extend(resources(st).into_iter().map(|p| p >> PAGE_SHIFT));
+            used.extend(st.pages().into_iter().map(|p| p >> PAGE_SHIFT));
         }
     }
     used.sort_unstable();
@@ -543,7 +280,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     let mut next = ctx.bounds.data_start >> PAGE_SHIFT;
     for &p in used.iter().chain(std::iter::once(&(ctx.bounds.data_end >> PAGE_SHIFT))) {
         if p > next {
-            ctx.alloc.free(next << PAGE_SHIFT, p - next);
+            ctx.alloc.add_free(next << PAGE_SHIFT, p - next);
         }
         next = next.max(p + 1);
     }
@@ -558,40 +295,6 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
         }
     }
     Ok(result)
-}
-
-/// Every page an inode holds: its log pages and its data pages.
-pub fn resources(st: &InodeState) -> Vec<u64> {
-    let mut v: Vec<u64> = st.log.pages().to_vec();
-    if let crate::inode::Body::File(map) = &st.meta.body {
-        v.extend(map.blocks());
-    }
-    v
-}
-
-/// Frees an inode's log and data pages (after its state word is durable),
-/// merged into runs so a file written sequentially costs one free. Leaves
-/// `st` empty: the inode is gone.
-pub(crate) fn release_resources(ctx: &Ctx, st: &mut InodeState) {
-    let mut pages = st.log.take_pages();
-    if let crate::inode::Body::File(map) = std::mem::replace(&mut st.meta.body, crate::inode::Body::Special) {
-        pages.extend(map.into_blocks());
-    }
-    pages.sort_unstable();
-    let mut run: Option<(u64, u64)> = None;
-    for p in pages {
-        run = match run {
-            Some((start, n)) if start + n * PAGE_SIZE == p => Some((start, n + 1)),
-            Some((start, n)) => {
-                ctx.alloc.free(start, n);
-                Some((p, 1))
-            }
-            None => Some((p, 1)),
-        };
-    }
-    if let Some((start, n)) = run {
-        ctx.alloc.free(start, n);
-    }
 }
 
 struct ShardScan {
@@ -609,38 +312,33 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         orphans: Vec::new(),
         live: 0,
     };
-    let mut chunk_buf = vec![0u8; CHUNK_SIZE as usize];
-    for (base, chunk) in ctx.tables.slots(shard) {
-        r.read(chunk, &mut chunk_buf)?;
-        for slot in 0..INODES_PER_CHUNK {
-            let ino = ctx.tables.ino_of(shard, base + slot);
-            let at = (slot * INODE_SIZE) as usize;
-            let rec: Inode = decode(&chunk_buf[at..at + INODE_SIZE as usize])?;
-            if rec.state != INODE_LIVE {
+    ctx.tables.scan_shard(r, shard, |slot| {
+        let Slot::Live { ino, off, rec } = slot else {
+            if let Slot::Free(ino) = slot {
                 out.free_inos.push(ino);
-                continue;
             }
-            let off = chunk + slot * INODE_SIZE;
-            match InodeState::load(r, ctx.bounds, off, &rec) {
-                Ok(st) => {
-                    out.live += 1;
-                    if st.meta.attr.nlink == 0 && ino != ROOT_INO {
-                        out.orphans.push((ino, off, st));
-                    } else {
-                        out.used.extend(resources(&st).into_iter().map(|p| p >> PAGE_SHIFT));
-                    }
+            return Ok(());
+        };
+        match InodeState::load(r, ctx.bounds, off, &rec) {
+            Ok(st) => {
+                out.live += 1;
+                if st.meta.attr.nlink == 0 && ino != ROOT_INO {
+                    out.orphans.push((ino, off, st));
+                } else {
+                    out.used.extend(st.pages().into_iter().map(|p| p >> PAGE_SHIFT));
                 }
-                Err(e) => {
-                    // Keep whatever pages it may own out of the allocator;
-                    // the inode itself reads as EIO and fsck reports it.
-                    tracing::error!(ino, error = %e, "inode is damaged");
-                    if let Ok(pages) = crate::log::chain_pages(r, ctx.bounds, rec.log_head) {
-                        out.used.extend(pages.into_iter().map(|p| p >> PAGE_SHIFT));
-                    }
+            }
+            Err(e) => {
+                // Keep whatever pages it may own out of the allocator;
+                // the inode itself reads as EIO and fsck reports it.
+                tracing::error!(ino, error = %e, "inode is damaged");
+                if let Ok(pages) = crate::log::chain_pages(r, ctx.bounds, rec.log_head) {
+                    out.used.extend(pages.into_iter().map(|p| p >> PAGE_SHIFT));
                 }
             }
         }
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 
@@ -662,17 +360,9 @@ pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
     let r = &*region;
     let (sb, primary_bad) = read_superblock(r)?;
     let pending_journal = Journal::pending(r, &sb)?;
-    let bounds = bounds_of(&sb);
     let mut free = None;
     if sb.state == STATE_CLEAN && !pending_journal {
-        let ctx = Ctx {
-            region: region.clone(),
-            alloc: PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize),
-            tables: InodeTables::load(r, &sb, bounds)?,
-            journal: Journal::open(r, &sb)?,
-            bounds,
-            epoch: sb.epoch,
-        };
+        let ctx = open_ctx(region.clone(), &sb)?;
         if load_saved_state(&ctx, &sb).is_ok() {
             free = Some((ctx.alloc.free_pages(), ctx.tables.free_count()));
         }

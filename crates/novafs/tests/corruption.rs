@@ -183,7 +183,7 @@ fn journal_transactions_commit_only_with_matching_checksum_and_checks() {
         let mem = image_with(|fs| {
             fs.create(ROOT_INO, b"x", 0o644, 0, 0).unwrap();
         });
-        let inspect = || novafs::recovery::inspect(mem.clone()).unwrap();
+        let inspect = || novafs::inspect(mem.clone()).unwrap();
         let clean = inspect();
         assert!(!clean.pending_journal && clean.free.is_some(), "{case}: a clean image");
         plant_transaction(&mem, target, (checked_page, &checked), corrupt_csum);

@@ -4,10 +4,7 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
-
 use common::*;
-use novafs::gc::STATS;
 use novafs::ROOT_INO;
 
 /// Ten thousand overwrites of one page leave only dead entries behind:
@@ -19,13 +16,12 @@ fn repeated_overwrites_keep_the_log_bounded() {
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
     fs.write(f.ino, 0, &[1u8; 4096]).unwrap();
     let free_start = fs.statfs().blocks_free;
-    let fast_before = STATS.fast_pages.load(Ordering::Relaxed);
     for i in 0..10_000u32 {
         fs.write(f.ino, 0, &i.to_le_bytes()).unwrap();
     }
     let free_end = fs.statfs().blocks_free;
     assert!(free_start - free_end <= 8, "log kept {} pages", free_start - free_end);
-    assert!(STATS.fast_pages.load(Ordering::Relaxed) > fast_before);
+    assert!(fs.gc_stats().fast_pages > 0, "fast GC never ran");
     let mut buf = [0u8; 4];
     fs.read(f.ino, 0, &mut buf).unwrap();
     assert_eq!(u32::from_le_bytes(buf), 9_999);
@@ -46,7 +42,6 @@ fn sparse_live_entries_trigger_thorough_gc() {
     let region = fresh(64, 1);
     let fs = mount(&region);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
-    let runs_before = STATS.thorough_runs.load(Ordering::Relaxed);
     let mut expect = vec![0u8; 201 * 4096];
     for k in 0..200u64 {
         // A page that stays live, then overwrites of a scratch page that die.
@@ -58,10 +53,7 @@ fn sparse_live_entries_trigger_thorough_gc() {
         }
     }
     expect[..16].fill(69);
-    assert!(
-        STATS.thorough_runs.load(Ordering::Relaxed) > runs_before,
-        "thorough GC never ran"
-    );
+    assert!(fs.gc_stats().thorough_runs > 0, "thorough GC never ran");
     assert_eq!(read_all(&fs, f.ino), expect);
     drop(fs);
     assert_fsck_clean(&region);
@@ -141,9 +133,9 @@ fn removed_name_never_reappears_after_gc_and_remount() {
     fs.create(d.ino, b"z2", 0o644, 0, 0).unwrap();
     churn(&fs, d.ino, 100);
     fs.unlink(d.ino, b"x").unwrap();
-    let fast = STATS.fast_pages.load(Ordering::Relaxed);
+    let fast = fs.gc_stats().fast_pages;
     churn(&fs, d.ino, 3000);
-    assert!(STATS.fast_pages.load(Ordering::Relaxed) > fast, "fast GC never ran");
+    assert!(fs.gc_stats().fast_pages > fast, "fast GC never ran");
     assert!(matches!(fs.lookup(d.ino, b"x"), Err(novafs::Error::NotFound)));
     drop(fs);
     assert_fsck_clean(&region);
@@ -181,13 +173,12 @@ fn directory_link_count_survives_collection_of_its_last_dentry() {
 /// GC during its append), then checks the image right there, while the
 /// compacted log is still the newest: every cancelled add must have been
 /// invalidated at its new place, not at the freed old one.
-fn check_after_compacting_op(region: &std::sync::Arc<dyn pm::Region>, mut op: impl FnMut(u32)) {
+fn check_after_compacting_op(region: &std::sync::Arc<dyn pm::Region>, fs: &novafs::Fs, mut op: impl FnMut(u32)) {
     let mut compacted = 0;
     for i in 0..20_000u32 {
-        let runs = STATS.thorough_runs.load(Ordering::Relaxed);
+        let runs = fs.gc_stats().thorough_runs;
         op(i);
-        if STATS.thorough_runs.load(Ordering::Relaxed) != runs {
-            // Other tests' GC runs count too: checking more often is harmless.
+        if fs.gc_stats().thorough_runs != runs {
             assert_fsck_clean(region);
             compacted += 1;
             if compacted == 5 {
@@ -214,7 +205,7 @@ fn unlink_that_compacts_the_directory_invalidates_the_moved_dentry() {
     // them, and thorough GC compacts.
     let mut want = vec!["keep".to_string()];
     let mut created = Vec::new();
-    check_after_compacting_op(&region, |i| {
+    check_after_compacting_op(&region, &fs, |i| {
         if i % 64 == 0 {
             want.push(format!("stay-{i}"));
             fs.create(d.ino, want[want.len() - 1].as_bytes(), 0o644, 0, 0).unwrap();
@@ -238,7 +229,7 @@ fn rename_that_compacts_the_directory_invalidates_both_moved_dentries() {
     let fs = mount(&region);
     let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
     fs.create(d.ino, b"b", 0o644, 0, 0).unwrap();
-    check_after_compacting_op(&region, |i| {
+    check_after_compacting_op(&region, &fs, |i| {
         let name = format!("a-{}", i % 3);
         fs.create(d.ino, name.as_bytes(), 0o644, 0, 0).unwrap();
         fs.rename(d.ino, name.as_bytes(), d.ino, b"b", 0).unwrap();

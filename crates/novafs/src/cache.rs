@@ -1,0 +1,158 @@
+//! The DRAM inode cache (NOVA §4.7: an inode's state is rebuilt from its
+//! log on first access) and the lock ordering every operation follows:
+//! each inode has its own lock, there is no global lock on the data path,
+//! and an operation on several inodes locks them in inode-number order.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+
+use crate::commit::Ctx;
+use crate::error::{Error, Result};
+use crate::hash::U64Map;
+use crate::inode::{Ino, InodeState};
+use crate::itable::read_live_record;
+use crate::journal::Durable;
+
+const CACHE_SHARDS: usize = 256;
+
+/// The in-DRAM inode: its state behind a lock, plus the parent of a
+/// directory readable without the lock (for rename's loop check).
+pub struct Cell {
+    pub state: RwLock<InodeState>,
+    pub parent: AtomicU64,
+}
+
+/// Inode number → cell, sharded to keep lookups off one lock.
+pub struct Cache {
+    shards: Vec<Mutex<U64Map<Arc<Cell>>>>,
+}
+
+/// ENOENT for an inode freed under a holder of a stale reference.
+pub fn alive(st: &InodeState) -> Result<()> {
+    if st.dead {
+        Err(Error::NotFound)
+    } else {
+        Ok(())
+    }
+}
+
+impl Cache {
+    pub fn new() -> Cache {
+        Cache {
+            shards: (0..CACHE_SHARDS).map(|_| Mutex::new(U64Map::default())).collect(),
+        }
+    }
+
+    fn shard(&self, ino: Ino) -> &Mutex<U64Map<Arc<Cell>>> {
+        &self.shards[ino as usize % CACHE_SHARDS]
+    }
+
+    /// The DRAM inode, rebuilt from its log on first access (NOVA §4.7 lazy
+    /// rebuild). Loading under the cache-shard lock makes "not cached" and
+    /// "load" atomic with respect to deletion, which evicts under it too.
+    pub fn get(&self, ctx: &Ctx, ino: Ino) -> Result<Arc<Cell>> {
+        let mut shard = self.shard(ino).lock();
+        if let Some(c) = shard.get(&ino) {
+            return Ok(c.clone());
+        }
+        let off = ctx.tables.locate(ino)?;
+        let rec = read_live_record(ctx.region(), off, ino)?;
+        let st = InodeState::load(ctx.region(), ctx.bounds, off, &rec)?;
+        let parent = st.dir().map_or(0, |d| d.parent());
+        let cell = Arc::new(Cell {
+            state: RwLock::new(st),
+            parent: AtomicU64::new(parent),
+        });
+        shard.insert(ino, cell.clone());
+        Ok(cell)
+    }
+
+    /// `(ino, cell)` for each of `inos`.
+    pub fn get_all(&self, ctx: &Ctx, inos: &[Ino]) -> Result<Vec<(Ino, Arc<Cell>)>> {
+        inos.iter().map(|&i| Ok((i, self.get(ctx, i)?))).collect()
+    }
+
+    /// Caches a brand-new inode; `parent` is a directory's parent, else 0.
+    pub fn insert(&self, st: InodeState, parent: Ino) {
+        let ino = st.meta.attr.ino;
+        let cell = Arc::new(Cell {
+            state: RwLock::new(st),
+            parent: AtomicU64::new(parent),
+        });
+        self.shard(ino).lock().insert(ino, cell);
+    }
+
+    /// Every cached inode.
+    pub fn cells(&self) -> Vec<Arc<Cell>> {
+        self.shards
+            .iter()
+            .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Marks a freed inode dead and returns its pages and slot: `proof` is
+    /// the commit that made its state word free (R3).
+    pub fn forget(&self, ctx: &Ctx, st: &mut InodeState, proof: &Durable) {
+        let ino = st.meta.attr.ino;
+        st.dead = true;
+        // Evict before the slot can be claimed again: a create reusing the
+        // number must not have its new cache entry removed here.
+        self.shard(ino).lock().remove(&ino);
+        ctx.alloc.release(proof, &st.take_pages());
+        ctx.tables.release(ino);
+    }
+}
+
+/// Write locks on a set of inodes taken in inode-number order.
+pub struct Locked<'a> {
+    inos: Vec<Ino>,
+    guards: Vec<RwLockWriteGuard<'a, InodeState>>,
+}
+
+impl Locked<'_> {
+    /// Locks `cells` (deduplicated) for writing in inode-number order.
+    pub fn lock(cells: &[(Ino, Arc<Cell>)]) -> Result<Locked<'_>> {
+        let mut order: Vec<&(Ino, Arc<Cell>)> = cells.iter().collect();
+        order.sort_by_key(|(ino, _)| *ino);
+        order.dedup_by_key(|(ino, _)| *ino);
+        let mut l = Locked {
+            inos: Vec::new(),
+            guards: Vec::new(),
+        };
+        for (ino, cell) in order {
+            let g = cell.state.write();
+            alive(&g)?;
+            l.inos.push(*ino);
+            l.guards.push(g);
+        }
+        Ok(l)
+    }
+
+    /// The locked state of `ino`. Every caller asks only for inodes it put
+    /// in the set, so a miss is a bug in this crate, never bad input.
+    pub fn get(&mut self, ino: Ino) -> &mut InodeState {
+        let i = self
+            .inos
+            .iter()
+            .position(|&x| x == ino)
+            .expect("inode not locked by this operation");
+        &mut self.guards[i]
+    }
+
+    /// The locked states of `inos` (distinct) at once, in that order.
+    pub fn get_many(&mut self, inos: &[Ino]) -> Vec<&mut InodeState> {
+        let mut slots: Vec<Option<&mut InodeState>> = self.guards.iter_mut().map(|g| Some(&mut **g)).collect();
+        inos.iter()
+            .map(|ino| {
+                let i = self
+                    .inos
+                    .iter()
+                    .position(|x| x == ino)
+                    .expect("inode not locked by this operation");
+                slots[i].take().expect("inode asked for twice")
+            })
+            .collect()
+    }
+}

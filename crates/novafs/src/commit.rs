@@ -1,0 +1,141 @@
+//! The shared context every operation works in ([`Ctx`]: the region, the
+//! allocators, the journals and the inode tables) and the two ways an
+//! operation commits (NOVA §4.2):
+//!
+//! - [`single`]: one inode's log append, committed by its tail store (R1,
+//!   R5);
+//! - [`Multi`]: appends to several inodes' logs plus in-place words, one
+//!   journal transaction (R2).
+//!
+//! Both hand back proofs ([`Committed`], [`Durable`]) that only a commit
+//! makes; publishing entries to the DRAM indexes ([`publish`]) and freeing
+//! the pages they made unreferenced (R3) take them, so neither can run
+//! before the commit it depends on. Log GC runs before either
+//! (`gc::make_room`): thorough GC commits through the journal itself.
+
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
+use pm::Region;
+
+use crate::alloc::{Budget, PageAllocator};
+use crate::error::{Error, Result};
+use crate::inode::InodeState;
+use crate::itable::InodeTables;
+use crate::journal::{Check, Durable, Journal, Txn, Update};
+use crate::layout::{invalidated_word, INODE_HEAD_OFF, INODE_TAIL_OFF};
+use crate::log::{Bounds, Committed, Entry, Pending};
+
+pub struct Ctx {
+    pub region: Arc<dyn Region>,
+    pub alloc: PageAllocator,
+    pub tables: InodeTables,
+    pub journal: Journal,
+    pub bounds: Bounds,
+    /// Snapshot epoch stamped into new entries (Fortis §3).
+    pub epoch: u64,
+    /// What log GC reclaimed on this mount (NOVA Table 3).
+    pub gc: GcCounters,
+}
+
+/// Log GC activity of one mounted file system.
+#[derive(Debug, Default)]
+pub struct GcCounters {
+    pub fast_pages: AtomicU64,
+    pub thorough_pages: AtomicU64,
+    pub thorough_runs: AtomicU64,
+}
+
+impl Ctx {
+    pub fn region(&self) -> &dyn Region {
+        &*self.region
+    }
+}
+
+/// A single-inode update: append `entries` to `st`'s log and commit them
+/// with one tail store (R1, R5). Publish them with the proof ([`publish`]).
+pub fn single(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Committed> {
+    let p = st.log.append(ctx.region(), &ctx.alloc, budget, entries)?;
+    st.log.commit(ctx.region(), st.off, p)
+}
+
+/// [`single`], then [`publish`]: the whole of a single-inode update.
+pub fn single_published(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
+    let proof = single(ctx, st, budget, entries)?;
+    publish(ctx, st, entries, &proof)
+}
+
+/// Publishes committed `entries` to `st`'s DRAM state and frees the data
+/// pages they made unreferenced (R3: `proof` says the commit is durable).
+pub fn publish(ctx: &Ctx, st: &mut InodeState, entries: &[Entry], proof: &Committed) -> Result<()> {
+    let freed = st.publish(ctx.bounds, entries, proof)?;
+    ctx.alloc.release(proof, &freed);
+    Ok(())
+}
+
+/// A multi-inode commit being built: one journal transaction holding every
+/// appended inode's new tail (and head), the words changed in place and
+/// the checks of everything it publishes outside the ring (FORMAT.md,
+/// "What a transaction publishes").
+pub struct Multi<'c> {
+    ctx: &'c Ctx,
+    txn: Txn<'c>,
+    updates: Vec<Update>,
+    pending: Vec<Pending>,
+}
+
+impl<'c> Multi<'c> {
+    /// Takes this thread's journal shard, before the appends: their
+    /// flushes then share the transaction's R2 fence (journal::Journal::begin).
+    pub fn begin(ctx: &'c Ctx) -> Multi<'c> {
+        Multi {
+            ctx,
+            txn: ctx.journal.begin(),
+            updates: Vec::with_capacity(4),
+            pending: Vec::new(),
+        }
+    }
+
+    /// Declares ranges written and flushed outside any log that the
+    /// transaction publishes (a new inode's record).
+    pub fn depends_on(&mut self, checks: &[Check]) {
+        self.txn.depends_on(checks);
+    }
+
+    /// Appends `entries` to `st`'s log for this transaction; returns the
+    /// index of its proof in what [`Multi::commit`] returns.
+    pub fn append(&mut self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<usize> {
+        let mut p = st.log.append(self.ctx.region(), &self.ctx.alloc, budget, entries)?;
+        self.txn.depends_on(p.bind(self.txn.id()));
+        if let Some(h) = p.new_head() {
+            self.updates.push(Update::word(st.off + INODE_HEAD_OFF, h));
+        }
+        self.updates.push(Update::word(st.off + INODE_TAIL_OFF, p.tail()));
+        self.pending.push(p);
+        Ok(self.pending.len() - 1)
+    }
+
+    /// Invalidates, in place, the add entry that names `name` in directory
+    /// `dir` (NOVA §4.6: a cancelled add can never reappear once the
+    /// cancelling entry is collected). Call after every GC of `dir`: the
+    /// address is taken now.
+    pub fn cancel(&mut self, dir: &InodeState, name: &[u8]) -> Result<()> {
+        let d = dir.dir()?.get(name).ok_or(Error::NotFound)?;
+        let word = self.ctx.region().load_u64(d.entry)?;
+        self.updates.push(Update::word(d.entry, invalidated_word(word)));
+        Ok(())
+    }
+
+    /// Adds in-place word updates (valid bits, checksum words).
+    pub fn update(&mut self, updates: impl IntoIterator<Item = Update>) {
+        self.updates.extend(updates);
+    }
+
+    /// Commits (journal.rs steps 2–4). Returns the transaction's proof and
+    /// one proof per append, in append order.
+    pub fn commit(self) -> Result<(Durable, Vec<Committed>)> {
+        let durable = self.txn.commit(self.ctx.region(), &self.updates)?;
+        let committed = self.pending.into_iter().map(|p| p.journaled(&durable)).collect();
+        Ok((durable, committed))
+    }
+}

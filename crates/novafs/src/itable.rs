@@ -1,0 +1,279 @@
+//! The per-shard inode tables (NOVA §4.1): linked 2 MiB chunks of 128-byte
+//! records, the free slots of each shard in DRAM, and the one scan of the
+//! live records that recovery and fsck share.
+
+use parking_lot::{Mutex, RwLock};
+use pm::Region;
+use zerocopy::IntoBytes;
+
+use crate::alloc::{current_shard, Extent, PageAllocator, RangeSet};
+use crate::error::{corrupt, Error, Result};
+use crate::layout::{
+    decode, ChunkFooter, Ino, Inode, Superblock, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES,
+    CHUNK_SIZE, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE,
+};
+use crate::log::Bounds;
+
+/// One shard's inode table: its chunk chain and free slots.
+#[derive(Default)]
+struct TableShard {
+    chunks: RwLock<Vec<u64>>,
+    free: Mutex<RangeSet>,
+}
+
+/// The per-shard inode tables (NOVA §4.1). Inode number `ino` lives in
+/// shard `(ino - 1) % shards` at local index `(ino - 1) / shards`.
+pub struct InodeTables {
+    shards: Vec<TableShard>,
+    heads_off: u64,
+}
+
+impl InodeTables {
+    /// Walks every shard's chunk chain. Free slots are filled in later, from
+    /// the saved allocator state or a scan.
+    pub fn load(region: &dyn Region, sb: &Superblock, bounds: Bounds) -> Result<InodeTables> {
+        let mut shards = Vec::new();
+        for s in 0..u64::from(sb.shards) {
+            let mut chunks = Vec::new();
+            let mut c = region.load_u64(sb.inode_heads_off + 8 * s)?;
+            while c != 0 {
+                if !bounds.is_extent(c, CHUNK_PAGES) || chunks.len() as u64 > bounds.max_pages() / CHUNK_PAGES {
+                    return Err(corrupt!("inode table chunk pointer {c:#x} of shard {s} is invalid"));
+                }
+                let mut buf = [0u8; INODE_SIZE as usize];
+                region.read(c + CHUNK_FOOTER_OFF, &mut buf)?;
+                let f: ChunkFooter = decode(&buf)?;
+                if f.magic != CHUNK_MAGIC {
+                    return Err(corrupt!("inode table chunk at {c:#x} has a bad magic"));
+                }
+                chunks.push(c);
+                c = f.next;
+            }
+            if chunks.is_empty() {
+                return Err(corrupt!("inode table of shard {s} is missing"));
+            }
+            shards.push(TableShard {
+                chunks: RwLock::new(chunks),
+                free: Mutex::new(RangeSet::default()),
+            });
+        }
+        Ok(InodeTables {
+            shards,
+            heads_off: sb.inode_heads_off,
+        })
+    }
+
+    /// Fresh tables for mkfs: one zeroed chunk per shard.
+    pub fn create(region: &dyn Region, alloc: &PageAllocator, shards: u32) -> Result<InodeTables> {
+        let t = InodeTables {
+            shards: (0..shards).map(|_| TableShard::default()).collect(),
+            heads_off: crate::layout::INODE_HEADS_OFF,
+        };
+        for s in 0..shards as usize {
+            t.grow(region, alloc, s, &mut t.shards[s].free.lock())?;
+        }
+        Ok(t)
+    }
+
+    pub fn shard_count(&self) -> u64 {
+        self.shards.len() as u64
+    }
+
+    fn split(&self, ino: Ino) -> Option<(usize, u64)> {
+        let n = ino.checked_sub(1)?;
+        Some(((n % self.shard_count()) as usize, n / self.shard_count()))
+    }
+
+    /// Inode number of slot `local` in `shard`.
+    pub fn ino_of(&self, shard: usize, local: u64) -> Ino {
+        local * self.shard_count() + shard as u64 + 1
+    }
+
+    /// Byte offset of inode `ino`'s record, or NotFound past the tables.
+    pub fn locate(&self, ino: Ino) -> Result<u64> {
+        let (shard, local) = self.split(ino).ok_or(Error::NotFound)?;
+        let chunks = self.shards[shard].chunks.read();
+        let c = chunks.get((local / INODES_PER_CHUNK) as usize).ok_or(Error::NotFound)?;
+        Ok(c + (local % INODES_PER_CHUNK) * INODE_SIZE)
+    }
+
+    /// Every `(shard, local index, record offset)` slot, chunk by chunk.
+    pub fn slots(&self, shard: usize) -> Vec<(u64, u64)> {
+        let chunks = self.shards[shard].chunks.read();
+        chunks
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| (i as u64 * INODES_PER_CHUNK, c))
+            .collect()
+    }
+
+    /// Every chunk of every shard (for the recovery scan and fsck).
+    pub fn all_chunks(&self) -> Vec<u64> {
+        self.shards.iter().flat_map(|s| s.chunks.read().clone()).collect()
+    }
+
+    /// Marks a slot free (recovery, fsck, unmount state).
+    pub fn release(&self, ino: Ino) {
+        if let Some((shard, local)) = self.split(ino) {
+            if self.shards[shard].free.lock().insert(local, 1).is_err() {
+                tracing::error!(ino, "inode slot freed twice");
+                debug_assert!(false, "inode slot {ino} freed twice");
+            }
+        }
+    }
+
+    /// Claims a free slot in this thread's shard, growing the table by a
+    /// 2 MiB chunk when it is full. Returns the number and record offset.
+    pub fn claim(&self, region: &dyn Region, alloc: &PageAllocator) -> Result<(Ino, u64)> {
+        self.claim_in(region, alloc, current_shard(self.shards.len()))
+    }
+
+    /// Claims the lowest free slot of `shard`.
+    pub fn claim_in(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize) -> Result<(Ino, u64)> {
+        let t = &self.shards[shard];
+        let mut free = t.free.lock();
+        if free.total() == 0 {
+            self.grow(region, alloc, shard, &mut free)?;
+        }
+        let (local, _) = free.take_first(1).ok_or(Error::NoSpace)?;
+        drop(free);
+        let ino = self.ino_of(shard, local);
+        Ok((ino, self.locate(ino)?))
+    }
+
+    fn grow(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize, free: &mut RangeSet) -> Result<()> {
+        let t = &self.shards[shard];
+        let index = t.chunks.read().len() as u64;
+        let chunk = alloc.alloc_contiguous(CHUNK_PAGES)?;
+        let footer = ChunkFooter {
+            magic: CHUNK_MAGIC,
+            next: 0,
+            shard: shard as u32,
+            index: index as u32,
+            reserved: [0; 13],
+        };
+        let init = || -> Result<()> {
+            region.zero_nt(chunk, CHUNK_SIZE)?;
+            region.write(chunk + CHUNK_FOOTER_OFF, footer.as_bytes())?;
+            region.flush(chunk + CHUNK_FOOTER_OFF, INODE_SIZE)?;
+            region.fence(); // The chunk is initialised before it is linked.
+            let link = match t.chunks.read().last() {
+                Some(&last) => last + CHUNK_NEXT_OFF,
+                None => self.heads_off + 8 * shard as u64,
+            };
+            Ok(region.commit_u64(link, chunk)?) // R5
+        };
+        if let Err(e) = init() {
+            alloc.abandon(&[Extent {
+                off: chunk,
+                npages: CHUNK_PAGES,
+            }]);
+            return Err(e);
+        }
+        t.chunks.write().push(chunk);
+        let _ = free.insert(index * INODES_PER_CHUNK, INODES_PER_CHUNK);
+        Ok(())
+    }
+
+    /// Free slots as `(shard << 48 | local, len)` for the saved state.
+    pub fn export_free(&self) -> Vec<(u64, u64)> {
+        self.shards
+            .iter()
+            .enumerate()
+            .flat_map(|(s, t)| {
+                t.free
+                    .lock()
+                    .iter()
+                    .map(move |(l, n)| ((s as u64) << 48 | l, n))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// Restores free slots saved by [`InodeTables::export_free`].
+    pub fn import_free(&self, ranges: &[(u64, u64)]) -> Result<()> {
+        for &(key, n) in ranges {
+            let (s, l) = ((key >> 48) as usize, key & ((1 << 48) - 1));
+            let t = self
+                .shards
+                .get(s)
+                .ok_or_else(|| corrupt!("saved inode range for missing shard {s}"))?;
+            t.free
+                .lock()
+                .insert(l, n)
+                .map_err(|_| corrupt!("saved inode ranges overlap"))?;
+        }
+        Ok(())
+    }
+
+    /// Inode slots in all tables, used or not.
+    pub fn capacity(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|t| t.chunks.read().len() as u64 * INODES_PER_CHUNK)
+            .sum()
+    }
+
+    /// Free inode slots in all tables.
+    pub fn free_count(&self) -> u64 {
+        self.shards.iter().map(|t| t.free.lock().total()).sum()
+    }
+}
+
+/// One slot of an inode table, as [`InodeTables::scan_shard`] finds it.
+pub enum Slot {
+    Free(Ino),
+    Live {
+        ino: Ino,
+        off: u64,
+        rec: Inode,
+    },
+    /// Every slot of one more chunk has been visited (for progress).
+    ChunkDone,
+}
+
+impl InodeTables {
+    /// Visits every slot of `shard` in order, reading each chunk once: the
+    /// scan recovery (NOVA §4.7) and fsck share.
+    pub fn scan_shard(
+        &self,
+        region: &dyn Region,
+        shard: usize,
+        mut visit: impl FnMut(Slot) -> Result<()>,
+    ) -> Result<()> {
+        let mut buf = vec![0u8; CHUNK_SIZE as usize];
+        for (base, chunk) in self.slots(shard) {
+            region.read(chunk, &mut buf)?;
+            for slot in 0..INODES_PER_CHUNK {
+                let ino = self.ino_of(shard, base + slot);
+                let at = (slot * INODE_SIZE) as usize;
+                let rec: Inode = decode(&buf[at..at + INODE_SIZE as usize])?;
+                visit(if rec.state == INODE_LIVE {
+                    Slot::Live {
+                        ino,
+                        off: chunk + slot * INODE_SIZE,
+                        rec,
+                    }
+                } else {
+                    Slot::Free(ino)
+                })?;
+            }
+            visit(Slot::ChunkDone)?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads the record at `off` and checks that it is a live inode `ino`.
+pub fn read_live_record(region: &dyn Region, off: u64, ino: Ino) -> Result<Inode> {
+    let mut buf = [0u8; INODE_SIZE as usize];
+    region.read(off, &mut buf)?;
+    let rec: Inode = decode(&buf)?;
+    if rec.state != INODE_LIVE {
+        return Err(Error::NotFound);
+    }
+    if rec.ino != ino {
+        return Err(corrupt!("inode slot for {ino} holds inode {}", rec.ino));
+    }
+    Ok(rec)
+}

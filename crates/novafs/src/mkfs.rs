@@ -1,0 +1,189 @@
+//! mkfs: lays out an empty file system (NOVA §4.1, Figure 1) — headers,
+//! one inode-table chunk per shard, the root directory, the saved state of
+//! the empty allocators — with the superblock last, so an interrupted mkfs
+//! leaves an image that is plainly not novafs.
+
+use std::sync::Arc;
+
+use pm::Region;
+use zerocopy::IntoBytes;
+
+use crate::alloc::{Budget, PageAllocator};
+use crate::commit::{Ctx, GcCounters};
+use crate::dir::{dentry, DentrySpec};
+use crate::error::{Error, Result};
+use crate::inode::{record_of_attr, Attr, FileType, InodeState, ROOT_INO};
+use crate::itable::InodeTables;
+use crate::journal::Journal;
+use crate::layout::{
+    ftype_of_mode, Superblock, CHUNK_SIZE, INODE_HEADS_OFF, INODE_LIVE, INODE_SIZE, JOURNAL_HEADERS_OFF,
+    JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN,
+    STATE_MOUNTED, VERSION,
+};
+use crate::recovery::save_state;
+use crate::superblock::{bounds_of, data_start};
+use crate::time::now_ns;
+
+/// How to lay out a new file system.
+#[derive(Clone, Debug, Default)]
+pub struct FormatOptions {
+    /// Number of shards ("CPUs"); default: the CPUs of this machine.
+    pub shards: Option<u32>,
+    /// Owner of the root directory.
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Bytes needed besides the inode tables: headers, journals and some room.
+fn min_size(shards: u64) -> u64 {
+    JOURNAL_RINGS_OFF + shards * JOURNAL_RING_SIZE + shards * CHUNK_SIZE + 2 * 1024 * 1024 + PAGE_SIZE
+}
+
+/// Smallest region `format` accepts with `shards` shards.
+pub fn minimum_size(shards: u32) -> u64 {
+    min_size(u64::from(shards)).next_multiple_of(1024 * 1024)
+}
+
+/// The default shard count: this machine's CPUs.
+pub fn default_shards() -> u32 {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get() as u32)
+        .clamp(1, MAX_SHARDS)
+}
+
+/// Lays out an empty file system: headers, one inode-table chunk per
+/// shard, the root directory, then the superblock last, so a crash during
+/// mkfs leaves an image that is plainly not novafs.
+pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
+    let shards = opts.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
+    let size = region.len() - region.len() % PAGE_SIZE;
+    let min = minimum_size(shards);
+    if size < min {
+        return Err(Error::TooSmall { size, min });
+    }
+    let r = &*region;
+    let start = data_start(shards);
+    // Both magic words go first, durably, so an interrupted mkfs leaves an
+    // image that is plainly not novafs rather than a damaged old one.
+    r.store_u64(0, 0)?;
+    r.store_u64(size - PAGE_SIZE, 0)?;
+    r.flush(0, 8)?;
+    r.flush(size - PAGE_SIZE, 8)?;
+    r.fence();
+    r.zero_nt(0, start)?;
+    r.zero_nt(size - PAGE_SIZE, PAGE_SIZE)?;
+    r.fence();
+    let now = now_ns();
+    let mut sb = Superblock {
+        magic: MAGIC,
+        version: VERSION,
+        block_size: PAGE_SIZE as u32,
+        features_compat: 0,
+        features_incompat: 0,
+        features_ro_compat: 0,
+        size,
+        shards,
+        inode_size: INODE_SIZE as u32,
+        journal_headers_off: JOURNAL_HEADERS_OFF,
+        journal_rings_off: JOURNAL_RINGS_OFF,
+        journal_ring_size: JOURNAL_RING_SIZE,
+        inode_heads_off: INODE_HEADS_OFF,
+        recovery_inode_off: RECOVERY_INODE_OFF,
+        data_start: start,
+        data_end: size - PAGE_SIZE,
+        replica_off: size - PAGE_SIZE,
+        state: STATE_MOUNTED,
+        mount_count: 0,
+        epoch: 0,
+        created_ns: now,
+        mounted_ns: now,
+        uuid: uuid(now),
+        reserved: [0; 32],
+        csum: 0,
+        pad: 0,
+    };
+    let bounds = bounds_of(&sb);
+    let alloc = PageAllocator::new(sb.data_start, sb.data_end, shards as usize);
+    alloc.add_free(sb.data_start, (sb.data_end - sb.data_start) >> PAGE_SHIFT);
+    let tables = InodeTables::create(r, &alloc, shards)?;
+    let journal = Journal::open(r, &sb)?;
+    let ctx = Ctx {
+        region: region.clone(),
+        alloc,
+        tables,
+        journal,
+        bounds,
+        epoch: 0,
+        gc: GcCounters::default(),
+    };
+    make_root(&ctx, opts, now)?;
+    save_state(&ctx, &sb)?;
+    sb.state = STATE_CLEAN;
+    write_new_superblock(r, &mut sb)
+}
+
+/// mkfs's superblock write: both copies without their magic word first,
+/// then each magic word with one 8-byte commit (R5), so a crash leaves
+/// either no novafs at all or a complete superblock.
+fn write_new_superblock(region: &dyn Region, sb: &mut Superblock) -> Result<()> {
+    sb.csum = sb.compute_csum();
+    let mut bytes = sb.as_bytes().to_vec();
+    bytes[..8].fill(0);
+    for off in [0, sb.replica_off] {
+        region.write(off, &bytes)?;
+        region.persist(off, bytes.len() as u64)?;
+    }
+    region.commit_u64(0, sb.magic)?;
+    region.commit_u64(sb.replica_off, sb.magic)?;
+    Ok(())
+}
+
+fn uuid(now: i64) -> [u8; 16] {
+    let a = crc32c::crc32c(&now.to_le_bytes());
+    let b = crc32c::crc32c(&std::process::id().to_le_bytes());
+    let mut u = [0u8; 16];
+    u[..8].copy_from_slice(&now.to_le_bytes());
+    u[8..12].copy_from_slice(&a.to_le_bytes());
+    u[12..].copy_from_slice(&b.to_le_bytes());
+    u
+}
+
+/// The root directory: inode 1, its ".." pointing at itself.
+fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
+    let (ino, off) = ctx.tables.claim_in(ctx.region(), &ctx.alloc, 0)?;
+    debug_assert_eq!(ino, ROOT_INO);
+    let attr = Attr {
+        ino,
+        kind: FileType::Directory,
+        perm: 0o755,
+        nlink: 2,
+        uid: opts.uid,
+        gid: opts.gid,
+        size: 0,
+        blocks: 0,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        rdev: 0,
+        generation: 1,
+    };
+    let mut st = InodeState::new(attr, off);
+    let spec = DentrySpec {
+        ino,
+        seq: 0,
+        ftype: ftype_of_mode(libc::S_IFDIR),
+        dir_nlink: 2,
+        dir_mtime: now,
+    };
+    let entries = [dentry(0, true, b"..", &spec)];
+    // The record commits the log: the superblock, written last, makes the
+    // whole image valid (see `format`).
+    let p = st.log.append(ctx.region(), &ctx.alloc, Budget::Normal, &entries)?;
+    let mut rec = record_of_attr(&attr, 0);
+    rec.state = INODE_LIVE;
+    rec.log_head = p.new_head().unwrap_or(0);
+    rec.log_tail = p.tail();
+    ctx.region().write(off, rec.as_bytes())?;
+    ctx.region().persist(off, INODE_SIZE)?;
+    Ok(())
+}

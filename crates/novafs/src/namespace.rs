@@ -1,0 +1,567 @@
+//! Namespace operations (NOVA §4.3): create, link, unlink, rmdir and
+//! rename. Each changes several inodes — directory logs, link counts,
+//! valid bits — and commits them all in one journal transaction
+//! (commit.rs [`Multi`]). Operations lock their inodes in inode-number
+//! order (cache.rs); cross-directory renames also take the rename lock (as
+//! Linux's s_vfs_rename_mutex) so the tree cannot change shape while one
+//! checks for loops.
+
+use std::sync::atomic::Ordering;
+
+use parking_lot::Mutex;
+
+use crate::alloc::Budget;
+use crate::cache::{alive, Cache, Locked};
+use crate::commit::{self, Ctx, Multi};
+use crate::dir::{check_name, dentry, Dent, DentrySpec};
+use crate::error::{Error, Result};
+use crate::file;
+use crate::gc;
+use crate::inode::{link_entry, record_of_attr, record_publish, Attr, FileType, Ino, InodeState, ROOT_INO};
+use crate::journal::{Durable, Update};
+use crate::layout::{ftype_of_mode, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF};
+use crate::log::Entry;
+use crate::time::now_ns;
+
+/// Most hard links one inode may have.
+pub const MAX_LINKS: u32 = 65_000;
+
+/// `rename` flags (Linux values).
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+
+/// A node to create: what `create`, `mkdir`, `mknod` and `symlink` ask for.
+pub struct NewNode<'a> {
+    pub parent: Ino,
+    pub name: &'a [u8],
+    /// Full mode: type bits and permission bits.
+    pub mode: u32,
+    pub rdev: u64,
+    pub uid: u32,
+    pub gid: u32,
+    /// A symlink's target.
+    pub target: Option<&'a [u8]>,
+    /// Register an open handle at once (open with O_CREAT), so no unlink
+    /// can come in between.
+    pub opened: bool,
+}
+
+/// A rename, once both names are looked up and every inode is locked.
+struct Rename<'a> {
+    parent: Ino,
+    name: &'a [u8],
+    newparent: Ino,
+    newname: &'a [u8],
+    src: Dent,
+    dst: Option<Dent>,
+    exchange: bool,
+}
+
+impl Rename<'_> {
+    fn cross(&self) -> bool {
+        self.parent != self.newparent
+    }
+}
+
+/// One inode's share of a namespace change: entries for its log and, for
+/// a directory, the names whose add entries the change cancels (NOVA
+/// §4.6: invalidated in place, so they can never reappear once the
+/// cancelling entries are collected).
+struct Part<'a> {
+    ino: Ino,
+    entries: Vec<Entry>,
+    cancel: Vec<&'a [u8]>,
+}
+
+impl Part<'_> {
+    fn new(ino: Ino, entries: Vec<Entry>) -> Self {
+        Part {
+            ino,
+            entries,
+            cancel: Vec::new(),
+        }
+    }
+}
+
+/// The namespace of a mounted file system: its context, its inode cache
+/// and the rename lock.
+pub struct Namespace<'a> {
+    pub ctx: &'a Ctx,
+    pub cache: &'a Cache,
+    pub rename_lock: &'a Mutex<()>,
+}
+
+/// Looks `name` up in the directory `st` (read-locked by the caller).
+fn peek(st: &InodeState, name: &[u8]) -> Result<Option<Dent>> {
+    if name.len() > crate::layout::NAME_MAX {
+        return Err(Error::NameTooLong);
+    }
+    alive(st)?;
+    Ok(st.dir()?.get(name))
+}
+
+impl Namespace<'_> {
+    fn peek(&self, parent: Ino, name: &[u8]) -> Result<Option<Dent>> {
+        peek(&self.cache.get(self.ctx, parent)?.state.read(), name)
+    }
+
+    /// Commits `parts` and `extra` in-place words in one transaction, then
+    /// publishes every part's entries. GC runs first, outside the
+    /// transaction (`gc::make_room`), and cancelled adds are located only
+    /// after it: thorough GC (NOVA §4.6) moves a directory's live dentries
+    /// into a new log and frees the old pages, so an address taken earlier
+    /// would point into a freed page, possibly another file's data by then.
+    fn commit_parts(
+        &self,
+        l: &mut Locked<'_>,
+        budget: Budget,
+        parts: &[Part<'_>],
+        extra: &[Update],
+    ) -> Result<Durable> {
+        for p in parts {
+            gc::make_room(self.ctx, l.get(p.ino), &p.entries)?;
+        }
+        let inos: Vec<Ino> = parts.iter().map(|p| p.ino).collect();
+        let mut states = l.get_many(&inos);
+        let mut m = Multi::begin(self.ctx);
+        for (p, st) in parts.iter().zip(states.iter_mut()) {
+            m.append(st, budget, &p.entries)?;
+        }
+        for (p, st) in parts.iter().zip(&states) {
+            for name in &p.cancel {
+                m.cancel(st, name)?;
+            }
+        }
+        m.update(extra.iter().cloned());
+        let (durable, proofs) = m.commit()?;
+        for ((p, st), proof) in parts.iter().zip(states.iter_mut()).zip(&proofs) {
+            commit::publish(self.ctx, st, &p.entries, proof)?;
+        }
+        Ok(durable)
+    }
+
+    /// NOVA §4.3 create: the new inode and its log are written while its
+    /// slot is still free, the dentry is appended to the parent's log, then
+    /// one journal transaction sets the valid bit and the parent's tail.
+    pub fn create(&self, n: &NewNode<'_>) -> Result<Attr> {
+        check_name(n.name)?;
+        let kind = FileType::from_mode(n.mode).ok_or(Error::Invalid("unknown file type"))?;
+        let is_dir = kind == FileType::Directory;
+        let pcell = self.cache.get(self.ctx, n.parent)?;
+        let mut pst = pcell.state.write();
+        alive(&pst)?;
+        if pst.dir()?.get(n.name).is_some() {
+            return Err(Error::Exists);
+        }
+        if pst.meta.attr.nlink == 0 {
+            return Err(Error::NotFound);
+        }
+        if is_dir && pst.meta.attr.nlink >= MAX_LINKS {
+            return Err(Error::TooManyLinks);
+        }
+        let ctx = self.ctx;
+        let (ino, off) = ctx.tables.claim(ctx.region(), &ctx.alloc)?;
+        let now = now_ns();
+        let attr = Attr {
+            ino,
+            kind,
+            perm: n.mode & 0o7777,
+            nlink: if is_dir { 2 } else { 1 },
+            uid: n.uid,
+            gid: n.gid,
+            size: 0,
+            blocks: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: n.rdev,
+            generation: now as u64,
+        };
+        let mut st = InodeState::new(attr, off);
+        let built = (|| -> Result<()> {
+            let record = record_of_attr(&attr, ctx.epoch);
+            let rec = zerocopy::IntoBytes::as_bytes(&record);
+            let write_record = || -> Result<()> {
+                ctx.region().write(off, rec)?;
+                Ok(ctx.region().flush(off, INODE_SIZE)?)
+            };
+            // A directory's ".." and a symlink's target are committed in the
+            // new inode's own log first, over the record: that commit's R1
+            // fence makes the whole record persistent before the parent's
+            // transaction begins, so it only has to set the valid bit.
+            let has_init = is_dir || n.target.is_some();
+            if has_init {
+                write_record()?;
+            }
+            if is_dir {
+                let spec = DentrySpec {
+                    ino: n.parent,
+                    seq: 0,
+                    ftype: ftype_of_mode(libc::S_IFDIR),
+                    dir_nlink: 2,
+                    dir_mtime: now,
+                };
+                let dots = [dentry(ctx.epoch, true, b"..", &spec)];
+                commit::single_published(ctx, &mut st, Budget::Normal, &dots)?;
+            }
+            if let Some(t) = n.target {
+                file::write(ctx, &mut st, 0, t)?;
+            }
+            let spec = DentrySpec {
+                ino,
+                seq: pst.dir()?.next_seq(),
+                ftype: ftype_of_mode(n.mode),
+                dir_nlink: pst.meta.attr.nlink + u32::from(is_dir),
+                dir_mtime: now,
+            };
+            let entries = [dentry(ctx.epoch, true, n.name, &spec)];
+            gc::make_room(ctx, &mut pst, &entries)?;
+            let mut m = Multi::begin(ctx);
+            if has_init {
+                m.update([Update::word(off + INODE_STATE_OFF, INODE_LIVE)]);
+            } else {
+                // The record's flush shares the transaction's R2 fence, so
+                // the transaction publishes it by a check and updates
+                // (inode::record_publish; FORMAT.md, "What a transaction
+                // publishes").
+                write_record()?;
+                let (check, words) = record_publish(off, &record);
+                m.depends_on(&[check]);
+                m.update(words);
+            }
+            m.append(&mut pst, Budget::Normal, &entries)?;
+            let (_, proofs) = m.commit()?;
+            commit::publish(ctx, &mut pst, &entries, &proofs[0])
+        })();
+        if let Err(e) = built {
+            // The slot never became live: nothing durable reaches its pages.
+            ctx.alloc.abandon(&st.take_pages());
+            ctx.tables.release(ino);
+            return Err(e);
+        }
+        let attr = st.attr();
+        st.open = u32::from(n.opened);
+        self.cache.insert(st, if is_dir { n.parent } else { 0 });
+        Ok(attr)
+    }
+
+    /// Adds the name `newname` in `newparent` for inode `ino`.
+    pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        check_name(newname)?;
+        let cells = self.cache.get_all(self.ctx, &[ino, newparent])?;
+        let mut l = Locked::lock(&cells)?;
+        let now = now_ns();
+        let target = l.get(ino).attr();
+        if target.kind == FileType::Directory {
+            return Err(Error::NotPermitted);
+        }
+        if target.nlink == 0 {
+            return Err(Error::NotFound);
+        }
+        if target.nlink >= MAX_LINKS {
+            return Err(Error::TooManyLinks);
+        }
+        let p = l.get(newparent);
+        if p.dir()?.get(newname).is_some() {
+            return Err(Error::Exists);
+        }
+        let spec = DentrySpec {
+            ino,
+            seq: p.dir()?.next_seq(),
+            ftype: ftype_of_mode(target.mode()),
+            dir_nlink: p.meta.attr.nlink,
+            dir_mtime: now,
+        };
+        let e = self.ctx.epoch;
+        let parts = [
+            Part::new(newparent, vec![dentry(e, true, newname, &spec)]),
+            Part::new(ino, vec![link_entry(e, target.nlink + 1, now)]),
+        ];
+        // A link frees nothing: its proof has no further use.
+        let _ = self.commit_parts(&mut l, Budget::Normal, &parts, &[])?;
+        Ok(l.get(ino).attr())
+    }
+
+    /// unlink (`want_dir` false) or rmdir (true).
+    pub fn remove(&self, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
+        if name == b"." || name == b".." {
+            return Err(if want_dir {
+                Error::Invalid("cannot remove . or ..")
+            } else {
+                Error::IsDir
+            });
+        }
+        let pcell = self.cache.get(self.ctx, parent)?;
+        loop {
+            let d = peek(&pcell.state.read(), name)?.ok_or(Error::NotFound)?;
+            let cells = [(parent, pcell.clone()), (d.ino, self.cache.get(self.ctx, d.ino)?)];
+            let mut l = Locked::lock(&cells)?;
+            if l.get(parent).dir()?.get(name) != Some(d) {
+                continue; // Changed while unlocked: look again.
+            }
+            let child = l.get(d.ino).attr();
+            let is_dir = child.kind == FileType::Directory;
+            match (want_dir, is_dir) {
+                (true, false) => return Err(Error::NotDir),
+                (false, true) => return Err(Error::IsDir),
+                _ => {}
+            }
+            if is_dir && !l.get(d.ino).dir()?.is_empty() {
+                return Err(Error::NotEmpty);
+            }
+            let now = now_ns();
+            let spec = DentrySpec {
+                ino: d.ino,
+                seq: d.seq,
+                ftype: d.ftype,
+                dir_nlink: l.get(parent).meta.attr.nlink - u32::from(is_dir),
+                dir_mtime: now,
+            };
+            let mut gone = Part::new(parent, vec![dentry(self.ctx.epoch, false, name, &spec)]);
+            gone.cancel.push(name);
+            let mut parts = vec![gone];
+            let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
+            let extra = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
+            let durable = self.commit_parts(&mut l, Budget::Reserve, &parts, &extra)?;
+            if !extra.is_empty() {
+                self.cache.forget(self.ctx, l.get(d.ino), &durable);
+            }
+            return Ok(());
+        }
+    }
+
+    /// One link of `st` goes away, leaving `nlink`: either the inode is
+    /// freed in the same transaction (returns the update of its state
+    /// word), or a link-change entry records the new count (NOVA keeps an
+    /// unlinked but open file until its last release).
+    fn drop_link(&self, parts: &mut Vec<Part<'_>>, st: &InodeState, nlink: u32, now: i64) -> Vec<Update> {
+        if nlink == 0 && (st.open == 0 || st.meta.attr.kind == FileType::Directory) {
+            vec![Update::word(st.off + INODE_STATE_OFF, 0)]
+        } else {
+            parts.push(Part::new(
+                st.meta.attr.ino,
+                vec![link_entry(self.ctx.epoch, nlink, now)],
+            ));
+            Vec::new()
+        }
+    }
+
+    /// rename(2) with RENAME_NOREPLACE and RENAME_EXCHANGE: every change —
+    /// both directories, a replaced target, a moved directory's ".." — is
+    /// committed by one journal transaction.
+    pub fn rename(&self, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: u32) -> Result<()> {
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 || flags == RENAME_NOREPLACE | RENAME_EXCHANGE {
+            return Err(Error::Invalid("rename flags"));
+        }
+        for n in [name, newname] {
+            if n == b"." || n == b".." {
+                return Err(Error::Invalid("cannot rename . or .."));
+            }
+        }
+        check_name(newname)?;
+        let exchange = flags & RENAME_EXCHANGE != 0;
+        let _tree = (parent != newparent).then(|| self.rename_lock.lock());
+        loop {
+            let src = self.peek(parent, name)?.ok_or(Error::NotFound)?;
+            let dst = self.peek(newparent, newname)?;
+            if flags & RENAME_NOREPLACE != 0 && dst.is_some() {
+                return Err(Error::Exists);
+            }
+            if exchange && dst.is_none() {
+                return Err(Error::NotFound);
+            }
+            if dst.is_some_and(|d| d.ino == src.ino) {
+                return Ok(()); // Two names of one inode: POSIX says do nothing.
+            }
+            let mut inos = vec![parent, newparent, src.ino];
+            inos.extend(dst.map(|d| d.ino));
+            let cells = self.cache.get_all(self.ctx, &inos)?;
+            let mut l = Locked::lock(&cells)?;
+            if l.get(parent).dir()?.get(name) != Some(src) || l.get(newparent).dir()?.get(newname) != dst {
+                continue;
+            }
+            let r = Rename {
+                parent,
+                name,
+                newparent,
+                newname,
+                src,
+                dst,
+                exchange,
+            };
+            return self.rename_locked(&mut l, &r);
+        }
+    }
+
+    /// True when directory `dir` is `ancestor` or lies below it. Parents are
+    /// read without locks: the rename lock keeps the tree's shape fixed.
+    fn is_within(&self, mut dir: Ino, ancestor: Ino) -> Result<bool> {
+        for _ in 0..=self.ctx.bounds.max_pages() {
+            if dir == ancestor {
+                return Ok(true);
+            }
+            if dir == ROOT_INO {
+                return Ok(false);
+            }
+            dir = self.cache.get(self.ctx, dir)?.parent.load(Ordering::Acquire);
+        }
+        Err(Error::Corrupt("directory parents form a loop".into()))
+    }
+
+    /// The checks rename(2) makes of the two names' types, of a replaced
+    /// directory's emptiness and of loops.
+    fn check_rename(&self, l: &mut Locked<'_>, r: &Rename<'_>) -> Result<()> {
+        let dir_ft = ftype_of_mode(libc::S_IFDIR);
+        let src_dir = r.src.ftype == dir_ft;
+        let dst_dir = r.dst.is_some_and(|d| d.ftype == dir_ft);
+        if let Some(d) = r.dst.filter(|_| !r.exchange) {
+            if src_dir && !dst_dir {
+                return Err(Error::NotDir);
+            }
+            if !src_dir && dst_dir {
+                return Err(Error::IsDir);
+            }
+            if dst_dir && !l.get(d.ino).dir()?.is_empty() {
+                return Err(Error::NotEmpty);
+            }
+        }
+        if r.cross() {
+            if src_dir && self.is_within(r.newparent, r.src.ino)? {
+                return Err(Error::Invalid("cannot move a directory into itself"));
+            }
+            if let Some(d) = r.dst.filter(|_| r.exchange && dst_dir) {
+                if self.is_within(r.parent, d.ino)? {
+                    return Err(Error::Invalid("cannot move a directory into itself"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Link counts of the old and the new parent after the rename.
+    fn renamed_link_counts(l: &mut Locked<'_>, r: &Rename<'_>, src_dir: bool, dst_dir: bool) -> Result<(u32, u32)> {
+        let (mut p, mut np) = (
+            i64::from(l.get(r.parent).meta.attr.nlink),
+            i64::from(l.get(r.newparent).meta.attr.nlink),
+        );
+        let cross = r.cross();
+        if r.exchange {
+            if cross {
+                let delta = i64::from(dst_dir) - i64::from(src_dir);
+                p += delta;
+                np -= delta;
+            }
+        } else {
+            if cross && src_dir {
+                p -= 1;
+                np += 1;
+            }
+            if dst_dir {
+                np -= 1;
+                if !cross {
+                    p -= 1;
+                }
+            }
+        }
+        if np > i64::from(MAX_LINKS) || p > i64::from(MAX_LINKS) {
+            return Err(Error::TooManyLinks);
+        }
+        Ok(if cross {
+            (p as u32, np as u32)
+        } else {
+            (p as u32, p as u32)
+        })
+    }
+
+    fn rename_locked(&self, l: &mut Locked<'_>, r: &Rename<'_>) -> Result<()> {
+        self.check_rename(l, r)?;
+        let dir_ft = ftype_of_mode(libc::S_IFDIR);
+        let (src, dst, cross) = (r.src, r.dst, r.cross());
+        let src_dir = src.ftype == dir_ft;
+        let dst_dir = dst.is_some_and(|d| d.ftype == dir_ft);
+        let (p_final, np_final) = Self::renamed_link_counts(l, r, src_dir, dst_dir)?;
+        let now = now_ns();
+        let e = self.ctx.epoch;
+        let np_seq = l.get(r.newparent).dir()?.next_seq();
+        let spec = |ino, seq, ftype, nlink: u32| DentrySpec {
+            ino,
+            seq,
+            ftype,
+            dir_nlink: nlink,
+            dir_mtime: now,
+        };
+        let mut parent_entries = Vec::new();
+        let mut new_entries = vec![dentry(e, true, r.newname, &spec(src.ino, np_seq, src.ftype, np_final))];
+        let mut extra = Vec::new();
+        let mut parts: Vec<Part<'_>> = Vec::new();
+        if r.exchange {
+            let d = dst.ok_or(Error::NotFound)?;
+            let seq = if cross {
+                l.get(r.parent).dir()?.next_seq()
+            } else {
+                np_seq + 1
+            };
+            parent_entries.push(dentry(e, true, r.name, &spec(d.ino, seq, d.ftype, p_final)));
+            if cross && dst_dir {
+                let nlink = l.get(d.ino).meta.attr.nlink;
+                parts.push(Part::new(
+                    d.ino,
+                    vec![dentry(e, true, b"..", &spec(r.parent, 0, dir_ft, nlink))],
+                ));
+            }
+        } else {
+            parent_entries.push(dentry(e, false, r.name, &spec(src.ino, src.seq, src.ftype, p_final)));
+            if let Some(d) = dst {
+                let victim = l.get(d.ino);
+                let nlink = if dst_dir {
+                    0
+                } else {
+                    victim.meta.attr.nlink.saturating_sub(1)
+                };
+                extra = self.drop_link(&mut parts, victim, nlink, now);
+            }
+        }
+        if cross && src_dir {
+            let nlink = l.get(src.ino).meta.attr.nlink;
+            parts.push(Part::new(
+                src.ino,
+                vec![dentry(e, true, b"..", &spec(r.newparent, 0, dir_ft, nlink))],
+            ));
+        }
+        // NOVA §4.6: the adds of both old names are invalidated in place.
+        let replaced = dst.map(|_| r.newname);
+        if cross {
+            let mut old = Part::new(r.parent, parent_entries);
+            old.cancel.push(r.name);
+            let mut new = Part::new(r.newparent, new_entries);
+            new.cancel.extend(replaced);
+            parts.push(old);
+            parts.push(new);
+        } else {
+            new_entries.extend(parent_entries);
+            let mut both = Part::new(r.parent, new_entries);
+            both.cancel.push(r.name);
+            both.cancel.extend(replaced);
+            parts.push(both);
+        }
+        let durable = self.commit_parts(l, Budget::Reserve, &parts, &extra)?;
+        if let Some(d) = dst.filter(|_| !extra.is_empty()) {
+            self.cache.forget(self.ctx, l.get(d.ino), &durable);
+        }
+        if cross {
+            if src_dir {
+                self.cache
+                    .get(self.ctx, src.ino)?
+                    .parent
+                    .store(r.newparent, Ordering::Release);
+            }
+            if let Some(d) = dst.filter(|_| r.exchange && dst_dir) {
+                self.cache
+                    .get(self.ctx, d.ino)?
+                    .parent
+                    .store(r.parent, Ordering::Release);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,56 @@
+//! A narrow window onto the internals, behind the `probe` feature: what
+//! the crash checker's tests measure inside an image, and the types of the
+//! persistence proofs, so their rules can be shown not to compile when
+//! broken. Not part of the stable API.
+//!
+//! Publishing appended entries to the DRAM indexes takes the proof that
+//! their commit is durable (rules R1, R2, R5):
+//!
+//! ```compile_fail,E0308
+//! use novafs::probe::{InodeState, Pending};
+//! fn publish_before_commit(st: &mut InodeState, appended: &Pending) {
+//!     st.log.committed(appended);
+//! }
+//! ```
+//!
+//! and only a commit makes one:
+//!
+//! ```
+//! use novafs::probe::{Committed, InodeState};
+//! fn publish_after_commit(st: &mut InodeState, proof: &Committed) {
+//!     st.log.committed(proof);
+//! }
+//! ```
+//!
+//! Freeing pages likewise takes a commit's proof (R3):
+//!
+//! ```compile_fail,E0277
+//! use novafs::probe::{Extent, PageAllocator};
+//! fn free_before_commit(alloc: &PageAllocator, stale: &[Extent]) {
+//!     alloc.release(&(), stale);
+//! }
+//! ```
+//!
+//! ```
+//! use novafs::probe::{Durable, Extent, PageAllocator};
+//! fn free_after_commit(alloc: &PageAllocator, proof: &Durable, stale: &[Extent]) {
+//!     alloc.release(proof, stale);
+//! }
+//! ```
+
+use pm::Region;
+
+use crate::error::Result;
+use crate::superblock::{bounds_of, read_superblock};
+
+pub use crate::alloc::{Extent, PageAllocator, Unreferenced};
+pub use crate::inode::InodeState;
+pub use crate::journal::Durable;
+pub use crate::log::{Committed, Log, Pending};
+
+/// How many 2 MiB chunks the inode tables of the image on `region` have.
+pub fn inode_table_chunks(region: &dyn Region) -> Result<usize> {
+    let (sb, _) = read_superblock(region)?;
+    let tables = crate::itable::InodeTables::load(region, &sb, bounds_of(&sb))?;
+    Ok(tables.all_chunks().len())
+}
