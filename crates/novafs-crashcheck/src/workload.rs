@@ -7,8 +7,8 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use novafs::file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 use novafs::{FormatOptions, Fs, Ino, MountOptions, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE};
+use novafs::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 use pm::{MemRegion, Region};
 
 use crate::rng::{data, Rng};

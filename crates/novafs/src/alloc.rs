@@ -90,11 +90,6 @@ impl RangeSet {
         self.total
     }
 
-    /// Number of disjoint ranges.
-    pub fn range_count(&self) -> usize {
-        self.ranges.len()
-    }
-
     /// True when `unit` is in the set.
     pub fn contains(&self, unit: u64) -> bool {
         self.ranges.range(..=unit).next_back().is_some_and(|(_, &e)| unit < e)

@@ -23,8 +23,9 @@ use crate::error::{Error, Result};
 use crate::inode::InodeState;
 use crate::itable::InodeTables;
 use crate::journal::{Check, Durable, Journal, Txn, Update};
+use crate::layout::Bounds;
 use crate::layout::{invalidated_word, INODE_HEAD_OFF, INODE_TAIL_OFF};
-use crate::log::{Bounds, Committed, Entry, Pending};
+use crate::log::{Committed, Entry, Pending};
 
 pub struct Ctx {
     pub region: Arc<dyn Region>,

@@ -17,11 +17,12 @@ use crate::error::Result;
 use crate::inode::{Body, FileType, Ino, InodeState, ROOT_INO};
 use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
+use crate::layout::Bounds;
 use crate::layout::{
     decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, DENTRY_HEAD_SIZE, ENTRY_INVALID,
     PAGE_SIZE, STATE_CLEAN,
 };
-use crate::log::{Bounds, Log};
+use crate::log::Log;
 use crate::recovery;
 use crate::superblock::{bounds_of, read_superblock, replica_matches};
 

@@ -11,11 +11,12 @@ use crate::alloc::Extent;
 use crate::dir::DirIndex;
 use crate::error::{corrupt, Error, Result};
 use crate::journal::{Check, Update};
+use crate::layout::Bounds;
 use crate::layout::{
     decode, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, SetattrEntry, WriteEntry, DENTRY_HEAD_SIZE,
     ENTRY_INVALID, INODE_CSUM_END, INODE_CSUM_WORD_OFF, INODE_HEAD_OFF, INODE_LIVE, INODE_STATE_OFF, PAGE_SIZE,
 };
-use crate::log::{Bounds, Committed, Entry, Log};
+use crate::log::{Committed, Entry, Log};
 use crate::pagemap::FileMap;
 
 pub use crate::layout::{Ino, ROOT_INO};

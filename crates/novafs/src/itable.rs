@@ -8,11 +8,11 @@ use zerocopy::IntoBytes;
 
 use crate::alloc::{current_shard, Extent, PageAllocator, RangeSet};
 use crate::error::{corrupt, Error, Result};
+use crate::layout::Bounds;
 use crate::layout::{
     decode, ChunkFooter, Ino, Inode, Superblock, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES,
     CHUNK_SIZE, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE,
 };
-use crate::log::Bounds;
 
 /// One shard's inode table: its chunk chain and free slots.
 #[derive(Default)]
@@ -156,7 +156,7 @@ impl InodeTables {
             region.zero_nt(chunk, CHUNK_SIZE)?;
             region.write(chunk + CHUNK_FOOTER_OFF, footer.as_bytes())?;
             region.flush(chunk + CHUNK_FOOTER_OFF, INODE_SIZE)?;
-            region.fence(); // The chunk is initialised before it is linked.
+            region.fence(); // R1: the chunk is initialised before it is linked.
             let link = match t.chunks.read().last() {
                 Some(&last) => last + CHUNK_NEXT_OFF,
                 None => self.heads_off + 8 * shard as u64,

@@ -277,9 +277,10 @@ impl Txn<'_> {
         for u in updates {
             apply(region, u)?;
         }
-        region.fence(); // In-place updates persistent before the checkpoint.
+        region.fence(); // R2: in-place updates persistent before the checkpoint.
 
-        // Checkpoint, durable before the operation returns (R5). A later
+        // Checkpoint: one 8-byte store, durable before the operation
+        // returns (R5). A later
         // transaction, on any shard, commits as soon as its lines reach the
         // media, with no fence first; were this one still behind a head,
         // recovery could replay it after the later one and roll back words
@@ -376,7 +377,8 @@ impl Journal {
                 // Replayed updates persistent, then checkpointed before the
                 // next transaction is replayed: its updates may overwrite
                 // ranges this one checks (invalidate a dentry it added), so
-                // a crash must not find this one at the head again.
+                // a crash must not find this one at the head again (R2,
+                // then the checkpoint store, R5).
                 region.fence();
                 region.commit_u64(hdr + JOURNAL_HEAD_FIELD, txn.end)?;
                 pos = txn.end;
@@ -394,7 +396,7 @@ impl Journal {
 /// recovery replay it.
 fn forget_uncommitted(region: &dyn Region, ring: u64, size: u64, pos: u64) -> Result<()> {
     ring_write(region, ring, size, pos, &[0; size_of::<JournalRecord>()])?;
-    region.fence();
+    region.fence(); // R2: forgotten before anything later can satisfy its checks.
     Ok(())
 }
 

@@ -419,3 +419,31 @@ pub fn ftype_of_mode(mode: u32) -> u8 {
 pub fn dentry_slots(name_len: usize) -> u64 {
     (DENTRY_HEAD_SIZE as u64 + name_len as u64).div_ceil(SLOT)
 }
+
+/// The data area, for validating pointers read from media.
+#[derive(Clone, Copy, Debug)]
+pub struct Bounds {
+    pub data_start: u64,
+    pub data_end: u64,
+}
+
+impl Bounds {
+    /// True when `off` is a page inside the data area.
+    pub fn is_page(&self, off: u64) -> bool {
+        off.is_multiple_of(PAGE_SIZE) && off >= self.data_start && off < self.data_end
+    }
+
+    /// True when `npages` pages at `off` lie inside the data area.
+    pub fn is_extent(&self, off: u64, npages: u64) -> bool {
+        self.is_page(off)
+            && npages
+                .checked_mul(PAGE_SIZE)
+                .and_then(|b| b.checked_add(off))
+                .is_some_and(|end| end <= self.data_end)
+    }
+
+    /// Upper bound on the pages any chain can have (cycle detection).
+    pub fn max_pages(&self) -> u64 {
+        (self.data_end - self.data_start) / PAGE_SIZE
+    }
+}

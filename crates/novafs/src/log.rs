@@ -12,8 +12,8 @@ use crate::error::{corrupt, Result};
 use crate::hash::U64Map;
 use crate::journal::{Check, Durable, TxnId};
 use crate::layout::{
-    entry_csum, DentryHead, EntryHeader, EntryType, ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF,
-    LOG_USABLE, PAGE_SIZE, SLOT,
+    entry_csum, Bounds, DentryHead, EntryHeader, EntryType, ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF,
+    LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT,
 };
 
 /// The largest number of pages a log grows by at once; below it the log
@@ -22,34 +22,6 @@ pub const LOG_GROW_MAX: u64 = 64;
 
 /// The largest entry: a dentry with a 255-byte name.
 const MAX_ENTRY: u64 = (crate::layout::DENTRY_HEAD_SIZE as u64 + crate::layout::NAME_MAX as u64).div_ceil(SLOT) * SLOT;
-
-/// The data area, for validating pointers read from media.
-#[derive(Clone, Copy, Debug)]
-pub struct Bounds {
-    pub data_start: u64,
-    pub data_end: u64,
-}
-
-impl Bounds {
-    /// True when `off` is a page inside the data area.
-    pub fn is_page(&self, off: u64) -> bool {
-        off.is_multiple_of(PAGE_SIZE) && off >= self.data_start && off < self.data_end
-    }
-
-    /// True when `npages` pages at `off` lie inside the data area.
-    pub fn is_extent(&self, off: u64, npages: u64) -> bool {
-        self.is_page(off)
-            && npages
-                .checked_mul(PAGE_SIZE)
-                .and_then(|b| b.checked_add(off))
-                .is_some_and(|end| end <= self.data_end)
-    }
-
-    /// Upper bound on the pages any chain can have (cycle detection).
-    pub fn max_pages(&self) -> u64 {
-        (self.data_end - self.data_start) / PAGE_SIZE
-    }
-}
 
 /// An encoded log entry: whole slots, header filled in, checksum set.
 #[derive(Clone, Debug)]
@@ -301,10 +273,6 @@ impl Log {
         self.head
     }
 
-    pub fn tail(&self) -> u64 {
-        self.tail
-    }
-
     /// Every page of the chain, spare pages included.
     pub fn pages(&self) -> &[u64] {
         &self.pages
@@ -313,11 +281,6 @@ impl Log {
     /// The chain's pages, leaving the log empty.
     pub fn take_pages(&mut self) -> Vec<u64> {
         std::mem::take(self).pages
-    }
-
-    /// Entries in the log, dead or alive.
-    pub fn entry_count(&self) -> u64 {
-        self.entries
     }
 
     fn count_new(&mut self, off: u64) {
@@ -521,7 +484,7 @@ impl Log {
     /// page) from the chain with one 8-byte pointer store per removed run,
     /// made durable (R5). The proof returned lets them be freed (R3).
     pub fn unlink_pages(&mut self, region: &dyn Region, inode_off: u64, dead: &[usize]) -> Result<Unlinked> {
-        // A pending journal checkpoint becomes durable before these
+        // R2: a pending journal checkpoint becomes durable before these
         // in-place pointer updates (journal.rs step 4).
         region.fence();
         let mut keep = Vec::with_capacity(self.pages.len() - dead.len());

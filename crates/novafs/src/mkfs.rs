@@ -69,10 +69,10 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
     r.store_u64(size - PAGE_SIZE, 0)?;
     r.flush(0, 8)?;
     r.flush(size - PAGE_SIZE, 8)?;
-    r.fence();
+    r.fence(); // R5: no old superblock survives what follows.
     r.zero_nt(0, start)?;
     r.zero_nt(size - PAGE_SIZE, PAGE_SIZE)?;
-    r.fence();
+    r.fence(); // R1: headers and journals zeroed before anything names them.
     let now = now_ns();
     let mut sb = Superblock {
         magic: MAGIC,
@@ -131,9 +131,9 @@ fn write_new_superblock(region: &dyn Region, sb: &mut Superblock) -> Result<()> 
     bytes[..8].fill(0);
     for off in [0, sb.replica_off] {
         region.write(off, &bytes)?;
-        region.persist(off, bytes.len() as u64)?;
+        region.persist(off, bytes.len() as u64)?; // R1: whole before its magic word.
     }
-    region.commit_u64(0, sb.magic)?;
+    region.commit_u64(0, sb.magic)?; // R5, primary first (R4).
     region.commit_u64(sb.replica_off, sb.magic)?;
     Ok(())
 }
@@ -184,6 +184,6 @@ fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
     rec.log_head = p.new_head().unwrap_or(0);
     rec.log_tail = p.tail();
     ctx.region().write(off, rec.as_bytes())?;
-    ctx.region().persist(off, INODE_SIZE)?;
+    ctx.region().persist(off, INODE_SIZE)?; // R1: before the superblock that makes the image valid.
     Ok(())
 }

@@ -19,11 +19,11 @@ use crate::error::{corrupt, Result};
 use crate::inode::{InodeState, ROOT_INO};
 use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
+use crate::layout::Bounds;
 use crate::layout::{
     decode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, INODE_LIVE, INODE_SIZE,
     INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
-use crate::log::Bounds;
 use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
 use crate::time::now_ns;
 
@@ -225,7 +225,7 @@ pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     };
     r.write(RECOVERY_INODE_OFF, rec.as_bytes())?;
     r.flush(RECOVERY_INODE_OFF, INODE_SIZE)?;
-    r.fence(); // The saved state is persistent before the superblock says clean.
+    r.fence(); // R1: the saved state is persistent before the superblock says clean.
     Ok(())
 }
 
@@ -290,7 +290,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             // The last link went away while the file was open (NOVA keeps
             // such inodes alive until release); the process is gone now.
             // Its pages were left out of `used`, so they are free already.
-            ctx.region().commit_u64(off + INODE_STATE_OFF, 0)?;
+            ctx.region().commit_u64(off + INODE_STATE_OFF, 0)?; // R5
             ctx.tables.release(ino);
         }
     }

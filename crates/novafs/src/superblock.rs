@@ -6,11 +6,11 @@ use pm::Region;
 use zerocopy::IntoBytes;
 
 use crate::error::{corrupt, Error, Result};
+use crate::layout::Bounds;
 use crate::layout::{
     decode, Superblock, FEATURES_INCOMPAT_SUPPORTED, INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF,
     JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, VERSION,
 };
-use crate::log::Bounds;
 
 pub fn bounds_of(sb: &Superblock) -> Bounds {
     Bounds {
@@ -23,9 +23,9 @@ pub fn bounds_of(sb: &Superblock) -> Bounds {
 pub fn write_superblock(region: &dyn Region, sb: &mut Superblock) -> Result<()> {
     sb.csum = sb.compute_csum();
     region.write(0, sb.as_bytes())?;
-    region.persist(0, size_of::<Superblock>() as u64)?;
+    region.persist(0, size_of::<Superblock>() as u64)?; // R4: the primary first,
     region.write(sb.replica_off, sb.as_bytes())?;
-    region.persist(sb.replica_off, size_of::<Superblock>() as u64)?;
+    region.persist(sb.replica_off, size_of::<Superblock>() as u64)?; // then the replica.
     Ok(())
 }
 

@@ -15,7 +15,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use common::{assert_fsck_clean, fresh, mount};
-use novafs::file::MAX_FILE_SIZE;
+use novafs::MAX_FILE_SIZE;
 use novafs::{
     Attr, Error, FileType, Fs, Ino, MountOptions, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO, SEEK_DATA,
     SEEK_HOLE,
