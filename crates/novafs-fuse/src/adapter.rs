@@ -42,7 +42,7 @@ use fuser::{
     OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
     ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use novafs::{Attr, DirEntry, Error, FileType, Fs, SetAttr};
+use novafs::{Attr, Error, FileType, Fs, SetAttr};
 
 /// How long the kernel may keep entries and attributes (see the module
 /// docs: nothing can change them behind its back).
@@ -56,12 +56,6 @@ const MAX_WRITE: u32 = 16 << 20;
 /// Block size reported by stat and statfs: the core's page.
 const BLOCK_SIZE: u32 = novafs::layout::PAGE_SIZE as u32;
 
-/// Directory entries fetched per core call while filling a readdirplus
-/// reply; the attributes are looked up after the directory lock is
-/// dropped (holding it while locking children could deadlock with a
-/// rename that locks them in inode order).
-const READDIRPLUS_BATCH: usize = 64;
-
 /// novafs behind the FUSE protocol.
 pub struct FuseFs {
     fs: Arc<Fs>,
@@ -70,18 +64,6 @@ pub struct FuseFs {
 impl FuseFs {
     pub fn new(fs: Arc<Fs>) -> FuseFs {
         FuseFs { fs }
-    }
-
-    /// The group and mode of a new node in `parent`: a set-group-ID
-    /// directory passes its group on, and its set-group-ID bit to new
-    /// subdirectories (the kernel leaves this to the file system).
-    fn new_owner(&self, req: &Request, parent: INodeNo, mode: u32) -> Result<(u32, u32), Error> {
-        let p = self.fs.getattr(parent.0)?;
-        if p.perm & libc::S_ISGID == 0 {
-            return Ok((req.gid(), mode));
-        }
-        let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
-        Ok((p.gid, if is_dir { mode | libc::S_ISGID } else { mode }))
     }
 }
 
@@ -281,17 +263,14 @@ impl Filesystem for FuseFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let r = self.new_owner(req, parent, mode).and_then(|(gid, mode)| {
-            self.fs
-                .mknod(parent.0, name_bytes(name), mode, u64::from(rdev), req.uid(), gid)
-        });
+        let r = self
+            .fs
+            .mknod(parent.0, name_bytes(name), mode, u64::from(rdev), req.uid(), req.gid());
         reply_entry("mknod", reply, r);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        let r = self
-            .new_owner(req, parent, libc::S_IFDIR | (mode & 0o7777))
-            .and_then(|(gid, mode)| self.fs.mkdir(parent.0, name_bytes(name), mode, req.uid(), gid));
+        let r = self.fs.mkdir(parent.0, name_bytes(name), mode, req.uid(), req.gid());
         reply_entry("mkdir", reply, r);
     }
 
@@ -304,15 +283,10 @@ impl Filesystem for FuseFs {
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        let r = self.new_owner(req, parent, libc::S_IFLNK).and_then(|(gid, _)| {
-            self.fs.symlink(
-                parent.0,
-                name_bytes(link_name),
-                target.as_os_str().as_bytes(),
-                req.uid(),
-                gid,
-            )
-        });
+        let target = target.as_os_str().as_bytes();
+        let r = self
+            .fs
+            .symlink(parent.0, name_bytes(link_name), target, req.uid(), req.gid());
         reply_entry("symlink", reply, r);
     }
 
@@ -423,52 +397,19 @@ impl Filesystem for FuseFs {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let mut next = offset;
-        let mut added = false;
-        loop {
-            let mut batch: Vec<DirEntry> = Vec::with_capacity(READDIRPLUS_BATCH);
-            if let Err(e) = self.fs.readdir(ino.0, next, |e| {
-                batch.push(e);
-                batch.len() >= READDIRPLUS_BATCH
-            }) {
-                // Entries already added are valid; the error comes back
-                // on the kernel's next call.
-                return if added {
-                    reply.ok()
-                } else {
-                    reply.error(errno("readdirplus", &e))
-                };
-            }
-            let last_batch = batch.len() < READDIRPLUS_BATCH;
-            for e in batch {
-                match self.fs.getattr(e.ino) {
-                    Ok(a) => {
-                        let full = reply.add(
-                            INodeNo(e.ino),
-                            e.next_offset,
-                            OsStr::from_bytes(&e.name),
-                            &ATTR_TTL,
-                            &file_attr(&a),
-                            Generation(a.generation),
-                        );
-                        if full {
-                            return reply.ok();
-                        }
-                        added = true;
-                    }
-                    // Removed since the batch was read: as if listed before.
-                    Err(Error::NotFound) => {}
-                    Err(err) if added => {
-                        tracing::debug!("readdirplus: {err}");
-                        return reply.ok();
-                    }
-                    Err(err) => return reply.error(errno("readdirplus", &err)),
-                }
-                next = e.next_offset;
-            }
-            if last_batch {
-                return reply.ok();
-            }
+        let r = self.fs.readdir_plus(ino.0, offset, |e, a| {
+            reply.add(
+                INodeNo(e.ino),
+                e.next_offset,
+                OsStr::from_bytes(&e.name),
+                &ATTR_TTL,
+                &file_attr(a),
+                Generation(a.generation),
+            )
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno("readdirplus", &e)),
         }
     }
 
@@ -533,8 +474,8 @@ impl Filesystem for FuseFs {
         reply: ReplyCreate,
     ) {
         let r = self
-            .new_owner(req, parent, mode)
-            .and_then(|(gid, mode)| self.fs.create_open(parent.0, name_bytes(name), mode, req.uid(), gid));
+            .fs
+            .create_open(parent.0, name_bytes(name), mode, req.uid(), req.gid());
         match r {
             Ok(a) => reply.created(
                 &ATTR_TTL,

@@ -302,7 +302,9 @@ impl Fs {
         })
     }
 
-    /// Creates a regular file.
+    /// Creates a regular file. `uid` and `gid` are the creating process's;
+    /// in a set-group-ID directory the file takes the directory's group
+    /// (and a new directory its set-group-ID bit too), as POSIX asks.
     pub fn create(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
         self.make_node(
             parent,
@@ -427,6 +429,47 @@ impl Fs {
             }
         }
         Ok(())
+    }
+
+    /// [`Fs::readdir`] with each entry's attributes (FUSE readdirplus, an
+    /// NFS READDIRPLUS). Entries are read in batches and their attributes
+    /// looked up after the directory's lock is dropped: holding it while
+    /// locking children could deadlock with a rename that locks them in
+    /// inode order. An entry removed in between is left out, as if listed
+    /// before its removal. An error after some entries were emitted ends
+    /// the listing early with Ok: the caller's next call meets it again.
+    pub fn readdir_plus(&self, ino: Ino, offset: u64, mut emit: impl FnMut(DirEntry, &Attr) -> bool) -> Result<()> {
+        const BATCH: usize = 64;
+        let mut next = offset;
+        let mut emitted = false;
+        let stop = |e: Error, emitted: bool| if emitted { Ok(()) } else { Err(e) };
+        loop {
+            let mut batch: Vec<DirEntry> = Vec::with_capacity(BATCH);
+            if let Err(e) = self.readdir(ino, next, |e| {
+                batch.push(e);
+                batch.len() >= BATCH
+            }) {
+                return stop(e, emitted);
+            }
+            let last_batch = batch.len() < BATCH;
+            for e in batch {
+                let after = e.next_offset;
+                match self.getattr(e.ino) {
+                    Ok(a) => {
+                        if emit(e, &a) {
+                            return Ok(());
+                        }
+                        emitted = true;
+                    }
+                    Err(Error::NotFound) => {}
+                    Err(err) => return stop(err, emitted),
+                }
+                next = after;
+            }
+            if last_batch {
+                return Ok(());
+            }
+        }
     }
 
     // ---- file data ----

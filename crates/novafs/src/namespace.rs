@@ -37,6 +37,8 @@ pub struct NewNode<'a> {
     /// Full mode: type bits and permission bits.
     pub mode: u32,
     pub rdev: u64,
+    /// The creating process's user and group (the group may give way to
+    /// the directory's: [`inherited_group`]).
     pub uid: u32,
     pub gid: u32,
     /// A symlink's target.
@@ -89,6 +91,19 @@ pub struct Namespace<'a> {
     pub ctx: &'a Ctx,
     pub cache: &'a Cache,
     pub rename_lock: &'a Mutex<()>,
+}
+
+/// The group and mode of a new node made by a process of group `gid` in a
+/// directory with attributes `parent` (POSIX, as ext4 and tmpfs do it): a
+/// set-group-ID directory passes its group on, and its set-group-ID bit to
+/// new subdirectories. Decided under the parent's lock, so a concurrent
+/// chmod of the parent cannot come in between.
+fn inherited_group(parent: &Attr, gid: u32, mode: u32) -> (u32, u32) {
+    if parent.perm & libc::S_ISGID == 0 {
+        return (gid, mode);
+    }
+    let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
+    (parent.gid, if is_dir { mode | libc::S_ISGID } else { mode })
 }
 
 /// Looks `name` up in the directory `st` (read-locked by the caller).
@@ -159,16 +174,17 @@ impl Namespace<'_> {
         if is_dir && pst.meta.attr.nlink >= MAX_LINKS {
             return Err(Error::TooManyLinks);
         }
+        let (gid, mode) = inherited_group(&pst.meta.attr, n.gid, n.mode);
         let ctx = self.ctx;
         let (ino, off) = ctx.tables.claim(ctx.region(), &ctx.alloc)?;
         let now = now_ns();
         let attr = Attr {
             ino,
             kind,
-            perm: n.mode & 0o7777,
+            perm: mode & 0o7777,
             nlink: if is_dir { 2 } else { 1 },
             uid: n.uid,
-            gid: n.gid,
+            gid,
             size: 0,
             blocks: 0,
             atime: now,
@@ -210,7 +226,7 @@ impl Namespace<'_> {
             let spec = DentrySpec {
                 ino,
                 seq: pst.dir()?.next_seq(),
-                ftype: ftype_of_mode(n.mode),
+                ftype: ftype_of_mode(mode),
                 dir_nlink: pst.meta.attr.nlink + u32::from(is_dir),
                 dir_mtime: now,
             };
