@@ -140,19 +140,4 @@ impl Locked<'_> {
             .expect("inode not locked by this operation");
         &mut self.guards[i]
     }
-
-    /// The locked states of `inos` (distinct) at once, in that order.
-    pub fn get_many(&mut self, inos: &[Ino]) -> Vec<&mut InodeState> {
-        let mut slots: Vec<Option<&mut InodeState>> = self.guards.iter_mut().map(|g| Some(&mut **g)).collect();
-        inos.iter()
-            .map(|ino| {
-                let i = self
-                    .inos
-                    .iter()
-                    .position(|x| x == ino)
-                    .expect("inode not locked by this operation");
-                slots[i].take().expect("inode asked for twice")
-            })
-            .collect()
-    }
 }

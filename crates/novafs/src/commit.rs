@@ -82,7 +82,6 @@ pub struct Multi<'c> {
     ctx: &'c Ctx,
     txn: Txn<'c>,
     updates: Vec<Update>,
-    pending: Vec<Pending>,
 }
 
 impl<'c> Multi<'c> {
@@ -92,8 +91,7 @@ impl<'c> Multi<'c> {
         Multi {
             ctx,
             txn: ctx.journal.begin(),
-            updates: Vec::with_capacity(4),
-            pending: Vec::new(),
+            updates: Vec::with_capacity(8),
         }
     }
 
@@ -103,17 +101,17 @@ impl<'c> Multi<'c> {
         self.txn.depends_on(checks);
     }
 
-    /// Appends `entries` to `st`'s log for this transaction; returns the
-    /// index of its proof in what [`Multi::commit`] returns.
-    pub fn append(&mut self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<usize> {
+    /// Appends `entries` to `st`'s log for this transaction. The append
+    /// becomes `Committed` with the transaction's proof
+    /// (`Pending::journaled`).
+    pub fn append(&mut self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending> {
         let mut p = st.log.append(self.ctx.region(), &self.ctx.alloc, budget, entries)?;
         self.txn.depends_on(p.bind(self.txn.id()));
         if let Some(h) = p.new_head() {
             self.updates.push(Update::word(st.off + INODE_HEAD_OFF, h));
         }
         self.updates.push(Update::word(st.off + INODE_TAIL_OFF, p.tail()));
-        self.pending.push(p);
-        Ok(self.pending.len() - 1)
+        Ok(p)
     }
 
     /// Invalidates, in place, the add entry that names `name` in directory
@@ -132,11 +130,8 @@ impl<'c> Multi<'c> {
         self.updates.extend(updates);
     }
 
-    /// Commits (journal.rs steps 2–4). Returns the transaction's proof and
-    /// one proof per append, in append order.
-    pub fn commit(self) -> Result<(Durable, Vec<Committed>)> {
-        let durable = self.txn.commit(self.ctx.region(), &self.updates)?;
-        let committed = self.pending.into_iter().map(|p| p.journaled(&durable)).collect();
-        Ok((durable, committed))
+    /// Commits (journal.rs steps 2–4) and returns the transaction's proof.
+    pub fn commit(self) -> Result<Durable> {
+        self.txn.commit(self.ctx.region(), &self.updates)
     }
 }

@@ -65,23 +65,15 @@ impl Rename<'_> {
     }
 }
 
-/// One inode's share of a namespace change: entries for its log and, for
-/// a directory, the names whose add entries the change cancels (NOVA
-/// §4.6: invalidated in place, so they can never reappear once the
-/// cancelling entries are collected).
-struct Part<'a> {
+/// One inode's share of a namespace change: the entries for its log.
+struct Part {
     ino: Ino,
     entries: Vec<Entry>,
-    cancel: Vec<&'a [u8]>,
 }
 
-impl Part<'_> {
+impl Part {
     fn new(ino: Ino, entries: Vec<Entry>) -> Self {
-        Part {
-            ino,
-            entries,
-            cancel: Vec::new(),
-        }
+        Part { ino, entries }
     }
 }
 
@@ -120,37 +112,38 @@ impl Namespace<'_> {
         peek(&self.cache.get(self.ctx, parent)?.state.read(), name)
     }
 
-    /// Commits `parts` and `extra` in-place words in one transaction, then
-    /// publishes every part's entries. GC runs first, outside the
-    /// transaction (`gc::make_room`), and cancelled adds are located only
-    /// after it: thorough GC (NOVA §4.6) moves a directory's live dentries
-    /// into a new log and frees the old pages, so an address taken earlier
-    /// would point into a freed page, possibly another file's data by then.
+    /// Commits `parts`, the invalidation of the add entries that `cancel`
+    /// names as (directory, name) (NOVA §4.6: a cancelled add can never
+    /// reappear once the cancelling entries are collected) and `extra`
+    /// in-place words in one transaction, then publishes every part's
+    /// entries. GC runs first, outside the transaction (`gc::make_room`),
+    /// and cancelled adds are located only after it: thorough GC moves a
+    /// directory's live dentries into a new log and frees the old pages, so
+    /// an address taken earlier would point into a freed page, possibly
+    /// another file's data by then.
     fn commit_parts(
         &self,
         l: &mut Locked<'_>,
         budget: Budget,
-        parts: &[Part<'_>],
+        parts: &[Part],
+        cancel: &[(Ino, &[u8])],
         extra: &[Update],
     ) -> Result<Durable> {
         for p in parts {
             gc::make_room(self.ctx, l.get(p.ino), &p.entries)?;
         }
-        let inos: Vec<Ino> = parts.iter().map(|p| p.ino).collect();
-        let mut states = l.get_many(&inos);
         let mut m = Multi::begin(self.ctx);
-        for (p, st) in parts.iter().zip(states.iter_mut()) {
-            m.append(st, budget, &p.entries)?;
+        let mut pending = Vec::with_capacity(parts.len());
+        for p in parts {
+            pending.push(m.append(l.get(p.ino), budget, &p.entries)?);
         }
-        for (p, st) in parts.iter().zip(&states) {
-            for name in &p.cancel {
-                m.cancel(st, name)?;
-            }
+        for &(dir, name) in cancel {
+            m.cancel(l.get(dir), name)?;
         }
         m.update(extra.iter().cloned());
-        let (durable, proofs) = m.commit()?;
-        for ((p, st), proof) in parts.iter().zip(states.iter_mut()).zip(&proofs) {
-            commit::publish(self.ctx, st, &p.entries, proof)?;
+        let durable = m.commit()?;
+        for (p, appended) in parts.iter().zip(pending) {
+            commit::publish(self.ctx, l.get(p.ino), &p.entries, &appended.journaled(&durable))?;
         }
         Ok(durable)
     }
@@ -245,9 +238,9 @@ impl Namespace<'_> {
                 m.depends_on(&[check]);
                 m.update(words);
             }
-            m.append(&mut pst, Budget::Normal, &entries)?;
-            let (_, proofs) = m.commit()?;
-            commit::publish(ctx, &mut pst, &entries, &proofs[0])
+            let appended = m.append(&mut pst, Budget::Normal, &entries)?;
+            let durable = m.commit()?;
+            commit::publish(ctx, &mut pst, &entries, &appended.journaled(&durable))
         })();
         if let Err(e) = built {
             // The slot never became live: nothing durable reaches its pages.
@@ -294,7 +287,7 @@ impl Namespace<'_> {
             Part::new(ino, vec![link_entry(e, target.nlink + 1, now)]),
         ];
         // A link frees nothing: its proof has no further use.
-        let _ = self.commit_parts(&mut l, Budget::Normal, &parts, &[])?;
+        let _ = self.commit_parts(&mut l, Budget::Normal, &parts, &[], &[])?;
         Ok(l.get(ino).attr())
     }
 
@@ -333,12 +326,10 @@ impl Namespace<'_> {
                 dir_nlink: l.get(parent).meta.attr.nlink - u32::from(is_dir),
                 dir_mtime: now,
             };
-            let mut gone = Part::new(parent, vec![dentry(self.ctx.epoch, false, name, &spec)]);
-            gone.cancel.push(name);
-            let mut parts = vec![gone];
+            let mut parts = vec![Part::new(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
             let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
             let extra = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
-            let durable = self.commit_parts(&mut l, Budget::Reserve, &parts, &extra)?;
+            let durable = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &extra)?;
             if !extra.is_empty() {
                 self.cache.forget(self.ctx, l.get(d.ino), &durable);
             }
@@ -350,7 +341,7 @@ impl Namespace<'_> {
     /// freed in the same transaction (returns the update of its state
     /// word), or a link-change entry records the new count (NOVA keeps an
     /// unlinked but open file until its last release).
-    fn drop_link(&self, parts: &mut Vec<Part<'_>>, st: &InodeState, nlink: u32, now: i64) -> Vec<Update> {
+    fn drop_link(&self, parts: &mut Vec<Part>, st: &InodeState, nlink: u32, now: i64) -> Vec<Update> {
         if nlink == 0 && (st.open == 0 || st.meta.attr.kind == FileType::Directory) {
             vec![Update::word(st.off + INODE_STATE_OFF, 0)]
         } else {
@@ -509,7 +500,7 @@ impl Namespace<'_> {
         let mut parent_entries = Vec::new();
         let mut new_entries = vec![dentry(e, true, r.newname, &spec(src.ino, np_seq, src.ftype, np_final))];
         let mut extra = Vec::new();
-        let mut parts: Vec<Part<'_>> = Vec::new();
+        let mut parts: Vec<Part> = Vec::new();
         if r.exchange {
             let d = dst.ok_or(Error::NotFound)?;
             let seq = if cross {
@@ -544,23 +535,17 @@ impl Namespace<'_> {
                 vec![dentry(e, true, b"..", &spec(r.newparent, 0, dir_ft, nlink))],
             ));
         }
-        // NOVA §4.6: the adds of both old names are invalidated in place.
-        let replaced = dst.map(|_| r.newname);
         if cross {
-            let mut old = Part::new(r.parent, parent_entries);
-            old.cancel.push(r.name);
-            let mut new = Part::new(r.newparent, new_entries);
-            new.cancel.extend(replaced);
-            parts.push(old);
-            parts.push(new);
+            parts.push(Part::new(r.parent, parent_entries));
+            parts.push(Part::new(r.newparent, new_entries));
         } else {
             new_entries.extend(parent_entries);
-            let mut both = Part::new(r.parent, new_entries);
-            both.cancel.push(r.name);
-            both.cancel.extend(replaced);
-            parts.push(both);
+            parts.push(Part::new(r.parent, new_entries));
         }
-        let durable = self.commit_parts(l, Budget::Reserve, &parts, &extra)?;
+        // NOVA §4.6: the adds of both old names are invalidated in place.
+        let cancel = [(r.parent, r.name), (r.newparent, r.newname)];
+        let cancel = &cancel[..1 + usize::from(dst.is_some())];
+        let durable = self.commit_parts(l, Budget::Reserve, &parts, cancel, &extra)?;
         if let Some(d) = dst.filter(|_| !extra.is_empty()) {
             self.cache.forget(self.ctx, l.get(d.ino), &durable);
         }
