@@ -22,6 +22,7 @@ pub mod inode;
 pub mod journal;
 pub mod layout;
 pub mod log;
+pub mod op;
 pub mod recovery;
 pub mod time;
 
