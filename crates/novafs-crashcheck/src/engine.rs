@@ -21,6 +21,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use novafs::op::Op;
 use novafs::{Fs, MountOptions};
 use pm::{Choice, CrashPoint, PointKind, RecordingRegion, Region, Torn, Trace};
 
@@ -28,7 +29,7 @@ use crate::image::OverlayRegion;
 
 use crate::rng::Rng;
 use crate::tree::{Compare, Tree};
-use crate::workload::{gc_count, Expect, Op, Runner, Workload};
+use crate::workload::{apply, fresh_runner, gc_count, runner, tree_of, Expect, Workload};
 
 /// How the images of one crash point are chosen ([`choices`]).
 #[derive(Clone, Copy, Debug)]
@@ -311,30 +312,28 @@ pub fn record(w: &Workload) -> Result<Recorded, String> {
 
 /// [`record`] with the operations running on `wrap(recording)`.
 pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
-    let mut setup = Runner::fresh_with(w.region_size, w.shards)?;
-    setup.spread = w.spread;
-    setup.apply(&Op::Mount).map_err(|e| format!("setup mount: {e}"))?;
+    let mut setup = fresh_runner(w.region_size, w.shards)?;
+    apply(&mut setup, &Op::Mount, w.spread).map_err(|e| format!("setup mount: {e}"))?;
     for (i, op) in w.setup.iter().enumerate() {
-        setup.apply(op).map_err(|e| format!("setup op {i} ({op}): {e}"))?;
+        apply(&mut setup, op, w.spread).map_err(|e| format!("setup op {i} ({op}): {e}"))?;
     }
-    let initial = setup.tree()?;
-    setup.apply(&Op::Unmount).map_err(|e| format!("setup unmount: {e}"))?;
+    let initial = tree_of(&setup)?;
+    apply(&mut setup, &Op::Unmount, w.spread).map_err(|e| format!("setup unmount: {e}"))?;
     let base = {
-        let mut b = vec![0u8; setup.region.len() as usize];
-        setup.region.read(0, &mut b).map_err(|e| e.to_string())?;
+        let region = setup.region();
+        let mut b = vec![0u8; region.len() as usize];
+        region.read(0, &mut b).map_err(|e| e.to_string())?;
         b
     };
     drop(setup);
     let rec = Arc::new(RecordingRegion::new(base));
-    let mut run = Runner::new(wrap(rec.clone()));
-    run.spread = w.spread;
-    run.shards = w.shards;
+    let mut run = runner(wrap(rec.clone()), w.shards);
     let ops = w.recorded_ops();
     let mut states = vec![initial];
     let mut errors = Vec::new();
     for (i, op) in ops.iter().enumerate() {
         rec.begin_op(i as u64);
-        let res = run.apply(op);
+        let res = apply(&mut run, op, w.spread);
         rec.end_op();
         if let Err(e) = res {
             if w.expect == Expect::AllSucceed || i == 0 {
@@ -342,12 +341,10 @@ pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
             }
             errors.push((i, e));
         }
-        let tree = match run.fs {
-            Some(_) => run
-                .tree()
-                .map_err(|e| format!("after op {i} ({op}), in the live run: {e}"))?,
+        let tree = match run.fs() {
+            Some(_) => tree_of(&run).map_err(|e| format!("after op {i} ({op}), in the live run: {e}"))?,
             // What a mount would show now, read from a copy of the image.
-            None if *op == Op::Mkfs => {
+            None if matches!(op, Op::Mkfs) => {
                 let copy = Arc::new(pm::MemRegion::from_bytes(rec.snapshot()));
                 let fs = Fs::open(copy, MountOptions::default()).map_err(|e| format!("mount after mkfs: {e}"))?;
                 Tree::capture(&fs)?
@@ -752,7 +749,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                 // An interrupted mkfs leaves an image that is plainly not
                 // novafs (the superblock goes last).
                 Err(e)
-                    if cp.in_flight.is_some_and(|i| rec.ops[i as usize] == Op::Mkfs)
+                    if cp.in_flight.is_some_and(|i| matches!(rec.ops[i as usize], Op::Mkfs))
                         && e.contains("is not a novafs file system") =>
                 {
                     None

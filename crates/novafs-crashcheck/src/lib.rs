@@ -8,8 +8,9 @@
 //! state — every completed operation applied, the in-flight one fully or
 //! not at all. Crashes inside recovery are checked the same way.
 //!
-//! Modules: [`workload`] (operations and scenarios), [`tree`] (the visible
-//! state), [`engine`] (recording, enumeration, oracle), [`rng`].
+//! Modules: [`workload`] (scenarios in novafs's operation vocabulary,
+//! [`novafs::op`]), [`tree`] (the visible state), [`engine`] (recording,
+//! enumeration, oracle), [`rng`].
 
 #![forbid(unsafe_code)]
 
@@ -24,7 +25,7 @@ pub use engine::{
     Wrap,
 };
 pub use tree::{Compare, Tree};
-pub use workload::{Op, Workload};
+pub use workload::Workload;
 
 use std::sync::Mutex;
 

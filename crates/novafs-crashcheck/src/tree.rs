@@ -294,27 +294,28 @@ fn node(fs: &Fs, a: &novafs::Attr, path: &str, first: &mut HashMap<Ino, String>)
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::workload::{Op, Runner};
+    use crate::workload::{fresh_runner, tree_of, REGION_SIZE};
+    use novafs::op::Op;
 
     #[test]
     fn hard_links_share_a_name_and_differences_are_spelled_out() {
-        let mut r = Runner::fresh().unwrap();
+        let mut r = fresh_runner(REGION_SIZE, 1).unwrap();
         for op in [
             Op::Mount,
-            Op::Mkdir("/d".into()),
-            Op::Create("/d/f".into()),
-            Op::Write("/d/f".into(), 0, 10, 1),
-            Op::Link("/d/f".into(), "/a".into()),
-            Op::Symlink("/s".into(), "d/f".into()),
+            Op::mkdir("/d"),
+            Op::create("/d/f"),
+            Op::write("/d/f", 0, 10, 1),
+            Op::link("/d/f", "/a"),
+            Op::symlink("/s", "d/f"),
         ] {
             r.apply(&op).unwrap();
         }
-        let t1 = r.tree().unwrap();
+        let t1 = tree_of(&r).unwrap();
         assert_eq!(t1.nodes["/d/f"].first_name, "/a");
         assert_eq!(t1.nodes["/a"].nlink, 2);
         assert_eq!(t1.nodes["/s"].target.as_deref(), Some("d/f"));
-        r.apply(&Op::Write("/a".into(), 5, 1, 2)).unwrap();
-        let t2 = r.tree().unwrap();
+        r.apply(&Op::write("/a", 5, 1, 2)).unwrap();
+        let t2 = tree_of(&r).unwrap();
         let cmp = Compare { times: false };
         assert!(!t1.same(&t2, cmp));
         assert_ne!(t1.digest(cmp), t2.digest(cmp));

@@ -1,298 +1,55 @@
-//! Workloads: path-based operations, the runner that applies them to an
-//! [`Fs`], and the catalog of scenarios the checker sweeps (one per
+//! Workloads: the catalog of scenarios the checker sweeps (one per
 //! operation type, multi-operation sequences, log growth, fast and thorough
-//! GC, journal wrap-around, orphans, remounts).
+//! GC, journal wrap-around, orphans, remounts), written in novafs's
+//! operation vocabulary ([`novafs::op`]) and run by its [`Runner`].
 
-use std::collections::HashMap;
-use std::fmt;
 use std::sync::Arc;
 
-use novafs::{FormatOptions, Fs, Ino, MountOptions, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE};
+use novafs::op::{Op, Runner};
+use novafs::{FormatOptions, RENAME_EXCHANGE, RENAME_NOREPLACE};
 use novafs::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 use pm::{MemRegion, Region};
 
-use crate::rng::{data, Rng};
+use crate::rng::Rng;
 use crate::tree::Tree;
 
 /// Size of every crash-test region: small, so images are cheap to copy.
 pub const REGION_SIZE: u64 = 6 << 20;
 
-/// One operation, by path, so it means the same in every run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Op {
-    Create(String),
-    Mkdir(String),
-    /// Full mode (type bits included) and device number.
-    Mknod(String, u32, u64),
-    Symlink(String, String),
-    /// Path, offset, length, data seed (see [`crate::rng::data`]).
-    Write(String, u64, u64, u64),
-    Truncate(String, u64),
-    /// Path, mode, offset, length.
-    Fallocate(String, u32, u64, u64),
-    Unlink(String),
-    Rmdir(String),
-    /// From, to, flags.
-    Rename(String, String, u32),
-    /// Existing path, new name.
-    Link(String, String),
-    Chmod(String, u32),
-    Chown(String, u32, u32),
-    /// atime, mtime.
-    Utimens(String, i64, i64),
-    /// Opens a handle (kept until `Release`): an unlinked open file lives on.
-    Open(String),
-    Release(String),
-    /// Mount the image (the first operation of every recorded run).
-    Mount,
-    /// Clean unmount.
-    Unmount,
-    /// Clean unmount, then mount again.
-    Remount,
-    /// mkfs over the (unmounted) image.
-    Mkfs,
+/// A runner on `region` whose mkfs lays out `shards` shards, not mounted.
+pub fn runner(region: Arc<dyn Region>, shards: u32) -> Runner {
+    let format = FormatOptions {
+        shards: Some(shards),
+        ..Default::default()
+    };
+    Runner::new(region, format)
 }
 
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Op::Create(p) => write!(f, "create {p}"),
-            Op::Mkdir(p) => write!(f, "mkdir {p}"),
-            Op::Mknod(p, m, r) => write!(f, "mknod {p} mode {m:o} rdev {r}"),
-            Op::Symlink(p, t) if t.len() > 40 => write!(f, "symlink {p} -> ({} bytes)", t.len()),
-            Op::Symlink(p, t) => write!(f, "symlink {p} -> {t}"),
-            Op::Write(p, o, l, s) => write!(f, "write {p} off {o} len {l} seed {s}"),
-            Op::Truncate(p, s) => write!(f, "truncate {p} to {s}"),
-            Op::Fallocate(p, m, o, l) => write!(f, "fallocate {p} mode {m} off {o} len {l}"),
-            Op::Unlink(p) => write!(f, "unlink {p}"),
-            Op::Rmdir(p) => write!(f, "rmdir {p}"),
-            Op::Rename(a, b, 0) => write!(f, "rename {a} -> {b}"),
-            Op::Rename(a, b, fl) => write!(f, "rename {a} -> {b} flags {fl}"),
-            Op::Link(a, b) => write!(f, "link {a} as {b}"),
-            Op::Chmod(p, m) => write!(f, "chmod {p} {m:o}"),
-            Op::Chown(p, u, g) => write!(f, "chown {p} {u}:{g}"),
-            Op::Utimens(p, a, m) => write!(f, "utimens {p} atime {a} mtime {m}"),
-            Op::Open(p) => write!(f, "open {p}"),
-            Op::Release(p) => write!(f, "release {p}"),
-            Op::Mount => write!(f, "mount"),
-            Op::Unmount => write!(f, "unmount"),
-            Op::Remount => write!(f, "remount"),
-            Op::Mkfs => write!(f, "mkfs"),
-        }
-    }
+/// A runner on a freshly formatted heap region of `size` bytes with
+/// `shards` shards, not mounted yet.
+pub fn fresh_runner(size: u64, shards: u32) -> Result<Runner, String> {
+    let mut r = runner(Arc::new(MemRegion::new(size)), shards);
+    r.apply(&Op::Mkfs).map_err(|e| format!("format: {e}"))?;
+    Ok(r)
 }
 
-fn split(path: &str) -> (&str, &str) {
-    match path.rfind('/') {
-        Some(i) => (if i == 0 { "/" } else { &path[..i] }, &path[i + 1..]),
-        None => ("/", path),
+/// Applies `op`; an error is the file system's answer, as text. With
+/// `spread` the operation runs on a new thread: threads take shards in
+/// turn, so operations spread over every shard's journal and inode table.
+pub fn apply(r: &mut Runner, op: &Op, spread: bool) -> Result<(), String> {
+    if spread {
+        return std::thread::scope(|s| {
+            s.spawn(|| apply(r, op, false))
+                .join()
+                .unwrap_or_else(|_| Err(format!("{op} panicked")))
+        });
     }
+    r.apply(op).map(drop).map_err(|e| e.to_string())
 }
 
-/// Applies operations to a file system on one region.
-pub struct Runner {
-    pub region: Arc<dyn Region>,
-    pub fs: Option<Fs>,
-    handles: HashMap<String, Vec<Ino>>,
-    /// Run each operation on a new thread: threads take shards in turn,
-    /// so operations spread over every shard's journal and inode table.
-    pub spread: bool,
-    /// Shards for [`Op::Mkfs`].
-    pub shards: u32,
-}
-
-impl Runner {
-    /// A runner on `region`, not mounted yet.
-    pub fn new(region: Arc<dyn Region>) -> Runner {
-        Runner {
-            region,
-            fs: None,
-            handles: HashMap::new(),
-            spread: false,
-            shards: 1,
-        }
-    }
-
-    /// A runner on a freshly formatted heap region of [`REGION_SIZE`].
-    pub fn fresh() -> Result<Runner, String> {
-        Runner::fresh_sized(REGION_SIZE)
-    }
-
-    /// A runner on a freshly formatted heap region of `size` bytes.
-    pub fn fresh_sized(size: u64) -> Result<Runner, String> {
-        Runner::fresh_with(size, 1)
-    }
-
-    /// A runner on a freshly formatted heap region of `size` bytes with
-    /// `shards` shards.
-    pub fn fresh_with(size: u64, shards: u32) -> Result<Runner, String> {
-        let region: Arc<dyn Region> = Arc::new(MemRegion::new(size));
-        Fs::format(
-            region.clone(),
-            &FormatOptions {
-                shards: Some(shards),
-                ..Default::default()
-            },
-        )
-        .map_err(|e| format!("format: {e}"))?;
-        let mut r = Runner::new(region);
-        r.shards = shards;
-        Ok(r)
-    }
-
-    fn fs(&self) -> Result<&Fs, String> {
-        self.fs.as_ref().ok_or_else(|| "not mounted".to_string())
-    }
-
-    fn parent(&self, path: &str) -> Result<(Ino, Vec<u8>), String> {
-        let (dir, name) = split(path);
-        let d = self.fs()?.resolve(dir).map_err(|e| format!("{dir}: {e}"))?;
-        Ok((d.ino, name.as_bytes().to_vec()))
-    }
-
-    fn ino(&self, path: &str) -> Result<Ino, String> {
-        Ok(self.fs()?.resolve(path).map_err(|e| format!("{path}: {e}"))?.ino)
-    }
-
-    /// The visible tree (the mounted one).
-    pub fn tree(&self) -> Result<Tree, String> {
-        Tree::capture(self.fs()?)
-    }
-
-    /// Applies `op`; an error is the file system's answer, as text.
-    pub fn apply(&mut self, op: &Op) -> Result<(), String> {
-        if self.spread {
-            return std::thread::scope(|s| {
-                s.spawn(|| self.apply_here(op))
-                    .join()
-                    .unwrap_or_else(|_| Err(format!("{op} panicked")))
-            });
-        }
-        self.apply_here(op)
-    }
-
-    fn apply_here(&mut self, op: &Op) -> Result<(), String> {
-        let e = |e: novafs::Error| e.to_string();
-        match op {
-            Op::Mount => {
-                self.fs = Some(Fs::open(self.region.clone(), MountOptions::default()).map_err(e)?);
-                return Ok(());
-            }
-            Op::Unmount => {
-                self.handles.clear();
-                return self.fs.take().ok_or("not mounted")?.unmount().map_err(e);
-            }
-            Op::Remount => {
-                self.apply_here(&Op::Unmount)?;
-                return self.apply_here(&Op::Mount);
-            }
-            Op::Mkfs => {
-                if self.fs.is_some() {
-                    return Err("mkfs of a mounted image".into());
-                }
-                let opts = FormatOptions {
-                    shards: Some(self.shards),
-                    ..Default::default()
-                };
-                return Fs::format(self.region.clone(), &opts).map_err(e);
-            }
-            _ => {}
-        }
-        let fs = self.fs()?;
-        match op {
-            Op::Create(p) => {
-                let (d, n) = self.parent(p)?;
-                fs.create(d, &n, 0o644, 1000, 1000).map_err(e)?;
-            }
-            Op::Mkdir(p) => {
-                let (d, n) = self.parent(p)?;
-                fs.mkdir(d, &n, 0o755, 1000, 1000).map_err(e)?;
-            }
-            Op::Mknod(p, mode, rdev) => {
-                let (d, n) = self.parent(p)?;
-                fs.mknod(d, &n, *mode, *rdev, 1000, 1000).map_err(e)?;
-            }
-            Op::Symlink(p, t) => {
-                let (d, n) = self.parent(p)?;
-                fs.symlink(d, &n, t.as_bytes(), 1000, 1000).map_err(e)?;
-            }
-            Op::Write(p, off, len, seed) => {
-                let ino = self.ino(p)?;
-                fs.write(ino, *off, &data(*seed, *len)).map_err(e)?;
-            }
-            Op::Truncate(p, size) => {
-                let ino = self.ino(p)?;
-                let set = SetAttr {
-                    size: Some(*size),
-                    ..SetAttr::default()
-                };
-                fs.setattr(ino, &set).map_err(e)?;
-            }
-            Op::Fallocate(p, mode, off, len) => {
-                let ino = self.ino(p)?;
-                fs.fallocate(ino, *mode, *off, *len).map_err(e)?;
-            }
-            Op::Unlink(p) => {
-                let (d, n) = self.parent(p)?;
-                fs.unlink(d, &n).map_err(e)?;
-            }
-            Op::Rmdir(p) => {
-                let (d, n) = self.parent(p)?;
-                fs.rmdir(d, &n).map_err(e)?;
-            }
-            Op::Rename(a, b, flags) => {
-                let (d1, n1) = self.parent(a)?;
-                let (d2, n2) = self.parent(b)?;
-                fs.rename(d1, &n1, d2, &n2, *flags).map_err(e)?;
-            }
-            Op::Link(a, b) => {
-                let ino = self.ino(a)?;
-                let (d, n) = self.parent(b)?;
-                fs.link(ino, d, &n).map_err(e)?;
-            }
-            Op::Chmod(p, m) => {
-                let ino = self.ino(p)?;
-                let set = SetAttr {
-                    mode: Some(*m),
-                    ..SetAttr::default()
-                };
-                fs.setattr(ino, &set).map_err(e)?;
-            }
-            Op::Chown(p, u, g) => {
-                let ino = self.ino(p)?;
-                let set = SetAttr {
-                    uid: Some(*u),
-                    gid: Some(*g),
-                    ..SetAttr::default()
-                };
-                fs.setattr(ino, &set).map_err(e)?;
-            }
-            Op::Utimens(p, a, m) => {
-                let ino = self.ino(p)?;
-                let set = SetAttr {
-                    atime: Some(*a),
-                    mtime: Some(*m),
-                    ..SetAttr::default()
-                };
-                fs.setattr(ino, &set).map_err(e)?;
-            }
-            Op::Open(p) => {
-                let ino = self.ino(p)?;
-                fs.open_handle(ino).map_err(e)?;
-                self.handles.entry(p.clone()).or_default().push(ino);
-            }
-            Op::Release(p) => {
-                let ino = self
-                    .handles
-                    .get_mut(p)
-                    .and_then(Vec::pop)
-                    .ok_or_else(|| format!("{p} is not open"))?;
-                self.fs()?.release_handle(ino).map_err(e)?;
-            }
-            Op::Mount | Op::Unmount | Op::Remount | Op::Mkfs => unreachable!("handled above"),
-        }
-        Ok(())
-    }
+/// The visible tree of the mounted file system.
+pub fn tree_of(r: &Runner) -> Result<Tree, String> {
+    Tree::capture(r.fs().ok_or("not mounted")?)
 }
 
 /// What a recorded run must do besides its operations.
@@ -326,7 +83,7 @@ pub struct Workload {
     /// Region size (default [`REGION_SIZE`]).
     pub region_size: u64,
     /// Shards at mkfs (default 1), and whether operations rotate through
-    /// them (see [`Runner::spread`]).
+    /// them (see [`apply`]).
     pub shards: u32,
     pub spread: bool,
 }
@@ -356,27 +113,11 @@ impl Workload {
 /// The GC counter for `kind` of the file system `r` has mounted (0 when
 /// none is).
 pub fn gc_count(r: &Runner, kind: GcKind) -> u64 {
-    let s = r.fs.as_ref().map(Fs::gc_stats).unwrap_or_default();
+    let s = r.fs().map(novafs::Fs::gc_stats).unwrap_or_default();
     match kind {
         GcKind::Fast => s.fast_pages,
         GcKind::Thorough => s.thorough_runs,
     }
-}
-
-fn s(p: &str) -> String {
-    p.to_string()
-}
-fn create(p: &str) -> Op {
-    Op::Create(s(p))
-}
-fn mkdir(p: &str) -> Op {
-    Op::Mkdir(s(p))
-}
-fn write(p: &str, off: u64, len: u64, seed: u64) -> Op {
-    Op::Write(s(p), off, len, seed)
-}
-fn rename(a: &str, b: &str) -> Op {
-    Op::Rename(s(a), s(b), 0)
 }
 
 /// The hand-written scenarios: one per operation type and form, plus a few
@@ -384,250 +125,271 @@ fn rename(a: &str, b: &str) -> Op {
 /// workloads are built by [`generated`] (they need a trial run).
 pub fn catalog() -> Vec<Workload> {
     let w = Workload::new;
-    let f = || vec![create("/f")];
-    let f_with = |len: u64| vec![create("/f"), write("/f", 0, len, 1)];
+    let f = || vec![Op::create("/f")];
+    let f_with = |len: u64| vec![Op::create("/f"), Op::write("/f", 0, len, 1)];
     vec![
-        w("create", vec![mkdir("/d")], vec![create("/a"), create("/d/b")]),
+        w(
+            "create",
+            vec![Op::mkdir("/d")],
+            vec![Op::create("/a"), Op::create("/d/b")],
+        ),
         w(
             "mkdir",
-            vec![mkdir("/d")],
-            vec![mkdir("/a"), mkdir("/d/b"), mkdir("/d/b/c")],
+            vec![Op::mkdir("/d")],
+            vec![Op::mkdir("/a"), Op::mkdir("/d/b"), Op::mkdir("/d/b/c")],
         ),
         w(
             "mknod",
             vec![],
             vec![
-                Op::Mknod(s("/fifo"), libc::S_IFIFO | 0o600, 0),
-                Op::Mknod(s("/chr"), libc::S_IFCHR | 0o640, 0x0501),
-                Op::Mknod(s("/blk"), libc::S_IFBLK | 0o640, 0x0802),
-                Op::Mknod(s("/sock"), libc::S_IFSOCK | 0o700, 0),
-                Op::Mknod(s("/reg"), libc::S_IFREG | 0o600, 0),
+                Op::mknod("/fifo", libc::S_IFIFO | 0o600, 0),
+                Op::mknod("/chr", libc::S_IFCHR | 0o640, 0x0501),
+                Op::mknod("/blk", libc::S_IFBLK | 0o640, 0x0802),
+                Op::mknod("/sock", libc::S_IFSOCK | 0o700, 0),
+                Op::mknod("/reg", libc::S_IFREG | 0o600, 0),
             ],
         ),
         w(
             "symlink",
-            vec![mkdir("/d")],
+            vec![Op::mkdir("/d")],
             vec![
-                Op::Symlink(s("/l"), s("d/target")),
-                Op::Symlink(s("/d/long"), "x/".repeat(1500)),
-                Op::Symlink(s("/max"), "y".repeat(4095)),
+                Op::symlink("/l", "d/target"),
+                Op::symlink("/d/long", "x/".repeat(1500)),
+                Op::symlink("/max", "y".repeat(4095)),
             ],
         ),
-        w("write_small", f(), vec![write("/f", 0, 100, 2), write("/f", 200, 1, 3)]),
-        w("write_large", f(), vec![write("/f", 0, 300 * 1024, 4)]),
+        w(
+            "write_small",
+            f(),
+            vec![Op::write("/f", 0, 100, 2), Op::write("/f", 200, 1, 3)],
+        ),
+        w("write_large", f(), vec![Op::write("/f", 0, 300 * 1024, 4)]),
         w(
             "write_unaligned",
             f_with(10_000),
             vec![
-                write("/f", 1000, 9000, 5),
-                write("/f", 4095, 2, 6),
-                write("/f", 12_000, 5000, 7),
+                Op::write("/f", 1000, 9000, 5),
+                Op::write("/f", 4095, 2, 6),
+                Op::write("/f", 12_000, 5000, 7),
             ],
         ),
         w(
             "overwrite",
             f_with(3 * 4096),
             vec![
-                write("/f", 4096, 4096, 8),
-                write("/f", 100, 50, 9),
-                write("/f", 0, 3 * 4096, 10),
+                Op::write("/f", 4096, 4096, 8),
+                Op::write("/f", 100, 50, 9),
+                Op::write("/f", 0, 3 * 4096, 10),
             ],
         ),
         w(
             "append",
             f_with(5000),
             vec![
-                write("/f", 5000, 3000, 11),
-                write("/f", 8000, 10, 12),
-                write("/f", 8010, 8192, 13),
+                Op::write("/f", 5000, 3000, 11),
+                Op::write("/f", 8000, 10, 12),
+                Op::write("/f", 8010, 8192, 13),
             ],
         ),
         w(
             "truncate_down",
             f_with(4 * 4096 + 300),
             vec![
-                Op::Truncate(s("/f"), 3 * 4096 + 5),
-                Op::Truncate(s("/f"), 2 * 4096),
-                Op::Truncate(s("/f"), 100),
-                Op::Truncate(s("/f"), 0),
+                Op::truncate("/f", 3 * 4096 + 5),
+                Op::truncate("/f", 2 * 4096),
+                Op::truncate("/f", 100),
+                Op::truncate("/f", 0),
             ],
         ),
         w(
             "truncate_up",
             f_with(100),
             vec![
-                Op::Truncate(s("/f"), 10_000),
-                write("/f", 10_000, 10, 14),
-                Op::Truncate(s("/f"), 50_000),
+                Op::truncate("/f", 10_000),
+                Op::write("/f", 10_000, 10, 14),
+                Op::truncate("/f", 50_000),
             ],
         ),
         w(
             "fallocate",
             f_with(1000),
             vec![
-                Op::Fallocate(s("/f"), 0, 0, 16_384),
-                Op::Fallocate(s("/f"), FALLOC_FL_KEEP_SIZE, 16_384, 8192),
-                Op::Fallocate(s("/f"), 0, 30_000, 100),
+                Op::fallocate("/f", 0, 0, 16_384),
+                Op::fallocate("/f", FALLOC_FL_KEEP_SIZE, 16_384, 8192),
+                Op::fallocate("/f", 0, 30_000, 100),
             ],
         ),
         w(
             "punch_hole",
             f_with(4 * 4096),
             vec![
-                Op::Fallocate(s("/f"), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096, 4096),
-                Op::Fallocate(s("/f"), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 100, 5000),
-                Op::Fallocate(s("/f"), FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 3 * 4096 + 10, 20),
+                Op::fallocate("/f", FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096, 4096),
+                Op::fallocate("/f", FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 100, 5000),
+                Op::fallocate("/f", FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 3 * 4096 + 10, 20),
             ],
         ),
         w(
             "unlink",
             vec![
-                create("/f"),
-                write("/f", 0, 9000, 15),
-                Op::Link(s("/f"), s("/g")),
-                create("/e"),
+                Op::create("/f"),
+                Op::write("/f", 0, 9000, 15),
+                Op::link("/f", "/g"),
+                Op::create("/e"),
             ],
-            vec![Op::Unlink(s("/f")), Op::Unlink(s("/g")), Op::Unlink(s("/e"))],
+            vec![
+                Op::Unlink("/f".into()),
+                Op::Unlink("/g".into()),
+                Op::Unlink("/e".into()),
+            ],
         ),
         w(
             "rmdir",
-            vec![mkdir("/d"), mkdir("/d/e")],
-            vec![Op::Rmdir(s("/d/e")), Op::Rmdir(s("/d"))],
+            vec![Op::mkdir("/d"), Op::mkdir("/d/e")],
+            vec![Op::Rmdir("/d/e".into()), Op::Rmdir("/d".into())],
         ),
         w(
             "rename_in_dir",
-            vec![create("/a"), write("/a", 0, 100, 16), mkdir("/d")],
-            vec![rename("/a", "/b"), rename("/d", "/e")],
+            vec![Op::create("/a"), Op::write("/a", 0, 100, 16), Op::mkdir("/d")],
+            vec![Op::rename("/a", "/b", 0), Op::rename("/d", "/e", 0)],
         ),
         w(
             "rename_across_dirs",
-            vec![mkdir("/d1"), mkdir("/d2"), create("/d1/f"), write("/d1/f", 0, 100, 17)],
-            vec![rename("/d1/f", "/d2/f"), rename("/d2/f", "/g")],
+            vec![
+                Op::mkdir("/d1"),
+                Op::mkdir("/d2"),
+                Op::create("/d1/f"),
+                Op::write("/d1/f", 0, 100, 17),
+            ],
+            vec![Op::rename("/d1/f", "/d2/f", 0), Op::rename("/d2/f", "/g", 0)],
         ),
         w(
             "rename_over_file",
             vec![
-                create("/a"),
-                write("/a", 0, 100, 18),
-                create("/b"),
-                write("/b", 0, 5000, 19),
+                Op::create("/a"),
+                Op::write("/a", 0, 100, 18),
+                Op::create("/b"),
+                Op::write("/b", 0, 5000, 19),
             ],
-            vec![rename("/a", "/b")],
+            vec![Op::rename("/a", "/b", 0)],
         ),
         w(
             "rename_over_linked_file",
             vec![
-                mkdir("/d"),
-                create("/a"),
-                create("/b"),
-                write("/b", 0, 70, 20),
-                Op::Link(s("/b"), s("/d/b2")),
+                Op::mkdir("/d"),
+                Op::create("/a"),
+                Op::create("/b"),
+                Op::write("/b", 0, 70, 20),
+                Op::link("/b", "/d/b2"),
             ],
-            vec![rename("/a", "/b"), rename("/d/b2", "/a")],
+            vec![Op::rename("/a", "/b", 0), Op::rename("/d/b2", "/a", 0)],
         ),
         w(
             "rename_dir_across_dirs",
             vec![
-                mkdir("/d1"),
-                mkdir("/d2"),
-                mkdir("/d1/sub"),
-                create("/d1/sub/f"),
-                mkdir("/d1/sub/x"),
+                Op::mkdir("/d1"),
+                Op::mkdir("/d2"),
+                Op::mkdir("/d1/sub"),
+                Op::create("/d1/sub/f"),
+                Op::mkdir("/d1/sub/x"),
             ],
-            vec![rename("/d1/sub", "/d2/sub"), rename("/d2/sub/x", "/x")],
+            vec![Op::rename("/d1/sub", "/d2/sub", 0), Op::rename("/d2/sub/x", "/x", 0)],
         ),
         w(
             "rename_dir_over_empty_dir",
             vec![
-                mkdir("/d1"),
-                mkdir("/d2"),
-                mkdir("/d1/sub"),
-                create("/d1/sub/f"),
-                mkdir("/d2/empty"),
-                mkdir("/e"),
+                Op::mkdir("/d1"),
+                Op::mkdir("/d2"),
+                Op::mkdir("/d1/sub"),
+                Op::create("/d1/sub/f"),
+                Op::mkdir("/d2/empty"),
+                Op::mkdir("/e"),
             ],
-            vec![rename("/d1/sub", "/d2/empty"), rename("/d2", "/e")],
+            vec![Op::rename("/d1/sub", "/d2/empty", 0), Op::rename("/d2", "/e", 0)],
         ),
         w(
             "rename_exchange",
             vec![
-                mkdir("/d"),
-                create("/a"),
-                write("/a", 0, 10, 21),
-                create("/b"),
-                mkdir("/d/sub"),
+                Op::mkdir("/d"),
+                Op::create("/a"),
+                Op::write("/a", 0, 10, 21),
+                Op::create("/b"),
+                Op::mkdir("/d/sub"),
             ],
             vec![
-                Op::Rename(s("/a"), s("/b"), RENAME_EXCHANGE),
-                Op::Rename(s("/a"), s("/d/sub"), RENAME_EXCHANGE),
+                Op::rename("/a", "/b", RENAME_EXCHANGE),
+                Op::rename("/a", "/d/sub", RENAME_EXCHANGE),
             ],
         ),
         w(
             "rename_exchange_dirs",
             vec![
-                mkdir("/e1"),
-                mkdir("/e2"),
-                mkdir("/e1/x"),
-                mkdir("/e2/y"),
-                create("/e1/x/f"),
-                mkdir("/e2/y/z"),
+                Op::mkdir("/e1"),
+                Op::mkdir("/e2"),
+                Op::mkdir("/e1/x"),
+                Op::mkdir("/e2/y"),
+                Op::create("/e1/x/f"),
+                Op::mkdir("/e2/y/z"),
             ],
             vec![
-                Op::Rename(s("/e1/x"), s("/e2/y"), RENAME_EXCHANGE),
-                Op::Rename(s("/e1/x/z"), s("/e2/y/f"), RENAME_EXCHANGE),
+                Op::rename("/e1/x", "/e2/y", RENAME_EXCHANGE),
+                Op::rename("/e1/x/z", "/e2/y/f", RENAME_EXCHANGE),
             ],
         ),
         w(
             "rename_noreplace",
-            vec![mkdir("/d"), create("/a")],
-            vec![Op::Rename(s("/a"), s("/d/a"), RENAME_NOREPLACE)],
+            vec![Op::mkdir("/d"), Op::create("/a")],
+            vec![Op::rename("/a", "/d/a", RENAME_NOREPLACE)],
         ),
         w(
             "link",
-            vec![mkdir("/d"), create("/f"), write("/f", 0, 10, 22)],
-            vec![Op::Link(s("/f"), s("/g")), Op::Link(s("/f"), s("/d/h"))],
+            vec![Op::mkdir("/d"), Op::create("/f"), Op::write("/f", 0, 10, 22)],
+            vec![Op::link("/f", "/g"), Op::link("/f", "/d/h")],
         ),
         w(
             "setattr",
-            vec![create("/f"), mkdir("/d")],
+            vec![Op::create("/f"), Op::mkdir("/d")],
             vec![
-                Op::Chmod(s("/f"), 0o600),
-                Op::Chown(s("/f"), 7, 8),
-                Op::Utimens(s("/f"), 1_000_000_000, 2_000_000_000),
-                Op::Chmod(s("/d"), 0o700),
+                Op::chmod("/f", 0o600),
+                Op::chown("/f", 7, 8),
+                Op::utimens("/f", 1_000_000_000, 2_000_000_000),
+                Op::chmod("/d", 0o700),
             ],
         ),
         w(
             "unlink_open_file",
-            vec![create("/f"), write("/f", 0, 6000, 23)],
-            vec![Op::Open(s("/f")), Op::Unlink(s("/f")), Op::Release(s("/f"))],
+            vec![Op::create("/f"), Op::write("/f", 0, 6000, 23)],
+            vec![Op::Open("/f".into()), Op::Unlink("/f".into()), Op::Release("/f".into())],
         ),
         w(
             "remount",
-            vec![create("/f")],
-            vec![write("/f", 0, 100, 24), Op::Remount, create("/g"), Op::Unmount],
+            vec![Op::create("/f")],
+            vec![Op::write("/f", 0, 100, 24), Op::Remount, Op::create("/g"), Op::Unmount],
         ),
         w(
             "mkfs_over_an_old_image",
-            vec![mkdir("/old"), create("/old/f"), write("/old/f", 0, 5000, 26)],
-            vec![Op::Unmount, Op::Mkfs, Op::Mount, create("/new")],
+            vec![
+                Op::mkdir("/old"),
+                Op::create("/old/f"),
+                Op::write("/old/f", 0, 5000, 26),
+            ],
+            vec![Op::Unmount, Op::Mkfs, Op::Mount, Op::create("/new")],
         ),
         w(
             "sequence_mixed",
             vec![],
             vec![
-                mkdir("/d"),
-                create("/d/f"),
-                write("/d/f", 0, 5000, 25),
-                Op::Link(s("/d/f"), s("/l")),
-                rename("/d/f", "/g"),
-                Op::Symlink(s("/d/s"), s("../g")),
-                Op::Truncate(s("/g"), 1234),
-                Op::Unlink(s("/l")),
-                mkdir("/d/e"),
-                rename("/d/e", "/e"),
-                Op::Rmdir(s("/e")),
-                Op::Chmod(s("/g"), 0o400),
+                Op::mkdir("/d"),
+                Op::create("/d/f"),
+                Op::write("/d/f", 0, 5000, 25),
+                Op::link("/d/f", "/l"),
+                Op::rename("/d/f", "/g", 0),
+                Op::symlink("/d/s", "../g"),
+                Op::truncate("/g", 1234),
+                Op::Unlink("/l".into()),
+                Op::mkdir("/d/e"),
+                Op::rename("/d/e", "/e", 0),
+                Op::Rmdir("/e".into()),
+                Op::chmod("/g", 0o400),
                 Op::Unmount,
             ],
         ),
@@ -637,7 +399,7 @@ pub fn catalog() -> Vec<Workload> {
 /// Runs `ops` on a fresh file system; returns how many of them ran before
 /// `stop` returned true after one (the index of that op), or None.
 fn first_where(setup: &[Op], ops: impl Iterator<Item = Op>, mut stop: impl FnMut(&Runner) -> bool) -> Option<usize> {
-    let mut r = Runner::fresh().ok()?;
+    let mut r = fresh_runner(REGION_SIZE, 1).ok()?;
     r.apply(&Op::Mount).ok()?;
     for op in setup {
         r.apply(op).ok()?;
@@ -682,20 +444,20 @@ fn journal_head(region: &dyn Region) -> u64 {
 pub fn generated() -> Vec<Workload> {
     let mut out = Vec::new();
     // Log growth: distinct pages stay live, so the log must grow.
-    let grow = |i: usize| write("/f", i as u64 * 4096, 8, 100 + i as u64);
+    let grow = |i: usize| Op::write("/f", i as u64 * 4096, 8, 100 + i as u64);
     {
-        let r = Runner::fresh();
+        let r = fresh_runner(REGION_SIZE, 1);
         if let Ok(mut r) = r {
             // Find the op after which the file's log occupies a new page:
             // blocks in use jump by more than the one data page.
             let _ = r.apply(&Op::Mount);
-            let _ = r.apply(&create("/f"));
+            let _ = r.apply(&Op::create("/f"));
             let mut at = None;
-            if let Some(fs) = r.fs.as_ref() {
+            if let Some(fs) = r.fs() {
                 let mut free = fs.statfs().blocks_free;
                 for i in 0..400 {
                     let _ = r.apply(&grow(i));
-                    let fs = r.fs.as_ref().expect("mounted");
+                    let fs = r.fs().expect("mounted");
                     let now = fs.statfs().blocks_free;
                     if free - now > 1 && i > 0 {
                         at = Some(i);
@@ -705,7 +467,7 @@ pub fn generated() -> Vec<Workload> {
                 }
             }
             if let Some(at) = at {
-                let mut setup = vec![create("/f")];
+                let mut setup = vec![Op::create("/f")];
                 setup.extend((0..at - 1).map(grow));
                 out.push(Workload::new(
                     "log_growth_file",
@@ -717,16 +479,16 @@ pub fn generated() -> Vec<Workload> {
     }
     {
         let name = |i: usize| format!("/d/entry-{i:04}");
-        let gen = |i: usize| Op::Create(name(i));
-        if let Ok(mut r) = Runner::fresh() {
+        let gen = |i: usize| Op::create(name(i));
+        if let Ok(mut r) = fresh_runner(REGION_SIZE, 1) {
             let _ = r.apply(&Op::Mount);
-            let _ = r.apply(&mkdir("/d"));
+            let _ = r.apply(&Op::mkdir("/d"));
             let mut at = None;
-            if r.fs.is_some() {
-                let mut free = r.fs.as_ref().map_or(0, |f| f.statfs().blocks_free);
+            if r.fs().is_some() {
+                let mut free = r.fs().map_or(0, |f| f.statfs().blocks_free);
                 for i in 0..400 {
                     let _ = r.apply(&gen(i));
-                    let now = r.fs.as_ref().map_or(0, |f| f.statfs().blocks_free);
+                    let now = r.fs().map_or(0, |f| f.statfs().blocks_free);
                     if free > now && i > 0 {
                         at = Some(i);
                         break;
@@ -735,7 +497,7 @@ pub fn generated() -> Vec<Workload> {
                 }
             }
             if let Some(at) = at {
-                let mut setup = vec![mkdir("/d")];
+                let mut setup = vec![Op::mkdir("/d")];
                 setup.extend((0..at - 1).map(gen));
                 out.push(Workload::new(
                     "log_growth_dir",
@@ -746,10 +508,10 @@ pub fn generated() -> Vec<Workload> {
         }
     }
     // Fast GC: overwrites of one page leave only dead entries behind.
-    let over = |i: usize| write("/f", (i % 3) as u64 * 8, 8, 1000 + i as u64);
+    let over = |i: usize| Op::write("/f", (i % 3) as u64 * 8, 8, 1000 + i as u64);
     if let Some(mut w) = around(
         "fast_gc",
-        vec![create("/f"), write("/f", 0, 4096, 9)],
+        vec![Op::create("/f"), Op::write("/f", 0, 4096, 9)],
         over,
         2000,
         |r| gc_count(r, GcKind::Fast) > 0,
@@ -763,14 +525,14 @@ pub fn generated() -> Vec<Workload> {
     let sparse = |i: usize| {
         let k = i / 71;
         if i.is_multiple_of(71) {
-            write("/f", 4096 + k as u64 * 4096, 4096, 2000 + k as u64)
+            Op::write("/f", 4096 + k as u64 * 4096, 4096, 2000 + k as u64)
         } else {
-            write("/f", 0, 16, 3000 + i as u64)
+            Op::write("/f", 0, 16, 3000 + i as u64)
         }
     };
     if let Some(mut w) = around(
         "thorough_gc_file",
-        vec![create("/f")],
+        vec![Op::create("/f")],
         sparse,
         30_000,
         |r| gc_count(r, GcKind::Thorough) > 0,
@@ -784,14 +546,14 @@ pub fn generated() -> Vec<Workload> {
     let cycle = |i: usize| {
         let n = format!("/d/tmp-{}", (i / 2) % 7);
         if i.is_multiple_of(2) {
-            Op::Create(n)
+            Op::create(n)
         } else {
             Op::Unlink(n)
         }
     };
     if let Some(mut w) = around(
         "thorough_gc_dir",
-        vec![mkdir("/d"), create("/d/keep")],
+        vec![Op::mkdir("/d"), Op::create("/d/keep")],
         cycle,
         40_000,
         |r| gc_count(r, GcKind::Thorough) > 0,
@@ -812,11 +574,11 @@ pub fn generated() -> Vec<Workload> {
         let step = move |i: usize| {
             let tmp = |k: usize| format!("/d/tmp-{k}");
             if i.is_multiple_of(64) {
-                Op::Create(format!("/d/stay-{i}"))
+                Op::create(format!("/d/stay-{i}"))
             } else if i % 2 == 1 {
-                Op::Create(tmp(i))
+                Op::create(tmp(i))
             } else if by_rename {
-                Op::Rename(tmp(i - 1), "/d/b".into(), 0)
+                Op::rename(tmp(i - 1), "/d/b", 0)
             } else {
                 Op::Unlink(tmp(i - 1))
             }
@@ -832,7 +594,7 @@ pub fn generated() -> Vec<Workload> {
         };
         if let Some(mut w) = around(
             name,
-            vec![mkdir("/d"), create("/d/b")],
+            vec![Op::mkdir("/d"), Op::create("/d/b")],
             step,
             40_000,
             cancelling_op_compacted,
@@ -848,23 +610,23 @@ pub fn generated() -> Vec<Workload> {
         let a = format!("/x{}", (i / 3) % 5);
         let b = format!("/y{}", (i / 3) % 5);
         if i.is_multiple_of(3) {
-            Op::Create(a)
+            Op::create(a)
         } else if i % 3 == 1 {
-            Op::Rename(a, b, 0)
+            Op::rename(a, b, 0)
         } else {
             Op::Unlink(b)
         }
     };
-    if let Ok(mut r) = Runner::fresh() {
+    if let Ok(mut r) = fresh_runner(REGION_SIZE, 1) {
         let _ = r.apply(&Op::Mount);
         let ring = novafs::layout::JOURNAL_RING_SIZE;
         let mut at = None;
-        let mut last = journal_head(&*r.region);
+        let mut last = journal_head(&**r.region());
         for i in 0..100_000 {
             if r.apply(&pair(i)).is_err() {
                 break;
             }
-            let t = journal_head(&*r.region);
+            let t = journal_head(&**r.region());
             if t / ring != last / ring && !t.is_multiple_of(ring) {
                 at = Some(i);
                 break;
@@ -887,8 +649,8 @@ pub fn generated() -> Vec<Workload> {
 /// (a 2 MiB chunk linked by one 8-byte pointer).
 pub fn inode_table_growth() -> Workload {
     let per_chunk = novafs::layout::INODES_PER_CHUNK as usize;
-    let name = |i: usize| Op::Create(format!("/t{}/{i}", i % 8));
-    let mut setup: Vec<Op> = (0..8).map(|d| Op::Mkdir(format!("/t{d}"))).collect();
+    let name = |i: usize| Op::create(format!("/t{}/{i}", i % 8));
+    let mut setup: Vec<Op> = (0..8).map(|d| Op::mkdir(format!("/t{d}"))).collect();
     // The root and the 8 directories hold slots too; leave one free.
     let before = per_chunk - 1 - 8 - 1;
     setup.extend((0..before).map(name));
@@ -941,14 +703,14 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
     let mut rng = Rng::derive(seed, 0x5e0);
     let mut ops = Vec::new();
     let size = if shards > 1 { 8 << 20 } else { REGION_SIZE };
-    let mut r = Runner::fresh_with(size, shards).ok();
+    let spread = shards > 1;
+    let mut r = fresh_runner(size, shards).ok();
     if let Some(r) = r.as_mut() {
-        r.spread = shards > 1;
-        let _ = r.apply(&Op::Mount);
+        let _ = apply(r, &Op::Mount, spread);
     }
     let names = ["a", "b", "c", "d"];
     for i in 0..len {
-        let tree = r.as_ref().and_then(|r| r.tree().ok()).unwrap_or_default();
+        let tree = r.as_ref().and_then(|r| tree_of(r).ok()).unwrap_or_default();
         let dirs: Vec<String> = tree
             .nodes
             .iter()
@@ -967,30 +729,30 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
         let fresh = join(&dir, names[rng.below(names.len() as u64) as usize]);
         let seed_i = seed.wrapping_mul(1000) + i as u64;
         let op = match rng.below(20) {
-            0..=2 => Op::Create(fresh),
-            3 => Op::Mkdir(fresh),
-            4 => Op::Symlink(fresh, format!("t{}", rng.below(100))),
-            5 => Op::Mknod(fresh, libc::S_IFIFO | 0o644, 0),
+            0..=2 => Op::create(fresh),
+            3 => Op::mkdir(fresh),
+            4 => Op::symlink(fresh, format!("t{}", rng.below(100))),
+            5 => Op::mknod(fresh, libc::S_IFIFO | 0o644, 0),
             6..=9 => match rng.pick(&files) {
                 Some(f) => {
                     let off = [0, 100, 4096, 5000, 8191][rng.below(5) as usize];
                     let len = [1, 64, 700, 4096, 9000][rng.below(5) as usize];
-                    Op::Write(f.clone(), off, len, seed_i)
+                    Op::write(f.clone(), off, len, seed_i)
                 }
-                None => Op::Create(fresh),
+                None => Op::create(fresh),
             },
             10 => match rng.pick(&files) {
-                Some(f) => Op::Truncate(f.clone(), [0, 10, 4096, 6000, 20_000][rng.below(5) as usize]),
-                None => Op::Mkdir(fresh),
+                Some(f) => Op::truncate(f.clone(), [0, 10, 4096, 6000, 20_000][rng.below(5) as usize]),
+                None => Op::mkdir(fresh),
             },
             11 => match rng.pick(&files) {
-                Some(f) => Op::Fallocate(
+                Some(f) => Op::fallocate(
                     f.clone(),
                     [0, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE][rng.below(3) as usize],
                     rng.below(3) * 3000,
                     1 + rng.below(9000),
                 ),
-                None => Op::Create(fresh),
+                None => Op::create(fresh),
             },
             12 | 13 => match rng.pick(&any) {
                 Some(p) => {
@@ -1000,40 +762,40 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
                     } else {
                         rng.pick(&any).cloned().unwrap_or(fresh)
                     };
-                    Op::Rename(p.clone(), to, flags)
+                    Op::rename(p.clone(), to, flags)
                 }
-                None => Op::Create(fresh),
+                None => Op::create(fresh),
             },
             14 => match rng.pick(&files) {
-                Some(f) => Op::Link(f.clone(), fresh),
-                None => Op::Create(fresh),
+                Some(f) => Op::link(f.clone(), fresh),
+                None => Op::create(fresh),
             },
             15 | 16 => match rng.pick(&any) {
                 Some(p) if tree.nodes[p].kind == "Directory" => Op::Rmdir(p.clone()),
                 Some(p) => Op::Unlink(p.clone()),
-                None => Op::Create(fresh),
+                None => Op::create(fresh),
             },
             17 => match rng.pick(&any) {
-                Some(p) => Op::Chmod(p.clone(), 0o600 + rng.below(0o177) as u32),
-                None => Op::Mkdir(fresh),
+                Some(p) => Op::chmod(p.clone(), 0o600 + rng.below(0o177) as u32),
+                None => Op::mkdir(fresh),
             },
             18 => match rng.pick(&any) {
-                Some(p) => Op::Chown(p.clone(), rng.below(5) as u32, rng.below(5) as u32),
-                None => Op::Mkdir(fresh),
+                Some(p) => Op::chown(p.clone(), rng.below(5) as u32, rng.below(5) as u32),
+                None => Op::mkdir(fresh),
             },
             _ => {
                 if rng.chance(1, 4) {
                     Op::Remount
                 } else {
                     match rng.pick(&files) {
-                        Some(f) => Op::Write(f.clone(), tree.nodes[f].size, 1 + rng.below(5000), seed_i),
-                        None => Op::Create(fresh),
+                        Some(f) => Op::write(f.clone(), tree.nodes[f].size, 1 + rng.below(5000), seed_i),
+                        None => Op::create(fresh),
                     }
                 }
             }
         };
         if let Some(r) = r.as_mut() {
-            let _ = r.apply(&op);
+            let _ = apply(r, &op, spread);
         }
         ops.push(op);
     }
@@ -1045,6 +807,6 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
         gc: None,
         region_size: size,
         shards,
-        spread: shards > 1,
+        spread,
     }
 }

@@ -7,8 +7,9 @@ mod common;
 use std::sync::Arc;
 
 use novafs::layout::{decode, Superblock, PAGE_SIZE};
+use novafs::op::Op;
 use novafs::{Fs, MountOptions};
-use novafs_crashcheck::workload::{self, Op, Runner};
+use novafs_crashcheck::workload::{self, fresh_runner, REGION_SIZE};
 use novafs_crashcheck::{check_workload, group, Config, Stats};
 use pm::{Choice, RecordingRegion, Region, Trace};
 
@@ -42,12 +43,12 @@ fn torn_copy(trace: &Trace, copy: u64) -> Option<Vec<u8>> {
 /// --image 1` (crash inside recovery, point 0, images 1 and 2).
 #[test]
 fn crash_during_mount_after_a_torn_superblock_replica_keeps_the_image_mountable() {
-    let mut r = Runner::fresh().unwrap();
+    let mut r = fresh_runner(REGION_SIZE, 1).unwrap();
     r.apply(&Op::Mount).unwrap();
-    r.apply(&Op::Create("/f".into())).unwrap();
+    r.apply(&Op::create("/f")).unwrap();
     r.apply(&Op::Unmount).unwrap();
-    let mut base = vec![0u8; r.region.len() as usize];
-    r.region.read(0, &mut base).unwrap();
+    let mut base = vec![0u8; r.region().len() as usize];
+    r.region().read(0, &mut base).unwrap();
     let replica = base.len() as u64 - PAGE_SIZE;
 
     // Crash 1: during the mount's replica update.

@@ -12,8 +12,9 @@
 use std::sync::Arc;
 
 use novafs::layout::{INODE_HEADS_OFF, INODE_SIZE};
+use novafs::op::Op;
 use novafs::{Fs, MountOptions};
-use novafs_crashcheck::workload::{Expect, Op, REGION_SIZE};
+use novafs_crashcheck::workload::{Expect, REGION_SIZE};
 use novafs_crashcheck::{record, Compare, Tree, Workload};
 use pm::{Choice, MemRegion, PointKind, Region, Torn};
 
@@ -35,9 +36,9 @@ const CSUM: usize = 15;
 /// record still names its (freed) log, whose pages nothing has reused yet.
 fn deleted_file() -> Vec<Op> {
     vec![
-        Op::Create("/old".into()),
-        Op::Chmod("/old".into(), 0o711),
-        Op::Write("/old".into(), 0, 8192, 42),
+        Op::create("/old"),
+        Op::chmod("/old", 0o711),
+        Op::write("/old", 0, 8192, 42),
         Op::Unlink("/old".into()),
     ]
 }
@@ -130,7 +131,7 @@ fn crash_with_old_words(setup: Vec<Op>, op: Op, path: &str, old: &[usize]) -> Sh
 }
 
 fn create_a() -> Op {
-    Op::Create("/a".into())
+    Op::create("/a")
 }
 
 /// Before the fix: "fsck: inode N fails its checksum" and "directory 2:
@@ -169,7 +170,7 @@ fn log_page_pointer_outside_the_data_area_never_follows_a_create_over_a_stale_he
 /// the slot of a deleted file inherited that file's log).
 #[test]
 fn write_entry_in_the_log_of_a_non_file_never_follows_a_mknod_in_a_reused_slot() {
-    let fifo = Op::Mknod("/a".into(), libc::S_IFIFO | 0o600, 0);
+    let fifo = Op::mknod("/a", libc::S_IFIFO | 0o600, 0);
     assert_eq!(
         crash_with_old_words(deleted_file(), fifo, "/a", &[LOG_HEAD, LOG_TAIL]),
         Shows::Before

@@ -20,6 +20,8 @@
 //! | 11 | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
 //! | 12 | `mkfs`, [`fsck`] | formatting; the offline check |
 //! | 13 | [`fs`], `probe` | the public thread-safe API; the feature-gated window for tests |
+//! | 14 | the crate root | the public API re-exported (`crate::Fs`, …) |
+//! | 15 | [`op`] | one vocabulary of file-system operations over the public API, shared by the model test, the crash checker and the benchmarks |
 //!
 //! The journal sits below the log (the "log / journal" level split
 //! in two): a log append committed by a transaction becomes `Committed`
@@ -44,6 +46,7 @@ pub mod layout;
 mod log;
 mod mkfs;
 mod namespace;
+pub mod op;
 mod pagemap;
 #[cfg(feature = "probe")]
 pub mod probe;
@@ -86,9 +89,16 @@ mod layering {
         ("fsck", 12, include_str!("fsck.rs")),
         ("fs", 13, include_str!("fs.rs")),
         ("probe", 13, include_str!("probe.rs")),
+        ("op", 15, include_str!("op.rs")),
     ];
 
+    /// `crate::{…}` and `crate::Type` name the public API at the root.
+    const ROOT: u32 = 14;
+
     fn layer(name: &str) -> Option<u32> {
+        if name.is_empty() {
+            return Some(ROOT);
+        }
         MODULES.iter().find(|(n, _, _)| *n == name).map(|&(_, l, _)| l)
     }
 

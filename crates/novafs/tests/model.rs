@@ -4,6 +4,11 @@
 //! crash remounts are part of the sequence; after each one the whole tree is
 //! compared, the free-space count is checked for leaks and fsck must be clean.
 //!
+//! The operations are novafs's own vocabulary ([`novafs::op::Op`]), run on
+//! novafs by its one interpreter ([`novafs::op::Runner`]); the reference
+//! model is this file's own. The checks after each step read the whole
+//! tree through `Fs` by inode number.
+//!
 //! Where POSIX lets several errors apply to one call, the model accepts any
 //! of them; otherwise it expects exactly one. Scale with `PROPTEST_CASES`.
 #![allow(clippy::unwrap_used)]
@@ -14,13 +19,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 
-use common::{assert_fsck_clean, fresh, mount};
+use common::assert_fsck_clean;
+use novafs::op::{self, At, Observed, Op, OpError, Owner, Runner, Whence};
 use novafs::MAX_FILE_SIZE;
 use novafs::{
-    Attr, Error, FileType, Fs, Ino, MountOptions, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO, SEEK_DATA,
-    SEEK_HOLE,
+    Attr, DirEntry, Error, FileType, FormatOptions, Fs, Ino, MountReport, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE,
+    ROOT_INO, SEEK_DATA,
 };
-use pm::Region;
+use pm::MemRegion;
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::strategy::Union;
@@ -30,6 +36,8 @@ use proptest_state_machine::{prop_state_machine, ReferenceStateMachine, StateMac
 const PAGE: u64 = 4096;
 const NAME_MAX: usize = 255;
 const POOL: [&str; 6] = ["a", "b", "c", "d", "d1", "d2"];
+/// Owner of the nodes the model makes other than files.
+const ROOT_OWNER: Owner = Owner { uid: 0, gid: 0 };
 
 /// A model inode number; the harness maps it to the real one.
 type Id = u64;
@@ -229,13 +237,13 @@ fn dots(name: &str) -> bool {
     name == "." || name == ".."
 }
 
-fn pattern(seed: u8, off: u64, len: usize) -> Vec<u8> {
-    if seed == 0 {
-        return vec![0; len];
+/// "/d" and "x" → "/d/x".
+fn join(dir: &str, name: &str) -> String {
+    if dir == "/" {
+        format!("/{name}")
+    } else {
+        format!("{dir}/{name}")
     }
-    (0..len as u64)
-        .map(|i| ((u64::from(seed) + (off + i) * 7) % 255 + 1) as u8)
-        .collect()
 }
 
 impl Model {
@@ -296,14 +304,17 @@ impl Model {
         }
     }
 
-    fn resolve(&self, path: &[String]) -> Result<Id, Expect> {
-        path.iter().try_fold(ROOT, |d, c| self.lookup(d, c))
+    /// A path, one lookup per component from the root.
+    fn resolve(&self, path: &str) -> Result<Id, Expect> {
+        path.split('/')
+            .filter(|c| !c.is_empty())
+            .try_fold(ROOT, |d, c| self.lookup(d, c))
     }
 
-    fn target(&self, t: &Target) -> Result<Id, Expect> {
-        match t {
-            Target::Path(p, n) => self.lookup(self.resolve(p)?, n),
-            Target::Handle(i) => Ok(self.handles[i % self.handles.len()]),
+    fn target(&self, at: &At) -> Result<Id, Expect> {
+        match at {
+            At::Path(p) => self.resolve(p),
+            At::Handle(i) => Ok(self.handles[*i]),
         }
     }
 
@@ -350,17 +361,15 @@ impl Model {
         v
     }
 
-    /// Paths of every reachable directory (root is the empty path).
-    fn dir_paths(&self) -> Vec<Vec<String>> {
-        let mut out = vec![Vec::new()];
+    /// Paths of every reachable directory, "/" first.
+    fn dir_paths(&self) -> Vec<String> {
+        let mut out = vec!["/".to_string()];
         let mut i = 0;
         while i < out.len() {
             let id = self.resolve(&out[i]).unwrap();
             for (name, &c) in self.node(id).children().unwrap() {
                 if self.node(c).is_dir() {
-                    let mut p = out[i].clone();
-                    p.push(name.clone());
-                    out.push(p);
+                    out.push(join(&out[i], name));
                 }
             }
             i += 1;
@@ -369,7 +378,7 @@ impl Model {
     }
 
     /// Every name in the tree as (parent path, name, node).
-    fn entries(&self) -> Vec<(Vec<String>, String, Id)> {
+    fn entries(&self) -> Vec<(String, String, Id)> {
         let mut out = Vec::new();
         for p in self.dir_paths() {
             let id = self.resolve(&p).unwrap();
@@ -380,7 +389,7 @@ impl Model {
         out
     }
 
-    fn add(&mut self, parent: Id, name: &str, body: Body, perm: u32, uid: u32, gid: u32) -> Id {
+    fn add(&mut self, parent: Id, name: &str, body: Body, perm: u32, owner: Owner) -> Id {
         let id = self.next_id;
         self.next_id += 1;
         let dir = matches!(body, Body::Dir(_));
@@ -389,8 +398,8 @@ impl Model {
             Node {
                 body,
                 perm: perm & 0o7777,
-                uid,
-                gid,
+                uid: owner.uid,
+                gid: owner.gid,
                 mtime: None,
                 links: u32::from(!dir),
                 parent,
@@ -401,41 +410,37 @@ impl Model {
         id
     }
 
-    fn step(&mut self, op: &Op) -> Expect {
+    fn step(&mut self, step: &Step) -> Expect {
         self.freed.clear();
-        match self.step_inner(op) {
+        match self.transition(step) {
             Ok(e) | Err(e) => e,
         }
     }
 
-    fn step_inner(&mut self, op: &Op) -> Result<Expect, Expect> {
+    fn op(&mut self, op: &Op) -> Result<Expect, Expect> {
         Ok(match op {
-            Op::Create {
-                dir,
-                name,
-                perm,
-                uid,
-                gid,
-            } => self.make(dir, name, Body::File(Bytes::default()), *perm, *uid, *gid, None)?,
-            Op::Mkdir { dir, name, perm } => self.make(dir, name, Body::Dir(BTreeMap::new()), *perm, 0, 0, None)?,
-            Op::Mknod { dir, name, fifo, rdev } => {
-                let body = if *fifo {
-                    Body::Special(FileType::NamedPipe, 0)
-                } else {
-                    Body::Special(FileType::CharDevice, *rdev)
-                };
-                self.make(dir, name, body, 0o640, 0, 0, None)?
+            Op::Create { path, perm, owner } => self.make(path, Body::File(Bytes::default()), *perm, *owner, None)?,
+            Op::Mkdir { path, perm, owner } => self.make(path, Body::Dir(BTreeMap::new()), *perm, *owner, None)?,
+            Op::Mknod {
+                path,
+                mode,
+                rdev,
+                owner,
+            } => {
+                let kind = FileType::from_mode(*mode).unwrap();
+                self.make(path, Body::Special(kind, *rdev), *mode, *owner, None)?
             }
-            Op::Symlink { dir, name, target } => {
+            Op::Symlink { path, target, owner } => {
                 let body = Body::Symlink(target.clone());
-                self.make(dir, name, body, 0o777, 0, 0, Some(target))?
+                self.make(path, body, 0o777, *owner, Some(target))?
             }
-            Op::Readlink(t) => match &self.node(self.target(t)?).body {
+            Op::Readlink(at) => match &self.node(self.target(at)?).body {
                 Body::Symlink(target) => Expect::Data(target.clone()),
                 _ => return err(libc::EINVAL),
             },
-            Op::Link { src, dir, name } => {
-                let src = self.target(src)?;
+            Op::Link { from, to } => {
+                let src = self.target(from)?;
+                let (dir, name) = op::split(to);
                 let parent = self.resolve(dir)?;
                 let mut errs = Vec::new();
                 if name.len() > NAME_MAX {
@@ -458,71 +463,60 @@ impl Model {
                     return Err(Expect::Err(errs));
                 }
                 self.node_mut(src).links += 1;
-                self.children_mut(parent).insert(name.clone(), src);
+                self.children_mut(parent).insert(name.to_string(), src);
                 self.touch(parent);
                 Expect::Node(src)
             }
-            Op::Unlink { dir, name } => self.remove(dir, name, false)?,
-            Op::Rmdir { dir, name } => self.remove(dir, name, true)?,
-            Op::Rename {
-                from,
-                name,
-                to,
-                newname,
-                flags,
-            } => self.rename(from, name, to, newname, *flags)?,
+            Op::Unlink(path) => self.remove(path, false)?,
+            Op::Rmdir(path) => self.remove(path, true)?,
+            Op::Rename { from, to, flags } => self.rename(from, to, *flags)?,
+            Op::Stat(at) => Expect::Node(self.target(at)?),
             Op::Write { at, off, len, seed } => {
                 let id = self.target(at)?;
                 let Body::File(bytes) = self.file_body(id)? else {
                     return Ok(Expect::Skip);
                 };
                 if *len > 0 {
-                    if off + *len as u64 > MAX_FILE_SIZE {
+                    if off + len > MAX_FILE_SIZE {
                         return err(libc::EFBIG);
                     }
-                    bytes.write(*off, &pattern(*seed, *off, *len));
+                    bytes.write(*off, &op::data(*seed, *len));
                     self.touch(id);
                 }
-                Expect::Written(*len)
+                Expect::Written(*len as usize)
             }
             Op::Read { at, off, len } => {
                 let id = self.target(at)?;
                 let Body::File(bytes) = self.file_body(id)? else {
                     return Ok(Expect::Skip);
                 };
-                Expect::Data(bytes.read(*off, *len))
+                Expect::Data(bytes.read(*off, *len as usize))
             }
-            Op::Truncate { at, size } => {
+            Op::Setattr { at, set } => {
                 let id = self.target(at)?;
-                match &mut self.node_mut(id).body {
-                    Body::File(_) if *size > MAX_FILE_SIZE => return Err(Expect::Err(vec![libc::EFBIG, libc::EINVAL])),
-                    Body::File(bytes) => {
-                        if bytes.size != *size {
-                            bytes.set_size(*size);
-                            self.touch(id);
+                if let Some(size) = set.size {
+                    match &mut self.node_mut(id).body {
+                        Body::File(_) if size > MAX_FILE_SIZE => {
+                            return Err(Expect::Err(vec![libc::EFBIG, libc::EINVAL]))
                         }
+                        Body::File(bytes) => {
+                            if bytes.size != size {
+                                bytes.set_size(size);
+                                self.touch(id);
+                            }
+                        }
+                        Body::Dir(_) => return err(libc::EISDIR),
+                        _ => return err(libc::EINVAL),
                     }
-                    Body::Dir(_) => return err(libc::EISDIR),
-                    _ => return err(libc::EINVAL),
                 }
-                Expect::Node(id)
-            }
-            Op::Chattr {
-                at,
-                mode,
-                uid,
-                gid,
-                mtime,
-            } => {
-                let id = self.target(at)?;
                 let n = self.node_mut(id);
-                if let Some(m) = mode {
+                if let Some(m) = set.mode {
                     n.perm = m & 0o7777;
                 }
-                n.uid = uid.unwrap_or(n.uid);
-                n.gid = gid.unwrap_or(n.gid);
-                if mtime.is_some() {
-                    n.mtime = *mtime;
+                n.uid = set.uid.unwrap_or(n.uid);
+                n.gid = set.gid.unwrap_or(n.gid);
+                if set.mtime.is_some() {
+                    n.mtime = set.mtime;
                 }
                 Expect::Node(id)
             }
@@ -558,18 +552,56 @@ impl Model {
                     Body::Special(..) => return err(libc::EINVAL),
                 }
             }
-            Op::WriteMany { at, seed, count } => {
+            Op::Fsync(at) => {
+                self.target(at)?;
+                Expect::Ok
+            }
+            Op::Open(at) => {
+                let id = self.target(at)?;
+                let keep = matches!(self.node(id).body, Body::File(_));
+                if keep {
+                    self.handles.push(id);
+                }
+                Expect::Opened(id, keep)
+            }
+            Op::Release(at) => {
+                let i = at.handle().expect("the model releases by handle");
+                let id = self.handles.remove(i);
+                if self.node(id).links == 0 && !self.handles.contains(&id) {
+                    self.nodes.remove(&id);
+                    self.freed.push(id);
+                }
+                Expect::Ok
+            }
+            Op::Readdir { path, .. } => {
+                let id = self.resolve(path)?;
+                if !self.node(id).is_dir() {
+                    return err(libc::ENOTDIR);
+                }
+                Expect::Listing(id)
+            }
+            Op::Statfs => Expect::Statfs,
+            Op::Mount | Op::MountReadOnly | Op::Unmount | Op::Crash | Op::Remount | Op::Mkfs => {
+                unreachable!("the model remounts by Step::Remount, Step::Crash and Step::ReadOnly")
+            }
+        })
+    }
+
+    fn transition(&mut self, step: &Step) -> Result<Expect, Expect> {
+        Ok(match step {
+            Step::Op(op) => self.op(op)?,
+            Step::WriteMany { at, seed, count } => {
                 let id = self.target(at)?;
                 let Body::File(bytes) = self.file_body(id)? else {
                     return Ok(Expect::Skip);
                 };
-                for (off, data) in many_writes(*seed, *count) {
-                    bytes.write(off, &data);
+                for (off, len, seed) in many_writes(*seed, *count) {
+                    bytes.write(off, &op::data(seed, len));
                 }
                 self.touch(id);
                 Expect::Ok
             }
-            Op::DirChurn { dir, base, count } => {
+            Step::DirChurn { dir, base, count } => {
                 let parent = self.resolve(dir)?;
                 if !self.node(parent).is_dir() {
                     return err(libc::ENOTDIR);
@@ -579,7 +611,7 @@ impl Model {
                     if self.node(parent).children().unwrap().contains_key(&name) {
                         return err(libc::EEXIST);
                     }
-                    let id = self.add(parent, &name, Body::File(Bytes::default()), 0o600, 0, 0);
+                    let id = self.add(parent, &name, Body::File(Bytes::default()), 0o600, ROOT_OWNER);
                     if i % 8 != 0 {
                         self.children_mut(parent).remove(&name);
                         self.drop_link(id);
@@ -587,31 +619,7 @@ impl Model {
                 }
                 Expect::Ok
             }
-            Op::Open(t) => {
-                let id = self.target(t)?;
-                let keep = matches!(self.node(id).body, Body::File(_));
-                if keep {
-                    self.handles.push(id);
-                }
-                Expect::Opened(id, keep)
-            }
-            Op::Release(i) => {
-                let id = self.handles.remove(i % self.handles.len());
-                if self.node(id).links == 0 && !self.handles.contains(&id) {
-                    self.nodes.remove(&id);
-                    self.freed.push(id);
-                }
-                Expect::Ok
-            }
-            Op::Readdir { dir, .. } => {
-                let id = self.resolve(dir)?;
-                if !self.node(id).is_dir() {
-                    return err(libc::ENOTDIR);
-                }
-                Expect::Listing(id)
-            }
-            Op::Statfs => Expect::Statfs,
-            Op::Remount | Op::Crash | Op::ReadOnly { .. } => {
+            Step::Remount | Step::Crash | Step::ReadOnly { .. } => {
                 // Handles die with the mount; orphans are reclaimed either
                 // by the clean unmount or by the crash scan.
                 let live = self.nodes.len() as u64;
@@ -622,8 +630,8 @@ impl Model {
                     self.freed.push(id);
                 }
                 Expect::Remounted(Remount {
-                    clean: matches!(op, Op::Remount | Op::ReadOnly { crash: false }),
-                    read_only: matches!(op, Op::ReadOnly { .. }),
+                    clean: matches!(step, Step::Remount | Step::ReadOnly { crash: false }),
+                    read_only: matches!(step, Step::ReadOnly { .. }),
                     orphans: orphans.len() as u64,
                     live,
                 })
@@ -641,17 +649,15 @@ impl Model {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn make(
         &mut self,
-        dir: &[String],
-        name: &str,
+        path: &str,
         body: Body,
         perm: u32,
-        uid: u32,
-        gid: u32,
+        owner: Owner,
         target: Option<&Vec<u8>>,
     ) -> Result<Expect, Expect> {
+        let (dir, name) = op::split(path);
         let parent = self.resolve(dir)?;
         let mut errs = Vec::new();
         if let Some(t) = target {
@@ -676,10 +682,11 @@ impl Model {
         if !errs.is_empty() {
             return Err(Expect::Err(errs));
         }
-        Ok(Expect::Node(self.add(parent, name, body, perm, uid, gid)))
+        Ok(Expect::Node(self.add(parent, name, body, perm, owner)))
     }
 
-    fn remove(&mut self, dir: &[String], name: &str, want_dir: bool) -> Result<Expect, Expect> {
+    fn remove(&mut self, path: &str, want_dir: bool) -> Result<Expect, Expect> {
+        let (dir, name) = op::split(path);
         let parent = self.resolve(dir)?;
         if dots(name) {
             return Err(Expect::Err(if want_dir {
@@ -710,14 +717,8 @@ impl Model {
         Ok(Expect::Ok)
     }
 
-    fn rename(
-        &mut self,
-        from: &[String],
-        name: &str,
-        to: &[String],
-        newname: &str,
-        flags: u32,
-    ) -> Result<Expect, Expect> {
+    fn rename(&mut self, from: &str, to: &str, flags: u32) -> Result<Expect, Expect> {
+        let ((from, name), (to, newname)) = (op::split(from), op::split(to));
         let sp = self.resolve(from)?;
         let dp = self.resolve(to)?;
         let exchange = flags & RENAME_EXCHANGE != 0;
@@ -812,114 +813,25 @@ impl Model {
 // ---------------------------------------------------------------------------
 // Transitions.
 
-/// A node to act on: a path (parent components and a final name) or an
-/// open handle (index into the open handles, modulo their count).
+/// One step of a sequence: an operation of novafs's vocabulary, a few
+/// operations at once, or a remount.
 #[derive(Clone, Debug)]
-enum Target {
-    Path(Vec<String>, String),
-    Handle(usize),
-}
-
-#[derive(Clone, Debug)]
-enum Op {
-    Create {
-        dir: Vec<String>,
-        name: String,
-        perm: u32,
-        uid: u32,
-        gid: u32,
-    },
-    Mkdir {
-        dir: Vec<String>,
-        name: String,
-        perm: u32,
-    },
-    Mknod {
-        dir: Vec<String>,
-        name: String,
-        fifo: bool,
-        rdev: u64,
-    },
-    Symlink {
-        dir: Vec<String>,
-        name: String,
-        target: Vec<u8>,
-    },
-    Readlink(Target),
-    Link {
-        src: Target,
-        dir: Vec<String>,
-        name: String,
-    },
-    Unlink {
-        dir: Vec<String>,
-        name: String,
-    },
-    Rmdir {
-        dir: Vec<String>,
-        name: String,
-    },
-    Rename {
-        from: Vec<String>,
-        name: String,
-        to: Vec<String>,
-        newname: String,
-        flags: u32,
-    },
-    Write {
-        at: Target,
-        off: u64,
-        len: usize,
-        seed: u8,
-    },
-    Read {
-        at: Target,
-        off: u64,
-        len: usize,
-    },
-    Truncate {
-        at: Target,
-        size: u64,
-    },
-    Chattr {
-        at: Target,
-        mode: Option<u32>,
-        uid: Option<u32>,
-        gid: Option<u32>,
-        mtime: Option<i64>,
-    },
-    Fallocate {
-        at: Target,
-        mode: u32,
-        off: u64,
-        len: u64,
-    },
-    Lseek {
-        at: Target,
-        off: u64,
-        data: bool,
-    },
-    /// Many small writes at scattered offsets: grows the file's log until
-    /// garbage collection runs (NOVA §4.6).
+enum Step {
+    Op(Op),
+    /// Many small writes at scattered offsets, one [`Op::Write`] each:
+    /// grows the file's log until garbage collection runs (NOVA §4.6).
     WriteMany {
-        at: Target,
+        at: At,
         seed: u8,
         count: usize,
     },
     /// Creates `count` files named after `base`, unlinking seven of every
     /// eight at once: grows the directory's log with dead entries.
     DirChurn {
-        dir: Vec<String>,
+        dir: String,
         base: u64,
         count: usize,
     },
-    Open(Target),
-    Release(usize),
-    Readdir {
-        dir: Vec<String>,
-        chunk: usize,
-    },
-    Statfs,
     Remount,
     Crash,
     /// Unmount (or crash), mount read-only and compare everything; every
@@ -929,22 +841,14 @@ enum Op {
     },
 }
 
-impl Op {
-    fn uses_handle(&self) -> bool {
-        let t = match self {
-            Op::Release(_) => return true,
-            Op::Readlink(t) | Op::Open(t) => t,
-            Op::Link { src, .. } => src,
-            Op::Write { at, .. }
-            | Op::Read { at, .. }
-            | Op::Truncate { at, .. }
-            | Op::Chattr { at, .. }
-            | Op::Fallocate { at, .. }
-            | Op::Lseek { at, .. }
-            | Op::WriteMany { at, .. } => at,
-            _ => return false,
-        };
-        matches!(t, Target::Handle(_))
+impl Step {
+    /// The open handle the step names, if any.
+    fn handle(&self) -> Option<usize> {
+        match self {
+            Step::Op(op) => op.handle(),
+            Step::WriteMany { at, .. } => at.handle(),
+            Step::DirChurn { .. } | Step::Remount | Step::Crash | Step::ReadOnly { .. } => None,
+        }
     }
 }
 
@@ -960,16 +864,17 @@ fn offset() -> impl Strategy<Value = u64> {
     ]
 }
 
-fn length() -> impl Strategy<Value = usize> {
+fn length() -> impl Strategy<Value = u64> {
     prop_oneof![
-        5 => 0..20_000usize,
-        3 => (1..6usize, 0..7usize).prop_map(|(k, d)| (k * 4096 + d).saturating_sub(3)),
-        2 => 1..64usize,
+        5 => 0..20_000u64,
+        3 => (1..6u64, 0..7u64).prop_map(|(k, d)| (k * PAGE + d).saturating_sub(3)),
+        2 => 1..64u64,
     ]
 }
 
-/// The writes of [`Op::WriteMany`]: offsets within 64 KiB, 1 to 300 bytes.
-fn many_writes(seed: u8, count: usize) -> Vec<(u64, Vec<u8>)> {
+/// The writes of [`Step::WriteMany`] as (offset, length, data seed):
+/// offsets within 64 KiB, 1 to 300 bytes.
+fn many_writes(seed: u8, count: usize) -> Vec<(u64, u64, u64)> {
     let mut x = u64::from(seed) * 0x9E37_79B9 + 1;
     (0..count)
         .map(|i| {
@@ -977,8 +882,8 @@ fn many_writes(seed: u8, count: usize) -> Vec<(u64, Vec<u8>)> {
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
             let off = (x >> 33) % 65_536;
-            let len = 1 + (x >> 17) as usize % 300;
-            (off, pattern(seed.wrapping_add(i as u8) | 1, off, len))
+            let len = 1 + (x >> 17) % 300;
+            (off, len, u64::from(seed.wrapping_add(i as u8) | 1))
         })
         .collect()
 }
@@ -1009,13 +914,13 @@ struct Reference;
 
 impl ReferenceStateMachine for Reference {
     type State = Model;
-    type Transition = Op;
+    type Transition = Step;
 
     fn init_state() -> BoxedStrategy<Model> {
         Just(Model::new()).boxed()
     }
 
-    fn transitions(s: &Model) -> BoxedStrategy<Op> {
+    fn transitions(s: &Model) -> BoxedStrategy<Step> {
         let dirs = s.dir_paths();
         let entries = s.entries();
         let files: Vec<_> = entries
@@ -1025,74 +930,80 @@ impl ReferenceStateMachine for Reference {
             .collect();
         let subdirs: Vec<_> = entries.iter().filter(|e| s.node(e.2).is_dir()).cloned().collect();
         let nhandles = s.handles.len();
+        let path_of = |(dir, name, _): (String, String, Id)| join(&dir, &name);
 
         // Parents: mostly real directories, sometimes any name (ENOTDIR).
         let mut dir_arms = vec![(9, select(dirs.clone()).boxed())];
         if !entries.is_empty() {
-            let e = entries.clone();
-            dir_arms.push((
-                1,
-                select(e)
-                    .prop_map(|(mut p, n, _)| {
-                        p.push(n);
-                        p
-                    })
-                    .boxed(),
-            ));
+            dir_arms.push((1, select(entries.clone()).prop_map(path_of).boxed()));
         }
         let dir = weighted(dir_arms);
-        let fresh_path = (dir.clone(), name()).prop_map(|(d, n)| Target::Path(d, n));
-        let mut target_arms = vec![(1, fresh_path.boxed())];
-        let to_path = |(p, n, _): (Vec<String>, String, Id)| Target::Path(p, n);
+        // A path in a parent: mostly a fresh name.
+        let fresh = (dir.clone(), name()).prop_map(|(d, n)| join(&d, &n)).boxed();
+        let mut target_arms = vec![(1, fresh.clone().prop_map(At::Path).boxed())];
         if !entries.is_empty() {
-            target_arms.push((3, select(entries.clone()).prop_map(to_path).boxed()));
+            target_arms.push((3, select(entries.clone()).prop_map(path_of).prop_map(At::Path).boxed()));
         }
         if !files.is_empty() {
-            target_arms.push((8, select(files.clone()).prop_map(to_path).boxed()));
+            target_arms.push((8, select(files.clone()).prop_map(path_of).prop_map(At::Path).boxed()));
         }
         if nhandles > 0 {
-            target_arms.push((3, any::<usize>().prop_map(Target::Handle).boxed()));
+            target_arms.push((3, (0..nhandles).prop_map(At::Handle).boxed()));
         }
         let target = weighted(target_arms);
         // An existing name (for unlink, rename sources), or a fresh one.
-        let mut existing_arms = vec![(1, (dir.clone(), name()).boxed())];
+        let mut existing_arms = vec![(1, fresh.clone().boxed())];
         if !entries.is_empty() {
-            existing_arms.push((4, select(entries.clone()).prop_map(|(p, n, _)| (p, n)).boxed()));
+            existing_arms.push((4, select(entries.clone()).prop_map(path_of).boxed()));
         }
         let existing = weighted(existing_arms);
 
+        let op = |s: BoxedStrategy<Op>| s.prop_map(Step::Op).boxed();
         let perm = select(&[0o644u32, 0o600, 0o755, 0o4755][..]);
         let owner = select(&[0u32, 1000][..]);
-        let mut arms: Vec<(u32, BoxedStrategy<Op>)> = vec![
+        let mut arms: Vec<(u32, BoxedStrategy<Step>)> = vec![
             (
                 10,
-                (dir.clone(), name(), perm.clone(), owner.clone(), owner.clone())
-                    .prop_map(|(dir, name, perm, uid, gid)| Op::Create {
-                        dir,
-                        name,
+                op((fresh.clone(), perm.clone(), owner.clone(), owner.clone())
+                    .prop_map(|(path, perm, uid, gid)| Op::Create {
+                        path,
                         perm,
-                        uid,
-                        gid,
+                        owner: Owner { uid, gid },
                     })
-                    .boxed(),
+                    .boxed()),
             ),
             (
                 5,
-                (dir.clone(), name(), perm)
-                    .prop_map(|(dir, name, perm)| Op::Mkdir { dir, name, perm })
-                    .boxed(),
+                op((fresh.clone(), perm)
+                    .prop_map(|(path, perm)| Op::Mkdir {
+                        path,
+                        perm,
+                        owner: ROOT_OWNER,
+                    })
+                    .boxed()),
             ),
             (
                 2,
-                (dir.clone(), name(), any::<bool>(), 0..0x1_0000u64)
-                    .prop_map(|(dir, name, fifo, rdev)| Op::Mknod { dir, name, fifo, rdev })
-                    .boxed(),
+                op((fresh.clone(), any::<bool>(), 0..0x1_0000u64)
+                    .prop_map(|(path, fifo, rdev)| {
+                        let (mode, rdev) = if fifo {
+                            (libc::S_IFIFO, 0)
+                        } else {
+                            (libc::S_IFCHR, rdev)
+                        };
+                        Op::Mknod {
+                            path,
+                            mode: mode | 0o640,
+                            rdev,
+                            owner: ROOT_OWNER,
+                        }
+                    })
+                    .boxed()),
             ),
             (
                 2,
-                (
-                    dir.clone(),
-                    name(),
+                op((
+                    fresh.clone(),
                     prop_oneof![
                         8 => "[a-z/.]{1,40}".prop_map(String::into_bytes),
                         1 => Just(Vec::new()),
@@ -1100,163 +1011,146 @@ impl ReferenceStateMachine for Reference {
                         1 => Just(vec![b'L'; 4096]),
                     ],
                 )
-                    .prop_map(|(dir, name, target)| Op::Symlink { dir, name, target })
-                    .boxed(),
+                    .prop_map(|(path, target)| Op::Symlink {
+                        path,
+                        target,
+                        owner: ROOT_OWNER,
+                    })
+                    .boxed()),
             ),
-            (2, target.clone().prop_map(Op::Readlink).boxed()),
+            (2, op(target.clone().prop_map(Op::Readlink).boxed())),
+            (2, op(target.clone().prop_map(Op::Stat).boxed())),
             (
                 4,
-                (target.clone(), dir.clone(), name())
-                    .prop_map(|(src, dir, name)| Op::Link { src, dir, name })
-                    .boxed(),
+                op((target.clone(), fresh.clone())
+                    .prop_map(|(from, to)| Op::Link { from, to })
+                    .boxed()),
             ),
-            (
-                6,
-                existing
-                    .clone()
-                    .prop_map(|(dir, name)| Op::Unlink { dir, name })
-                    .boxed(),
-            ),
-            (
-                3,
-                existing.clone().prop_map(|(dir, name)| Op::Rmdir { dir, name }).boxed(),
-            ),
+            (6, op(existing.clone().prop_map(Op::Unlink).boxed())),
+            (3, op(existing.clone().prop_map(Op::Rmdir).boxed())),
             (
                 10,
-                (
+                op((
                     existing.clone(),
-                    prop_oneof![
-                        2 => (dir.clone(), name()).boxed(),
-                        1 => existing.clone(),
-                    ],
+                    prop_oneof![2 => fresh.clone(), 1 => existing.clone()],
                     select(&[0, 0, RENAME_NOREPLACE, RENAME_EXCHANGE][..]),
                 )
-                    .prop_map(|((from, name), (to, newname), flags)| Op::Rename {
-                        from,
-                        name,
-                        to,
-                        newname,
-                        flags,
-                    })
-                    .boxed(),
+                    .prop_map(|(from, to, flags)| Op::Rename { from, to, flags })
+                    .boxed()),
             ),
             (
                 12,
-                (target.clone(), offset(), length(), any::<u8>())
-                    .prop_map(|(at, off, len, seed)| Op::Write { at, off, len, seed })
-                    .boxed(),
+                op((target.clone(), offset(), length(), any::<u8>())
+                    .prop_map(|(at, off, len, seed)| Op::Write {
+                        at,
+                        off,
+                        len,
+                        seed: seed.into(),
+                    })
+                    .boxed()),
             ),
             (
                 6,
-                (target.clone(), offset(), length())
+                op((target.clone(), offset(), length())
                     .prop_map(|(at, off, len)| Op::Read { at, off, len })
-                    .boxed(),
+                    .boxed()),
             ),
             (
                 4,
-                (target.clone(), offset())
-                    .prop_map(|(at, size)| Op::Truncate { at, size })
-                    .boxed(),
+                op((target.clone(), offset())
+                    .prop_map(|(at, size)| Op::truncate(at, size))
+                    .boxed()),
             ),
             (
                 3,
-                (
+                op((
                     target.clone(),
                     proptest::option::of(select(&[0o600u32, 0o777, 0o1777, 0o4711, 0o100644][..])),
                     proptest::option::of(0..3u32),
                     proptest::option::of(0..3u32),
                     proptest::option::of(0..1_000_000_000_000i64),
                 )
-                    .prop_map(|(at, mode, uid, gid, mtime)| Op::Chattr {
+                    .prop_map(|(at, mode, uid, gid, mtime)| Op::Setattr {
                         at,
-                        mode,
-                        uid,
-                        gid,
-                        mtime,
+                        set: SetAttr {
+                            mode,
+                            uid,
+                            gid,
+                            mtime,
+                            ..SetAttr::default()
+                        },
                     })
-                    .boxed(),
+                    .boxed()),
             ),
             (
                 4,
-                (
-                    target.clone(),
-                    select(&[0u32, 1, 3][..]),
-                    offset(),
-                    length().prop_map(|l| l as u64),
-                )
+                op((target.clone(), select(&[0u32, 1, 3][..]), offset(), length())
                     .prop_map(|(at, mode, off, len)| Op::Fallocate { at, mode, off, len })
-                    .boxed(),
+                    .boxed()),
             ),
             (
                 4,
-                (target.clone(), offset(), any::<bool>())
-                    .prop_map(|(at, off, data)| Op::Lseek { at, off, data })
-                    .boxed(),
+                op((target.clone(), offset(), select(&[Whence::Data, Whence::Hole][..]))
+                    .prop_map(|(at, off, whence)| Op::Lseek { at, off, whence })
+                    .boxed()),
             ),
+            (1, op(target.clone().prop_map(Op::Fsync).boxed())),
             (
                 2,
                 (target.clone(), 1..=255u8, 50..300usize)
-                    .prop_map(|(at, seed, count)| Op::WriteMany { at, seed, count })
+                    .prop_map(|(at, seed, count)| Step::WriteMany { at, seed, count })
                     .boxed(),
             ),
             (
                 1,
                 (dir.clone(), Just(s.next_id), 20..200usize)
-                    .prop_map(|(dir, base, count)| Op::DirChurn { dir, base, count })
+                    .prop_map(|(dir, base, count)| Step::DirChurn { dir, base, count })
                     .boxed(),
             ),
-            (3, target.prop_map(Op::Open).boxed()),
+            (3, op(target.prop_map(Op::Open).boxed())),
             (
                 3,
-                (dir.clone(), 1..5usize)
-                    .prop_map(|(dir, chunk)| Op::Readdir { dir, chunk })
-                    .boxed(),
+                op((dir, 1..5usize)
+                    .prop_map(|(path, limit)| Op::Readdir { path, offset: 0, limit })
+                    .boxed()),
             ),
-            (1, Just(Op::Statfs).boxed()),
-            (2, Just(Op::Remount).boxed()),
-            (2, Just(Op::Crash).boxed()),
-            (1, any::<bool>().prop_map(|crash| Op::ReadOnly { crash }).boxed()),
+            (1, Just(Step::Op(Op::Statfs)).boxed()),
+            (2, Just(Step::Remount).boxed()),
+            (2, Just(Step::Crash).boxed()),
+            (1, any::<bool>().prop_map(|crash| Step::ReadOnly { crash }).boxed()),
         ];
         if nhandles > 0 {
-            arms.push((6, any::<usize>().prop_map(Op::Release).boxed()));
+            arms.push((6, op((0..nhandles).prop_map(|i| Op::Release(At::Handle(i))).boxed())));
         }
         if !subdirs.is_empty() {
             arms.push((
                 3,
-                select(subdirs.clone())
-                    .prop_map(|(dir, name, _)| Op::Rmdir { dir, name })
-                    .boxed(),
+                op(select(subdirs.clone()).prop_map(path_of).prop_map(Op::Rmdir).boxed()),
             ));
             // A directory into itself or below itself.
             arms.push((
                 2,
-                (select(subdirs), select(&POOL[..]), any::<bool>())
-                    .prop_map(|((from, name, _), newname, deeper)| {
-                        let mut to = from.clone();
-                        to.push(name.clone());
+                op((select(subdirs), select(&POOL[..]), any::<bool>())
+                    .prop_map(move |(e, newname, deeper)| {
+                        let from = path_of(e);
+                        let mut to = join(&from, newname);
                         if deeper {
-                            to.push(newname.to_string());
+                            to = join(&to, newname);
                         }
-                        Op::Rename {
-                            from,
-                            name,
-                            to,
-                            newname: newname.to_string(),
-                            flags: 0,
-                        }
+                        Op::rename(from, to, 0)
                     })
-                    .boxed(),
+                    .boxed()),
             ));
         }
         weighted(arms)
     }
 
-    fn preconditions(s: &Model, op: &Op) -> bool {
-        !op.uses_handle() || !s.handles.is_empty()
+    fn preconditions(s: &Model, step: &Step) -> bool {
+        step.handle().is_none_or(|i| i < s.handles.len())
     }
 
-    fn apply(mut s: Model, op: &Op) -> Model {
-        s.expect = s.step(op);
+    fn apply(mut s: Model, step: &Step) -> Model {
+        s.expect = s.step(step);
         s
     }
 }
@@ -1264,161 +1158,85 @@ impl ReferenceStateMachine for Reference {
 // ---------------------------------------------------------------------------
 // The system under test.
 
+/// [`Step::DirChurn`] on novafs: tells `kept` the index and inode number
+/// of each file it keeps.
+fn churn(
+    runner: &mut Runner,
+    dir: &str,
+    base: u64,
+    count: usize,
+    mut kept: impl FnMut(usize, Ino),
+) -> Result<(), OpError> {
+    for i in 0..count {
+        let path = join(dir, &churn_name(base, i));
+        let create = Op::Create {
+            path: path.clone(),
+            perm: 0o600,
+            owner: ROOT_OWNER,
+        };
+        let Observed::Attr(a) = runner.apply(&create)? else {
+            unreachable!("create observes attributes")
+        };
+        if i % 8 != 0 {
+            runner.apply(&Op::Unlink(path))?;
+        } else {
+            kept(i, a.ino);
+        }
+    }
+    Ok(())
+}
+
+/// A full readdir: `chunk(offset)` reads the entries after `offset`, each
+/// chunk resuming from the last one's offset.
+fn read_all(mut chunk: impl FnMut(u64) -> Vec<DirEntry>, ctx: &dyn fmt::Debug) -> Vec<DirEntry> {
+    let mut all = Vec::new();
+    let mut off = 0;
+    loop {
+        let got = chunk(off);
+        let Some(last) = got.last() else { break };
+        assert!(last.next_offset > off, "readdir offsets go forward ({ctx:?})");
+        off = last.next_offset;
+        all.extend(got);
+    }
+    all
+}
+
 struct Sut {
-    region: Arc<dyn Region>,
-    fs: Option<Fs>,
+    runner: Runner,
     inos: HashMap<Id, Ino>,
-    /// Inode numbers of the open handles, parallel to the model's.
-    handles: Vec<Ino>,
     /// The model after the last transition, for the teardown's check.
     model: Option<Model>,
 }
 
-/// What a call returned, for comparison with [`Expect`].
-#[derive(Debug)]
-enum Got {
-    Unit,
-    Attr(Attr),
-    Len(usize),
-    Data(Vec<u8>),
-    Offset(u64),
-}
-
 impl Sut {
+    /// The mounted file system, for the checks that read everything by
+    /// inode number.
     fn fs(&self) -> &Fs {
-        self.fs.as_ref().unwrap()
+        self.runner.fs().unwrap()
     }
 
-    fn resolve(&self, path: &[String]) -> Result<Ino, Error> {
-        path.iter()
-            .try_fold(ROOT_INO, |d, c| Ok(self.fs().lookup(d, c.as_bytes())?.ino))
-    }
-
-    fn target(&self, t: &Target) -> Result<Ino, Error> {
-        match t {
-            Target::Path(p, n) => Ok(self.fs().lookup(self.resolve(p)?, n.as_bytes())?.ino),
-            Target::Handle(i) => Ok(self.handles[i % self.handles.len()]),
-        }
-    }
-
-    /// Runs `op`; `first_id` is the model number its first new node gets.
-    fn run(&mut self, op: &Op, first_id: Id) -> Result<Got, Error> {
-        let fs = self.fs();
-        let attr = |r: Result<Attr, Error>| r.map(Got::Attr);
-        match op {
-            Op::Create {
-                dir,
-                name,
-                perm,
-                uid,
-                gid,
-            } => attr(fs.create(self.resolve(dir)?, name.as_bytes(), *perm, *uid, *gid)),
-            Op::Mkdir { dir, name, perm } => attr(fs.mkdir(self.resolve(dir)?, name.as_bytes(), *perm, 0, 0)),
-            Op::Mknod { dir, name, fifo, rdev } => {
-                let (mode, rdev) = if *fifo {
-                    (libc::S_IFIFO, 0)
-                } else {
-                    (libc::S_IFCHR, *rdev)
-                };
-                attr(fs.mknod(self.resolve(dir)?, name.as_bytes(), mode | 0o640, rdev, 0, 0))
-            }
-            Op::Symlink { dir, name, target } => attr(fs.symlink(self.resolve(dir)?, name.as_bytes(), target, 0, 0)),
-            Op::Readlink(t) => fs.readlink(self.target(t)?).map(Got::Data),
-            Op::Link { src, dir, name } => {
-                let src = self.target(src)?;
-                attr(fs.link(src, self.resolve(dir)?, name.as_bytes()))
-            }
-            Op::Unlink { dir, name } => fs.unlink(self.resolve(dir)?, name.as_bytes()).map(|()| Got::Unit),
-            Op::Rmdir { dir, name } => fs.rmdir(self.resolve(dir)?, name.as_bytes()).map(|()| Got::Unit),
-            Op::Rename {
-                from,
-                name,
-                to,
-                newname,
-                flags,
-            } => {
-                let sp = self.resolve(from)?;
-                let dp = self.resolve(to)?;
-                fs.rename(sp, name.as_bytes(), dp, newname.as_bytes(), *flags)
-                    .map(|()| Got::Unit)
-            }
-            Op::Write { at, off, len, seed } => fs
-                .write(self.target(at)?, *off, &pattern(*seed, *off, *len))
-                .map(Got::Len),
-            Op::Read { at, off, len } => {
-                let mut buf = vec![0xEE; *len];
-                let n = fs.read(self.target(at)?, *off, &mut buf)?;
-                buf.truncate(n);
-                Ok(Got::Data(buf))
-            }
-            Op::Truncate { at, size } => {
-                let set = SetAttr {
-                    size: Some(*size),
-                    ..SetAttr::default()
-                };
-                attr(fs.setattr(self.target(at)?, &set))
-            }
-            Op::Chattr {
-                at,
-                mode,
-                uid,
-                gid,
-                mtime,
-            } => {
-                let set = SetAttr {
-                    mode: *mode,
-                    uid: *uid,
-                    gid: *gid,
-                    mtime: *mtime,
-                    ..SetAttr::default()
-                };
-                attr(fs.setattr(self.target(at)?, &set))
-            }
-            Op::Fallocate { at, mode, off, len } => {
-                fs.fallocate(self.target(at)?, *mode, *off, *len).map(|()| Got::Unit)
-            }
-            Op::Lseek { at, off, data } => {
-                let whence = if *data { SEEK_DATA } else { SEEK_HOLE };
-                fs.lseek(self.target(at)?, *off, whence).map(Got::Offset)
-            }
-            Op::WriteMany { at, seed, count } => {
-                let ino = self.target(at)?;
-                for (off, data) in many_writes(*seed, *count) {
-                    fs.write(ino, off, &data)?;
+    /// Runs `step` through the interpreter; `first_id` is the model number
+    /// its first new node gets.
+    fn run(&mut self, step: &Step, first_id: Id) -> Result<Observed, OpError> {
+        match step {
+            Step::Op(op) => self.runner.apply(op),
+            Step::WriteMany { at, seed, count } => {
+                for (off, len, seed) in many_writes(*seed, *count) {
+                    self.runner.apply(&Op::write(at.clone(), off, len, seed))?;
                 }
-                Ok(Got::Unit)
+                Ok(Observed::Done)
             }
-            Op::DirChurn { dir, base, count } => {
-                let parent = self.resolve(dir)?;
+            Step::DirChurn { dir, base, count } => {
                 // The model numbers the files in creation order from
                 // `first_id`; the kept ones need their inode numbers.
                 let mut kept = Vec::new();
-                let mut churn = || -> Result<(), Error> {
-                    for i in 0..*count {
-                        let name = churn_name(*base, i);
-                        let a = fs.create(parent, name.as_bytes(), 0o600, 0, 0)?;
-                        if i % 8 != 0 {
-                            fs.unlink(parent, name.as_bytes())?;
-                        } else {
-                            kept.push((first_id + i as u64, a.ino));
-                        }
-                    }
-                    Ok(())
-                };
-                let r = churn();
+                let r = churn(&mut self.runner, dir, *base, *count, |i, ino| {
+                    kept.push((first_id + i as u64, ino));
+                });
                 self.inos.extend(kept);
-                r.map(|()| Got::Unit)
+                r.map(|()| Observed::Done)
             }
-            Op::Open(t) => attr(fs.open_handle(self.target(t)?)),
-            Op::Release(i) => {
-                let ino = self.handles.remove(i % self.handles.len());
-                self.fs().release_handle(ino).map(|()| Got::Unit)
-            }
-            // Only the error cases get here; listings are compared apart.
-            Op::Readdir { dir, .. } => fs.readdir(self.resolve(dir)?, 0, |_| true).map(|()| Got::Unit),
-            Op::Statfs | Op::Remount | Op::Crash | Op::ReadOnly { .. } => {
-                unreachable!("checked by the harness directly")
-            }
+            Step::Remount | Step::Crash | Step::ReadOnly { .. } => unreachable!("checked by the harness directly"),
         }
     }
 
@@ -1466,7 +1284,19 @@ impl Sut {
                     .iter()
                     .map(|(name, c)| (name.clone().into_bytes(), self.inos[c]))
                     .collect();
-                let got = self.listing(ino, usize::MAX, ctx);
+                let all = read_all(
+                    |off| {
+                        let mut got = Vec::new();
+                        fs.readdir(ino, off, |e| {
+                            got.push(e);
+                            false
+                        })
+                        .unwrap();
+                        got
+                    },
+                    ctx,
+                );
+                let got = self.check_listing(ino, all, ctx);
                 assert_eq!(got, want, "names in model directory {id} after {ctx:?}");
                 assert_eq!(
                     fs.lookup(ino, b"..").unwrap().ino,
@@ -1477,24 +1307,10 @@ impl Sut {
         }
     }
 
-    /// A full readdir in chunks of `chunk` entries, resuming from each
-    /// chunk's last offset: sorted names, without "." and "..".
-    fn listing(&self, ino: Ino, chunk: usize, ctx: &dyn fmt::Debug) -> Vec<(Vec<u8>, Ino)> {
+    /// Checks the full listing `all` of directory `ino` ("." and "..",
+    /// kinds, no name twice); returns its names sorted, without "." and "..".
+    fn check_listing(&self, ino: Ino, all: Vec<DirEntry>, ctx: &dyn fmt::Debug) -> Vec<(Vec<u8>, Ino)> {
         let fs = self.fs();
-        let mut all = Vec::new();
-        let mut off = 0;
-        loop {
-            let mut got = Vec::new();
-            fs.readdir(ino, off, |e| {
-                got.push(e);
-                got.len() >= chunk
-            })
-            .unwrap();
-            let Some(last) = got.last() else { break };
-            assert!(last.next_offset > off, "readdir offsets go forward ({ctx:?})");
-            off = last.next_offset;
-            all.extend(got);
-        }
         let parent = fs.lookup(ino, b"..").unwrap().ino;
         assert_eq!(
             all.iter()
@@ -1567,121 +1383,126 @@ impl Sut {
         }
     }
 
-    fn check_seek(&self, b: &Bytes, off: u64, data: bool, got: &Result<Got, Error>, op: &Op) {
+    fn check_seek(&self, b: &Bytes, off: u64, whence: Whence, got: &Result<Observed, OpError>, step: &Step) {
+        let data = whence == Whence::Data;
         let size = b.size;
         if off >= size {
             assert!(
-                matches!(got, Err(Error::NoSuchOffset)),
-                "lseek at/after EOF must be ENXIO: {op:?} gave {got:?}"
+                matches!(got, Err(OpError::Fs(Error::NoSuchOffset))),
+                "lseek at/after EOF must be ENXIO: {step:?} gave {got:?}"
             );
             return;
         }
         let nz = b.next_nonzero(off);
         match got {
-            Ok(Got::Offset(r)) if data => {
+            Ok(Observed::Offset(r)) if data => {
                 assert!(
                     (off..size).contains(r),
-                    "SEEK_DATA result {r} outside [{off}, {size}): {op:?}"
+                    "SEEK_DATA result {r} outside [{off}, {size}): {step:?}"
                 );
                 if let Some(nz) = nz {
-                    assert!(*r <= nz, "SEEK_DATA {r} skips data at {nz}: {op:?}");
+                    assert!(*r <= nz, "SEEK_DATA {r} skips data at {nz}: {step:?}");
                 }
             }
-            Ok(Got::Offset(r)) => {
+            Ok(Observed::Offset(r)) => {
                 assert!(
                     (off..=size).contains(r),
-                    "SEEK_HOLE result {r} outside [{off}, {size}]: {op:?}"
+                    "SEEK_HOLE result {r} outside [{off}, {size}]: {step:?}"
                 );
                 let page_end = ((r / PAGE + 1) * PAGE).min(size);
                 if *r < size {
                     assert!(
                         b.read(*r, (page_end - r) as usize).iter().all(|&x| x == 0),
-                        "SEEK_HOLE {r} points at data: {op:?}"
+                        "SEEK_HOLE {r} points at data: {step:?}"
                     );
                 }
             }
-            Err(Error::NoSuchOffset) if data => {
-                assert!(nz.is_none(), "SEEK_DATA ENXIO but data at {nz:?}: {op:?}");
+            Err(OpError::Fs(Error::NoSuchOffset)) if data => {
+                assert!(nz.is_none(), "SEEK_DATA ENXIO but data at {nz:?}: {step:?}");
             }
-            other => panic!("{op:?} gave {other:?}"),
+            other => panic!("{step:?} gave {other:?}"),
         }
     }
 
-    fn remount(&mut self, m: &Model, r: &Remount, op: &dyn fmt::Debug) {
-        let fs = self.fs.take().unwrap();
-        let before = fs.statfs();
-        if r.clean {
-            fs.unmount().unwrap();
-        } else {
-            drop(fs);
-        }
-        self.handles.clear();
-        assert_fsck_clean(&self.region);
+    fn remount(&mut self, m: &Model, r: &Remount, step: &dyn fmt::Debug) {
+        let before = self.fs().statfs();
+        self.runner
+            .apply(if r.clean { &Op::Unmount } else { &Op::Crash })
+            .unwrap();
+        assert_fsck_clean(self.runner.region());
         if r.read_only {
-            let ro = Fs::open(self.region.clone(), MountOptions { read_only: true }).unwrap();
-            assert_eq!(ro.mount_report().clean, r.clean, "read-only mount after {op:?}");
-            self.fs = Some(ro);
-            self.check_shape(m, op);
-            self.check_contents(m, op);
-            self.check_read_only(m, op);
-            drop(self.fs.take());
-            assert_fsck_clean(&self.region);
+            let rep = mount_report(self.runner.apply(&Op::MountReadOnly));
+            assert_eq!(rep.clean, r.clean, "read-only mount after {step:?}");
+            self.check_shape(m, step);
+            self.check_contents(m, step);
+            self.check_read_only(m, step);
+            self.runner.apply(&Op::Unmount).unwrap();
+            assert_fsck_clean(self.runner.region());
         }
-        let fs = mount(&self.region);
-        let rep = fs.mount_report();
+        let rep = mount_report(self.runner.apply(&Op::Mount));
         let (scanned, reclaimed) = if r.clean { (0, 0) } else { (r.live, r.orphans) };
         assert_eq!(
             (rep.clean, rep.scanned_inodes, rep.orphans_reclaimed),
             (r.clean, scanned, reclaimed),
-            "mount report (clean, scanned, orphans) after {op:?}"
+            "mount report (clean, scanned, orphans) after {step:?}"
         );
-        let after = fs.statfs();
+        let after = self.fs().statfs();
         if r.orphans == 0 {
-            assert_eq!(after, before, "statfs across {op:?}: space leaked or invented");
+            assert_eq!(after, before, "statfs across {step:?}: space leaked or invented");
         } else {
-            assert!(after.blocks_free > before.blocks_free, "{op:?}");
+            assert!(after.blocks_free > before.blocks_free, "{step:?}");
         }
-        self.fs = Some(fs);
-        self.check_shape(m, op);
-        self.check_contents(m, op);
+        self.check_shape(m, step);
+        self.check_contents(m, step);
     }
 
     /// On a read-only mount every change gives EROFS and changes nothing.
-    fn check_read_only(&self, m: &Model, op: &dyn fmt::Debug) {
-        let fs = self.fs();
+    fn check_read_only(&mut self, m: &Model, step: &dyn fmt::Debug) {
         let file = m
-            .nodes
-            .iter()
-            .find(|(_, n)| matches!(n.body, Body::File(_)))
-            .map_or(ROOT_INO, |(id, _)| self.inos[id]);
+            .entries()
+            .into_iter()
+            .find(|(_, _, id)| matches!(m.node(*id).body, Body::File(_)))
+            .map_or_else(|| "/".to_string(), |(dir, name, _)| join(&dir, &name));
         let set = SetAttr {
             mode: Some(0o600),
             size: Some(1),
             ..SetAttr::default()
         };
-        let calls: Vec<(&str, Result<(), Error>)> = vec![
-            ("create", fs.create(ROOT_INO, b"ro", 0o644, 0, 0).map(drop)),
-            ("mkdir", fs.mkdir(ROOT_INO, b"ro", 0o755, 0, 0).map(drop)),
-            (
-                "mknod",
-                fs.mknod(ROOT_INO, b"ro", libc::S_IFIFO | 0o644, 0, 0, 0).map(drop),
-            ),
-            ("symlink", fs.symlink(ROOT_INO, b"ro", b"t", 0, 0).map(drop)),
-            ("link", fs.link(file, ROOT_INO, b"ro").map(drop)),
-            ("unlink", fs.unlink(ROOT_INO, b"a")),
-            ("rmdir", fs.rmdir(ROOT_INO, b"d1")),
-            ("rename", fs.rename(ROOT_INO, b"a", ROOT_INO, b"b", 0)),
-            ("setattr", fs.setattr(file, &set).map(drop)),
-            ("write", fs.write(file, 0, b"ro").map(drop)),
-            ("fallocate", fs.fallocate(file, 0, 0, 4096)),
+        let changes = [
+            Op::create("/ro"),
+            Op::mkdir("/ro"),
+            Op::mknod("/ro", libc::S_IFIFO | 0o644, 0),
+            Op::symlink("/ro", "t"),
+            Op::link(file.as_str(), "/ro"),
+            Op::Unlink("/a".into()),
+            Op::Rmdir("/d1".into()),
+            Op::rename("/a", "/b", 0),
+            Op::Setattr {
+                at: file.as_str().into(),
+                set,
+            },
+            Op::write(file.as_str(), 0, 2, 1),
+            Op::fallocate(file.as_str(), 0, 0, 4096),
         ];
-        for (what, r) in calls {
-            match r {
-                Err(e) => assert_eq!(e.errno(), libc::EROFS, "{what} on a read-only mount: {e:?}"),
-                Ok(()) => panic!("{what} succeeded on a read-only mount after {op:?}"),
+        for op in &changes {
+            match self.runner.apply(op) {
+                Err(e) => assert_eq!(
+                    e.fs_error().map(Error::errno),
+                    Some(libc::EROFS),
+                    "{op} on a read-only mount: {e:?}"
+                ),
+                Ok(o) => panic!("{op} succeeded ({o:?}) on a read-only mount after {step:?}"),
             }
         }
-        self.check_shape(m, op);
+        self.check_shape(m, step);
+    }
+}
+
+/// The report of a mount that must have succeeded.
+fn mount_report(r: Result<Observed, OpError>) -> MountReport {
+    match r {
+        Ok(Observed::Mounted(rep)) => rep,
+        other => panic!("mount: {other:?}"),
     }
 }
 
@@ -1692,19 +1513,22 @@ impl StateMachineTest for NovaTest {
     type Reference = Reference;
 
     fn init_test(_: &Model) -> Sut {
-        let region = fresh(64, 2);
-        let fs = mount(&region);
+        let format = FormatOptions {
+            shards: Some(2),
+            ..FormatOptions::default()
+        };
+        let mut runner = Runner::new(Arc::new(MemRegion::new(64 << 20)), format);
+        runner.apply(&Op::Mkfs).unwrap();
+        runner.apply(&Op::Mount).unwrap();
         Sut {
-            region,
-            fs: Some(fs),
+            runner,
             inos: HashMap::from([(ROOT, ROOT_INO)]),
-            handles: Vec::new(),
             model: None,
         }
     }
 
-    fn apply(sut: Sut, m: &Model, op: Op) -> Sut {
-        let mut sut = step(sut, m, op);
+    fn apply(sut: Sut, m: &Model, step: Step) -> Sut {
+        let mut sut = run_step(sut, m, step);
         sut.model = Some(m.clone());
         sut
     }
@@ -1729,34 +1553,40 @@ impl StateMachineTest for NovaTest {
         let Some(mut m) = sut.model.take() else {
             return;
         };
-        let Expect::Remounted(r) = m.step(&Op::Remount) else {
+        let Expect::Remounted(r) = m.step(&Step::Remount) else {
             unreachable!()
         };
         sut.remount(&m, &r, &"teardown");
-        sut.fs.take().unwrap().unmount().unwrap();
-        assert_fsck_clean(&sut.region);
+        sut.runner.apply(&Op::Unmount).unwrap();
+        assert_fsck_clean(sut.runner.region());
     }
 }
 
-/// Runs `op` on novafs and compares its result with the model's.
-fn step(mut sut: Sut, m: &Model, op: Op) -> Sut {
+/// Runs `step` on novafs and compares its result with the model's.
+fn run_step(mut sut: Sut, m: &Model, step: Step) -> Sut {
     {
-        match (&m.expect, &op) {
+        match (&m.expect, &step) {
             (Expect::Skip, _) => return sut,
             (Expect::Remounted(r), _) => {
-                sut.remount(m, r, &op);
+                sut.remount(m, r, &step);
                 return sut;
             }
-            (Expect::Statfs, _) => {
-                let s = sut.fs().statfs();
-                assert_eq!((s.block_size, s.name_max), (4096, 255));
-                assert!(s.blocks_free <= s.blocks && s.files_free <= s.files, "{s:?}");
-                assert!(s.blocks > 14_000, "64 MiB region: {s:?}");
-                return sut;
-            }
-            (Expect::Listing(id), Op::Readdir { dir, chunk }) => {
-                let ino = sut.resolve(dir).unwrap();
-                assert_eq!(ino, sut.inos[id]);
+            (Expect::Listing(id), Step::Op(Op::Readdir { path, limit, .. })) => {
+                // The whole directory, chunk by chunk, from this first one.
+                let all = read_all(
+                    |offset| {
+                        let page = Op::Readdir {
+                            path: path.clone(),
+                            offset,
+                            limit: *limit,
+                        };
+                        match sut.runner.apply(&page) {
+                            Ok(Observed::Entries(es)) => es,
+                            other => panic!("{page}: {other:?}"),
+                        }
+                    },
+                    &step,
+                );
                 let want: Vec<(Vec<u8>, Ino)> = m
                     .node(*id)
                     .children()
@@ -1764,58 +1594,64 @@ fn step(mut sut: Sut, m: &Model, op: Op) -> Sut {
                     .iter()
                     .map(|(name, c)| (name.clone().into_bytes(), sut.inos[c]))
                     .collect();
-                assert_eq!(sut.listing(ino, *chunk, &op), want, "{op:?}");
+                assert_eq!(sut.check_listing(sut.inos[id], all, &step), want, "{step:?}");
                 return sut;
             }
             _ => {}
         }
         let first_id = sut.model.as_ref().map_or(ROOT + 1, |p| p.next_id);
-        let got = sut.run(&op, first_id);
+        let got = sut.run(&step, first_id);
         match (&m.expect, &got) {
             (Expect::Err(want), Err(e)) => {
+                let errno = e.fs_error().map(Error::errno);
                 assert!(
-                    want.contains(&e.errno()),
-                    "{op:?}: got {e:?} (errno {}), want one of {want:?}",
-                    e.errno()
+                    errno.is_some_and(|n| want.contains(&n)),
+                    "{step:?}: got {e:?} (errno {errno:?}), want one of {want:?}"
                 );
             }
-            (Expect::Ok, Ok(Got::Unit)) => {}
-            (Expect::Written(n), Ok(Got::Len(k))) => assert_eq!(n, k, "{op:?}"),
-            (Expect::Data(d), Ok(Got::Data(g))) => {
-                assert_eq!(g.len(), d.len(), "length of {op:?}");
-                assert!(g == d, "bytes of {op:?} differ from the model");
+            (Expect::Ok, Ok(Observed::Done)) => {}
+            (Expect::Statfs, Ok(Observed::Statfs(s))) => {
+                assert_eq!((s.block_size, s.name_max), (4096, 255));
+                assert!(s.blocks_free <= s.blocks && s.files_free <= s.files, "{s:?}");
+                assert!(s.blocks > 14_000, "64 MiB region: {s:?}");
+            }
+            (Expect::Written(n), Ok(Observed::Written(k))) => assert_eq!(n, k, "{step:?}"),
+            (Expect::Data(d), Ok(Observed::Data(g))) => {
+                assert_eq!(g.len(), d.len(), "length of {step:?}");
+                assert!(g == d, "bytes of {step:?} differ from the model");
             }
             (Expect::Seek(id), _) => {
                 let Body::File(b) = &m.node(*id).body else {
                     unreachable!()
                 };
-                let Op::Lseek { off, data, .. } = op else {
+                let Step::Op(Op::Lseek { off, whence, .. }) = step else {
                     unreachable!()
                 };
-                sut.check_seek(b, off, data, &got, &op);
+                sut.check_seek(b, off, whence, &got, &step);
             }
-            (Expect::Opened(id, keep), Ok(Got::Attr(a))) => {
-                sut.check_attr(m, *id, a, &op);
-                if *keep {
-                    sut.handles.push(a.ino);
-                } else {
-                    sut.fs().release_handle(a.ino).unwrap();
+            (Expect::Opened(id, keep), Ok(Observed::Attr(a))) => {
+                sut.check_attr(m, *id, a, &step);
+                if !keep {
+                    // Kept by the model for files only: the new handle is
+                    // the one after those the model holds.
+                    let last = At::Handle(m.handles.len());
+                    sut.runner.apply(&Op::Release(last)).unwrap();
                 }
             }
-            (Expect::Node(id), Ok(Got::Attr(a))) => {
+            (Expect::Node(id), Ok(Observed::Attr(a))) => {
                 if let Some(&ino) = sut.inos.get(id) {
-                    assert_eq!(ino, a.ino, "{op:?} acted on the wrong inode");
+                    assert_eq!(ino, a.ino, "{step:?} acted on the wrong inode");
                 } else {
                     assert!(
                         !sut.inos.iter().any(|(k, &i)| i == a.ino && m.nodes.contains_key(k)),
-                        "{op:?} reused live inode {}",
+                        "{step:?} reused live inode {}",
                         a.ino
                     );
                     sut.inos.insert(*id, a.ino);
                 }
-                sut.check_attr(m, *id, a, &op);
+                sut.check_attr(m, *id, a, &step);
             }
-            (want, got) => panic!("{op:?}: got {got:?}, want {want:?}"),
+            (want, got) => panic!("{step:?}: got {got:?}, want {want:?}"),
         }
     }
     sut

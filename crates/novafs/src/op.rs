@@ -1,0 +1,1018 @@
+//! One vocabulary of file-system operations and its one interpreter
+//! (DESIGN.md §4; STYLE.md "One vocabulary of operations"). The model
+//! test, the crash checker and the benchmarks drive novafs through [`Op`]
+//! and [`Runner`], so an operation added here is then tested, crash-checked
+//! and benchmarked everywhere.
+//!
+//! Owns: what an operation means by path (so a recorded sequence means the
+//! same in every run), path resolution, the handles a runner holds open,
+//! the bytes a write carries ([`data`]), and the life cycle of one image
+//! (mkfs, mount, unmount, crash). Touches only the public API of [`Fs`];
+//! nothing in the core imports it.
+
+use std::fmt;
+use std::sync::Arc;
+
+use pm::Region;
+
+use crate::{
+    Attr, DirEntry, Error, FormatOptions, Fs, Ino, MountOptions, MountReport, SetAttr, StatFs, SEEK_DATA, SEEK_HOLE,
+};
+
+/// Permission bits the shorthand constructors give a new file.
+pub const FILE_PERM: u32 = 0o644;
+/// Permission bits the shorthand constructors give a new directory.
+pub const DIR_PERM: u32 = 0o755;
+
+/// The node an operation acts on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum At {
+    /// An absolute path, resolved as [`Fs::resolve`] does (symlinks are
+    /// not followed).
+    Path(String),
+    /// The `i`-th handle the runner holds open, counting in the order they
+    /// were opened, released ones left out.
+    Handle(usize),
+}
+
+impl From<&str> for At {
+    fn from(path: &str) -> At {
+        At::Path(path.to_string())
+    }
+}
+
+impl From<String> for At {
+    fn from(path: String) -> At {
+        At::Path(path)
+    }
+}
+
+impl At {
+    /// The handle index, if this names a handle.
+    pub fn handle(&self) -> Option<usize> {
+        match self {
+            At::Handle(i) => Some(*i),
+            At::Path(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for At {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            At::Path(p) => f.write_str(p),
+            At::Handle(i) => write!(f, "#{i}"),
+        }
+    }
+}
+
+/// Owner of a new node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Owner {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Owner {
+    /// An ordinary user: the owner the shorthand constructors use.
+    pub const USER: Owner = Owner { uid: 1000, gid: 1000 };
+}
+
+/// Which end of a run of data `lseek` looks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Whence {
+    /// SEEK_DATA: the next offset that holds data.
+    Data,
+    /// SEEK_HOLE: the next offset in a hole (or the end of the file).
+    Hole,
+}
+
+/// One file-system operation. Nodes are named by path or by open handle,
+/// never by inode number, so that a sequence means the same in every run.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// A regular file.
+    Create {
+        path: String,
+        perm: u32,
+        owner: Owner,
+    },
+    Mkdir {
+        path: String,
+        perm: u32,
+        owner: Owner,
+    },
+    /// A node of any non-directory type from a full `mode` (type bits
+    /// included), and its device number.
+    Mknod {
+        path: String,
+        mode: u32,
+        rdev: u64,
+        owner: Owner,
+    },
+    Symlink {
+        path: String,
+        target: Vec<u8>,
+        owner: Owner,
+    },
+    /// A new name `to` for the node `from` names.
+    Link {
+        from: At,
+        to: String,
+    },
+    Unlink(String),
+    Rmdir(String),
+    /// rename(2) with its flags ([`crate::RENAME_NOREPLACE`],
+    /// [`crate::RENAME_EXCHANGE`]).
+    Rename {
+        from: String,
+        to: String,
+        flags: u32,
+    },
+    /// The node's attributes.
+    Stat(At),
+    Readlink(At),
+    /// Up to `limit` entries of a directory, "." and ".." included, from
+    /// `offset` (0, or the `next_offset` of the last entry seen).
+    Readdir {
+        path: String,
+        offset: u64,
+        limit: usize,
+    },
+    Statfs,
+    /// Writes `len` bytes of [`data`]`(seed, len)` at `off`.
+    Write {
+        at: At,
+        off: u64,
+        len: u64,
+        seed: u64,
+    },
+    /// Reads up to `len` bytes at `off`.
+    Read {
+        at: At,
+        off: u64,
+        len: u64,
+    },
+    /// fallocate(2) with its mode (0, [`crate::file::FALLOC_FL_KEEP_SIZE`],
+    /// or punching a hole).
+    Fallocate {
+        at: At,
+        mode: u32,
+        off: u64,
+        len: u64,
+    },
+    Lseek {
+        at: At,
+        off: u64,
+        whence: Whence,
+    },
+    Fsync(At),
+    /// Changes attributes; a size is a truncate. See [`Op::truncate`],
+    /// [`Op::chmod`], [`Op::chown`] and [`Op::utimens`] for the usual forms.
+    Setattr {
+        at: At,
+        set: SetAttr,
+    },
+    /// Opens a handle, kept until [`Op::Release`]: an unlinked open file
+    /// lives on.
+    Open(At),
+    /// Releases a handle: [`At::Handle`] names it; a path names the last
+    /// handle opened by that path.
+    Release(At),
+    /// Mounts the image (recovering after a crash).
+    Mount,
+    MountReadOnly,
+    /// Clean unmount.
+    Unmount,
+    /// The mounted file system goes away without unmounting: a crash.
+    Crash,
+    /// Clean unmount, then mount again.
+    Remount,
+    /// mkfs over the unmounted image, with the runner's format options.
+    Mkfs,
+}
+
+impl Op {
+    /// A file with [`FILE_PERM`] owned by [`Owner::USER`].
+    pub fn create(path: impl Into<String>) -> Op {
+        Op::Create {
+            path: path.into(),
+            perm: FILE_PERM,
+            owner: Owner::USER,
+        }
+    }
+
+    /// A directory with [`DIR_PERM`] owned by [`Owner::USER`].
+    pub fn mkdir(path: impl Into<String>) -> Op {
+        Op::Mkdir {
+            path: path.into(),
+            perm: DIR_PERM,
+            owner: Owner::USER,
+        }
+    }
+
+    /// A node of `mode` owned by [`Owner::USER`].
+    pub fn mknod(path: impl Into<String>, mode: u32, rdev: u64) -> Op {
+        Op::Mknod {
+            path: path.into(),
+            mode,
+            rdev,
+            owner: Owner::USER,
+        }
+    }
+
+    /// A symlink owned by [`Owner::USER`].
+    pub fn symlink(path: impl Into<String>, target: impl Into<Vec<u8>>) -> Op {
+        Op::Symlink {
+            path: path.into(),
+            target: target.into(),
+            owner: Owner::USER,
+        }
+    }
+
+    pub fn write(at: impl Into<At>, off: u64, len: u64, seed: u64) -> Op {
+        Op::Write {
+            at: at.into(),
+            off,
+            len,
+            seed,
+        }
+    }
+
+    pub fn fallocate(at: impl Into<At>, mode: u32, off: u64, len: u64) -> Op {
+        Op::Fallocate {
+            at: at.into(),
+            mode,
+            off,
+            len,
+        }
+    }
+
+    pub fn link(from: impl Into<At>, to: impl Into<String>) -> Op {
+        Op::Link {
+            from: from.into(),
+            to: to.into(),
+        }
+    }
+
+    pub fn rename(from: impl Into<String>, to: impl Into<String>, flags: u32) -> Op {
+        Op::Rename {
+            from: from.into(),
+            to: to.into(),
+            flags,
+        }
+    }
+
+    pub fn truncate(at: impl Into<At>, size: u64) -> Op {
+        Op::setattr(
+            at,
+            SetAttr {
+                size: Some(size),
+                ..SetAttr::default()
+            },
+        )
+    }
+
+    pub fn chmod(at: impl Into<At>, perm: u32) -> Op {
+        Op::setattr(
+            at,
+            SetAttr {
+                mode: Some(perm),
+                ..SetAttr::default()
+            },
+        )
+    }
+
+    pub fn chown(at: impl Into<At>, uid: u32, gid: u32) -> Op {
+        Op::setattr(
+            at,
+            SetAttr {
+                uid: Some(uid),
+                gid: Some(gid),
+                ..SetAttr::default()
+            },
+        )
+    }
+
+    pub fn utimens(at: impl Into<At>, atime: i64, mtime: i64) -> Op {
+        Op::setattr(
+            at,
+            SetAttr {
+                atime: Some(atime),
+                mtime: Some(mtime),
+                ..SetAttr::default()
+            },
+        )
+    }
+
+    fn setattr(at: impl Into<At>, set: SetAttr) -> Op {
+        Op::Setattr { at: at.into(), set }
+    }
+
+    /// The open handle this operation names, if any: a generator must not
+    /// emit it while fewer handles are open.
+    pub fn handle(&self) -> Option<usize> {
+        let at = match self {
+            Op::Link { from: at, .. }
+            | Op::Stat(at)
+            | Op::Readlink(at)
+            | Op::Write { at, .. }
+            | Op::Read { at, .. }
+            | Op::Fallocate { at, .. }
+            | Op::Lseek { at, .. }
+            | Op::Fsync(at)
+            | Op::Setattr { at, .. }
+            | Op::Open(at)
+            | Op::Release(at) => at,
+            Op::Create { .. }
+            | Op::Mkdir { .. }
+            | Op::Mknod { .. }
+            | Op::Symlink { .. }
+            | Op::Unlink(_)
+            | Op::Rmdir(_)
+            | Op::Rename { .. }
+            | Op::Readdir { .. }
+            | Op::Statfs
+            | Op::Mount
+            | Op::MountReadOnly
+            | Op::Unmount
+            | Op::Crash
+            | Op::Remount
+            | Op::Mkfs => return None,
+        };
+        at.handle()
+    }
+}
+
+/// " mode …" where a new node's permission bits are not the `usual` ones.
+fn perm_suffix(f: &mut fmt::Formatter<'_>, perm: u32, usual: u32) -> fmt::Result {
+    if perm == usual {
+        Ok(())
+    } else {
+        write!(f, " mode {perm:o}")
+    }
+}
+
+/// " owner …" where a new node's owner is not [`Owner::USER`].
+fn owner_suffix(f: &mut fmt::Formatter<'_>, owner: Owner) -> fmt::Result {
+    if owner == Owner::USER {
+        Ok(())
+    } else {
+        write!(f, " owner {}:{}", owner.uid, owner.gid)
+    }
+}
+
+/// A setattr by the command it amounts to (truncate, chmod, chown,
+/// utimens), else by the fields it sets.
+fn fmt_setattr(f: &mut fmt::Formatter<'_>, at: &At, s: &SetAttr) -> fmt::Result {
+    let fields = [
+        ("mode", s.mode.map(|m| format!("{m:o}"))),
+        ("uid", s.uid.map(|v| v.to_string())),
+        ("gid", s.gid.map(|v| v.to_string())),
+        ("size", s.size.map(|v| v.to_string())),
+        ("atime", s.atime.map(|v| v.to_string())),
+        ("mtime", s.mtime.map(|v| v.to_string())),
+        ("ctime", s.ctime.map(|v| v.to_string())),
+    ];
+    let set: Vec<&str> = fields.iter().filter(|(_, v)| v.is_some()).map(|(n, _)| *n).collect();
+    match (set.as_slice(), s) {
+        (["size"], SetAttr { size: Some(n), .. }) => write!(f, "truncate {at} to {n}"),
+        (["mode"], SetAttr { mode: Some(m), .. }) => write!(f, "chmod {at} {m:o}"),
+        (
+            ["uid", "gid"],
+            SetAttr {
+                uid: Some(u),
+                gid: Some(g),
+                ..
+            },
+        ) => write!(f, "chown {at} {u}:{g}"),
+        (
+            ["atime", "mtime"],
+            SetAttr {
+                atime: Some(a),
+                mtime: Some(m),
+                ..
+            },
+        ) => write!(f, "utimens {at} atime {a} mtime {m}"),
+        _ => {
+            write!(f, "setattr {at}")?;
+            for (name, v) in &fields {
+                if let Some(v) = v {
+                    write!(f, " {name} {v}")?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Op::Create { path, perm, owner } => {
+                write!(f, "create {path}")?;
+                perm_suffix(f, *perm, FILE_PERM)?;
+                owner_suffix(f, *owner)
+            }
+            Op::Mkdir { path, perm, owner } => {
+                write!(f, "mkdir {path}")?;
+                perm_suffix(f, *perm, DIR_PERM)?;
+                owner_suffix(f, *owner)
+            }
+            Op::Mknod {
+                path,
+                mode,
+                rdev,
+                owner,
+            } => {
+                write!(f, "mknod {path} mode {mode:o} rdev {rdev}")?;
+                owner_suffix(f, *owner)
+            }
+            Op::Symlink { path, target, owner } => {
+                if target.len() > 40 {
+                    write!(f, "symlink {path} -> ({} bytes)", target.len())?;
+                } else {
+                    write!(f, "symlink {path} -> {}", String::from_utf8_lossy(target))?;
+                }
+                owner_suffix(f, *owner)
+            }
+            Op::Link { from, to } => write!(f, "link {from} as {to}"),
+            Op::Unlink(p) => write!(f, "unlink {p}"),
+            Op::Rmdir(p) => write!(f, "rmdir {p}"),
+            Op::Rename { from, to, flags: 0 } => write!(f, "rename {from} -> {to}"),
+            Op::Rename { from, to, flags } => write!(f, "rename {from} -> {to} flags {flags}"),
+            Op::Stat(at) => write!(f, "stat {at}"),
+            Op::Readlink(at) => write!(f, "readlink {at}"),
+            Op::Readdir { path, offset, limit } => write!(f, "readdir {path} from {offset} max {limit}"),
+            Op::Statfs => write!(f, "statfs"),
+            Op::Write { at, off, len, seed } => write!(f, "write {at} off {off} len {len} seed {seed}"),
+            Op::Read { at, off, len } => write!(f, "read {at} off {off} len {len}"),
+            Op::Fallocate { at, mode, off, len } => write!(f, "fallocate {at} mode {mode} off {off} len {len}"),
+            Op::Lseek { at, off, whence } => {
+                let w = match whence {
+                    Whence::Data => "SEEK_DATA",
+                    Whence::Hole => "SEEK_HOLE",
+                };
+                write!(f, "lseek {at} off {off} {w}")
+            }
+            Op::Fsync(at) => write!(f, "fsync {at}"),
+            Op::Setattr { at, set } => fmt_setattr(f, at, set),
+            Op::Open(at) => write!(f, "open {at}"),
+            Op::Release(at) => write!(f, "release {at}"),
+            Op::Mount => write!(f, "mount"),
+            Op::MountReadOnly => write!(f, "mount read-only"),
+            Op::Unmount => write!(f, "unmount"),
+            Op::Crash => write!(f, "crash"),
+            Op::Remount => write!(f, "remount"),
+            Op::Mkfs => write!(f, "mkfs"),
+        }
+    }
+}
+
+/// What an operation that succeeded observed.
+#[derive(Clone, Debug)]
+pub enum Observed {
+    /// Nothing besides success.
+    Done,
+    /// The attributes of the node made, linked, changed, opened or stat'ed.
+    Attr(Attr),
+    /// Bytes written.
+    Written(usize),
+    /// Bytes read, or a symlink's target.
+    Data(Vec<u8>),
+    /// Where lseek landed.
+    Offset(u64),
+    Entries(Vec<DirEntry>),
+    Statfs(StatFs),
+    /// How the mount went.
+    Mounted(MountReport),
+}
+
+/// Why an operation did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum OpError {
+    /// Resolving `path` failed.
+    #[error("{path}: {error}")]
+    Resolve { path: String, error: Error },
+    /// The file system refused or failed the operation.
+    #[error(transparent)]
+    Fs(#[from] Error),
+    #[error("not mounted")]
+    NotMounted,
+    #[error("the image is mounted")]
+    Mounted,
+    #[error("{0} is not open")]
+    NotOpen(At),
+}
+
+impl OpError {
+    /// The file system's error (its errno is what a POSIX caller sees), or
+    /// None when the runner could not run the operation at all.
+    pub fn fs_error(&self) -> Option<&Error> {
+        match self {
+            OpError::Resolve { error, .. } | OpError::Fs(error) => Some(error),
+            OpError::NotMounted | OpError::Mounted | OpError::NotOpen(_) => None,
+        }
+    }
+}
+
+/// SplitMix64: the deterministic stream behind [`data`], public so that
+/// workload generators can draw from the same one.
+#[derive(Clone, Debug)]
+pub struct SplitMix(u64);
+
+impl SplitMix {
+    pub fn new(seed: u64) -> SplitMix {
+        SplitMix(seed ^ 0x6a09_e667_f3bc_c908)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+}
+
+/// The `len` bytes [`Op::Write`] writes with `seed`: zeros for seed 0
+/// (written zeros are data, not a hole), else a stream that differs with
+/// the seed, so a misplaced or stale page never reads back as the
+/// expected one.
+pub fn data(seed: u64, len: u64) -> Vec<u8> {
+    if seed == 0 {
+        return vec![0; len as usize];
+    }
+    let mut r = SplitMix::new(seed);
+    let mut out = Vec::with_capacity(len as usize);
+    while (out.len() as u64) < len {
+        out.extend_from_slice(&r.next_u64().to_le_bytes());
+    }
+    out.truncate(len as usize);
+    out
+}
+
+/// A path's parent directory and final name: "/d/f" → ("/d", "f"); "/f"
+/// and "f" → ("/", "f").
+pub fn split(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(0) => ("/", &path[1..]),
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => ("/", path),
+    }
+}
+
+/// What a read buffer holds before the read: bytes a read reports but does
+/// not write show as this, not as zeros.
+const POISON: u8 = 0xEE;
+
+/// A handle the runner holds open.
+#[derive(Clone, Debug)]
+struct Handle {
+    ino: Ino,
+    /// The path it was opened by, for [`Op::Release`] by path.
+    path: Option<String>,
+}
+
+/// Applies operations to the file system on one region: the interpreter.
+pub struct Runner {
+    region: Arc<dyn Region>,
+    format: FormatOptions,
+    fs: Option<Fs>,
+    handles: Vec<Handle>,
+}
+
+impl Runner {
+    /// A runner on `region`, not mounted; [`Op::Mkfs`] formats it with
+    /// `format`.
+    pub fn new(region: Arc<dyn Region>, format: FormatOptions) -> Runner {
+        Runner {
+            region,
+            format,
+            fs: None,
+            handles: Vec::new(),
+        }
+    }
+
+    pub fn region(&self) -> &Arc<dyn Region> {
+        &self.region
+    }
+
+    /// The mounted file system, for checks that look at everything.
+    pub fn fs(&self) -> Option<&Fs> {
+        self.fs.as_ref()
+    }
+
+    /// Applies `op`. Handles die with the mount: unmount, crash and
+    /// remount release them all.
+    pub fn apply(&mut self, op: &Op) -> Result<Observed, OpError> {
+        match op {
+            Op::Mount => return self.mount(MountOptions::default()),
+            Op::MountReadOnly => return self.mount(MountOptions { read_only: true }),
+            Op::Unmount => {
+                self.handles.clear();
+                self.fs.take().ok_or(OpError::NotMounted)?.unmount()?;
+                return Ok(Observed::Done);
+            }
+            Op::Crash => {
+                self.handles.clear();
+                drop(self.fs.take().ok_or(OpError::NotMounted)?);
+                return Ok(Observed::Done);
+            }
+            Op::Remount => {
+                self.apply(&Op::Unmount)?;
+                return self.apply(&Op::Mount);
+            }
+            Op::Mkfs => {
+                if self.fs.is_some() {
+                    return Err(OpError::Mounted);
+                }
+                Fs::format(self.region.clone(), &self.format)?;
+                return Ok(Observed::Done);
+            }
+            _ => {}
+        }
+        let fs = self.fs.as_ref().ok_or(OpError::NotMounted)?;
+        let handles = &mut self.handles;
+        Ok(match op {
+            Op::Create { path, perm, owner } => {
+                let (d, n) = parent(fs, path)?;
+                Observed::Attr(fs.create(d, n, *perm, owner.uid, owner.gid)?)
+            }
+            Op::Mkdir { path, perm, owner } => {
+                let (d, n) = parent(fs, path)?;
+                Observed::Attr(fs.mkdir(d, n, *perm, owner.uid, owner.gid)?)
+            }
+            Op::Mknod {
+                path,
+                mode,
+                rdev,
+                owner,
+            } => {
+                let (d, n) = parent(fs, path)?;
+                Observed::Attr(fs.mknod(d, n, *mode, *rdev, owner.uid, owner.gid)?)
+            }
+            Op::Symlink { path, target, owner } => {
+                let (d, n) = parent(fs, path)?;
+                Observed::Attr(fs.symlink(d, n, target, owner.uid, owner.gid)?)
+            }
+            Op::Link { from, to } => {
+                let i = ino(fs, handles, from)?;
+                let (d, n) = parent(fs, to)?;
+                Observed::Attr(fs.link(i, d, n)?)
+            }
+            Op::Unlink(path) => {
+                let (d, n) = parent(fs, path)?;
+                fs.unlink(d, n)?;
+                Observed::Done
+            }
+            Op::Rmdir(path) => {
+                let (d, n) = parent(fs, path)?;
+                fs.rmdir(d, n)?;
+                Observed::Done
+            }
+            Op::Rename { from, to, flags } => {
+                let (d1, n1) = parent(fs, from)?;
+                let (d2, n2) = parent(fs, to)?;
+                fs.rename(d1, n1, d2, n2, *flags)?;
+                Observed::Done
+            }
+            Op::Stat(at) => Observed::Attr(fs.getattr(ino(fs, handles, at)?)?),
+            Op::Readlink(at) => Observed::Data(fs.readlink(ino(fs, handles, at)?)?),
+            Op::Readdir { path, offset, limit } => {
+                let dir = resolve(fs, path)?.ino;
+                let mut entries = Vec::new();
+                fs.readdir(dir, *offset, |e| {
+                    if entries.len() >= *limit {
+                        return true;
+                    }
+                    entries.push(e);
+                    false
+                })?;
+                Observed::Entries(entries)
+            }
+            Op::Statfs => Observed::Statfs(fs.statfs()),
+            Op::Write { at, off, len, seed } => {
+                Observed::Written(fs.write(ino(fs, handles, at)?, *off, &data(*seed, *len))?)
+            }
+            Op::Read { at, off, len } => {
+                let mut buf = vec![POISON; *len as usize];
+                let n = fs.read(ino(fs, handles, at)?, *off, &mut buf)?;
+                buf.truncate(n);
+                Observed::Data(buf)
+            }
+            Op::Fallocate { at, mode, off, len } => {
+                fs.fallocate(ino(fs, handles, at)?, *mode, *off, *len)?;
+                Observed::Done
+            }
+            Op::Lseek { at, off, whence } => {
+                let whence = match whence {
+                    Whence::Data => SEEK_DATA,
+                    Whence::Hole => SEEK_HOLE,
+                };
+                Observed::Offset(fs.lseek(ino(fs, handles, at)?, *off, whence)?)
+            }
+            Op::Fsync(at) => {
+                fs.fsync(ino(fs, handles, at)?)?;
+                Observed::Done
+            }
+            Op::Setattr { at, set } => Observed::Attr(fs.setattr(ino(fs, handles, at)?, set)?),
+            Op::Open(at) => {
+                let i = ino(fs, handles, at)?;
+                let attr = fs.open_handle(i)?;
+                let path = match at {
+                    At::Path(p) => Some(p.clone()),
+                    At::Handle(_) => None,
+                };
+                handles.push(Handle { ino: i, path });
+                Observed::Attr(attr)
+            }
+            Op::Release(at) => {
+                let found = match at {
+                    At::Handle(i) => (*i < handles.len()).then_some(*i),
+                    At::Path(p) => handles.iter().rposition(|h| h.path.as_deref() == Some(p.as_str())),
+                };
+                let h = handles.remove(found.ok_or_else(|| OpError::NotOpen(at.clone()))?);
+                fs.release_handle(h.ino)?;
+                Observed::Done
+            }
+            Op::Mount | Op::MountReadOnly | Op::Unmount | Op::Crash | Op::Remount | Op::Mkfs => {
+                unreachable!("handled above")
+            }
+        })
+    }
+
+    fn mount(&mut self, opts: MountOptions) -> Result<Observed, OpError> {
+        if self.fs.is_some() {
+            return Err(OpError::Mounted);
+        }
+        let fs = Fs::open(self.region.clone(), opts)?;
+        let report = fs.mount_report().clone();
+        self.fs = Some(fs);
+        Ok(Observed::Mounted(report))
+    }
+}
+
+/// The inode `at` names.
+fn ino(fs: &Fs, handles: &[Handle], at: &At) -> Result<Ino, OpError> {
+    match at {
+        At::Path(p) => Ok(resolve(fs, p)?.ino),
+        At::Handle(i) => handles
+            .get(*i)
+            .map(|h| h.ino)
+            .ok_or_else(|| OpError::NotOpen(at.clone())),
+    }
+}
+
+/// The directory a new or removed name `path` lives in, and the name.
+fn parent<'p>(fs: &Fs, path: &'p str) -> Result<(Ino, &'p [u8]), OpError> {
+    let (dir, name) = split(path);
+    Ok((resolve(fs, dir)?.ino, name.as_bytes()))
+}
+
+fn resolve(fs: &Fs, path: &str) -> Result<Attr, OpError> {
+    fs.resolve(path).map_err(|error| OpError::Resolve {
+        path: path.to_string(),
+        error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{FileType, RENAME_EXCHANGE};
+
+    fn mounted() -> Runner {
+        let region: Arc<dyn Region> = Arc::new(pm::MemRegion::new(8 << 20));
+        let format = FormatOptions {
+            shards: Some(1),
+            ..FormatOptions::default()
+        };
+        let mut r = Runner::new(region, format);
+        r.apply(&Op::Mkfs).unwrap();
+        r.apply(&Op::Mount).unwrap();
+        r
+    }
+
+    fn attr(o: Observed) -> Attr {
+        match o {
+            Observed::Attr(a) => a,
+            other => panic!("not attributes: {other:?}"),
+        }
+    }
+
+    fn bytes(o: Observed) -> Vec<u8> {
+        match o {
+            Observed::Data(d) => d,
+            other => panic!("not data: {other:?}"),
+        }
+    }
+
+    fn errno(r: Result<Observed, OpError>) -> i32 {
+        r.unwrap_err().fs_error().expect("the file system's error").errno()
+    }
+
+    #[test]
+    fn the_shorthands_print_as_the_crash_checker_has_always_printed_them() {
+        let shown = [
+            (Op::create("/a"), "create /a"),
+            (Op::mkdir("/d"), "mkdir /d"),
+            (Op::mknod("/p", libc::S_IFIFO | 0o600, 0), "mknod /p mode 10600 rdev 0"),
+            (Op::symlink("/l", "d/t"), "symlink /l -> d/t"),
+            (Op::symlink("/l", "x".repeat(41)), "symlink /l -> (41 bytes)"),
+            (Op::write("/f", 1, 2, 3), "write /f off 1 len 2 seed 3"),
+            (Op::truncate("/f", 9), "truncate /f to 9"),
+            (Op::chmod("/f", 0o600), "chmod /f 600"),
+            (Op::chown("/f", 7, 8), "chown /f 7:8"),
+            (Op::utimens("/f", 1, 2), "utimens /f atime 1 mtime 2"),
+            (Op::rename("/a", "/b", 0), "rename /a -> /b"),
+            (Op::rename("/a", "/b", RENAME_EXCHANGE), "rename /a -> /b flags 2"),
+            (Op::link("/a", "/b"), "link /a as /b"),
+            (Op::Open("/f".into()), "open /f"),
+            (Op::Release("/f".into()), "release /f"),
+            (Op::Remount, "remount"),
+        ];
+        for (op, text) in shown {
+            assert_eq!(op.to_string(), text);
+        }
+        // What differs from the shorthands is spelled out.
+        let own = Op::Create {
+            path: "/a".into(),
+            perm: 0o600,
+            owner: Owner { uid: 0, gid: 0 },
+        };
+        assert_eq!(own.to_string(), "create /a mode 600 owner 0:0");
+        let set = SetAttr {
+            mode: Some(0o700),
+            uid: Some(3),
+            ..SetAttr::default()
+        };
+        let op = Op::Setattr { at: At::Handle(1), set };
+        assert_eq!(op.to_string(), "setattr #1 mode 700 uid 3");
+        assert_eq!(op.handle(), Some(1));
+        assert_eq!(Op::chmod("/f", 0).handle(), None);
+    }
+
+    #[test]
+    fn a_handle_keeps_an_unlinked_file_readable_until_it_is_released() {
+        let mut r = mounted();
+        r.apply(&Op::mkdir("/d")).unwrap();
+        let made = attr(r.apply(&Op::create("/d/f")).unwrap());
+        assert_eq!(made.kind, FileType::RegularFile);
+        assert_eq!((made.perm, made.uid, made.gid), (FILE_PERM, 1000, 1000));
+        assert!(matches!(
+            r.apply(&Op::write("/d/f", 10, 100, 5)).unwrap(),
+            Observed::Written(100)
+        ));
+        assert_eq!(attr(r.apply(&Op::Open("/d/f".into())).unwrap()).ino, made.ino);
+        r.apply(&Op::Unlink("/d/f".into())).unwrap();
+        assert_eq!(errno(r.apply(&Op::Stat("/d/f".into()))), libc::ENOENT);
+        let read = Op::Read {
+            at: At::Handle(0),
+            off: 0,
+            len: 200,
+        };
+        let mut want = vec![0; 10];
+        want.extend(data(5, 100));
+        assert_eq!(bytes(r.apply(&read).unwrap()), want);
+        r.apply(&Op::Release(At::Handle(0))).unwrap();
+        assert!(matches!(r.apply(&read), Err(OpError::NotOpen(At::Handle(0)))));
+        let fs = r.fs().unwrap();
+        assert!(matches!(fs.getattr(made.ino), Err(Error::NotFound)), "freed at release");
+    }
+
+    #[test]
+    fn release_by_path_releases_the_last_handle_that_path_opened() {
+        let mut r = mounted();
+        let a = attr(r.apply(&Op::create("/a")).unwrap()).ino;
+        let b = attr(r.apply(&Op::create("/b")).unwrap()).ino;
+        for p in ["/a", "/b", "/a"] {
+            r.apply(&Op::Open(p.into())).unwrap();
+        }
+        r.apply(&Op::Release("/a".into())).unwrap();
+        // Handles #0 (/a) and #1 (/b) are left.
+        let ino = |r: &mut Runner, h| attr(r.apply(&Op::Stat(At::Handle(h))).unwrap()).ino;
+        assert_eq!((ino(&mut r, 0), ino(&mut r, 1)), (a, b));
+        assert!(matches!(r.apply(&Op::Stat(At::Handle(2))), Err(OpError::NotOpen(_))));
+        r.apply(&Op::Release("/a".into())).unwrap();
+        let e = r.apply(&Op::Release("/a".into())).unwrap_err();
+        assert_eq!(e.to_string(), "/a is not open");
+        // A remount closes every handle.
+        r.apply(&Op::Remount).unwrap();
+        assert!(matches!(r.apply(&Op::Release(At::Handle(0))), Err(OpError::NotOpen(_))));
+    }
+
+    #[test]
+    fn errors_carry_the_errno_and_the_path_that_did_not_resolve() {
+        let mut r = mounted();
+        r.apply(&Op::create("/f")).unwrap();
+        let e = r.apply(&Op::create("/missing/g")).unwrap_err();
+        assert_eq!(e.to_string(), "/missing: no such file or directory");
+        assert_eq!(e.fs_error().map(Error::errno), Some(libc::ENOENT));
+        assert_eq!(errno(r.apply(&Op::create("/f"))), libc::EEXIST);
+        assert_eq!(errno(r.apply(&Op::create("/f/g"))), libc::ENOTDIR);
+        assert_eq!(errno(r.apply(&Op::Rmdir("/f".into()))), libc::ENOTDIR);
+        assert_eq!(errno(r.apply(&Op::Readlink("/f".into()))), libc::EINVAL);
+        let seek = Op::Lseek {
+            at: "/f".into(),
+            off: 0,
+            whence: Whence::Data,
+        };
+        assert_eq!(errno(r.apply(&seek)), libc::ENXIO);
+    }
+
+    #[test]
+    fn reads_return_what_the_file_holds_and_holes_as_zeros() {
+        let mut r = mounted();
+        r.apply(&Op::create("/f")).unwrap();
+        r.apply(&Op::write("/f", 8192, 10, 0)).unwrap();
+        let read = |r: &mut Runner, off, len| {
+            bytes(
+                r.apply(&Op::Read {
+                    at: "/f".into(),
+                    off,
+                    len,
+                })
+                .unwrap(),
+            )
+        };
+        assert_eq!(
+            read(&mut r, 0, 9000),
+            vec![0; 8202],
+            "a hole and written zeros, to the end"
+        );
+        assert!(read(&mut r, 8202, 10).is_empty());
+        let hole = Op::Lseek {
+            at: "/f".into(),
+            off: 0,
+            whence: Whence::Data,
+        };
+        assert!(
+            matches!(r.apply(&hole).unwrap(), Observed::Offset(8192)),
+            "written zeros are data"
+        );
+        assert_eq!(data(0, 3), vec![0; 3]);
+        assert_ne!(data(1, 16), data(2, 16));
+        assert_eq!(data(1, 16)[..5], data(1, 5)[..]);
+    }
+
+    #[test]
+    fn readdir_pages_through_a_directory_by_offset_and_limit() {
+        let mut r = mounted();
+        r.apply(&Op::mkdir("/d")).unwrap();
+        for n in ["x", "y", "z"] {
+            r.apply(&Op::create(format!("/d/{n}"))).unwrap();
+        }
+        let mut names = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = Op::Readdir {
+                path: "/d".into(),
+                offset,
+                limit: 2,
+            };
+            let Observed::Entries(es) = r.apply(&page).unwrap() else {
+                panic!("not entries")
+            };
+            let Some(last) = es.last() else { break };
+            assert!(es.len() <= 2);
+            offset = last.next_offset;
+            names.extend(es.into_iter().map(|e| String::from_utf8(e.name).unwrap()));
+        }
+        assert_eq!(names, [".", "..", "x", "y", "z"]);
+    }
+
+    #[test]
+    fn the_image_life_cycle_refuses_what_the_state_does_not_allow() {
+        let region: Arc<dyn Region> = Arc::new(pm::MemRegion::new(8 << 20));
+        let mut r = Runner::new(region, FormatOptions::default());
+        assert!(matches!(r.apply(&Op::create("/a")), Err(OpError::NotMounted)));
+        assert!(matches!(r.apply(&Op::Unmount), Err(OpError::NotMounted)));
+        assert_eq!(errno(r.apply(&Op::Mount)), libc::EIO, "not formatted yet");
+        r.apply(&Op::Mkfs).unwrap();
+        r.apply(&Op::Mount).unwrap();
+        assert!(matches!(r.apply(&Op::Mount), Err(OpError::Mounted)));
+        assert!(matches!(r.apply(&Op::Mkfs), Err(OpError::Mounted)));
+        r.apply(&Op::create("/a")).unwrap();
+        let Observed::Mounted(rep) = r.apply(&Op::Remount).unwrap() else {
+            panic!("no mount report")
+        };
+        assert!(rep.clean);
+        r.apply(&Op::Crash).unwrap();
+        let Observed::Mounted(rep) = r.apply(&Op::MountReadOnly).unwrap() else {
+            panic!("no mount report")
+        };
+        assert!(!rep.clean, "a crash leaves the image to recover");
+        assert_eq!(errno(r.apply(&Op::create("/b"))), libc::EROFS);
+        assert!(r.apply(&Op::Stat("/a".into())).is_ok());
+        r.apply(&Op::Unmount).unwrap();
+        r.apply(&Op::Mkfs).unwrap();
+        r.apply(&Op::Mount).unwrap();
+        assert_eq!(
+            errno(r.apply(&Op::Stat("/a".into()))),
+            libc::ENOENT,
+            "mkfs made a new file system"
+        );
+    }
+}
