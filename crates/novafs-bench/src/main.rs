@@ -10,15 +10,6 @@
 
 #![forbid(unsafe_code)]
 
-mod fio;
-mod fullfs;
-mod personality;
-mod plot;
-mod report;
-mod stats;
-mod target;
-mod workload;
-
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,10 +19,11 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::personality::Personality;
-use crate::report::Samples;
-use crate::target::Target;
-use crate::workload::{Params, PersonalityParams, RecoverySet, SetShape, Workload};
+use novafs_bench::personality::Personality;
+use novafs_bench::report::{self, Samples};
+use novafs_bench::target::{self, Target};
+use novafs_bench::workload::{Params, PersonalityParams, RecoverySet, SetShape, Workload};
+use novafs_bench::{fullfs, plot};
 
 #[derive(Parser)]
 #[command(

@@ -114,7 +114,8 @@ pub fn markdown(c: &Context) -> String {
     );
     let _ = writeln!(
         s,
-        "Workloads: NOVA §5.2 micro = {} files, create, {} × (4 KiB append + fsync) each, unlink; \
+        "Workloads: NOVA §5.2 micro = {} files, create, {} × (4 KiB append + fsync) each, read back \
+         4 KiB at a time, unlink; \
          append + fsync = {} appends to one file; random = {} × 4 KiB writes (no fsync) then reads per thread \
          in a {} MiB file; sequential = {} MiB per thread in 1 MiB writes + one fsync, then read back \
          (kernel file systems read from the page cache).\n",

@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use novafs::{FormatOptions, Fs, Ino, MountOptions, StatFs, ROOT_INO};
+use novafs::op::{Observed, Op, Runner};
+use novafs::{FormatOptions, Fs, Ino, StatFs, ROOT_INO};
 use pm::{MapOptions, MmapRegion, Region};
 
 use crate::workload::{self, Backend, Params, Remount, Workload};
@@ -326,9 +327,10 @@ impl Drop for Mounted {
 }
 
 /// novafs through the library, on a region file in the scratch directory.
+/// Its life cycle (mkfs, mount, unmount, crash) goes through novafs's
+/// operation vocabulary ([`novafs::op`]).
 pub struct LibraryTarget {
-    fs: Option<Fs>,
-    region: Arc<dyn Region>,
+    runner: Runner,
     _work: Option<WorkDir>,
 }
 
@@ -343,19 +345,18 @@ impl LibraryTarget {
         Ok(t)
     }
 
-    /// A fresh file system on `region` (a heap region in the tests).
+    /// A fresh file system on `region` (`novafs bench`'s mapped image, a
+    /// heap region in the tests).
     pub fn on_region(region: Arc<dyn Region>) -> Result<LibraryTarget> {
-        Fs::format(region.clone(), &FormatOptions::default()).context("format")?;
-        let fs = Fs::open(region.clone(), MountOptions::default()).context("mount")?;
-        Ok(LibraryTarget {
-            fs: Some(fs),
-            region,
-            _work: None,
-        })
+        let mut runner = Runner::new(region, FormatOptions::default());
+        runner.apply(&Op::Mkfs).context("format")?;
+        runner.apply(&Op::Mount).context("mount")?;
+        Ok(LibraryTarget { runner, _work: None })
     }
 
-    fn fs(&self) -> Result<&Fs> {
-        self.fs.as_ref().context("library target is not mounted")
+    /// The mounted file system.
+    pub fn fs(&self) -> Result<&Fs> {
+        self.runner.fs().context("library target is not mounted")
     }
 
     pub fn statfs(&self) -> Result<StatFs> {
@@ -371,12 +372,17 @@ impl LibraryTarget {
     /// meant to (clean or recovered); its wall time in ms.
     fn mount_timed(&mut self, expect_clean: bool) -> Result<f64> {
         let t = Instant::now();
-        let fs = Fs::open(self.region.clone(), MountOptions::default()).context("mount again")?;
+        let mounted = self.runner.apply(&Op::Mount).context("mount again")?;
         let ms = ms_since(t);
-        let clean = fs.mount_report().clean;
-        self.fs = Some(fs);
-        if clean != expect_clean {
-            bail!("expected a {} mount, got a {} one", which(expect_clean), which(clean));
+        let Observed::Mounted(report) = mounted else {
+            bail!("a mount observed {mounted:?}");
+        };
+        if report.clean != expect_clean {
+            bail!(
+                "expected a {} mount, got a {} one",
+                which(expect_clean),
+                which(report.clean)
+            );
         }
         Ok(ms)
     }
@@ -392,24 +398,25 @@ fn which(clean: bool) -> &'static str {
 
 impl Remount for LibraryTarget {
     fn remount_clean(&mut self) -> Result<f64> {
-        self.fs.take().context("not mounted")?.unmount().context("unmount")?;
+        self.runner.apply(&Op::Unmount).context("unmount")?;
         self.mount_timed(true)
     }
     fn remount_crash(&mut self) -> Result<Option<f64>> {
-        // A crash: the Fs goes away without unmounting.
-        drop(self.fs.take());
+        self.runner.apply(&Op::Crash).context("crash")?;
         self.mount_timed(false).map(Some)
     }
 }
 
 impl Drop for LibraryTarget {
     fn drop(&mut self) {
-        if let Some(fs) = self.fs.take() {
-            let _ = fs.unmount();
-        }
+        // Unmounted already if a remount failed half-way: nothing to do.
+        let _ = self.runner.apply(&Op::Unmount);
     }
 }
 
+/// Timed loops call `Fs` directly, not through [`novafs::op`]: the
+/// vocabulary names nodes by path and books handles, which would add a
+/// path resolution to every operation measured.
 impl Backend for LibraryTarget {
     type Dir = Ino;
     type File = Ino;
@@ -707,6 +714,59 @@ mod tests {
             t.fs().expect("mounted").mount_report().scanned_inodes > 0,
             "the last mount recovered"
         );
+    }
+
+    #[test]
+    fn the_micro_benchmark_on_the_library_times_every_phase_and_leaves_no_file() {
+        let mut t = LibraryTarget::on_region(Arc::new(pm::MemRegion::new(64 << 20))).expect("format");
+        let v = t.run(Workload::Micro, &params(), "micro").expect("micro run");
+        assert_eq!(v.len(), Workload::Micro.metrics().len());
+        assert!(v.iter().all(|x| x.is_some_and(|us| us > 0.0)), "{v:?}");
+        assert!(t.stat(&ROOT_INO, "micro").is_err(), "its directory is gone");
+        // `novafs bench` runs it in the root; every file goes again.
+        let m = crate::workload::micro(&t, &ROOT_INO, 5, 3).expect("micro in the root");
+        assert!(m.read > 0.0 && m.unlink > 0.0, "{m:?}");
+        let mut names = 0;
+        t.fs()
+            .expect("mounted")
+            .readdir(ROOT_INO, 0, |_| {
+                names += 1;
+                false
+            })
+            .expect("readdir");
+        assert_eq!(names, 2, "only . and .. are left");
+    }
+
+    #[test]
+    fn mount_times_alternate_clean_and_recovering_mounts_and_keep_the_set() {
+        let mut t = LibraryTarget::on_region(Arc::new(pm::MemRegion::new(64 << 20))).expect("format");
+        let dir = t.mkdir("recovery").expect("mkdir");
+        let shape = SetShape {
+            files: 4,
+            file_size: 64 << 10,
+            io: 64 << 10,
+        };
+        let (names, times) = crate::workload::time_mounts(&mut t, &dir, shape, 3).expect("mounts");
+        assert_eq!((times.clean.len(), times.crash.len()), (3, 3));
+        assert!(times.crash.iter().all(Option::is_some), "the library can crash");
+        assert_eq!(
+            t.fs().expect("mounted").mount_report().scanned_inodes,
+            6,
+            "root, directory, 4 files"
+        );
+        for n in &names {
+            assert_eq!(t.stat(&dir, n).expect("kept"), 64 << 10);
+        }
+    }
+
+    #[test]
+    fn dram_is_measured_on_files_that_are_removed_again() {
+        let t = LibraryTarget::on_region(Arc::new(pm::MemRegion::new(96 << 20))).expect("format");
+        let before = t.statfs().expect("statfs");
+        let d = crate::memory::measure(&t, 100).expect("measure");
+        assert!(d.per_file >= 0.0 && d.per_page >= 0.0, "{d:?}");
+        assert!(t.stat(&ROOT_INO, "mem").is_err());
+        assert_eq!(t.statfs().expect("statfs").files_free, before.files_free);
     }
 
     #[test]

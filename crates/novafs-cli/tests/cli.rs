@@ -108,3 +108,59 @@ fn fsck_refuses_an_image_in_use() {
     drop(held);
     assert_eq!(std::fs::read(&img).unwrap(), before, "image untouched");
 }
+
+#[test]
+fn bench_prints_its_table_dram_and_mount_times_and_removes_its_image() {
+    let dir = scratch();
+    let img = path(&dir, "bench.img");
+    let args = [
+        "bench",
+        "--files",
+        "20",
+        "--appends",
+        "2",
+        "--rounds",
+        "3",
+        // Room for the DRAM measurement's 64 MiB file.
+        "--size",
+        "256M",
+        "--image",
+        &img,
+    ];
+    let o = novafs(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "novafs library benchmark: 20 files x 2 appends of 4 KiB, 3 rounds"
+    );
+    assert!(lines[1].starts_with("region: "), "{out}");
+    assert_eq!(lines[3], "| operation | median µs/op | min–max µs/op | target |");
+    let rows: Vec<(&str, &str)> = lines[5..9]
+        .iter()
+        .map(|l| {
+            let cells: Vec<&str> = l.split(" | ").collect();
+            (cells[0].trim_start_matches("| "), cells[3].trim_end_matches(" |"))
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("create", "≤ 2.0"),
+            ("append 4 KiB + fsync", "≤ 1.2"),
+            ("read 4 KiB (sequential in each file)", "≤ 0.6"),
+            ("unlink (16 pages)", "≤ 2.0"),
+        ],
+        "{out}"
+    );
+    assert!(
+        lines[10].starts_with("DRAM: ") && lines[10].ends_with(" bytes per data page"),
+        "{out}"
+    );
+    assert!(
+        lines[11].starts_with("mount with 20 files of 64 KiB (NOVA §4.7): ") && lines[11].contains("scan of 22 inodes"),
+        "{out}"
+    );
+    assert!(!Path::new(&img).exists(), "the scratch image is removed");
+}
