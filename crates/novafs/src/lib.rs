@@ -89,7 +89,7 @@ mod layering {
         ("fsck", 12, include_str!("fsck.rs")),
         ("fs", 13, include_str!("fs.rs")),
         ("probe", 13, include_str!("probe.rs")),
-        ("op", 15, include_str!("op.rs")),
+        ("op", 15, concat!(include_str!("op.rs"), include_str!("op/runner.rs"))),
     ];
 
     /// `crate::{…}` and `crate::Type` name the public API at the root.
@@ -124,6 +124,8 @@ mod layering {
                     .filter_map(|e| e.file_name().to_str().map(str::to_owned))
                     .filter(|n| n != "lib.rs")
                     .map(|n| n.trim_end_matches(".rs").to_owned())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .into_iter()
                     .collect()
             })
             .unwrap_or_default();
