@@ -12,7 +12,9 @@ MNT=${NOVAFS_MNT:-/mnt/novafs}
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  apt-get install -y -qq fuse3 >/dev/null
+  # fuse3 for the mount; the rest are what README's test command runs on
+  # the mount (the same list as .ci/run).
+  apt-get install -y -qq fuse3 sqlite3 rsync git tar diffutils util-linux >/dev/null
 fi
 cargo build --release
 NOVAFS=target/release/novafs
