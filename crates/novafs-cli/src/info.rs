@@ -51,7 +51,7 @@ pub fn run(path: &Path) -> Result<()> {
         println!("journal:      committed transactions await replay");
     }
     match info.free {
-        Some((free, free_inodes)) => {
+        Ok((free, free_inodes)) => {
             let used = data_pages - free;
             println!(
                 "usage:        {} of {} pages used ({:.1}%), {} MiB free; {} free inode slots",
@@ -62,9 +62,7 @@ pub fn run(path: &Path) -> Result<()> {
                 free_inodes
             );
         }
-        None => {
-            println!("usage:        unknown until the image is mounted (not cleanly unmounted)")
-        }
+        Err(why) => println!("usage:        unknown until the image is mounted ({why})"),
     }
     Ok(())
 }

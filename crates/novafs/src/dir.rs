@@ -182,7 +182,7 @@ impl DirIndex {
         if let Some(old) = old {
             self.kill_slot(log, old);
         }
-        self.next_seq = self.next_seq.max(d.seq + 1);
+        self.next_seq = self.next_seq.max(d.seq.saturating_add(1));
         Ok(())
     }
 

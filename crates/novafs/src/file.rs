@@ -13,13 +13,11 @@ use crate::commit::{self, Ctx};
 use crate::error::{Error, Result};
 use crate::gc;
 use crate::inode::{setattr_entry, Attr, Body, InodeState};
-use crate::layout::{EntryType, WriteEntry, PAGE_SIZE};
+use crate::layout::{EntryType, WriteEntry, MAX_FILE_SIZE, PAGE_SIZE};
 use crate::log::Entry;
 use crate::pagemap::FileMap;
 use crate::time::now_ns;
 
-/// Largest file size: keeps page numbers and byte offsets far from overflow.
-pub const MAX_FILE_SIZE: u64 = 1 << 52;
 const PS: usize = PAGE_SIZE as usize;
 
 fn file_map(st: &InodeState) -> Result<&FileMap> {

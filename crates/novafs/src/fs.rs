@@ -244,7 +244,7 @@ impl Fs {
                 FileType::Directory => return Err(Error::IsDir),
                 _ => return Err(Error::Invalid("size change of a special file")),
             }
-            if size > file::MAX_FILE_SIZE {
+            if size > crate::layout::MAX_FILE_SIZE {
                 return Err(Error::FileTooBig);
             }
             if size != old.size {
@@ -365,6 +365,13 @@ impl Fs {
         alive(&st)?;
         if st.meta.attr.kind != FileType::Symlink {
             return Err(Error::Invalid("not a symlink"));
+        }
+        // The size comes from the media: a target is never longer.
+        if st.meta.attr.size > MAX_SYMLINK as u64 {
+            return Err(Error::Corrupt(format!(
+                "symlink {ino} has a {}-byte target",
+                st.meta.attr.size
+            )));
         }
         let mut buf = vec![0u8; st.meta.attr.size as usize];
         let n = file::read(&self.ctx, &st, 0, &mut buf)?;

@@ -14,7 +14,8 @@ use crate::journal::{Check, Update};
 use crate::layout::Bounds;
 use crate::layout::{
     decode, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, SetattrEntry, WriteEntry, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, INODE_CSUM_END, INODE_CSUM_WORD_OFF, INODE_HEAD_OFF, INODE_LIVE, INODE_STATE_OFF, PAGE_SIZE,
+    ENTRY_INVALID, INODE_CSUM_END, INODE_CSUM_WORD_OFF, INODE_HEAD_OFF, INODE_LIVE, INODE_STATE_OFF, MAX_FILE_PAGES,
+    MAX_FILE_SIZE, PAGE_SIZE,
 };
 use crate::log::{Committed, Entry, Log};
 use crate::pagemap::FileMap;
@@ -148,6 +149,9 @@ impl Meta {
                 if e.npages == 0 || (e.block != 0 && !bounds.is_extent(e.block, u64::from(e.npages))) {
                     return Err(corrupt!("write entry at {off:#x} points outside the data area"));
                 }
+                if e.pgoff + u64::from(e.npages) > MAX_FILE_PAGES || e.size > MAX_FILE_SIZE {
+                    return Err(corrupt!("write entry at {off:#x} lies past the largest file size"));
+                }
                 map.apply_write(log, off, e.pgoff, e.block, u64::from(e.npages), freed);
                 self.attr.size = e.size;
                 self.attr.mtime = e.mtime;
@@ -155,6 +159,11 @@ impl Meta {
             }
             EntryType::Setattr => {
                 let e: SetattrEntry = decode(bytes)?;
+                if e.size > MAX_FILE_SIZE {
+                    return Err(corrupt!(
+                        "setattr entry at {off:#x} sets a size past the largest file size"
+                    ));
+                }
                 let shrinks = e.size < self.attr.size;
                 if let Body::File(map) = &mut self.body {
                     if shrinks {
@@ -354,6 +363,13 @@ pub fn attr_of_record(rec: &Inode) -> Result<Attr> {
     }
     let kind =
         FileType::from_mode(rec.mode).ok_or_else(|| corrupt!("inode {} has bad mode {:o}", rec.ino, rec.mode))?;
+    if rec.size > MAX_FILE_SIZE {
+        return Err(corrupt!(
+            "inode {} has size {} past the largest file size",
+            rec.ino,
+            rec.size
+        ));
+    }
     Ok(Attr {
         ino: rec.ino,
         kind,

@@ -43,8 +43,10 @@ impl InodeTables {
                 let mut buf = [0u8; INODE_SIZE as usize];
                 region.read(c + CHUNK_FOOTER_OFF, &mut buf)?;
                 let f: ChunkFooter = decode(&buf)?;
-                if f.magic != CHUNK_MAGIC {
-                    return Err(corrupt!("inode table chunk at {c:#x} has a bad magic"));
+                // The footer names its place, so a scribbled link cannot
+                // splice another shard's chunk (or an earlier one) in.
+                if f.magic != CHUNK_MAGIC || u64::from(f.shard) != s || f.index as usize != chunks.len() {
+                    return Err(corrupt!("inode table chunk at {c:#x} of shard {s} has a bad footer"));
                 }
                 chunks.push(c);
                 c = f.next;
@@ -198,6 +200,10 @@ impl InodeTables {
                 .shards
                 .get(s)
                 .ok_or_else(|| corrupt!("saved inode range for missing shard {s}"))?;
+            let slots = t.chunks.read().len() as u64 * INODES_PER_CHUNK;
+            if n == 0 || l.checked_add(n).is_none_or(|end| end > slots) {
+                return Err(corrupt!("saved inode range {l}+{n} of shard {s} is past its table"));
+            }
             t.free
                 .lock()
                 .insert(l, n)

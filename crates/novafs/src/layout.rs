@@ -23,6 +23,10 @@ pub const ROOT_INO: Ino = 1;
 
 pub const PAGE_SIZE: u64 = 4096;
 pub const PAGE_SHIFT: u32 = 12;
+/// Largest file size: keeps page numbers and byte offsets far from
+/// overflow. Sizes and page numbers read from a log are checked against it.
+pub const MAX_FILE_SIZE: u64 = 1 << 52;
+pub const MAX_FILE_PAGES: u64 = MAX_FILE_SIZE / PAGE_SIZE;
 pub const CACHELINE: u64 = 64;
 
 /// "NOVAFS" + format generation, as a little-endian u64.

@@ -55,11 +55,12 @@ mod superblock;
 pub mod time;
 
 pub use error::{Error, Result};
-pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, MAX_FILE_SIZE};
+pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 pub use fs::{
     DirEntry, Fs, GcStats, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE,
 };
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
+pub use layout::MAX_FILE_SIZE;
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
 pub use recovery::{inspect, Inspect, MountReport};
 

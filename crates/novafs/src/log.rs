@@ -216,13 +216,9 @@ impl Log {
         let mut buf = vec![0u8; PAGE_SIZE as usize];
         let mut page = head;
         let mut tail_seen = tail == 0;
+        let mut walk = ChainWalk::new(bounds, head);
         loop {
-            if !bounds.is_page(page) {
-                return Err(corrupt!("log page pointer {page:#x} outside the data area"));
-            }
-            if log.pages.len() as u64 >= bounds.max_pages() {
-                return Err(corrupt!("log chain from {head:#x} loops"));
-            }
+            walk.enter(page)?;
             region.read(page, &mut buf)?;
             log.pages.push(page);
             let mut pos = 0u64;
@@ -536,15 +532,44 @@ impl Log {
 pub fn chain_pages(region: &dyn Region, bounds: Bounds, head: u64) -> Result<Vec<u64>> {
     let mut pages = Vec::new();
     let mut page = head;
+    let mut walk = ChainWalk::new(bounds, head);
     while page != 0 {
-        if !bounds.is_page(page) {
-            return Err(corrupt!("page pointer {page:#x} outside the data area"));
-        }
-        if pages.len() as u64 >= bounds.max_pages() {
-            return Err(corrupt!("page chain from {head:#x} loops"));
-        }
+        walk.enter(page)?;
         pages.push(page);
         page = region.load_u64(page + LOG_NEXT_OFF)?;
     }
     Ok(pages)
+}
+
+/// Checks each pointer of a page chain read from media before it is
+/// followed: inside the data area, and not a page the walk has visited
+/// already. A loop is found when it closes, in time linear in the chain,
+/// not after as many steps as the data area has pages.
+struct ChainWalk {
+    bounds: Bounds,
+    head: u64,
+    seen: U64Map<()>,
+}
+
+impl ChainWalk {
+    fn new(bounds: Bounds, head: u64) -> ChainWalk {
+        ChainWalk {
+            bounds,
+            head,
+            seen: U64Map::default(),
+        }
+    }
+
+    fn enter(&mut self, page: u64) -> Result<()> {
+        if !self.bounds.is_page(page) {
+            return Err(corrupt!(
+                "page pointer {page:#x} in the chain from {:#x} is outside the data area",
+                self.head
+            ));
+        }
+        if self.seen.insert(page, ()).is_some() {
+            return Err(corrupt!("page chain from {:#x} loops back to {page:#x}", self.head));
+        }
+        Ok(())
+    }
 }

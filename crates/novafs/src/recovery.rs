@@ -125,10 +125,16 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let blob = read_chain(r, ctx.bounds, rec.log_head, rec.log_tail)?;
     let hdr: AllocStateHeader = decode(&blob)?;
     let body = &blob[size_of::<AllocStateHeader>()..];
-    let n = (hdr.page_ranges + hdr.ino_ranges) as usize;
+    // Every count is checked against the bytes actually read before it is
+    // used: the header sits outside the body's checksum.
+    let counts_fit = hdr
+        .page_ranges
+        .checked_add(hdr.ino_ranges)
+        .and_then(|n| n.checked_mul(16))
+        .is_some_and(|n| n == body.len() as u64);
     if hdr.magic != ALLOC_STATE_MAGIC
         || hdr.mount_count != sb.mount_count
-        || body.len() != n * 16
+        || !counts_fit
         || crc32c::crc32c(body) != hdr.csum
     {
         return Err(corrupt!("saved allocator state is damaged or stale"));
@@ -145,10 +151,15 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let (pages, inos) = pairs.split_at(hdr.page_ranges as usize);
     let first = sb.data_start >> PAGE_SHIFT;
     let last = sb.data_end >> PAGE_SHIFT;
+    let mut prev_end = first;
     for &(p, n) in pages {
-        if p < first || p.checked_add(n).is_none_or(|e| e > last) {
-            return Err(corrupt!("saved free range {p}+{n} is outside the data area"));
+        // Saved in ascending order, disjoint: anything else is damage.
+        if n == 0 || p < prev_end || p.checked_add(n).is_none_or(|e| e > last) {
+            return Err(corrupt!(
+                "saved free range {p}+{n} is outside the data area or out of order"
+            ));
         }
+        prev_end = p + n;
     }
     ctx.tables.import_free(inos)?;
     for &(p, n) in pages {
@@ -158,20 +169,19 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
 }
 
 /// Reads `len` bytes stored in a chain of pages (4088 payload bytes each).
+/// `len` comes from the media: it is checked against the chain before
+/// anything is allocated for it.
 fn read_chain(r: &dyn Region, bounds: Bounds, head: u64, len: u64) -> Result<Vec<u8>> {
     let pages = crate::log::chain_pages(r, bounds, head)?;
-    let mut out = vec![0u8; len as usize];
-    let mut done = 0usize;
-    for p in pages {
-        if done == out.len() {
-            break;
-        }
-        let n = (LOG_NEXT_OFF as usize).min(out.len() - done);
-        r.read(p, &mut out[done..done + n])?;
-        done += n;
+    if len.div_ceil(LOG_NEXT_OFF) > pages.len() as u64 || len < size_of::<AllocStateHeader>() as u64 {
+        return Err(corrupt!(
+            "saved allocator state claims {len} bytes in a chain of {} pages",
+            pages.len()
+        ));
     }
-    if done < out.len() {
-        return Err(corrupt!("saved allocator state is truncated"));
+    let mut out = vec![0u8; len as usize];
+    for (p, part) in pages.iter().zip(out.chunks_mut(LOG_NEXT_OFF as usize)) {
+        r.read(*p, part)?;
     }
     Ok(out)
 }
@@ -348,8 +358,9 @@ pub struct Inspect {
     pub superblock: Superblock,
     /// The primary superblock is damaged and the replica was used.
     pub primary_bad: bool,
-    /// Free pages and free inode slots, known when the image is clean.
-    pub free: Option<(u64, u64)>,
+    /// Free pages and free inode slots, known when the image is clean and
+    /// its saved allocator state is whole; else why they are unknown.
+    pub free: std::result::Result<(u64, u64), String>,
     /// Committed journal transactions awaiting replay.
     pub pending_journal: bool,
 }
@@ -360,13 +371,16 @@ pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
     let r = &*region;
     let (sb, primary_bad) = read_superblock(r)?;
     let pending_journal = Journal::pending(r, &sb)?;
-    let mut free = None;
-    if sb.state == STATE_CLEAN && !pending_journal {
-        let ctx = open_ctx(region.clone(), &sb)?;
-        if load_saved_state(&ctx, &sb).is_ok() {
-            free = Some((ctx.alloc.free_pages(), ctx.tables.free_count()));
-        }
-    }
+    let free = if sb.state != STATE_CLEAN || pending_journal {
+        Err("not cleanly unmounted".to_string())
+    } else {
+        open_ctx(region.clone(), &sb)
+            .and_then(|ctx| {
+                load_saved_state(&ctx, &sb)?;
+                Ok((ctx.alloc.free_pages(), ctx.tables.free_count()))
+            })
+            .map_err(|e| format!("{e}; the next mount rebuilds it"))
+    };
     Ok(Inspect {
         superblock: sb,
         primary_bad,

@@ -320,27 +320,35 @@ impl FileMap {
         npages: u64,
         freed: &mut Vec<Extent>,
     ) {
-        if block != 0 {
-            if npages == 1 {
-                self.entries.single += 1;
-            } else {
-                self.entries.multi.insert(entry, npages as u32);
+        if block == 0 {
+            // A punched hole: visit only the pages mapped in it, however
+            // wide it is.
+            let end = pgoff.saturating_add(npages);
+            let mapped: Vec<u64> = self
+                .pages
+                .iter_from(pgoff)
+                .map(|(p, _)| p)
+                .take_while(|&p| p < end)
+                .collect();
+            for p in mapped {
+                if let Some(m) = self.pages.remove(p) {
+                    self.entries.release(log, m, freed);
+                }
             }
+            return;
+        }
+        if npages == 1 {
+            self.entries.single += 1;
+        } else {
+            self.entries.multi.insert(entry, npages as u32);
         }
         for i in 0..npages {
-            let old = if block != 0 {
-                self.pages.insert(
-                    pgoff + i,
-                    Mapping {
-                        block: block + i * PAGE_SIZE,
-                        entry,
-                    },
-                )
-            } else {
-                self.pages.remove(pgoff + i)
+            let m = Mapping {
+                block: block + i * PAGE_SIZE,
+                entry,
             };
-            if let Some(m) = old {
-                self.entries.release(log, m, freed);
+            if let Some(old) = self.pages.insert(pgoff + i, m) {
+                self.entries.release(log, old, freed);
             }
         }
     }
