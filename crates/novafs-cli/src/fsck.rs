@@ -1,14 +1,24 @@
-//! `novafs fsck`: offline check. Exit 0 clean, 1 problems found, 2 when the
-//! check cannot run (usage, missing image, image in use, not novafs).
+//! `novafs fsck [--repair]`: offline check, and repair of what can be
+//! repaired. Exit 0 clean (after repair, if asked), 1 problems remain, 2
+//! when the check cannot run (usage, missing image, image in use, not
+//! novafs).
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use indicatif::{ProgressBar, ProgressStyle};
+use pm::Region;
 
 use crate::image::{explain_fs, open};
 
-pub fn run(path: &Path) -> ExitCode {
+/// How one check ended: a report, or metadata too damaged to check.
+enum Outcome {
+    Checked(novafs::fsck::Report),
+    Unreadable(String),
+}
+
+pub fn run(path: &Path, repair: bool) -> ExitCode {
     let region = match open(path, true, false) {
         Ok(r) => r,
         Err(e) => {
@@ -16,6 +26,40 @@ pub fn run(path: &Path) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let first = match check(path, &region) {
+        Ok(o) => o,
+        Err(code) => return code,
+    };
+    let clean = print(path, &first);
+    let noted = matches!(&first, Outcome::Checked(r) if !r.notes.is_empty());
+    if !repair || (clean && !noted) {
+        return exit(clean);
+    }
+    match novafs::fsck::repair(region.clone()) {
+        Ok(done) => {
+            for d in &done {
+                println!("{}: repaired: {d}", path.display());
+            }
+        }
+        Err(e) => println!("{}: cannot repair: {e}", path.display()),
+    }
+    match check(path, &region) {
+        Ok(after) => exit(print(path, &after)),
+        Err(code) => code,
+    }
+}
+
+fn exit(clean: bool) -> ExitCode {
+    if clean {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Runs the check with a progress bar; Err is the exit code when it could
+/// not run at all.
+fn check(path: &Path, region: &Arc<dyn Region>) -> Result<Outcome, ExitCode> {
     let bar = ProgressBar::new(0);
     bar.set_style(
         ProgressStyle::with_template("checking inode tables {bar:30} {pos}/{len} chunks")
@@ -25,17 +69,25 @@ pub fn run(path: &Path) -> ExitCode {
         bar.set_length(total);
         bar.set_position(done);
     };
-    let report = novafs::fsck::check(region, &progress);
+    let report = novafs::fsck::check(region.clone(), &progress);
     bar.finish_and_clear();
-    let report = match report {
-        Ok(r) => r,
-        Err(novafs::Error::Corrupt(why)) => {
-            println!("{}: PROBLEM: {why}", path.display());
-            return ExitCode::from(1);
-        }
+    match report {
+        Ok(r) => Ok(Outcome::Checked(r)),
+        Err(novafs::Error::Corrupt(why)) => Ok(Outcome::Unreadable(why)),
         Err(e) => {
             eprintln!("novafs: {:#}", explain_fs(path, e));
-            return ExitCode::from(2);
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// Prints what a check found; true when the image is clean.
+fn print(path: &Path, outcome: &Outcome) -> bool {
+    let report = match outcome {
+        Outcome::Checked(r) => r,
+        Outcome::Unreadable(why) => {
+            println!("{}: PROBLEM: {why}", path.display());
+            return false;
         }
     };
     for n in &report.notes {
@@ -63,9 +115,5 @@ pub fn run(path: &Path) -> ExitCode {
             format!("{} problem(s)", report.problems.len())
         }
     );
-    if report.is_clean() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    report.is_clean()
 }

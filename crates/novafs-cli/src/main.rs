@@ -46,7 +46,12 @@ enum Cmd {
         image: PathBuf,
     },
     /// Check IMAGE offline; exit 0 when clean, 1 when problems are found, 2 when it cannot run.
-    Fsck { image: PathBuf },
+    Fsck {
+        /// Repair what can be repaired (keeping everything that still reads), then check again.
+        #[arg(long)]
+        repair: bool,
+        image: PathBuf,
+    },
     /// Show IMAGE's format, geometry, usage and state.
     Info { image: PathBuf },
     /// Mount IMAGE on MOUNTPOINT through FUSE, served by a background daemon once ready.
@@ -81,7 +86,7 @@ fn main() -> ExitCode {
             shards,
             image,
         } => mkfs::run(&image, size, force, shards),
-        Cmd::Fsck { image } => return fsck::run(&image),
+        Cmd::Fsck { repair, image } => return fsck::run(&image, repair),
         Cmd::Info { image } => info::run(&image),
         Cmd::Bench(args) => bench::run(&args),
         Cmd::Crashcheck(args) => return crashcheck::run(&args),

@@ -6,13 +6,18 @@
 //! are exactly the pages and inode slots nobody uses.
 //!
 //! Like a mount, fsck first replays committed journal transactions: they are
-//! part of the file system's state. It changes nothing else.
+//! part of the file system's state. It changes nothing else; [`repair`]
+//! does.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use pm::Region;
 
+use parking_lot::Mutex;
+
+use crate::cache::Cache;
+use crate::commit::Ctx;
 use crate::error::Result;
 use crate::inode::{Body, FileType, Ino, InodeState, ROOT_INO};
 use crate::itable::{InodeTables, Slot};
@@ -20,11 +25,12 @@ use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, DENTRY_HEAD_SIZE, ENTRY_INVALID,
-    PAGE_SIZE, STATE_CLEAN,
+    INODE_FREE, INODE_STATE_OFF, PAGE_SIZE, STATE_CLEAN, STATE_MOUNTED,
 };
 use crate::log::Log;
+use crate::namespace::Namespace;
 use crate::recovery;
-use crate::superblock::{bounds_of, read_superblock, replica_matches};
+use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
 
 /// What fsck found.
 #[derive(Debug, Default)]
@@ -143,6 +149,107 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         rep.pages_free = (sb.data_end - sb.data_start) / PAGE_SIZE - rep.pages_used;
     }
     Ok(rep)
+}
+
+/// `fsck --repair`: makes the image consistent again, keeping everything
+/// that still loads, and returns one line per change. The superblock
+/// copies are made equal (from the good one), committed journal
+/// transactions are replayed, the allocators are rebuilt by a full scan
+/// (never trusting saved state), unlinked inodes are reclaimed, names
+/// whose inode is lost are removed, and inodes whose record or log no
+/// longer loads are freed: their contents are gone, and freeing them
+/// returns their pages. What cannot be repaired stays for [`check`] to
+/// report. Every step is an ordinary commit, so a crash during repair
+/// leaves an image that mounts; running repair again finishes the job.
+pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
+    let r = &*region;
+    let mut done = Vec::new();
+    let (mut sb, primary_bad) = read_superblock(r)?;
+    if primary_bad {
+        done.push("primary superblock rewritten from its replica".to_string());
+    } else if !replica_matches(r, &sb) {
+        done.push("superblock replica rewritten from the primary".to_string());
+    }
+    // Marked in use before anything else changes, so that this mount and
+    // any after a crash rebuild the allocators by scanning.
+    sb.state = STATE_MOUNTED;
+    write_superblock(r, &mut sb)?;
+    let (ctx, _, report) = recovery::mount(region.clone(), false)?;
+    if report.journal_replayed > 0 {
+        done.push(format!(
+            "replayed {} committed journal transaction(s)",
+            report.journal_replayed
+        ));
+    }
+    if report.orphans_reclaimed > 0 {
+        done.push(format!(
+            "reclaimed {} unlinked inode(s) left open at a crash",
+            report.orphans_reclaimed
+        ));
+    }
+    let (dirs, lost) = survey(&ctx)?;
+    let cache = Cache::new();
+    let rename_lock = Mutex::new(());
+    let ns = Namespace {
+        ctx: &ctx,
+        cache: &cache,
+        rename_lock: &rename_lock,
+    };
+    for (dir, entries) in &dirs {
+        for (name, target) in entries {
+            if lost.iter().any(|(ino, _, _)| ino == target) || ctx.tables.locate(*target).is_err() {
+                ns.drop_dangling(*dir, name)?;
+                done.push(format!(
+                    "directory {dir}: removed '{}', whose inode {target} is lost",
+                    String::from_utf8_lossy(name)
+                ));
+            }
+        }
+    }
+    for (ino, off, why) in &lost {
+        r.commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5
+        done.push(format!("freed: inode {ino}: {why}"));
+    }
+    drop(ns);
+    // A second scan returns the freed inodes' pages; then save cleanly.
+    let (ctx, mut sb, _) = recovery::mount(region.clone(), false)?;
+    recovery::save_clean(&ctx, &mut sb)?;
+    done.push("free pages and inode slots rebuilt by a full scan and saved".to_string());
+    Ok(done)
+}
+
+/// A damaged inode: its number, record offset and why it does not load.
+type Lost = (Ino, u64, String);
+
+/// Every directory that loads, with its (name, target) pairs, and every
+/// live inode that does not.
+#[allow(clippy::type_complexity)]
+fn survey(ctx: &Ctx) -> Result<(Vec<(Ino, Vec<(Vec<u8>, Ino)>)>, Vec<Lost>)> {
+    let r = ctx.region();
+    let mut dirs = Vec::new();
+    let mut lost = Vec::new();
+    for shard in 0..ctx.tables.shard_count() as usize {
+        ctx.tables.scan_shard(r, shard, |slot| {
+            let Slot::Live { ino, off, rec } = slot else {
+                return Ok(());
+            };
+            match InodeState::load(r, ctx.bounds, off, &rec) {
+                Ok(_) if rec.ino != ino => lost.push((ino, off, format!("its slot holds inode {}", rec.ino))),
+                Ok(st) => {
+                    if let Body::Dir(d) = &st.meta.body {
+                        dirs.push((ino, d.iter().map(|(n, e)| (n.to_vec(), e.ino)).collect()));
+                    }
+                }
+                Err(e) if ino == ROOT_INO => {
+                    // Freeing the root would leave nothing to mount.
+                    tracing::error!(error = %e, "the root directory is damaged and cannot be repaired");
+                }
+                Err(e) => lost.push((ino, off, e.to_string())),
+            }
+            Ok(())
+        })?;
+    }
+    Ok((dirs, lost))
 }
 
 /// NOVA §4.6: an add entry is invalidated in place by the same transaction

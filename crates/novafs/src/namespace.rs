@@ -337,6 +337,27 @@ impl Namespace<'_> {
         }
     }
 
+    /// Removes the name `name` of `parent` whose target inode is lost
+    /// (`fsck --repair`): the directory's side of an unlink, with nothing
+    /// done to the target, which no longer loads.
+    pub fn drop_dangling(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        let cells = [(parent, self.cache.get(self.ctx, parent)?)];
+        let mut l = Locked::lock(&cells)?;
+        let d = l.get(parent).dir()?.get(name).ok_or(Error::NotFound)?;
+        let p = &l.get(parent).meta.attr;
+        let spec = DentrySpec {
+            ino: d.ino,
+            seq: d.seq,
+            ftype: d.ftype,
+            // A lost subdirectory's ".." no longer counts as a link.
+            dir_nlink: p.nlink - u32::from(d.ftype == ftype_of_mode(libc::S_IFDIR) && p.nlink > 2),
+            dir_mtime: now_ns(),
+        };
+        let parts = [Part::new(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
+        let _ = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &[])?;
+        Ok(())
+    }
+
     /// One link of `st` goes away, leaving `nlink`: either the inode is
     /// freed in the same transaction (returns the update of its state
     /// word), or a link-change entry records the new count (NOVA keeps an

@@ -185,7 +185,7 @@ fn journal_transactions_commit_only_with_matching_checksum_and_checks() {
         });
         let inspect = || novafs::inspect(mem.clone()).unwrap();
         let clean = inspect();
-        assert!(!clean.pending_journal && clean.free.is_some(), "{case}: a clean image");
+        assert!(!clean.pending_journal && clean.free.is_ok(), "{case}: a clean image");
         plant_transaction(&mem, target, (checked_page, &checked), corrupt_csum);
         assert_eq!(
             inspect().pending_journal,
@@ -208,4 +208,104 @@ fn journal_transactions_commit_only_with_matching_checksum_and_checks() {
             fs.unmount().unwrap();
         }
     }
+}
+
+fn check(mem: &Arc<MemRegion>) -> novafs::fsck::Report {
+    let region: Arc<dyn Region> = mem.clone();
+    novafs::fsck::check(region, &|_, _| {}).unwrap()
+}
+
+fn repair(mem: &Arc<MemRegion>) -> Vec<String> {
+    let region: Arc<dyn Region> = mem.clone();
+    novafs::fsck::repair(region).unwrap()
+}
+
+fn copy(mem: &MemRegion) -> Arc<MemRegion> {
+    Arc::new(MemRegion::from_bytes(mem.snapshot()))
+}
+
+/// (free pages, free inodes) as a fresh mount sees them.
+fn free_space(mem: &Arc<MemRegion>) -> (u64, u64) {
+    let fs = open(mem).unwrap();
+    let s = fs.statfs();
+    fs.unmount().unwrap();
+    (s.blocks_free, s.files_free)
+}
+
+/// A uid no other inode has, to find one inode record in the image.
+const MARKED_UID: u32 = 0x5EED_F11E;
+
+#[test]
+fn repair_removes_a_file_whose_inode_is_lost_and_returns_its_space() {
+    let mem = image_with(|fs| {
+        let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+        let lost = fs.create(d.ino, b"lost", 0o644, MARKED_UID, 0).unwrap();
+        fs.write(lost.ino, 0, &[7u8; 3 * 4096]).unwrap();
+        let kept = fs.create(d.ino, b"kept", 0o644, 0, 0).unwrap();
+        fs.write(kept.ino, 0, b"kept bytes").unwrap();
+    });
+    // The same image with the file unlinked the ordinary way: what repair
+    // must leave behind.
+    let unlinked = copy(&mem);
+    let fs = open(&unlinked).unwrap();
+    let d = fs.lookup(ROOT_INO, b"d").unwrap();
+    fs.unlink(d.ino, b"lost").unwrap();
+    fs.unmount().unwrap();
+
+    let at = find(&mem, &MARKED_UID.to_le_bytes());
+    mem.write(at, &[0, 0]).unwrap();
+    assert!(!check(&mem).is_clean());
+    let done = repair(&mem);
+    assert!(done.iter().any(|d| d.contains("removed 'lost'")), "{done:?}");
+    assert!(
+        done.iter()
+            .any(|d| d.contains("freed: inode") && d.contains("checksum")),
+        "{done:?}"
+    );
+    let after = check(&mem);
+    assert!(after.is_clean() && after.notes.is_empty(), "{after:?}");
+    assert_eq!(free_space(&mem), free_space(&unlinked));
+    let fs = open(&mem).unwrap();
+    let d = fs.lookup(ROOT_INO, b"d").unwrap();
+    assert!(matches!(fs.lookup(d.ino, b"lost"), Err(Error::NotFound)));
+    let kept = fs.lookup(d.ino, b"kept").unwrap();
+    assert_eq!(read_all(&fs, kept.ino), b"kept bytes");
+    assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
+    fs.unmount().unwrap();
+}
+
+#[test]
+fn repair_rebuilds_a_damaged_saved_allocator_state() {
+    let mem = image_with(|fs| {
+        let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+        fs.write(f.ino, 0, &[1u8; 5 * 4096]).unwrap();
+    });
+    let before = free_space(&copy(&mem));
+    // The reproducer of issue 11: a length that once made every tool
+    // try to allocate 498 GB.
+    mem.write(
+        novafs::layout::RECOVERY_INODE_OFF + 16,
+        &498_216_206_440u64.to_le_bytes(),
+    )
+    .unwrap();
+    let first = check(&mem);
+    assert!(
+        first.problems.iter().any(|p| p.contains("saved allocator state")),
+        "{first:?}"
+    );
+    assert!(novafs::inspect(mem.clone()).unwrap().free.is_err());
+    repair(&mem);
+    assert!(check(&mem).is_clean());
+    assert_eq!(free_space(&mem), before);
+}
+
+#[test]
+fn repair_rewrites_a_damaged_primary_superblock() {
+    let mem = image_with(|_| {});
+    mem.write(16, &[0xFF; 32]).unwrap();
+    assert!(check(&mem).notes.iter().any(|n| n.contains("primary superblock")));
+    let done = repair(&mem);
+    assert!(done.iter().any(|d| d.contains("from its replica")), "{done:?}");
+    let after = check(&mem);
+    assert!(after.is_clean() && after.notes.is_empty(), "{after:?}");
 }
