@@ -96,6 +96,35 @@ fn fsck_exit_codes_for_missing_foreign_and_damaged_images() {
 }
 
 #[test]
+fn fsck_repair_fixes_what_it_can_and_says_what_it_did() {
+    let dir = scratch();
+    let img = path(&dir, "r.img");
+    assert!(novafs(&["mkfs", "--size", "64M", "--shards", "1", &img])
+        .status
+        .success());
+    // A damaged primary superblock and a saved allocator state whose length
+    // is absurd (issue 11's reproducer): the check says so, repair fixes both.
+    let mut bytes = std::fs::read(&img).unwrap();
+    bytes[16..48].fill(0xFF);
+    let tail = 2 * 4096 + 16;
+    bytes[tail..tail + 8].copy_from_slice(&498_216_206_440u64.to_le_bytes());
+    std::fs::write(&img, &bytes).unwrap();
+    let o = novafs(&["fsck", &img]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(1), "{out}");
+    assert!(out.contains("saved allocator state"), "{out}");
+    let o = novafs(&["fsck", "--repair", &img]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains("repaired: primary superblock rewritten from its replica"), "{out}");
+    assert!(out.trim_end().ends_with("clean"), "{out}");
+    let o = novafs(&["fsck", &img]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(!out.contains("note:"), "{out}");
+}
+
+#[test]
 fn fsck_refuses_an_image_in_use() {
     let dir = scratch();
     let img = path(&dir, "e.img");
