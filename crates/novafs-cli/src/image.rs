@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
-use pm::{MapOptions, MmapRegion, PmError, Region};
+use pm::{BadBlocks, MapOptions, MmapRegion, PmError, Region};
 
 /// Parses "4096", "64K", "512M", "1G", "2GiB", "1T" (binary units).
 pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
@@ -73,6 +73,14 @@ pub fn explain_fs(path: &Path, e: novafs::Error) -> anyhow::Error {
             anyhow!("{p} uses format version {found}, newer than this novafs ({supported}); upgrade novafs")
         }
         novafs::Error::Corrupt(why) => anyhow!("{p} is damaged: {why}; run `novafs fsck {p}`"),
+        novafs::Error::Pm(PmError::Media { off }) if BadBlocks::sidecar(path).exists() => {
+            let side = BadBlocks::sidecar(path);
+            anyhow!(
+                "{p}: media error at region offset {off:#x}, emulated by {}; `rm {}` clears it",
+                side.display(),
+                side.display()
+            )
+        }
         other => anyhow!("{p}: {other}"),
     }
 }

@@ -13,6 +13,7 @@ mod crashcheck;
 mod fsck;
 mod image;
 mod info;
+mod inject;
 mod mkfs;
 mod mount;
 
@@ -65,6 +66,9 @@ enum Cmd {
     Bench(bench::Args),
     /// Check that every operation is atomic at every crash point (crash-image enumeration).
     Crashcheck(crashcheck::Args),
+    /// Damage one structure of an unmounted IMAGE on purpose, or poison it (emulated media error).
+    #[command(after_help = inject::AFTER_HELP)]
+    Inject(inject::Args),
 }
 
 fn main() -> ExitCode {
@@ -90,6 +94,7 @@ fn main() -> ExitCode {
         Cmd::Info { image } => info::run(&image),
         Cmd::Bench(args) => bench::run(&args),
         Cmd::Crashcheck(args) => return crashcheck::run(&args),
+        Cmd::Inject(args) => return inject::run(&args),
         Cmd::Mount(args) => return mount::run(&args),
         Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
     };

@@ -116,7 +116,10 @@ fn fsck_repair_fixes_what_it_can_and_says_what_it_did() {
     let o = novafs(&["fsck", "--repair", &img]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert_eq!(o.status.code(), Some(0), "{out}");
-    assert!(out.contains("repaired: primary superblock rewritten from its replica"), "{out}");
+    assert!(
+        out.contains("repaired: primary superblock rewritten from its replica"),
+        "{out}"
+    );
     assert!(out.trim_end().ends_with("clean"), "{out}");
     let o = novafs(&["fsck", &img]);
     let out = String::from_utf8_lossy(&o.stdout);

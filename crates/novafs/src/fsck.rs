@@ -210,7 +210,6 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
         r.commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5
         done.push(format!("freed: inode {ino}: {why}"));
     }
-    drop(ns);
     // A second scan returns the freed inodes' pages; then save cleanly.
     let (ctx, mut sb, _) = recovery::mount(region.clone(), false)?;
     recovery::save_clean(&ctx, &mut sb)?;

@@ -19,7 +19,7 @@
 //! | 10 | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 11 | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
 //! | 12 | `mkfs`, [`fsck`] | formatting; the offline check |
-//! | 13 | [`fs`], `probe` | the public thread-safe API; the feature-gated window for tests |
+//! | 13 | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
 //! | 14 | the crate root | the public API re-exported (`crate::Fs`, …) |
 //! | 15 | [`op`] | one vocabulary of file-system operations over the public API, shared by the model test, the crash checker and the benchmarks |
 //!
@@ -39,6 +39,7 @@ pub mod fs;
 pub mod fsck;
 mod gc;
 mod hash;
+pub mod inject;
 mod inode;
 mod itable;
 mod journal;
@@ -90,6 +91,7 @@ mod layering {
         ("fsck", 12, include_str!("fsck.rs")),
         ("fs", 13, include_str!("fs.rs")),
         ("probe", 13, include_str!("probe.rs")),
+        ("inject", 13, include_str!("inject.rs")),
         ("op", 15, concat!(include_str!("op.rs"), include_str!("op/runner.rs"))),
     ];
 

@@ -8,11 +8,18 @@
 //!
 //! Offsets are byte offsets from the start of the region; persistent pointers
 //! are always such offsets, never virtual addresses.
+//!
+//! Media errors can be emulated on both: [`MemRegion::poison`] in tests, and
+//! for an image file a sidecar `IMAGE.badblocks` ([`BadBlocks`]: one
+//! `offset length` pair per line) that [`MmapRegion`] loads when it maps the
+//! image. Reads of a listed byte fail with [`PmError::Media`]; writes do not
+//! clear it. `rm IMAGE.badblocks` clears emulated poison.
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
+mod badblocks;
 mod error;
 mod flush;
 mod mem;
@@ -20,6 +27,7 @@ mod mmap;
 mod record;
 mod sigbus;
 
+pub use badblocks::{BadBlocks, SIDECAR_SUFFIX};
 pub use error::PmError;
 pub use flush::{FlushKind, Persist};
 pub use mem::MemRegion;

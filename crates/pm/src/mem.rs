@@ -7,13 +7,11 @@
 //! arguments.
 
 use std::fmt;
-use std::ops::Range;
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock};
 
 use crate::error::{check_range, check_u64};
-use crate::{PmError, Region, RegionKind};
+use crate::{BadBlocks, PmError, Region, RegionKind};
 
 /// A region in heap memory, for tests.
 pub struct MemRegion {
@@ -23,7 +21,7 @@ pub struct MemRegion {
     words: Box<[AtomicU64]>,
     len: u64,
     /// Byte ranges whose reads fail with [`PmError::Media`].
-    poisoned: RwLock<Vec<Range<u64>>>,
+    poisoned: BadBlocks,
 }
 
 impl MemRegion {
@@ -33,7 +31,7 @@ impl MemRegion {
         MemRegion {
             words,
             len: size,
-            poisoned: RwLock::new(Vec::new()),
+            poisoned: BadBlocks::new(),
         }
     }
 
@@ -57,41 +55,12 @@ impl MemRegion {
     /// [`PmError::Media`] until [`MemRegion::unpoison`]. Writes do not clear
     /// poison (on real PM only the kernel can).
     pub fn poison(&self, off: u64, len: u64) -> Result<(), PmError> {
-        check_range(off, len, self.len)?;
-        if len > 0 {
-            self.poison_list().push(off..off + len);
-        }
-        Ok(())
+        self.poisoned.add(off, len, self.len)
     }
 
     /// Clears poison from `[off, off + len)`.
     pub fn unpoison(&self, off: u64, len: u64) -> Result<(), PmError> {
-        check_range(off, len, self.len)?;
-        let cut = off..off + len;
-        let mut list = self.poison_list();
-        *list = list
-            .iter()
-            .flat_map(|r| [r.start..r.end.min(cut.start), r.start.max(cut.end)..r.end])
-            .filter(|r| !r.is_empty())
-            .collect();
-        Ok(())
-    }
-
-    fn poison_list(&self) -> std::sync::RwLockWriteGuard<'_, Vec<Range<u64>>> {
-        // The list stays consistent even if a holder panicked.
-        self.poisoned.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The first poisoned byte in `[off, off + len)`, if any.
-    fn first_poisoned(&self, off: u64, len: u64) -> Option<u64> {
-        let end = off + len;
-        self.poisoned
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .filter(|r| r.start < end && off < r.end)
-            .map(|r| r.start.max(off))
-            .min()
+        self.poisoned.remove(off, len, self.len)
     }
 
     fn base(&self) -> *mut u8 {
@@ -113,7 +82,7 @@ impl Region for MemRegion {
 
     fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), PmError> {
         check_range(off, buf.len() as u64, self.len)?;
-        if let Some(bad) = self.first_poisoned(off, buf.len() as u64) {
+        if let Some(bad) = self.poisoned.first_in(off, buf.len() as u64) {
             return Err(PmError::Media { off: bad });
         }
         // SAFETY: in bounds (checked above); `buf` is not part of the region.
@@ -154,7 +123,7 @@ impl Region for MemRegion {
 
     fn load_u64(&self, off: u64) -> Result<u64, PmError> {
         check_u64(off, self.len)?;
-        if let Some(bad) = self.first_poisoned(off, 8) {
+        if let Some(bad) = self.poisoned.first_in(off, 8) {
             return Err(PmError::Media { off: bad });
         }
         Ok(self.words[(off / 8) as usize].load(Ordering::Acquire))

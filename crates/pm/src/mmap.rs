@@ -3,7 +3,8 @@
 //! Owns the mapping's lifetime (map, lock, unmap), the decision of how durable
 //! it is ([`RegionKind`], DESIGN.md §5) and every raw access into it. Reads go
 //! through the error-aware copy of [`crate::sigbus`]; persist primitives come
-//! from [`Persist`].
+//! from [`Persist`]. Emulated media errors come from the image's sidecar
+//! bad-block list ([`BadBlocks`]), loaded at map time.
 
 use std::fmt;
 use std::fs::{File, OpenOptions};
@@ -15,7 +16,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{check_range, check_u64};
-use crate::{sigbus, FlushKind, Persist, PmError, Region};
+use crate::{sigbus, BadBlocks, FlushKind, Persist, PmError, Region};
 
 /// Granularity of region sizes: one page.
 const PAGE: u64 = 4096;
@@ -90,6 +91,8 @@ pub struct MmapRegion {
     path: PathBuf,
     kind: RegionKind,
     persist: Persist,
+    /// Emulated media errors from `IMAGE.badblocks`, read at map time.
+    bad: BadBlocks,
     /// Kept open for the region's lifetime: it holds the `flock`.
     _file: File,
 }
@@ -144,6 +147,12 @@ impl MmapRegion {
     }
 
     /// Maps the whole of an existing file or devdax device.
+    ///
+    /// Both `open` and [`MmapRegion::create`] load the emulated bad-block
+    /// list `<path>.badblocks` when it exists ([`BadBlocks`]): reads of a
+    /// listed byte then fail with [`PmError::Media`], as on a PM namespace
+    /// with poisoned lines. Writes do not clear it; `rm <path>.badblocks`
+    /// does, for the next mapping.
     pub fn open(path: &Path, opts: &MapOptions) -> Result<MmapRegion, PmError> {
         let file = open_rw(path)?;
         lock(&file, path, opts)?;
@@ -161,6 +170,8 @@ impl MmapRegion {
 
     /// Maps `len` bytes of `file` and decides the region's kind.
     fn map(file: File, path: &Path, len: u64, devdax: bool, opts: &MapOptions) -> Result<MmapRegion, PmError> {
+        // Before mapping: a bad list is an error with nothing to undo.
+        let bad = BadBlocks::load(path, len)?;
         sigbus::install();
         let fd = file.as_raw_fd();
         let populate = if opts.populate { libc::MAP_POPULATE } else { 0 };
@@ -219,6 +230,7 @@ impl MmapRegion {
             path: path.to_path_buf(),
             kind,
             persist,
+            bad,
             _file: file,
         })
     }
@@ -226,6 +238,11 @@ impl MmapRegion {
     /// The file or device backing the region.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The emulated media errors loaded from `<path>.badblocks`.
+    pub fn bad_blocks(&self) -> &BadBlocks {
+        &self.bad
     }
 
     /// The flush instruction in use ([`FlushKind::None`] with eADR).
@@ -281,6 +298,9 @@ impl Region for MmapRegion {
     fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), PmError> {
         let len = buf.len() as u64;
         check_range(off, len, self.len)?;
+        if let Some(bad) = self.bad.first_in(off, len) {
+            return Err(PmError::Media { off: bad });
+        }
         // SAFETY: the source is inside the mapping (checked above); `buf` is
         // ordinary memory outside it; the handler was installed by `map`.
         unsafe { sigbus::copy(buf.as_mut_ptr(), self.at(off), buf.len()) }
@@ -331,6 +351,9 @@ impl Region for MmapRegion {
 
     fn load_u64(&self, off: u64) -> Result<u64, PmError> {
         check_u64(off, self.len)?;
+        if let Some(bad) = self.bad.first_in(off, 8) {
+            return Err(PmError::Media { off: bad });
+        }
         // SAFETY: in bounds and 8-aligned (checked above); handler installed.
         unsafe { sigbus::load_u64(self.at(off).cast::<u64>()) }.map_err(|addr| self.media_error(addr, off, 8))
     }
@@ -696,6 +719,50 @@ mod tests {
         // The same page fails every time, not just the first.
         assert!(r.read(2 * PAGE + 1, &mut [0u8; 1]).is_err());
         assert_eq!(r.load_u64(8).unwrap(), u64::from_ne_bytes(*b"re\0\0\0\0\0\0"));
+    }
+
+    #[test]
+    fn sidecar_bad_blocks_fail_reads_until_the_sidecar_is_removed() {
+        let dir = shm_dir();
+        let path = dir.path().join("img");
+        {
+            let r = MmapRegion::create(&path, 3 * PAGE, &MapOptions::default()).unwrap();
+            r.write(PAGE, &[9u8; 64]).unwrap();
+            assert!(r.bad_blocks().ranges().is_empty());
+        }
+        BadBlocks::append(&path, PAGE + 16, 8).unwrap();
+        BadBlocks::append(&path, 2 * PAGE, 1).unwrap();
+        let r = MmapRegion::open(&path, &MapOptions::default()).unwrap();
+        assert_eq!(r.bad_blocks().ranges(), [(PAGE + 16, 8), (2 * PAGE, 1)]);
+        let mut buf = [0u8; 64];
+        let err = r.read(PAGE, &mut buf).unwrap_err();
+        assert!(matches!(err, PmError::Media { off } if off == PAGE + 16), "{err}");
+        assert_eq!(err.errno(), libc::EIO);
+        assert!(matches!(r.load_u64(PAGE + 16), Err(PmError::Media { off }) if off == PAGE + 16));
+        assert!(r.load_u64(PAGE + 8).is_ok(), "neighbours read fine");
+        assert!(matches!(r.read(2 * PAGE - 10, &mut buf), Err(PmError::Media { off }) if off == 2 * PAGE));
+        // Writes do not clear poison.
+        r.write(PAGE + 16, &[1u8; 8]).unwrap();
+        assert!(r.read(PAGE + 20, &mut [0u8; 1]).is_err());
+        drop(r);
+        // Removing the sidecar clears it for the next mapping; the write
+        // made while poisoned is there.
+        std::fs::remove_file(BadBlocks::sidecar(&path)).unwrap();
+        let r = MmapRegion::open(&path, &MapOptions::default()).unwrap();
+        r.read(PAGE, &mut buf).unwrap();
+        assert_eq!(&buf[16..24], &[1u8; 8]);
+        assert_eq!(&buf[..16], &[9u8; 16]);
+    }
+
+    #[test]
+    fn a_malformed_sidecar_is_refused_naming_it() {
+        let dir = shm_dir();
+        let path = dir.path().join("img");
+        drop(MmapRegion::create(&path, 2 * PAGE, &MapOptions::default()).unwrap());
+        std::fs::write(BadBlocks::sidecar(&path), "8192 1\n").unwrap();
+        let err = MmapRegion::open(&path, &MapOptions::default()).unwrap_err();
+        assert!(matches!(err, PmError::Invalid { .. }), "{err}");
+        assert!(err.to_string().contains("img.badblocks: line 1"), "{err}");
     }
 
     /// Timing, not a test: `cargo test -p pm --release -- --ignored --nocapture`.

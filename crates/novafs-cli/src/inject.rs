@@ -1,0 +1,159 @@
+//! `novafs inject`: damages one structure of an unmounted image on purpose
+//! (issue 11), to see what detection and repair make of it. The library
+//! (`novafs::inject`) finds the structure; this command changes its bytes
+//! or, with `--poison`, lists them as a media error in `IMAGE.badblocks`.
+//! Exit 0 when done, 2 when it cannot run.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::anyhow;
+use novafs::inject::{self, Spec, Target, Which};
+use pm::BadBlocks;
+
+use crate::image::{explain, explain_fs, open};
+
+/// The structures `--target` names.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum TargetArg {
+    /// The 440-byte superblock (primary: page 0; replica: the last page).
+    Superblock,
+    /// The 128-byte table record of inode --ino.
+    Inode,
+    /// A byte range in one page of inode --ino's log.
+    LogPage,
+    /// Bytes inside one committed entry of inode --ino's log.
+    LogEntry,
+    /// A shard's journal header line or ring.
+    Journal,
+    /// Pages 1-2: journal headers, reserved inode slots, inode-table heads.
+    FixedArea,
+    /// A data page of file --ino (one it maps now).
+    DataPage,
+}
+
+impl From<TargetArg> for Target {
+    fn from(t: TargetArg) -> Target {
+        match t {
+            TargetArg::Superblock => Target::Superblock,
+            TargetArg::Inode => Target::Inode,
+            TargetArg::LogPage => Target::LogPage,
+            TargetArg::LogEntry => Target::LogEntry,
+            TargetArg::Journal => Target::Journal,
+            TargetArg::FixedArea => Target::FixedArea,
+            TargetArg::DataPage => Target::DataPage,
+        }
+    }
+}
+
+/// Which copies `--which` names.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum WhichArg {
+    Primary,
+    Replica,
+    Both,
+}
+
+impl From<WhichArg> for Which {
+    fn from(w: WhichArg) -> Which {
+        match w {
+            WhichArg::Primary => Which::Primary,
+            WhichArg::Replica => Which::Replica,
+            WhichArg::Both => Which::Both,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The image (a file or devdax device; not mounted).
+    image: PathBuf,
+    /// The structure to damage.
+    #[arg(long, value_enum)]
+    target: TargetArg,
+    /// Which copy: only the superblock has a replica in this format.
+    #[arg(long, value_enum, default_value = "primary")]
+    which: WhichArg,
+    /// Inode of the inode, log-page, log-entry and data-page targets [default: 1, the root].
+    #[arg(long)]
+    ino: Option<u64>,
+    /// Seed of the random choices: the same seed damages the same bytes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Mark the bytes as a media error instead of changing them: appended to
+    /// IMAGE.badblocks, which every later mapping of the image loads.
+    #[arg(long)]
+    poison: bool,
+    /// How many bytes (one run, clipped to the structure).
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
+    bytes: u64,
+}
+
+/// Shown after `novafs inject --help`.
+pub const AFTER_HELP: &str = "Prints one line per damaged copy: the structure, its inode if any, and the \
+region offsets changed. Poison is emulated with the sidecar file IMAGE.badblocks (one `offset length` pair \
+per line); reads of a listed byte fail with EIO, writes do not clear it, `rm IMAGE.badblocks` clears it.";
+
+pub fn run(args: &Args) -> ExitCode {
+    match inject_into(args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("novafs: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn inject_into(args: &Args) -> anyhow::Result<()> {
+    let path = &args.image;
+    let target = Target::from(args.target);
+    if args.ino.is_some() && !target.per_inode() {
+        return Err(anyhow!(
+            "--ino applies to the inode, log-page, log-entry and data-page targets, not {target}"
+        ));
+    }
+    let spec = Spec {
+        target,
+        which: args.which.into(),
+        ino: args.ino.unwrap_or(novafs::ROOT_INO),
+        seed: args.seed,
+        bytes: args.bytes,
+    };
+    // Locked: a mounted (or checked) image is refused.
+    let region = open(path, true, false)?;
+    let fail = |e| explain_inject(path, &spec, e);
+    if args.poison {
+        let damage = inject::plan(&*region, &spec).map_err(fail)?;
+        let sidecar = BadBlocks::sidecar(path);
+        for d in &damage {
+            BadBlocks::append(path, d.off, d.len).map_err(|e| explain(path, e))?;
+            println!(
+                "{}: poisoned {d}; listed in {} (rm it to clear)",
+                path.display(),
+                sidecar.display()
+            );
+        }
+    } else {
+        for d in inject::corrupt(&*region, &spec).map_err(fail)? {
+            println!("{}: changed {d}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// One line for what kept the injection from running.
+fn explain_inject(path: &Path, spec: &Spec, e: novafs::Error) -> anyhow::Error {
+    let p = path.display();
+    let ino = spec.ino;
+    match e {
+        novafs::Error::NotFound if spec.target.per_inode() => {
+            anyhow!("{p}: inode {ino} is not in use; pass --ino of a live inode (`ls -i` on a mount shows them)")
+        }
+        novafs::Error::NotSupported(why) => anyhow!("{p}: {why}; use --which primary"),
+        novafs::Error::Invalid(why) if spec.target.per_inode() => {
+            anyhow!("{p}: inode {ino}: {why}; pass --ino of another inode")
+        }
+        novafs::Error::Invalid(why) => anyhow!("{p}: {why}"),
+        other => explain_fs(path, other),
+    }
+}
