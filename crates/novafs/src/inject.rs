@@ -13,18 +13,19 @@
 //! every pointer is bounded before it is followed and every chain walk is
 //! bounded, so a damaged image gives an error, never a panic or a hang.
 
-use std::collections::{BTreeMap, HashSet};
 use std::fmt;
+use std::ops::ControlFlow;
 
 use pm::Region;
 
 use crate::error::{corrupt, Error, Result};
+use crate::inode::{Body, InodeState};
+use crate::itable::{read_live_record, InodeTables};
 use crate::layout::{
-    decode, entry_csum, Bounds, ChunkFooter, EntryType, Ino, Inode, SetattrEntry, Superblock, WriteEntry,
-    CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_PAGES, ENTRY_CSUM_OFF, INODES_PER_CHUNK, INODE_HEADS_OFF, INODE_LIVE,
-    INODE_SIZE, JOURNAL_HEADERS_OFF, LOG_NEXT_OFF, LOG_USABLE, MAX_FILE_PAGES, PAGE_SIZE, RESERVED_INODES,
-    RESERVED_INODES_OFF, SLOT,
+    EntryType, Ino, Inode, Superblock, INODE_HEADS_OFF, INODE_LIVE, INODE_SIZE, JOURNAL_HEADERS_OFF, PAGE_SIZE,
+    RESERVED_INODES, RESERVED_INODES_OFF,
 };
+use crate::log::{self, Step, Verify};
 use crate::superblock::{bounds_of, read_superblock};
 
 /// The kinds of structure [`locate`] finds.
@@ -287,38 +288,41 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
             vec![Located::one(what, Some(ino), off, INODE_SIZE)]
         }
         Target::LogPage => {
-            let rec = live_record(region, &sb, ino)?;
             let mut pages = Vec::new();
-            walk_log(region, bounds, &rec, |page| pages.push(page), |_, _| {})?;
+            walk_committed(region, &sb, ino, |step| {
+                if let Step::Page(p) = step {
+                    pages.push(Located::one("log page", Some(ino), p, PAGE_SIZE));
+                }
+            })?;
             pages
-                .into_iter()
-                .map(|p| Located::one("log page", Some(ino), p, PAGE_SIZE))
-                .collect()
         }
         Target::LogEntry => {
-            let rec = live_record(region, &sb, ino)?;
             let mut entries = Vec::new();
-            walk_log(
-                region,
-                bounds,
-                &rec,
-                |_| {},
-                |off, bytes| {
+            walk_committed(region, &sb, ino, |step| {
+                if let Step::Entry(off, bytes) = step {
                     let kind = EntryType::from_u8(bytes[0]).map_or("unknown type", entry_name);
-                    entries.push(Located::one(
-                        format!("log entry ({kind})"),
-                        Some(ino),
-                        off,
-                        bytes.len() as u64,
-                    ));
-                },
-            )?;
+                    let what = format!("log entry ({kind})");
+                    entries.push(Located::one(what, Some(ino), off, bytes.len() as u64));
+                }
+            })?;
             entries
         }
         Target::DataPage => {
-            let rec = live_record(region, &sb, ino)?;
-            data_pages(region, bounds, &rec)?
+            let (off, rec) = live_record(region, &sb, ino)?;
+            // The pages the file system maps: its own replay of the log,
+            // which verifies every entry.
+            let st = InodeState::load(region, bounds, off, &rec).map_err(|e| {
+                in_context(
+                    e,
+                    format_args!("the data pages of inode {ino} are found by replaying its log"),
+                )
+            })?;
+            let Body::File(map) = &st.meta.body else {
+                return Ok(Vec::new()); // a directory or a special file
+            };
+            map.runs()
                 .into_iter()
+                .flat_map(|(pgoff, block, n)| (0..n).map(move |i| (pgoff + i, block + i * PAGE_SIZE)))
                 .map(|(pgoff, block)| {
                     Located::one(format!("data page (file page {pgoff})"), Some(ino), block, PAGE_SIZE)
                 })
@@ -432,179 +436,51 @@ fn superblock(region: &dyn Region) -> Result<Located> {
     })
 }
 
-/// Offset of inode `ino`'s record: shard `(ino-1) % shards`, slot
-/// `(ino-1) / shards` of that shard's chunk chain (FORMAT.md "Inode tables").
+/// Offset of inode `ino`'s record, where the inode tables put it.
 fn record_off(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<u64> {
-    let n = ino.checked_sub(1).ok_or(Error::Invalid("inode numbers start at 1"))?;
-    let shards = u64::from(sb.shards);
-    let (shard, local) = (n % shards, n / shards);
-    let (index, slot) = (local / INODES_PER_CHUNK, local % INODES_PER_CHUNK);
-    let bounds = bounds_of(sb);
-    // A chain longer than the data area can hold chunks is a loop.
-    let max_chunks = bounds.max_pages() / CHUNK_PAGES;
-    if index > max_chunks {
-        return Err(Error::NotFound);
+    if ino == 0 {
+        return Err(Error::Invalid("inode numbers start at 1"));
     }
-    let mut chunk = region.load_u64(sb.inode_heads_off + 8 * shard)?;
-    for i in 0..=index {
-        if chunk == 0 {
-            return Err(Error::NotFound);
-        }
-        if !bounds.is_extent(chunk, CHUNK_PAGES) {
-            return Err(corrupt!(
-                "inode table chunk pointer {chunk:#x} of shard {shard} is invalid"
-            ));
-        }
-        let mut buf = [0u8; INODE_SIZE as usize];
-        region.read(chunk + CHUNK_FOOTER_OFF, &mut buf)?;
-        let footer: ChunkFooter = decode(&buf)?;
-        if footer.magic != CHUNK_MAGIC || u64::from(footer.shard) != shard || u64::from(footer.index) != i {
-            return Err(corrupt!(
-                "inode table chunk at {chunk:#x} of shard {shard} has a bad footer"
-            ));
-        }
-        if i == index {
-            return Ok(chunk + slot * INODE_SIZE);
-        }
-        chunk = footer.next;
-    }
-    Err(Error::NotFound)
+    InodeTables::load(region, sb, bounds_of(sb))?.locate(ino)
 }
 
-/// The record of live inode `ino`.
-fn live_record(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<Inode> {
+/// The offset and record of live inode `ino`.
+fn live_record(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<(u64, Inode)> {
     let off = record_off(region, sb, ino)?;
-    let mut buf = [0u8; INODE_SIZE as usize];
-    region.read(off, &mut buf)?;
-    let rec: Inode = decode(&buf)?;
-    if rec.state != INODE_LIVE {
-        return Err(Error::NotFound);
-    }
-    if rec.ino != ino {
-        return Err(corrupt!("the slot of inode {ino} holds inode {}", rec.ino));
-    }
-    Ok(rec)
+    Ok((off, read_live_record(region, off, ino)?))
 }
 
-/// Walks an inode's log as FORMAT.md "Logs" describes: `page` for each page
-/// from the head to the one holding the tail, `entry` for each committed
-/// entry (its offset and bytes). Checksums are not checked: damaged entries
-/// are still entries to damage.
-fn walk_log(
-    region: &dyn Region,
-    bounds: Bounds,
-    rec: &Inode,
-    mut page_fn: impl FnMut(u64),
-    mut entry: impl FnMut(u64, &[u8]),
-) -> Result<()> {
-    let (head, tail) = (rec.log_head, rec.log_tail);
-    if head == 0 || tail == 0 {
-        return Ok(()); // no committed entries
-    }
-    let mut seen = HashSet::new();
-    let mut buf = vec![0u8; PAGE_SIZE as usize];
-    let mut page = head;
-    loop {
-        if !bounds.is_page(page) {
-            return Err(corrupt!(
-                "log page pointer {page:#x} of inode {} is outside the data area",
-                rec.ino
-            ));
-        }
-        // Each page once: a chain that comes back is a loop.
-        if !seen.insert(page) {
-            return Err(corrupt!("the log of inode {} loops back to {page:#x}", rec.ino));
-        }
-        region.read(page, &mut buf)?;
-        page_fn(page);
-        let mut pos = 0u64;
-        while pos < LOG_USABLE && page + pos != tail {
-            let etype = buf[pos as usize];
-            if etype == 0 {
-                break; // the unused rest of the page
-            }
-            let len = u64::from(buf[pos as usize + 1]) * SLOT;
-            if len == 0 || pos + len > LOG_USABLE {
-                return Err(corrupt!("log entry at {:#x} has a bad length", page + pos));
-            }
-            entry(page + pos, &buf[pos as usize..(pos + len) as usize]);
-            pos += len;
-        }
-        if page + pos == tail {
-            return Ok(());
-        }
-        page = u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
-        if page == 0 {
-            return Err(corrupt!(
-                "the log tail {tail:#x} of inode {} is not in its chain",
-                rec.ino
-            ));
-        }
-    }
-}
-
-/// The data pages a file maps now, `(file page, region offset)`, replayed
-/// from its log: the last write of a file page wins, a hole punch (block 0)
-/// or a truncation unmaps. Entries that fail their checksum are skipped
-/// (the file system reads them as EIO).
-fn data_pages(region: &dyn Region, bounds: Bounds, rec: &Inode) -> Result<Vec<(u64, u64)>> {
-    // Bounds the replay's work on a crafted log (a valid one is far below).
-    const MAX_WORK: u64 = 1 << 26;
-    let mut map = BTreeMap::new();
-    let mut work = 0u64;
-    let mut too_much = false;
-    walk_log(
+/// Walks the committed part of inode `ino`'s log, from its head to the
+/// page holding the tail: pages and entries as [`log::walk`] finds them,
+/// checking the structure only, since damaged entries are still entries
+/// to damage (and spare pages past the tail hold nothing committed).
+fn walk_committed(region: &dyn Region, sb: &Superblock, ino: Ino, mut visit: impl FnMut(Step<'_>)) -> Result<()> {
+    let (_, rec) = live_record(region, sb, ino)?;
+    log::walk(
         region,
-        bounds,
-        rec,
-        |_| {},
-        |_, bytes| {
-            let stored = bytes
-                .get(ENTRY_CSUM_OFF..ENTRY_CSUM_OFF + 4)
-                .and_then(|b| b.try_into().ok())
-                .map(u32::from_le_bytes);
-            if too_much || stored != Some(entry_csum(bytes)) {
-                return;
-            }
-            match EntryType::from_u8(bytes[0]) {
-                Some(EntryType::Write) => {
-                    let Ok(w) = decode::<WriteEntry>(bytes) else { return };
-                    let n = u64::from(w.npages);
-                    if w.pgoff > MAX_FILE_PAGES || n > MAX_FILE_PAGES - w.pgoff {
-                        return;
-                    }
-                    if w.block == 0 {
-                        let gone: Vec<u64> = map.range(w.pgoff..w.pgoff + n).map(|(&k, _)| k).collect();
-                        work += gone.len() as u64;
-                        gone.iter().for_each(|k| {
-                            map.remove(k);
-                        });
-                    } else if bounds.is_extent(w.block, n) {
-                        work += n;
-                        if work > MAX_WORK {
-                            too_much = true;
-                            return;
-                        }
-                        for i in 0..n {
-                            map.insert(w.pgoff + i, w.block + i * PAGE_SIZE);
-                        }
-                    }
+        bounds_of(sb),
+        rec.log_head,
+        rec.log_tail,
+        Verify::Structure,
+        |step| {
+            Ok(match step {
+                Step::Tail => ControlFlow::Break(()),
+                step => {
+                    visit(step);
+                    ControlFlow::Continue(())
                 }
-                Some(EntryType::Setattr) => {
-                    let Ok(s) = decode::<SetattrEntry>(bytes) else { return };
-                    work += map.split_off(&s.size.div_ceil(PAGE_SIZE)).len() as u64;
-                }
-                _ => {}
-            }
+            })
         },
-    )?;
-    if too_much {
-        return Err(corrupt!(
-            "the log of inode {} maps more pages than any file can",
-            rec.ino
-        ));
+    )
+    .map_err(|e| in_context(e, format_args!("the log of inode {ino}")))
+}
+
+/// Damage found while looking for a structure, with what was looked for.
+fn in_context(e: Error, what: fmt::Arguments<'_>) -> Error {
+    match e {
+        Error::Corrupt(why) => corrupt!("{what}: {why}"),
+        e => e,
     }
-    Ok(map.into_iter().collect())
 }
 
 fn entry_name(t: EntryType) -> &'static str {
@@ -621,6 +497,7 @@ fn entry_name(t: EntryType) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::HashSet;
     use std::sync::Arc;
 
     use pm::MemRegion;
@@ -628,7 +505,7 @@ mod tests {
     use super::*;
     use crate::fs::{Fs, MountOptions};
     use crate::itable::InodeTables;
-    use crate::layout::ROOT_INO;
+    use crate::layout::{INODES_PER_CHUNK, LOG_NEXT_OFF, ROOT_INO};
     use crate::log::Log;
     use crate::mkfs::FormatOptions;
 
@@ -699,7 +576,7 @@ mod tests {
             );
         }
         // Log entries and pages: what the log replay visits.
-        let rec = live_record(r, &sb, ROOT_INO).unwrap();
+        let (_, rec) = live_record(r, &sb, ROOT_INO).unwrap();
         let mut offsets = Vec::new();
         let log = Log::load(r, bounds, rec.log_head, rec.log_tail, |_, off, _| {
             offsets.push(off);
@@ -892,6 +769,38 @@ mod tests {
             let b = fs.lookup(ROOT_INO, b"b").unwrap();
             assert_eq!(read_file(&fs, b.ino, 4096).unwrap(), [b'B'; 4096]);
         }
+    }
+
+    #[test]
+    fn a_damaged_log_can_be_damaged_again_but_its_data_pages_are_unknown() {
+        let (mem, a, _) = image();
+        let r = &*mem;
+        let entries = locate(r, Target::LogEntry, a).unwrap();
+        let pages = locate(r, Target::LogPage, a).unwrap();
+        assert!(!locate(r, Target::DataPage, a).unwrap().is_empty());
+        // Damage every entry's body (its first 16 bytes, type and length,
+        // stay): each now fails its checksum.
+        for e in &entries {
+            let off = e.copies[0].1 + 16;
+            let mut buf = vec![0u8; (e.len - 16) as usize];
+            r.read(off, &mut buf).unwrap();
+            buf.iter_mut().for_each(|b| *b ^= 0x5A);
+            r.write(off, &buf).unwrap();
+        }
+        let (sb, _) = read_superblock(r).unwrap();
+        let (_, rec) = live_record(r, &sb, a).unwrap();
+        let load = Log::load(r, bounds_of(&sb), rec.log_head, rec.log_tail, |_, _, _| Ok(()));
+        assert!(matches!(load, Err(Error::Corrupt(m)) if m.contains("checksum")));
+        // Still the same entries and pages to damage, a second time.
+        assert_eq!(locate(r, Target::LogEntry, a).unwrap(), entries);
+        assert_eq!(locate(r, Target::LogPage, a).unwrap(), pages);
+        corrupt(r, &spec(Target::LogEntry, a, 2)).unwrap();
+        // The data pages are what the file system's replay maps: none now.
+        let err = locate(r, Target::DataPage, a).unwrap_err();
+        assert!(
+            matches!(&err, Error::Corrupt(m) if m.contains(&format!("data pages of inode {a}")) && m.contains("checksum")),
+            "{err}"
+        );
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! The DRAM side ([`Log`]) knows the page chain and how many entries of each
 //! page are still live, which is what fast GC needs (NOVA §4.6).
 
+use std::ops::ControlFlow;
+
 use pm::Region;
 use zerocopy::{Immutable, IntoBytes};
 
@@ -206,61 +208,17 @@ impl Log {
             tail,
             ..Log::default()
         };
-        if head == 0 {
-            return if tail == 0 {
-                Ok(log)
-            } else {
-                Err(corrupt!("log tail {tail:#x} without a head"))
-            };
-        }
-        let mut buf = vec![0u8; PAGE_SIZE as usize];
-        let mut page = head;
-        let mut tail_seen = tail == 0;
-        let mut walk = ChainWalk::new(bounds, head);
-        loop {
-            walk.enter(page)?;
-            region.read(page, &mut buf)?;
-            log.pages.push(page);
-            let mut pos = 0u64;
-            while !tail_seen && pos < LOG_USABLE {
-                if page + pos == tail {
-                    tail_seen = true;
-                    break;
+        walk(region, bounds, head, tail, Verify::Checksums, |step| {
+            match step {
+                Step::Page(page) => log.pages.push(page),
+                Step::Entry(off, bytes) => {
+                    log.count_new(off);
+                    visit(&mut log, off, bytes)?;
                 }
-                let etype = buf[pos as usize];
-                if etype == 0 {
-                    break;
-                }
-                let len = u64::from(buf[pos as usize + 1]) * SLOT;
-                if len == 0 || pos + len > LOG_USABLE {
-                    return Err(corrupt!("log entry at {:#x} has a bad length", page + pos));
-                }
-                let bytes = &buf[pos as usize..(pos + len) as usize];
-                let stored = u32::from_le_bytes([
-                    bytes[ENTRY_CSUM_OFF],
-                    bytes[ENTRY_CSUM_OFF + 1],
-                    bytes[ENTRY_CSUM_OFF + 2],
-                    bytes[ENTRY_CSUM_OFF + 3],
-                ]);
-                if entry_csum(bytes) != stored {
-                    return Err(corrupt!("log entry at {:#x} fails its checksum", page + pos));
-                }
-                log.count_new(page + pos);
-                visit(&mut log, page + pos, bytes)?;
-                pos += len;
+                Step::Tail => {}
             }
-            if page + pos == tail {
-                tail_seen = true;
-            }
-            let next = u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
-            if next == 0 {
-                break;
-            }
-            page = next;
-        }
-        if !tail_seen {
-            return Err(corrupt!("log tail {tail:#x} is not in the chain from {head:#x}"));
-        }
+            Ok(ControlFlow::Continue(()))
+        })?;
         log.tail_idx = log.find_tail(0);
         Ok(log)
     }
@@ -526,6 +484,108 @@ impl Log {
     pub fn page_extents(&self) -> Vec<Extent> {
         self.pages.iter().map(|&off| Extent { off, npages: 1 }).collect()
     }
+}
+
+/// What [`walk`] verifies besides a log's structure (every page pointer
+/// inside the data area and the chain without a loop, every entry's length
+/// inside its page, the tail in the chain).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verify {
+    /// Every committed entry's checksum too: what a mount relies on.
+    Checksums,
+    /// Nothing more: entries that fail their checksums are visited too
+    /// (fault injection, which may target a log it has damaged already).
+    Structure,
+}
+
+/// One step of [`walk`], in chain order.
+#[derive(Debug)]
+pub enum Step<'a> {
+    /// A page of the chain, before its entries.
+    Page(u64),
+    /// A committed entry: its offset and bytes.
+    Entry(u64, &'a [u8]),
+    /// The tail is reached: every committed entry has been visited. Pages
+    /// linked past the tail's page follow (spare pages an append grew).
+    Tail,
+}
+
+/// Walks the log from `head` to `tail` as FORMAT.md "Logs" describes,
+/// calling `visit` for every page of the chain (spare pages past the tail
+/// included) and every committed entry; `visit` may end the walk early
+/// with [`ControlFlow::Break`]. The one walker of a log's pages and
+/// entries: [`Log::load`] (mount) and fault injection share it.
+pub(crate) fn walk(
+    region: &dyn Region,
+    bounds: Bounds,
+    head: u64,
+    tail: u64,
+    verify: Verify,
+    mut visit: impl FnMut(Step<'_>) -> Result<ControlFlow<()>>,
+) -> Result<()> {
+    if head == 0 {
+        return if tail == 0 {
+            Ok(())
+        } else {
+            Err(corrupt!("log tail {tail:#x} without a head"))
+        };
+    }
+    let mut tail_seen = tail == 0;
+    if tail_seen && visit(Step::Tail)?.is_break() {
+        return Ok(());
+    }
+    let mut buf = vec![0u8; PAGE_SIZE as usize];
+    let mut page = head;
+    let mut walk = ChainWalk::new(bounds, head);
+    loop {
+        walk.enter(page)?;
+        region.read(page, &mut buf)?;
+        if visit(Step::Page(page))?.is_break() {
+            return Ok(());
+        }
+        let mut pos = 0u64;
+        while !tail_seen && pos < LOG_USABLE && page + pos != tail {
+            let etype = buf[pos as usize];
+            if etype == 0 {
+                break;
+            }
+            let len = u64::from(buf[pos as usize + 1]) * SLOT;
+            if len == 0 || pos + len > LOG_USABLE {
+                return Err(corrupt!("log entry at {:#x} has a bad length", page + pos));
+            }
+            let bytes = &buf[pos as usize..(pos + len) as usize];
+            if verify == Verify::Checksums {
+                let stored = u32::from_le_bytes([
+                    bytes[ENTRY_CSUM_OFF],
+                    bytes[ENTRY_CSUM_OFF + 1],
+                    bytes[ENTRY_CSUM_OFF + 2],
+                    bytes[ENTRY_CSUM_OFF + 3],
+                ]);
+                if entry_csum(bytes) != stored {
+                    return Err(corrupt!("log entry at {:#x} fails its checksum", page + pos));
+                }
+            }
+            if visit(Step::Entry(page + pos, bytes))?.is_break() {
+                return Ok(());
+            }
+            pos += len;
+        }
+        if !tail_seen && page + pos == tail {
+            tail_seen = true;
+            if visit(Step::Tail)?.is_break() {
+                return Ok(());
+            }
+        }
+        let next = u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
+        if next == 0 {
+            break;
+        }
+        page = next;
+    }
+    if !tail_seen {
+        return Err(corrupt!("log tail {tail:#x} is not in the chain from {head:#x}"));
+    }
+    Ok(())
 }
 
 /// Walks a page chain for the recovery scan without parsing entries.
