@@ -15,7 +15,7 @@ use novafs_bench::memory;
 use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
 use novafs_bench::workload::{micro, time_mounts, Backend, Micro, SetShape};
-use pm::{MapOptions, MmapRegion, Region};
+use pm::{MapOptions, MmapRegion, Protection, Region, WriteProtect};
 
 use crate::image::{explain, parse_size};
 
@@ -42,10 +42,22 @@ pub struct Args {
     /// A short run (1,000 files, 3 rounds).
     #[arg(long)]
     quick: bool,
+    /// Instead of the full run, compare the microbenchmark on an
+    /// unprotected region with one under this write protection (pkey,
+    /// mprotect), rounds interleaved.
+    #[arg(long, value_name = "MODE")]
+    protect: Option<WriteProtect>,
 }
 
 /// A table row: name, the phase it reads, the target.
 type Row = (&'static str, fn(&Micro) -> f64, &'static str);
+
+const ROWS: [Row; 4] = [
+    ("create", |r| r.create, "≤ 2.0"),
+    ("append 4 KiB + fsync", |r| r.append, "≤ 1.2"),
+    ("read 4 KiB (sequential in each file)", |r| r.read, "≤ 0.6"),
+    ("unlink (16 pages)", |r| r.unlink, "≤ 2.0"),
+];
 
 /// Median, min and max of one value over the rounds.
 fn summary(v: &[f64]) -> Result<Summary> {
@@ -58,8 +70,12 @@ pub fn run(args: &Args) -> Result<()> {
     } else {
         (args.files, args.rounds.max(1))
     };
+    if let Some(mode) = args.protect {
+        return compare_protection(args, mode, files, rounds);
+    }
     let opts = MapOptions {
         eadr: args.eadr,
+        protect: WriteProtect::Off,
         ..MapOptions::default()
     };
     let _ = std::fs::remove_file(&args.image);
@@ -106,13 +122,7 @@ pub fn run(args: &Args) -> Result<()> {
         );
         println!("| operation | median µs/op | min–max µs/op | target |");
         println!("|---|---|---|---|");
-        let rows: [Row; 4] = [
-            ("create", |r| r.create, "≤ 2.0"),
-            ("append 4 KiB + fsync", |r| r.append, "≤ 1.2"),
-            ("read 4 KiB (sequential in each file)", |r| r.read, "≤ 0.6"),
-            ("unlink (16 pages)", |r| r.unlink, "≤ 2.0"),
-        ];
-        for (name, f, target) in rows {
+        for (name, f, target) in ROWS {
             let s = summary(&all.iter().map(f).collect::<Vec<_>>())?;
             println!("| {name} | {:.3} | {:.3}–{:.3} | {target} |", s.median, s.min, s.max);
         }
@@ -127,5 +137,56 @@ pub fn run(args: &Args) -> Result<()> {
         Ok(())
     })();
     let _ = std::fs::remove_file(&args.image);
+    result
+}
+
+/// The microbenchmark on an unprotected region and on one under `mode`,
+/// side by side: rounds interleaved, the order swapped every round.
+fn compare_protection(args: &Args, mode: WriteProtect, files: u64, rounds: usize) -> Result<()> {
+    let protected_image = args.image.with_extension("protected.img");
+    let libs = [(WriteProtect::Off, &args.image), (mode, &protected_image)].map(|(protect, image)| {
+        let _ = std::fs::remove_file(image);
+        let opts = MapOptions {
+            eadr: args.eadr,
+            protect,
+            ..MapOptions::default()
+        };
+        let region = MmapRegion::create(image, args.size, &opts).map_err(|e| explain(image, e))?;
+        let protection = region.protection();
+        Ok::<_, anyhow::Error>((protection, LibraryTarget::on_region(Arc::new(region))?))
+    });
+    let result = (|| -> Result<()> {
+        let [plain, guarded] = libs;
+        let (_, plain) = plain?;
+        let (protection, guarded) = guarded?;
+        if protection == Protection::Off {
+            anyhow::bail!("write protection {mode:?} is not available on this machine (try --protect mprotect)");
+        }
+        let bar = ProgressBar::new(rounds as u64);
+        let mut runs: [Vec<Micro>; 2] = Default::default();
+        for round in 0..rounds {
+            for which in [round % 2, 1 - round % 2] {
+                let lib = if which == 0 { &plain } else { &guarded };
+                runs[which].push(micro(lib, &ROOT_INO, files, args.appends)?);
+            }
+            bar.inc(1);
+        }
+        bar.finish_and_clear();
+        println!(
+            "write protection ({protection}) against none: {files} files x {} appends of 4 KiB, {rounds} rounds interleaved\n",
+            args.appends
+        );
+        println!("| operation | unprotected median µs/op | protected median µs/op | ratio |");
+        println!("|---|---|---|---|");
+        for (name, f, _) in ROWS {
+            let [a, b] = [&runs[0], &runs[1]].map(|v| summary(&v.iter().map(f).collect::<Vec<_>>()));
+            let (a, b) = (a?.median, b?.median);
+            println!("| {name} | {a:.3} | {b:.3} | {:.2} |", b / a);
+        }
+        Ok(())
+    })();
+    for image in [&args.image, &protected_image] {
+        let _ = std::fs::remove_file(image);
+    }
     result
 }

@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use novafs::{Fs, MountOptions};
 use novafs_fuse::{MountConfig, MountError, Mounted, Unmounter};
-use pm::{MapOptions, MmapRegion};
+use pm::{MapOptions, MmapRegion, WriteProtect};
 
 use crate::image::{explain, explain_fs};
 
@@ -39,7 +39,10 @@ pub struct MountArgs {
     #[arg(long)]
     foreground: bool,
     /// Comma-separated mount options: ro, rw, allow_other, threads=N
-    /// (default: one per CPU), eadr (the platform's caches are persistent).
+    /// (default: one per CPU), eadr (the platform's caches are persistent),
+    /// protect=off|auto|pkey|mprotect (keep the image read-only outside
+    /// novafs' own stores; default auto: memory protection keys where the
+    /// CPU has them).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
     /// Set by `novafs mount` when it starts the daemon: report readiness on
@@ -59,9 +62,10 @@ struct Options {
     allow_other: bool,
     threads: usize,
     eadr: bool,
+    protect: WriteProtect,
 }
 
-const KNOWN_OPTIONS: &str = "ro, rw, allow_other, threads=N, eadr";
+const KNOWN_OPTIONS: &str = "ro, rw, allow_other, threads=N, eadr, protect=off|auto|pkey|mprotect";
 
 fn parse_options(list: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -69,6 +73,7 @@ fn parse_options(list: &[String]) -> Result<Options> {
         allow_other: false,
         threads: thread::available_parallelism().map_or(1, |n| n.get()),
         eadr: false,
+        protect: WriteProtect::default(),
     };
     for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
         match opt {
@@ -76,6 +81,9 @@ fn parse_options(list: &[String]) -> Result<Options> {
             "rw" => o.read_only = false,
             "allow_other" => o.allow_other = true,
             "eadr" => o.eadr = true,
+            _ if opt.starts_with("protect=") => {
+                o.protect = opt["protect=".len()..].parse().map_err(|e: String| anyhow!(e))?;
+            }
             _ => match opt.strip_prefix("threads=") {
                 Some(n) => {
                     o.threads = n
@@ -305,10 +313,12 @@ impl Daemon {
             eadr: opts.eadr,
             populate: true,
             lock: true,
+            protect: opts.protect,
         };
         let opened = MmapRegion::open(&image, &map)
             .map_err(|e| explain(&image, e))
             .and_then(|region| {
+                tracing::info!(protection = %region.protection(), "write protection");
                 let opts = MountOptions {
                     read_only: opts.read_only,
                 };
@@ -828,6 +838,11 @@ mod tests {
         assert!(parse_options(&["threads=0".into()]).is_err());
         let e = parse_options(&["sync".into()]).expect_err("unknown");
         assert!(e.to_string().contains("unknown mount option 'sync'"));
+        assert_eq!(o.protect, WriteProtect::Auto);
+        let o = parse_options(&["protect=mprotect".into()]).expect("valid");
+        assert_eq!(o.protect, WriteProtect::Mprotect);
+        let e = parse_options(&["protect=yes".into()]).expect_err("bad mode");
+        assert!(e.to_string().contains("use off, auto, pkey or mprotect"), "{e}");
     }
 
     #[test]

@@ -24,6 +24,7 @@ mod error;
 mod flush;
 mod mem;
 mod mmap;
+mod protect;
 mod record;
 mod sigbus;
 
@@ -32,6 +33,7 @@ pub use error::PmError;
 pub use flush::{FlushKind, Persist};
 pub use mem::MemRegion;
 pub use mmap::{MapOptions, MmapRegion, RegionKind};
+pub use protect::{Protection, WriteProtect};
 pub use record::{Choice, CrashPoint, Event, PointKind, RecordingRegion, Torn, Trace, UncertainLine};
 
 /// Size of a CPU cache line: the unit of flushing and of crash tearing.

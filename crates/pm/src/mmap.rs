@@ -16,7 +16,8 @@ use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{check_range, check_u64};
-use crate::{sigbus, BadBlocks, FlushKind, Persist, PmError, Region};
+use crate::protect::Guard;
+use crate::{sigbus, BadBlocks, FlushKind, Persist, PmError, Protection, Region, WriteProtect};
 
 /// Granularity of region sizes: one page.
 const PAGE: u64 = 4096;
@@ -34,6 +35,8 @@ pub struct MapOptions {
     /// Take an exclusive `flock` on the file for the region's lifetime, so a
     /// second mount or fsck of the same image fails with [`PmError::Busy`].
     pub lock: bool,
+    /// Keep the mapping read-only outside the region's own stores.
+    pub protect: WriteProtect,
 }
 
 impl Default for MapOptions {
@@ -42,6 +45,7 @@ impl Default for MapOptions {
             eadr: false,
             populate: true,
             lock: true,
+            protect: WriteProtect::default(),
         }
     }
 }
@@ -93,6 +97,8 @@ pub struct MmapRegion {
     persist: Persist,
     /// Emulated media errors from `IMAGE.badblocks`, read at map time.
     bad: BadBlocks,
+    /// Write windows; dropped after the mapping (a key outlives its pages).
+    guard: Guard,
     /// Kept open for the region's lifetime: it holds the `flock`.
     _file: File,
 }
@@ -219,6 +225,14 @@ impl MmapRegion {
                 Err(e) => return Err(PmError::io(path, e)),
             }
         };
+        let guard = match Guard::new(base, len, opts.protect) {
+            Ok(g) => g,
+            Err(e) => {
+                // SAFETY: unmapping the mapping made just above.
+                unsafe { libc::munmap(base.cast(), len as usize) };
+                return Err(PmError::io(path, e));
+            }
+        };
         let persist = Persist::new(opts.eadr);
         tracing::debug!(
             path = %path.display(), len, %kind, flush = %persist.kind(),
@@ -231,6 +245,7 @@ impl MmapRegion {
             kind,
             persist,
             bad,
+            guard,
             _file: file,
         })
     }
@@ -243,6 +258,18 @@ impl MmapRegion {
     /// The emulated media errors loaded from `<path>.badblocks`.
     pub fn bad_blocks(&self) -> &BadBlocks {
         &self.bad
+    }
+
+    /// How the mapping is protected from stray stores.
+    pub fn protection(&self) -> Protection {
+        self.guard.protection()
+    }
+
+    /// Runs `store`, which writes `[off, off + len)`, inside a write window.
+    fn store<R>(&self, off: u64, len: u64, store: impl FnOnce() -> R) -> Result<R, PmError> {
+        self.guard
+            .window(off, len, store)
+            .map_err(|e| PmError::io(&self.path, e))
     }
 
     /// The flush instruction in use ([`FlushKind::None`] with eADR).
@@ -301,6 +328,7 @@ impl Region for MmapRegion {
         if let Some(bad) = self.bad.first_in(off, len) {
             return Err(PmError::Media { off: bad });
         }
+        self.guard.before_read();
         // SAFETY: the source is inside the mapping (checked above); `buf` is
         // ordinary memory outside it; the handler was installed by `map`.
         unsafe { sigbus::copy(buf.as_mut_ptr(), self.at(off), buf.len()) }
@@ -311,26 +339,29 @@ impl Region for MmapRegion {
         check_range(off, data.len() as u64, self.len)?;
         // SAFETY: the destination is inside the mapping (checked above) and
         // `data` cannot overlap it (no reference into the mapping escapes).
-        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.at(off), data.len()) };
-        Ok(())
+        self.store(off, data.len() as u64, || unsafe {
+            ptr::copy_nonoverlapping(data.as_ptr(), self.at(off), data.len())
+        })
     }
 
     fn write_nt(&self, off: u64, data: &[u8]) -> Result<(), PmError> {
         check_range(off, data.len() as u64, self.len)?;
         // SAFETY: as for `write`.
-        unsafe { self.persist.write_nt(self.at(off), data) };
-        Ok(())
+        self.store(off, data.len() as u64, || unsafe {
+            self.persist.write_nt(self.at(off), data)
+        })
     }
 
     fn zero_nt(&self, off: u64, len: u64) -> Result<(), PmError> {
         check_range(off, len, self.len)?;
         // SAFETY: inside the mapping (checked above).
-        unsafe { self.persist.zero_nt(self.at(off), len as usize) };
-        Ok(())
+        self.store(off, len, || unsafe { self.persist.zero_nt(self.at(off), len as usize) })
     }
 
     fn flush(&self, off: u64, len: u64) -> Result<(), PmError> {
         check_range(off, len, self.len)?;
+        // A cache-line write-back counts as a read for page protection.
+        self.guard.before_read();
         // SAFETY: inside the mapping (checked above).
         unsafe { self.persist.flush_range(self.at(off), len as usize) };
         Ok(())
@@ -345,8 +376,7 @@ impl Region for MmapRegion {
         // SAFETY: in bounds and 8-aligned (the mapping is page-aligned), and
         // AtomicU64 has the layout of u64; shared memory may be viewed so.
         let word = unsafe { &*(self.at(off) as *const AtomicU64) };
-        word.store(val, Ordering::Release);
-        Ok(())
+        self.store(off, 8, || word.store(val, Ordering::Release))
     }
 
     fn load_u64(&self, off: u64) -> Result<u64, PmError> {
@@ -354,6 +384,7 @@ impl Region for MmapRegion {
         if let Some(bad) = self.bad.first_in(off, 8) {
             return Err(PmError::Media { off: bad });
         }
+        self.guard.before_read();
         // SAFETY: in bounds and 8-aligned (checked above); handler installed.
         unsafe { sigbus::load_u64(self.at(off).cast::<u64>()) }.map_err(|addr| self.media_error(addr, off, 8))
     }
@@ -487,6 +518,107 @@ mod tests {
         assert_eq!(md.len(), 64 * 1024);
         assert_eq!(md.mode() & 0o777, 0o600);
         assert_eq!(md.blocks() * 512, 64 * 1024, "space is reserved");
+    }
+
+    /// Whether a store into the mapping that bypasses the region's methods
+    /// (a scribble) kills a forked child with SIGSEGV.
+    fn stray_store_faults(r: &MmapRegion, off: u64) -> bool {
+        // SAFETY: the child only stores one byte and exits; the parent waits.
+        match unsafe { libc::fork() } {
+            0 => {
+                // SAFETY: inside the mapping; faulting is the point.
+                unsafe {
+                    ptr::write_volatile(r.at(off), 0xAB);
+                    libc::_exit(0)
+                }
+            }
+            pid => {
+                assert!(pid > 0, "fork failed");
+                let mut status = 0;
+                // SAFETY: waits for the child forked above.
+                assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+                libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGSEGV
+            }
+        }
+    }
+
+    fn protected(dir: &tempfile::TempDir, protect: WriteProtect) -> Result<MmapRegion, PmError> {
+        let opts = MapOptions {
+            protect,
+            ..MapOptions::default()
+        };
+        MmapRegion::create(&dir.path().join("img"), 16384, &opts)
+    }
+
+    #[test]
+    fn mprotect_windows_let_the_region_write_and_stop_stray_stores() {
+        let dir = shm_dir();
+        let r = protected(&dir, WriteProtect::Mprotect).unwrap();
+        assert_eq!(r.protection(), Protection::Mprotect);
+        let data = pattern(6000, 3);
+        r.write(1000, &data).unwrap();
+        r.write_nt(8000, &data[..100]).unwrap();
+        r.zero_nt(12288, 4096).unwrap();
+        r.store_u64(16376, 7).unwrap();
+        r.persist(0, 16384).unwrap();
+        assert!(stray_store_faults(&r, 5000), "a store outside a window must fault");
+        let mut buf = vec![0u8; data.len()];
+        r.read(1000, &mut buf).unwrap();
+        assert_eq!(buf, data, "the stray store changed nothing");
+        assert_eq!(r.load_u64(16376).unwrap(), 7);
+        let unprotected = protected(&shm_dir(), WriteProtect::Off).unwrap();
+        assert!(
+            !stray_store_faults(&unprotected, 5000),
+            "the control: an unprotected mapping takes it"
+        );
+    }
+
+    #[test]
+    fn concurrent_mprotect_windows_on_one_page_nest() {
+        let dir = shm_dir();
+        let r = protected(&dir, WriteProtect::Mprotect).unwrap();
+        std::thread::scope(|s| {
+            for t in 0..4u64 {
+                let r = &r;
+                s.spawn(move || {
+                    for i in 0..2000u64 {
+                        // All four threads write the same two pages.
+                        r.store_u64(4096 + 8 * t, i).unwrap();
+                        r.write(8192 - 64 + 16 * t, &[t as u8; 16]).unwrap();
+                    }
+                });
+            }
+        });
+        for t in 0..4u64 {
+            assert_eq!(r.load_u64(4096 + 8 * t).unwrap(), 1999);
+        }
+        assert!(stray_store_faults(&r, 4096), "every window closed again");
+    }
+
+    #[test]
+    fn memory_protection_keys_protect_where_the_cpu_has_them() {
+        let dir = shm_dir();
+        match protected(&dir, WriteProtect::Pkey) {
+            Ok(r) => {
+                assert_eq!(r.protection(), Protection::Pkey);
+                r.write(100, b"inside a window").unwrap();
+                // Another thread reads (its PKRU starts without the key).
+                std::thread::scope(|s| {
+                    s.spawn(|| {
+                        let mut buf = [0u8; 15];
+                        r.read(100, &mut buf).unwrap();
+                        assert_eq!(&buf, b"inside a window");
+                    });
+                });
+                assert!(stray_store_faults(&r, 200));
+            }
+            Err(e) => {
+                // No PKU here (e.g. a CPU without it): auto falls back to none.
+                eprintln!("skipped: no memory protection keys ({e})");
+                let r = protected(&shm_dir(), WriteProtect::Auto).unwrap();
+                assert_eq!(r.protection(), Protection::Off);
+            }
+        }
     }
 
     #[test]
@@ -675,7 +807,7 @@ mod tests {
         let opts = MapOptions {
             eadr: true,
             populate: false,
-            lock: true,
+            ..MapOptions::default()
         };
         let r = MmapRegion::create(&dir.path().join("img"), 4096, &opts).unwrap();
         assert_eq!(r.flush_kind(), FlushKind::None);
