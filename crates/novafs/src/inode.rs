@@ -149,7 +149,11 @@ impl Meta {
                 if e.npages == 0 || (e.block != 0 && !bounds.is_extent(e.block, u64::from(e.npages))) {
                     return Err(corrupt!("write entry at {off:#x} points outside the data area"));
                 }
-                if e.pgoff + u64::from(e.npages) > MAX_FILE_PAGES || e.size > MAX_FILE_SIZE {
+                if e.pgoff
+                    .checked_add(u64::from(e.npages))
+                    .is_none_or(|end| end > MAX_FILE_PAGES)
+                    || e.size > MAX_FILE_SIZE
+                {
                     return Err(corrupt!("write entry at {off:#x} lies past the largest file size"));
                 }
                 map.apply_write(log, off, e.pgoff, e.block, u64::from(e.npages), freed);

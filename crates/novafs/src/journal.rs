@@ -306,7 +306,7 @@ impl Journal {
                 Ok(Mutex::new(Shard {
                     header: hdr,
                     ring: ring_off(sb, i),
-                    head: region.load_u64(hdr + JOURNAL_HEAD_FIELD)?,
+                    head: load_head(region, hdr, sb.journal_ring_size)?,
                     checks: Vec::new(),
                     buf: Vec::new(),
                 }))
@@ -348,7 +348,7 @@ impl Journal {
     /// replay. Reads only, so it is safe on a mounted image.
     pub fn pending(region: &dyn Region, sb: &Superblock) -> Result<bool> {
         for i in 0..u64::from(sb.shards) {
-            let head = region.load_u64(header_off(sb, i) + JOURNAL_HEAD_FIELD)?;
+            let head = load_head(region, header_off(sb, i), sb.journal_ring_size)?;
             if let Some(txn) = txn_at(region, sb, i, head)? {
                 if checks_hold(region, &txn.checks)? {
                     return Ok(true);
@@ -368,7 +368,7 @@ impl Journal {
         let mut replayed = 0;
         for i in 0..u64::from(sb.shards) {
             let hdr = header_off(sb, i);
-            let head = region.load_u64(hdr + JOURNAL_HEAD_FIELD)?;
+            let head = load_head(region, hdr, sb.journal_ring_size)?;
             let mut pos = head;
             while let Some(txn) = txn_at(region, sb, i, pos)? {
                 if !checks_hold(region, &txn.checks)? {
@@ -391,6 +391,22 @@ impl Journal {
         }
         Ok(replayed)
     }
+}
+
+/// Heads past this are damage: 2^62 bytes of transactions never happen.
+const MAX_HEAD: u64 = 1 << 62;
+
+/// A shard's durable head. A damaged one (far past any real count) is
+/// replaced by a count no transaction ever reached, at the same ring
+/// position: nothing is replayed from it (every transaction names the
+/// count it was written at), and counting on from it cannot overflow.
+fn load_head(region: &dyn Region, header: u64, ring_size: u64) -> Result<u64> {
+    let head = region.load_u64(header + JOURNAL_HEAD_FIELD)?;
+    if head < MAX_HEAD {
+        return Ok(head);
+    }
+    tracing::error!(header, head, "journal head is damaged; continuing at its ring position");
+    Ok(MAX_HEAD - MAX_HEAD % ring_size - ring_size + head % ring_size)
 }
 
 /// Zeroes the first record of the transaction at ring position `pos`,
@@ -580,6 +596,20 @@ mod tests {
             read_txn(&reader(&ring), 0, RING, 100).unwrap().is_none(),
             "record beyond the region"
         );
+    }
+
+    #[test]
+    fn a_damaged_head_replays_nothing_and_counting_on_cannot_overflow() {
+        let region = pm::MemRegion::new(8192);
+        for damaged in [MAX_HEAD, u64::MAX - 3, u64::MAX] {
+            region.store_u64(64 + JOURNAL_HEAD_FIELD, damaged).unwrap();
+            let head = load_head(&region, 64, RING).unwrap();
+            assert_eq!(head % RING, damaged % RING, "same ring position");
+            assert!(head < MAX_HEAD && head + 1000 * RING > head, "room to count on");
+            assert!(head >= MAX_HEAD - 2 * RING, "a count no transaction reached");
+        }
+        region.store_u64(64 + JOURNAL_HEAD_FIELD, 12345).unwrap();
+        assert_eq!(load_head(&region, 64, RING).unwrap(), 12345);
     }
 
     #[test]
