@@ -16,10 +16,34 @@ use crate::layout::PAGE_SHIFT;
 
 /// A sorted set of disjoint, merged `[start, end)` ranges. Units are the
 /// caller's: pages for the page allocator, inode slots for inode tables.
+///
+/// Fortis §4.7: the allocators are long-lived DRAM state that goes back to
+/// the media (saved at unmount, handed out as pages), so each range's start
+/// and end carry a checksum, verified whenever the range is used. A range
+/// that fails it (a stray store into this process's heap) is dropped and
+/// reported: its units leak until the next crash scan rebuilds the
+/// allocator, which is better than handing out pages that are in use.
 #[derive(Clone, Debug, Default)]
 pub struct RangeSet {
-    ranges: BTreeMap<u64, u64>,
+    ranges: BTreeMap<u64, Sealed>,
     total: u64,
+}
+
+/// A range's end and the checksum of (start, end).
+#[derive(Clone, Copy, Debug)]
+struct Sealed {
+    end: u64,
+    csum: u32,
+}
+
+fn seal(start: u64, end: u64) -> Sealed {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&start.to_le_bytes());
+    b[8..].copy_from_slice(&end.to_le_bytes());
+    Sealed {
+        end,
+        csum: crc32c::crc32c(&b),
+    }
 }
 
 /// A range handed to [`RangeSet::insert`] overlaps one already present: a
@@ -28,14 +52,52 @@ pub struct RangeSet {
 pub struct Overlap;
 
 impl RangeSet {
+    /// The verified end of the range starting at `start`, or None (and the
+    /// range dropped) when its checksum fails.
+    fn end_of(&mut self, start: u64) -> Option<u64> {
+        let v = *self.ranges.get(&start)?;
+        if v.end > start && seal(start, v.end).csum == v.csum {
+            return Some(v.end);
+        }
+        self.ranges.remove(&start);
+        // Its true length is unknown: count what the valid ranges hold.
+        self.total = self.iter().map(|(_, n)| n).sum();
+        tracing::error!(start, end = v.end, "free range fails its DRAM checksum; dropped");
+        None
+    }
+
+    /// The last valid range starting at or before `unit`.
+    fn at_or_before(&mut self, unit: u64) -> Option<(u64, u64)> {
+        loop {
+            let (&s, _) = self.ranges.range(..=unit).next_back()?;
+            if let Some(e) = self.end_of(s) {
+                return Some((s, e));
+            }
+        }
+    }
+
+    /// The first valid range starting at or after `unit`.
+    fn at_or_after(&mut self, unit: u64) -> Option<(u64, u64)> {
+        loop {
+            let (&s, _) = self.ranges.range(unit..).next()?;
+            if let Some(e) = self.end_of(s) {
+                return Some((s, e));
+            }
+        }
+    }
+
+    fn put(&mut self, start: u64, end: u64) {
+        self.ranges.insert(start, seal(start, end));
+    }
+
     /// Adds `[start, start + len)`, merging with adjacent ranges. O(log n).
     pub fn insert(&mut self, start: u64, len: u64) -> std::result::Result<(), Overlap> {
         if len == 0 {
             return Ok(());
         }
         let mut lo = start;
-        let mut hi = start + len;
-        if let Some((&ps, &pe)) = self.ranges.range(..=start).next_back() {
+        let mut hi = start.checked_add(len).ok_or(Overlap)?;
+        if let Some((ps, pe)) = self.at_or_before(start) {
             if pe > start {
                 return Err(Overlap);
             }
@@ -44,11 +106,11 @@ impl RangeSet {
                 self.ranges.remove(&ps);
             }
         }
-        if let Some((&ns, &ne)) = self.ranges.range(start..).next() {
+        if let Some((ns, ne)) = self.at_or_after(start) {
             if ns < hi {
                 // Undo a merge with the predecessor before reporting.
                 if lo != start {
-                    self.ranges.insert(lo, start);
+                    self.put(lo, start);
                 }
                 return Err(Overlap);
             }
@@ -57,18 +119,18 @@ impl RangeSet {
                 self.ranges.remove(&ns);
             }
         }
-        self.ranges.insert(lo, hi);
+        self.put(lo, hi);
         self.total += len;
         Ok(())
     }
 
     /// Takes up to `max` units from the lowest range: `(start, len)`.
     pub fn take_first(&mut self, max: u64) -> Option<(u64, u64)> {
-        let (&s, &e) = self.ranges.iter().next()?;
+        let (s, e) = self.at_or_after(0)?;
         let n = max.min(e - s);
         self.ranges.remove(&s);
         if s + n < e {
-            self.ranges.insert(s + n, e);
+            self.put(s + n, e);
         }
         self.total -= n;
         Some((s, n))
@@ -76,10 +138,17 @@ impl RangeSet {
 
     /// Takes `len` contiguous units from the first range large enough.
     pub fn take_contiguous(&mut self, len: u64) -> Option<u64> {
-        let (&s, &e) = self.ranges.iter().find(|(&s, &e)| e - s >= len)?;
+        let mut from = 0;
+        let (s, e) = loop {
+            let (s, e) = self.at_or_after(from)?;
+            if e - s >= len {
+                break (s, e);
+            }
+            from = e;
+        };
         self.ranges.remove(&s);
         if s + len < e {
-            self.ranges.insert(s + len, e);
+            self.put(s + len, e);
         }
         self.total -= len;
         Some(s)
@@ -91,13 +160,26 @@ impl RangeSet {
     }
 
     /// True when `unit` is in the set.
-    pub fn contains(&self, unit: u64) -> bool {
-        self.ranges.range(..=unit).next_back().is_some_and(|(_, &e)| unit < e)
+    pub fn contains(&mut self, unit: u64) -> bool {
+        self.at_or_before(unit).is_some_and(|(_, e)| unit < e)
     }
 
-    /// The ranges as `(start, len)`, ascending.
+    /// The valid ranges as `(start, len)`, ascending (for saving: a damaged
+    /// range is never written back to the media).
     pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.ranges.iter().map(|(&s, &e)| (s, e - s))
+        self.ranges
+            .iter()
+            .filter(|&(&s, v)| v.end > s && seal(s, v.end).csum == v.csum)
+            .map(|(&s, v)| (s, v.end - s))
+    }
+
+    /// Overwrites the end of the range starting at `start` behind the
+    /// checksum's back, as a stray store would (tests).
+    #[cfg(test)]
+    fn scribble(&mut self, start: u64, end: u64) {
+        if let Some(v) = self.ranges.get_mut(&start) {
+            v.end = end;
+        }
     }
 }
 
@@ -330,6 +412,26 @@ mod tests {
         s.insert(6, 2).unwrap();
         assert_eq!(s.insert(4, 3), Err(Overlap));
         assert_eq!(s.iter().collect::<Vec<_>>(), vec![(0, 4), (6, 2)]);
+    }
+
+    #[test]
+    fn a_range_whose_end_is_scribbled_is_dropped_never_handed_out() {
+        let mut s = RangeSet::default();
+        s.insert(0, 4).unwrap();
+        s.insert(10, 8).unwrap();
+        s.insert(30, 2).unwrap();
+        // A stray store makes [10, 18) claim [10, 25), pages it does not own.
+        s.scribble(10, 25);
+        assert_eq!(s.take_contiguous(6), None, "the only range of 6 was the damaged one");
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![(0, 4), (30, 2)]);
+        assert!(!s.contains(12));
+        assert_eq!(s.take_first(10), Some((0, 4)));
+        assert_eq!(s.take_first(10), Some((30, 2)));
+        assert_eq!(s.take_first(10), None);
+        assert_eq!(s.total(), 0, "the dropped range's units are not counted free");
+        // Its units can be freed again (after a scan finds them unused).
+        s.insert(10, 8).unwrap();
+        assert_eq!(s.take_contiguous(8), Some(10));
     }
 
     #[test]
