@@ -60,6 +60,7 @@ impl Cache {
         let off = ctx.tables.locate(ino)?;
         let rec = read_live_record(ctx.region(), off, ino)?;
         let st = InodeState::load(ctx.region(), ctx.bounds, off, &rec)?;
+        ctx.repair(st.log.repairs())?;
         let parent = st.dir().map_or(0, |d| d.parent());
         let cell = Arc::new(Cell {
             state: RwLock::new(st),
@@ -100,7 +101,9 @@ impl Cache {
         // Evict before the slot can be claimed again: a create reusing the
         // number must not have its new cache entry removed here.
         self.shard(ino).lock().remove(&ino);
-        ctx.alloc.release(proof, &st.take_pages());
+        let (log, data) = st.take_pages();
+        ctx.alloc.release_meta(proof, &log);
+        ctx.alloc.release(proof, &data);
         ctx.tables.release(ino);
     }
 }

@@ -28,7 +28,13 @@ use crate::layout::{invalidated_word, INODE_HEAD_OFF, INODE_TAIL_OFF};
 use crate::log::{Committed, Entry, Pending};
 
 pub struct Ctx {
+    /// The region as metadata is written: through the mirroring view when
+    /// the image keeps replicas (`replica`).
     pub region: Arc<dyn Region>,
+    /// The region itself, for file data and other pages without a mirror.
+    pub data: Arc<dyn Region>,
+    /// Nothing may be written, not even a repair (read-only mount, fsck).
+    pub read_only: bool,
     pub alloc: PageAllocator,
     pub tables: InodeTables,
     pub journal: Journal,
@@ -50,6 +56,29 @@ pub struct GcCounters {
 impl Ctx {
     pub fn region(&self) -> &dyn Region {
         &*self.region
+    }
+
+    pub fn data(&self) -> &dyn Region {
+        &*self.data
+    }
+
+    /// Copies the replica over the damaged primary of each range a load
+    /// read from the replica (Fortis §4.2), unless nothing may be written.
+    pub fn repair(&self, ranges: &[(u64, u64)]) -> Result<()> {
+        if self.read_only || ranges.is_empty() {
+            return Ok(());
+        }
+        let mut buf = Vec::new();
+        for &(off, len) in ranges {
+            let Some(m) = self.bounds.mirror(off) else { continue };
+            buf.resize(len as usize, 0);
+            self.data.read(m, &mut buf)?;
+            self.data.write(off, &buf)?;
+            self.data.flush(off, len)?;
+            tracing::warn!(off, len, "metadata repaired from its replica");
+        }
+        self.data.fence(); // The repaired copy is durable before it is relied on.
+        Ok(())
     }
 }
 

@@ -62,7 +62,7 @@ pub fn read(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usiz
                     len += PS.min(n - done - len);
                     next += 1;
                 }
-                ctx.region().read(block + in_pg as u64, &mut buf[done..done + len])?;
+                ctx.data().read(block + in_pg as u64, &mut buf[done..done + len])?;
             }
             None => buf[done..done + len].fill(0),
         }
@@ -87,11 +87,11 @@ fn fill_pages(
             // `fill` returns false when it wrote the whole page itself.
             let dst = e.off + i * PAGE_SIZE;
             match map.lookup(pg) {
-                Some(b) => ctx.region().read(b, &mut page)?,
+                Some(b) => ctx.data().read(b, &mut page)?,
                 None => page.fill(0),
             }
             if fill(pg, &mut page) {
-                ctx.region().write_nt(dst, &page)?;
+                ctx.data().write_nt(dst, &page)?;
             }
             pg += 1;
         }
@@ -152,7 +152,7 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
                 let hi = end.min(pstart + PAGE_SIZE);
                 let src = &data[(lo - off) as usize..(hi - off) as usize];
                 if hi - lo == PAGE_SIZE {
-                    ctx.region().write_nt(e.off + i * PAGE_SIZE, src)?;
+                    ctx.data().write_nt(e.off + i * PAGE_SIZE, src)?;
                 } else {
                     fill_pages(
                         ctx,
@@ -259,7 +259,7 @@ fn preallocate(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: bo
             .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE));
         for &pg in &holes {
             let block = pages.next().ok_or(Error::NoSpace)?;
-            ctx.region().zero_nt(block, PAGE_SIZE)?;
+            ctx.data().zero_nt(block, PAGE_SIZE)?;
             entries.push((pg, block));
         }
         // Merge runs contiguous in file and media into one entry each.

@@ -93,8 +93,8 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         }
     };
     for c in tables.all_chunks() {
-        for i in 0..CHUNK_PAGES {
-            own(&mut rep, c + i * PAGE_SIZE, 0);
+        for p in (0..CHUNK_PAGES).flat_map(|i| bounds.copies(c + i * PAGE_SIZE)) {
+            own(&mut rep, p, 0);
         }
     }
     let mut seen: HashMap<Ino, Seen> = HashMap::new();
@@ -129,7 +129,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 rep.problems
                     .push(format!("inode slot {ino} holds inode number {}", rec.ino));
             }
-            for p in st.pages() {
+            for p in st.pages(bounds) {
                 own(&mut rep, p, ino);
             }
             if st.attr().kind == FileType::Directory {
@@ -389,7 +389,7 @@ fn check_free_lists(
     owner: &HashMap<u64, Ino>,
     free_slots: &[Ino],
 ) -> Result<()> {
-    let ctx = recovery::open_ctx(region.clone(), sb)?;
+    let ctx = recovery::open_ctx(region.clone(), sb, true)?;
     if let Err(e) = recovery::load_saved_state(&ctx, sb) {
         rep.problems.push(format!(
             "image is marked clean but its saved allocator state is unusable: {e}"

@@ -53,7 +53,7 @@ fn fast(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
         return Ok(());
     }
     let unlinked = st.log.unlink_pages(ctx.region(), st.off, &dead)?;
-    ctx.alloc.release(&unlinked, &unlinked.pages);
+    ctx.alloc.release_meta(&unlinked, &unlinked.pages);
     ctx.gc.fast_pages.fetch_add(dead.len() as u64, Ordering::Relaxed);
     Ok(())
 }
@@ -116,14 +116,14 @@ pub fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     let durable = match ctx.journal.commit(ctx.region(), &switch) {
         Ok(d) => d,
         Err(e) => {
-            ctx.alloc.abandon(&fresh.page_extents());
+            ctx.alloc.abandon_meta(&fresh.page_extents());
             return Err(e);
         }
     };
     let old_pages = st.log.pages().len() as u64;
     let rec = read_live_record(ctx.region(), st.off, st.meta.attr.ino)?;
     let rebuilt = InodeState::load(ctx.region(), ctx.bounds, st.off, &rec)?;
-    ctx.alloc.release(&durable, &st.log.page_extents()); // R3: the switch is durable.
+    ctx.alloc.release_meta(&durable, &st.log.page_extents()); // R3: the switch is durable.
     st.log = rebuilt.log;
     st.meta = rebuilt.meta;
     ctx.gc.thorough_runs.fetch_add(1, Ordering::Relaxed);

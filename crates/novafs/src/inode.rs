@@ -284,9 +284,10 @@ impl InodeState {
         Ok(freed)
     }
 
-    /// Every page the inode holds: its log pages and its data pages.
-    pub fn pages(&self) -> Vec<u64> {
-        let mut v: Vec<u64> = self.log.pages().to_vec();
+    /// Every page the inode occupies: its log pages, their mirrors (the
+    /// replicas, `replica`) and its data pages.
+    pub fn pages(&self, bounds: Bounds) -> Vec<u64> {
+        let mut v: Vec<u64> = self.log.pages().iter().flat_map(|&p| bounds.copies(p)).collect();
         if let Body::File(map) = &self.meta.body {
             v.extend(map.blocks());
         }
@@ -295,20 +296,14 @@ impl InodeState {
 
     /// Takes every page the inode holds, merged into runs (a file written
     /// in order frees in one call), leaving it empty: the inode is gone.
-    pub fn take_pages(&mut self) -> Vec<Extent> {
-        let mut pages = self.log.take_pages();
-        if let Body::File(map) = std::mem::replace(&mut self.meta.body, Body::Special) {
-            pages.extend(map.into_blocks());
-        }
-        pages.sort_unstable();
-        let mut runs: Vec<Extent> = Vec::new();
-        for p in pages {
-            match runs.last_mut() {
-                Some(r) if r.off + r.npages * PAGE_SIZE == p => r.npages += 1,
-                _ => runs.push(Extent { off: p, npages: 1 }),
-            }
-        }
-        runs
+    /// Returns the log pages (freed with their mirrors) and the data pages.
+    pub fn take_pages(&mut self) -> (Vec<Extent>, Vec<Extent>) {
+        let log = runs(self.log.take_pages());
+        let data = match std::mem::replace(&mut self.meta.body, Body::Special) {
+            Body::File(map) => runs(map.into_blocks().collect()),
+            _ => Vec::new(),
+        };
+        (log, data)
     }
 
     /// A brand-new inode with an empty log.
@@ -389,6 +384,19 @@ pub fn attr_of_record(rec: &Inode) -> Result<Attr> {
         rdev: rec.rdev,
         generation: rec.generation,
     })
+}
+
+/// `pages` sorted and merged into runs of contiguous pages.
+fn runs(mut pages: Vec<u64>) -> Vec<Extent> {
+    pages.sort_unstable();
+    let mut runs: Vec<Extent> = Vec::new();
+    for p in pages {
+        match runs.last_mut() {
+            Some(r) if r.off + r.npages * PAGE_SIZE == p => r.npages += 1,
+            _ => runs.push(Extent { off: p, npages: 1 }),
+        }
+    }
+    runs
 }
 
 /// Builds the record of a new inode (state still free: the creating

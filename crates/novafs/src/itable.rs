@@ -11,7 +11,7 @@ use crate::error::{corrupt, Error, Result};
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ChunkFooter, Ino, Inode, Superblock, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES,
-    CHUNK_SIZE, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE,
+    CHUNK_SIZE, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
 };
 
 /// One shard's inode table: its chunk chain and free slots.
@@ -37,7 +37,10 @@ impl InodeTables {
             let mut chunks = Vec::new();
             let mut c = region.load_u64(sb.inode_heads_off + 8 * s)?;
             while c != 0 {
-                if !bounds.is_extent(c, CHUNK_PAGES) || chunks.len() as u64 > bounds.max_pages() / CHUNK_PAGES {
+                let last_page = c.saturating_add((CHUNK_PAGES - 1) * PAGE_SIZE);
+                let placed =
+                    bounds.is_extent(c, CHUNK_PAGES) && bounds.is_meta_page(c) && bounds.is_meta_page(last_page);
+                if !placed || chunks.len() as u64 > bounds.max_pages() / CHUNK_PAGES {
                     return Err(corrupt!("inode table chunk pointer {c:#x} of shard {s} is invalid"));
                 }
                 let mut buf = [0u8; INODE_SIZE as usize];
@@ -146,7 +149,7 @@ impl InodeTables {
     fn grow(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize, free: &mut RangeSet) -> Result<()> {
         let t = &self.shards[shard];
         let index = t.chunks.read().len() as u64;
-        let chunk = alloc.alloc_contiguous(CHUNK_PAGES)?;
+        let chunk = alloc.alloc_contiguous_meta(CHUNK_PAGES)?;
         let footer = ChunkFooter {
             magic: CHUNK_MAGIC,
             next: 0,
@@ -166,7 +169,7 @@ impl InodeTables {
             Ok(region.commit_u64(link, chunk)?) // R5
         };
         if let Err(e) = init() {
-            alloc.abandon(&[Extent {
+            alloc.abandon_meta(&[Extent {
                 off: chunk,
                 npages: CHUNK_PAGES,
             }]);

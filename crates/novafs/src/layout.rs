@@ -58,7 +58,9 @@ pub const STATE_MOUNTED: u64 = 2;
 pub const FEATURE_INCOMPAT_META_REPLICA: u64 = 1 << 0;
 pub const FEATURE_INCOMPAT_DATA_CSUM: u64 = 1 << 1;
 pub const FEATURE_INCOMPAT_DATA_PARITY: u64 = 1 << 2;
-pub const FEATURES_INCOMPAT_SUPPORTED: u64 = 0;
+pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA;
+/// Default dead zone between a metadata page and its replica (Fortis §4.4).
+pub const DEFAULT_DEAD_ZONE: u64 = 1 << 20;
 
 /// Global file-system information (NOVA §4.1). Rewritten whole, with its
 /// CRC, primary first and then the replica (rule R4).
@@ -91,8 +93,11 @@ pub struct Superblock {
     pub created_ns: i64,
     pub mounted_ns: i64,
     pub uuid: [u8; 16],
-    /// Room for the checksum, parity and replica areas of the next wave.
-    pub reserved: [u64; 32],
+    /// With META_REPLICA: the least distance, in pages, between a metadata
+    /// page and its mirror (Fortis §4.4's dead zone).
+    pub dead_zone_pages: u64,
+    /// Room for the checksum and parity areas of the next wave.
+    pub reserved: [u64; 31],
     pub csum: u32,
     pub pad: u32,
 }
@@ -424,14 +429,59 @@ pub fn dentry_slots(name_len: usize) -> u64 {
     (DENTRY_HEAD_SIZE as u64 + name_len as u64).div_ceil(SLOT)
 }
 
-/// The data area, for validating pointers read from media.
+/// The data area, for validating pointers read from media, and where
+/// metadata replicas live (Fortis §4.2, §4.4: FORMAT.md "Metadata
+/// replicas"). With replicas, every metadata byte at `off` in the data
+/// area has a copy at [`Bounds::mirror`]: the same offset within the page
+/// reflected about the middle of the data area, so a primary in the low
+/// half has its replica in the high half, and the fixed area's page of
+/// reserved inodes and inode-table heads has its copy just past the data
+/// area.
 #[derive(Clone, Copy, Debug)]
 pub struct Bounds {
     pub data_start: u64,
     pub data_end: u64,
+    pub replicas: bool,
+    /// With replicas: the least distance in pages between a metadata page
+    /// and its mirror (Fortis §4.4's dead zone).
+    pub dead_zone_pages: u64,
 }
 
 impl Bounds {
+    /// The replica of the metadata byte at `off`, or None when the image
+    /// keeps no replicas or `off` has none (superblock, journal).
+    pub fn mirror(&self, off: u64) -> Option<u64> {
+        if !self.replicas {
+            return None;
+        }
+        let in_page = off % PAGE_SIZE;
+        if off >= self.data_start && off < self.data_end {
+            let page = (off - self.data_start) / PAGE_SIZE;
+            let pages = (self.data_end - self.data_start) / PAGE_SIZE;
+            return Some(self.data_start + (pages - 1 - page) * PAGE_SIZE + in_page);
+        }
+        (off - in_page == RESERVED_INODES_OFF).then_some(self.data_end + in_page)
+    }
+
+    /// `off` and, with replicas, its mirror: the pages a metadata page
+    /// occupies.
+    pub fn copies(&self, off: u64) -> impl Iterator<Item = u64> {
+        std::iter::once(off).chain(self.mirror(off))
+    }
+
+    /// True when `off` is a page that may hold metadata (a log page, an
+    /// inode-table page): inside the data area and, with replicas, a
+    /// primary, whose mirror lies at least the dead zone above it.
+    pub fn is_meta_page(&self, off: u64) -> bool {
+        if !self.is_page(off) {
+            return false;
+        }
+        match self.mirror(off) {
+            Some(m) => m >= off + self.dead_zone_pages.max(1) * PAGE_SIZE,
+            None => true,
+        }
+    }
+
     /// True when `off` is a page inside the data area.
     pub fn is_page(&self, off: u64) -> bool {
         off.is_multiple_of(PAGE_SIZE) && off >= self.data_start && off < self.data_end

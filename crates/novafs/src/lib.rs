@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | 0 | `error`, `hash`, `time` | utilities |
 //! | 1 | [`layout`] | every on-media structure, declared once (FORMAT.md) |
-//! | 2 | `superblock`, `alloc` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1) |
+//! | 2 | `superblock`, `alloc`, `replica` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1); the mirroring view metadata is written through (Fortis §4.2, §4.4) |
 //! | 3 | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
 //! | 4 | `log` | per-inode logs: append, the tail-store commit, fast GC's relinking |
 //! | 5 | `dir`, `pagemap`, `itable` | DRAM indexes (directory, file pages) and the inode tables |
@@ -52,6 +52,7 @@ mod pagemap;
 #[cfg(feature = "probe")]
 pub mod probe;
 mod recovery;
+mod replica;
 mod superblock;
 pub mod time;
 
@@ -75,6 +76,7 @@ mod layering {
         ("layout", 1, include_str!("layout.rs")),
         ("superblock", 2, include_str!("superblock.rs")),
         ("alloc", 2, include_str!("alloc.rs")),
+        ("replica", 2, include_str!("replica.rs")),
         ("journal", 3, include_str!("journal.rs")),
         ("log", 4, include_str!("log.rs")),
         ("dir", 5, include_str!("dir.rs")),

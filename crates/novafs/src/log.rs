@@ -186,6 +186,9 @@ pub struct Log {
     pinned: Option<u64>,
     entries: u64,
     live: u64,
+    /// Ranges whose primary copy was damaged and were read from the
+    /// replica, for a writable mount to copy back ([`Log::repairs`]).
+    repairs: Vec<(u64, u64)>,
 }
 
 /// The log page holding offset `off`.
@@ -216,6 +219,7 @@ impl Log {
                     visit(&mut log, off, bytes)?;
                 }
                 Step::Tail => {}
+                Step::Repaired(off, len) => log.repairs.push((off, len)),
             }
             Ok(ControlFlow::Continue(()))
         })?;
@@ -225,6 +229,12 @@ impl Log {
 
     pub fn head(&self) -> u64 {
         self.head
+    }
+
+    /// The `(offset, length)` ranges the load read from the replica
+    /// because the primary was damaged.
+    pub fn repairs(&self) -> &[(u64, u64)] {
+        &self.repairs
     }
 
     /// Every page of the chain, spare pages included.
@@ -363,7 +373,9 @@ impl Log {
     fn grow(&mut self, region: &dyn Region, alloc: &PageAllocator, budget: Budget, need: u64) -> Result<Option<Check>> {
         let n = need.max((self.pages.len() as u64).clamp(1, LOG_GROW_MAX));
         // Near a full device, settle for what this append needs.
-        let extents = alloc.alloc(n, budget).or_else(|_| alloc.alloc(need, budget))?;
+        let extents = alloc
+            .alloc_meta(n, budget)
+            .or_else(|_| alloc.alloc_meta(need, budget))?;
         let new: Vec<u64> = extents
             .iter()
             .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
@@ -386,7 +398,7 @@ impl Log {
             region.flush(last + LOG_NEXT_OFF, 8)?;
             Ok(Some(Check::of(last + LOG_NEXT_OFF, &new[0].to_le_bytes())))
         };
-        let link = init().inspect_err(|_| alloc.abandon(&extents))?;
+        let link = init().inspect_err(|_| alloc.abandon_meta(&extents))?;
         self.pages.extend(new);
         Ok(link)
     }
@@ -508,6 +520,10 @@ pub enum Step<'a> {
     /// The tail is reached: every committed entry has been visited. Pages
     /// linked past the tail's page follow (spare pages an append grew).
     Tail,
+    /// The primary copy of `len` bytes at this offset is damaged and the
+    /// walk used the replica's (already visited as an entry or a link):
+    /// a writable mount copies the replica back (Fortis §4.2).
+    Repaired(u64, u64),
 }
 
 /// Walks the log from `head` to `tail` as FORMAT.md "Logs" describes,
@@ -536,7 +552,7 @@ pub(crate) fn walk(
     }
     let mut buf = vec![0u8; PAGE_SIZE as usize];
     let mut page = head;
-    let mut walk = ChainWalk::new(bounds, head);
+    let mut walk = ChainWalk::new(bounds, head, true);
     loop {
         walk.enter(page)?;
         region.read(page, &mut buf)?;
@@ -545,26 +561,21 @@ pub(crate) fn walk(
         }
         let mut pos = 0u64;
         while !tail_seen && pos < LOG_USABLE && page + pos != tail {
-            let etype = buf[pos as usize];
-            if etype == 0 {
-                break;
-            }
-            let len = u64::from(buf[pos as usize + 1]) * SLOT;
-            if len == 0 || pos + len > LOG_USABLE {
-                return Err(corrupt!("log entry at {:#x} has a bad length", page + pos));
-            }
-            let bytes = &buf[pos as usize..(pos + len) as usize];
-            if verify == Verify::Checksums {
-                let stored = u32::from_le_bytes([
-                    bytes[ENTRY_CSUM_OFF],
-                    bytes[ENTRY_CSUM_OFF + 1],
-                    bytes[ENTRY_CSUM_OFF + 2],
-                    bytes[ENTRY_CSUM_OFF + 3],
-                ]);
-                if entry_csum(bytes) != stored {
-                    return Err(corrupt!("log entry at {:#x} fails its checksum", page + pos));
+            let mut found = entry_at(&buf, page, pos, verify);
+            if verify == Verify::Checksums && !matches!(found, Ok(Some(_))) {
+                // Damaged here, or a zero type byte before the tail: the
+                // replica's entry, if it is whole, is the entry.
+                if let Some(len) = from_replica(region, bounds, page, pos, &mut buf)? {
+                    if visit(Step::Repaired(page + pos, len))?.is_break() {
+                        return Ok(());
+                    }
+                    found = entry_at(&buf, page, pos, verify);
                 }
             }
+            let Some(len) = found? else {
+                break;
+            };
+            let bytes = &buf[pos as usize..(pos + len) as usize];
             if visit(Step::Entry(page + pos, bytes))?.is_break() {
                 return Ok(());
             }
@@ -576,7 +587,19 @@ pub(crate) fn walk(
                 return Ok(());
             }
         }
-        let next = u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
+        let mut next = u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
+        if next != 0 && !walk.may_enter(next) {
+            // A damaged link: the replica's, if that one leads on.
+            if let Some(m) = bounds.mirror(page) {
+                let other = region.load_u64(m + LOG_NEXT_OFF)?;
+                if other != next && (other == 0 || walk.may_enter(other)) {
+                    if visit(Step::Repaired(page + LOG_NEXT_OFF, 8))?.is_break() {
+                        return Ok(());
+                    }
+                    next = other;
+                }
+            }
+        }
         if next == 0 {
             break;
         }
@@ -588,11 +611,60 @@ pub(crate) fn walk(
     Ok(())
 }
 
+/// The length of the entry at `pos` of a log page held in `buf`: None at
+/// the unused rest of the page (a zero type byte), an error when the
+/// entry is damaged (a bad length, or with `verify` a failed checksum).
+fn entry_at(buf: &[u8], page: u64, pos: u64, verify: Verify) -> Result<Option<u64>> {
+    let at = pos as usize;
+    if buf[at] == 0 {
+        return Ok(None);
+    }
+    let len = u64::from(buf[at + 1]) * SLOT;
+    if len == 0 || pos + len > LOG_USABLE {
+        return Err(corrupt!("log entry at {:#x} has a bad length", page + pos));
+    }
+    let bytes = &buf[at..at + len as usize];
+    if verify == Verify::Checksums {
+        let stored = u32::from_le_bytes([
+            bytes[ENTRY_CSUM_OFF],
+            bytes[ENTRY_CSUM_OFF + 1],
+            bytes[ENTRY_CSUM_OFF + 2],
+            bytes[ENTRY_CSUM_OFF + 3],
+        ]);
+        if entry_csum(bytes) != stored {
+            return Err(corrupt!("log entry at {:#x} fails its checksum", page + pos));
+        }
+    }
+    Ok(Some(len))
+}
+
+/// Replaces the entry at `pos` of the page held in `buf` by the replica's
+/// copy when that copy is a whole entry; returns its length.
+fn from_replica(region: &dyn Region, bounds: Bounds, page: u64, pos: u64, buf: &mut [u8]) -> Result<Option<u64>> {
+    let Some(m) = bounds.mirror(page) else {
+        return Ok(None);
+    };
+    let mut other = vec![0u8; LOG_USABLE as usize];
+    if region.read(m, &mut other).is_err() {
+        return Ok(None);
+    }
+    Ok(match entry_at(&other, page, pos, Verify::Checksums) {
+        Ok(Some(len)) => {
+            let r = pos as usize..(pos + len) as usize;
+            buf[r.clone()].copy_from_slice(&other[r]);
+            Some(len)
+        }
+        _ => None,
+    })
+}
+
 /// Walks a page chain for the recovery scan without parsing entries.
-pub fn chain_pages(region: &dyn Region, bounds: Bounds, head: u64) -> Result<Vec<u64>> {
+/// `meta` says the chain is metadata (a log): its pages must be primaries
+/// when the image keeps replicas.
+pub fn chain_pages(region: &dyn Region, bounds: Bounds, head: u64, meta: bool) -> Result<Vec<u64>> {
     let mut pages = Vec::new();
     let mut page = head;
-    let mut walk = ChainWalk::new(bounds, head);
+    let mut walk = ChainWalk::new(bounds, head, meta);
     while page != 0 {
         walk.enter(page)?;
         pages.push(page);
@@ -608,22 +680,38 @@ pub fn chain_pages(region: &dyn Region, bounds: Bounds, head: u64) -> Result<Vec
 struct ChainWalk {
     bounds: Bounds,
     head: u64,
+    /// A metadata chain: every page must be a metadata primary.
+    meta: bool,
     seen: U64Map<()>,
 }
 
 impl ChainWalk {
-    fn new(bounds: Bounds, head: u64) -> ChainWalk {
+    fn new(bounds: Bounds, head: u64, meta: bool) -> ChainWalk {
         ChainWalk {
             bounds,
             head,
+            meta,
             seen: U64Map::default(),
         }
     }
 
+    fn allowed(&self, page: u64) -> bool {
+        if self.meta {
+            self.bounds.is_meta_page(page)
+        } else {
+            self.bounds.is_page(page)
+        }
+    }
+
+    /// Whether [`ChainWalk::enter`] would accept `page`.
+    fn may_enter(&self, page: u64) -> bool {
+        self.allowed(page) && !self.seen.contains_key(&page)
+    }
+
     fn enter(&mut self, page: u64) -> Result<()> {
-        if !self.bounds.is_page(page) {
+        if !self.allowed(page) {
             return Err(corrupt!(
-                "page pointer {page:#x} in the chain from {:#x} is outside the data area",
+                "page pointer {page:#x} in the chain from {:#x} is outside the area it may use",
                 self.head
             ));
         }

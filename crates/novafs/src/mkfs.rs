@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pm::Region;
 use zerocopy::IntoBytes;
 
-use crate::alloc::{Budget, PageAllocator};
+use crate::alloc::Budget;
 use crate::commit::{Ctx, GcCounters};
 use crate::dir::{dentry, DentrySpec};
 use crate::error::{Error, Result};
@@ -16,32 +16,56 @@ use crate::inode::{record_of_attr, Attr, FileType, InodeState, ROOT_INO};
 use crate::itable::InodeTables;
 use crate::journal::Journal;
 use crate::layout::{
-    ftype_of_mode, Superblock, CHUNK_SIZE, INODE_HEADS_OFF, INODE_LIVE, INODE_SIZE, JOURNAL_HEADERS_OFF,
-    JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN,
-    STATE_MOUNTED, VERSION,
+    ftype_of_mode, Superblock, CHUNK_SIZE, DEFAULT_DEAD_ZONE, FEATURE_INCOMPAT_META_REPLICA, INODE_HEADS_OFF,
+    INODE_LIVE, INODE_SIZE, JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SHIFT,
+    PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
-use crate::recovery::save_state;
+use crate::recovery::{allocator_of, save_state};
+use crate::replica::Mirrored;
 use crate::superblock::{bounds_of, data_start};
 use crate::time::now_ns;
 
 /// How to lay out a new file system.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct FormatOptions {
     /// Number of shards ("CPUs"); default: the CPUs of this machine.
     pub shards: Option<u32>,
     /// Owner of the root directory.
     pub uid: u32,
     pub gid: u32,
+    /// Keep a replica of every inode and log page (Fortis §4.2); on by
+    /// default.
+    pub meta_replicas: bool,
+    /// Least distance between a metadata page and its replica, in bytes
+    /// (Fortis §4.4's dead zone; default 1 MiB).
+    pub dead_zone: u64,
 }
 
-/// Bytes needed besides the inode tables: headers, journals and some room.
-fn min_size(shards: u64) -> u64 {
-    JOURNAL_RINGS_OFF + shards * JOURNAL_RING_SIZE + shards * CHUNK_SIZE + 2 * 1024 * 1024 + PAGE_SIZE
+impl Default for FormatOptions {
+    fn default() -> FormatOptions {
+        FormatOptions {
+            shards: None,
+            uid: 0,
+            gid: 0,
+            meta_replicas: true,
+            dead_zone: DEFAULT_DEAD_ZONE,
+        }
+    }
 }
 
-/// Smallest region `format` accepts with `shards` shards.
+/// Bytes needed: headers, journals, the inode tables and some room, and
+/// with replicas the tables' mirrors, the dead zone and the fixed area's
+/// mirror page.
+fn min_size(shards: u64, replicas: Option<u64>) -> u64 {
+    let base = JOURNAL_RINGS_OFF + shards * JOURNAL_RING_SIZE + shards * CHUNK_SIZE + 2 * 1024 * 1024 + PAGE_SIZE;
+    base + replicas.map_or(0, |dead_zone| shards * CHUNK_SIZE + dead_zone + PAGE_SIZE)
+}
+
+/// Smallest region `format` accepts with `shards` shards and the default
+/// options.
 pub fn minimum_size(shards: u32) -> u64 {
-    min_size(u64::from(shards)).next_multiple_of(1024 * 1024)
+    let opts = FormatOptions::default();
+    min_size(u64::from(shards), opts.meta_replicas.then_some(opts.dead_zone)).next_multiple_of(1024 * 1024)
 }
 
 /// The default shard count: this machine's CPUs.
@@ -57,7 +81,8 @@ pub fn default_shards() -> u32 {
 pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
     let shards = opts.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
     let size = region.len() - region.len() % PAGE_SIZE;
-    let min = minimum_size(shards);
+    let dead_zone = opts.dead_zone.next_multiple_of(PAGE_SIZE);
+    let min = min_size(u64::from(shards), opts.meta_replicas.then_some(dead_zone)).next_multiple_of(1024 * 1024);
     if size < min {
         return Err(Error::TooSmall { size, min });
     }
@@ -70,8 +95,9 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
     r.flush(0, 8)?;
     r.flush(size - PAGE_SIZE, 8)?;
     r.fence(); // R5: no old superblock survives what follows.
+    let fixed_mirror = u64::from(opts.meta_replicas) * PAGE_SIZE;
     r.zero_nt(0, start)?;
-    r.zero_nt(size - PAGE_SIZE, PAGE_SIZE)?;
+    r.zero_nt(size - PAGE_SIZE - fixed_mirror, PAGE_SIZE + fixed_mirror)?;
     r.fence(); // R1: headers and journals zeroed before anything names them.
     let now = now_ns();
     let mut sb = Superblock {
@@ -79,7 +105,11 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         version: VERSION,
         block_size: PAGE_SIZE as u32,
         features_compat: 0,
-        features_incompat: 0,
+        features_incompat: if opts.meta_replicas {
+            FEATURE_INCOMPAT_META_REPLICA
+        } else {
+            0
+        },
         features_ro_compat: 0,
         size,
         shards,
@@ -90,7 +120,7 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         inode_heads_off: INODE_HEADS_OFF,
         recovery_inode_off: RECOVERY_INODE_OFF,
         data_start: start,
-        data_end: size - PAGE_SIZE,
+        data_end: size - PAGE_SIZE - fixed_mirror,
         replica_off: size - PAGE_SIZE,
         state: STATE_MOUNTED,
         mount_count: 0,
@@ -98,17 +128,21 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         created_ns: now,
         mounted_ns: now,
         uuid: uuid(now),
-        reserved: [0; 32],
+        dead_zone_pages: if opts.meta_replicas { dead_zone / PAGE_SIZE } else { 0 },
+        reserved: [0; 31],
         csum: 0,
         pad: 0,
     };
     let bounds = bounds_of(&sb);
-    let alloc = PageAllocator::new(sb.data_start, sb.data_end, shards as usize);
+    let alloc = allocator_of(&sb);
     alloc.add_free(sb.data_start, (sb.data_end - sb.data_start) >> PAGE_SHIFT);
-    let tables = InodeTables::create(r, &alloc, shards)?;
-    let journal = Journal::open(r, &sb)?;
+    let meta = Mirrored::view(region.clone(), bounds);
+    let tables = InodeTables::create(&*meta, &alloc, shards)?;
+    let journal = Journal::open(&*meta, &sb)?;
     let ctx = Ctx {
-        region: region.clone(),
+        region: meta,
+        data: region.clone(),
+        read_only: false,
         alloc,
         tables,
         journal,

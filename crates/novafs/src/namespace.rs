@@ -244,7 +244,9 @@ impl Namespace<'_> {
         })();
         if let Err(e) = built {
             // The slot never became live: nothing durable reaches its pages.
-            ctx.alloc.abandon(&st.take_pages());
+            let (log, data) = st.take_pages();
+            ctx.alloc.abandon_meta(&log);
+            ctx.alloc.abandon(&data);
             ctx.tables.release(ino);
             return Err(e);
         }

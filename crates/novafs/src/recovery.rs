@@ -24,7 +24,8 @@ use crate::layout::{
     decode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, INODE_LIVE, INODE_SIZE,
     INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
-use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
+use crate::replica::Mirrored;
+use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, write_superblock};
 use crate::time::now_ns;
 
 /// What happened while mounting, for `info`, logs and tests.
@@ -62,11 +63,11 @@ pub(crate) fn mount(region: Arc<dyn Region>, read_only: bool) -> Result<(Ctx, Su
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
     report.journal_replayed = Journal::recover(r, &sb)?;
-    let ctx = open_ctx(region.clone(), &sb)?;
+    let ctx = open_ctx(region.clone(), &sb, read_only)?;
     report.clean = sb.state == STATE_CLEAN && report.journal_replayed == 0 && load_saved_state(&ctx, &sb).is_ok();
     if !report.clean {
         // Whatever the saved state put in, start from empty allocators.
-        let ctx_fresh = open_ctx(region.clone(), &sb)?;
+        let ctx_fresh = open_ctx(region.clone(), &sb, read_only)?;
         let scan = scan(&ctx_fresh, !read_only)?;
         report.scanned_inodes = scan.live;
         report.orphans_reclaimed = scan.orphans;
@@ -99,18 +100,31 @@ fn finish(
 
 /// The context of the image whose superblock is `sb`, with empty
 /// allocators: the saved state or the scan fills them in.
-pub(crate) fn open_ctx(region: Arc<dyn Region>, sb: &Superblock) -> Result<Ctx> {
-    let r = &*region;
+pub(crate) fn open_ctx(region: Arc<dyn Region>, sb: &Superblock, read_only: bool) -> Result<Ctx> {
     let bounds = bounds_of(sb);
+    let meta = Mirrored::view(region.clone(), bounds);
     Ok(Ctx {
-        alloc: PageAllocator::new(sb.data_start, sb.data_end, sb.shards as usize),
-        tables: InodeTables::load(r, sb, bounds)?,
-        journal: Journal::open(r, sb)?,
+        alloc: allocator_of(sb),
+        tables: InodeTables::load(&*meta, sb, bounds)?,
+        journal: Journal::open(&*meta, sb)?,
         bounds,
         epoch: sb.epoch,
         gc: GcCounters::default(),
-        region,
+        region: meta,
+        data: region,
+        read_only,
     })
+}
+
+/// Empty allocators for the data area of `sb`: pairs of mirrored pages for
+/// metadata when it keeps replicas.
+pub(crate) fn allocator_of(sb: &Superblock) -> PageAllocator {
+    let shards = sb.shards as usize;
+    if fixed_mirror_pages(sb) == 0 {
+        PageAllocator::new(sb.data_start, sb.data_end, shards)
+    } else {
+        PageAllocator::mirrored(sb.data_start, sb.data_end, shards, sb.dead_zone_pages)
+    }
 }
 
 /// Reads the allocator state a clean unmount left in the recovery chain.
@@ -122,7 +136,7 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     if rec.state != INODE_LIVE {
         return Err(corrupt!("no saved allocator state"));
     }
-    let blob = read_chain(r, ctx.bounds, rec.log_head, rec.log_tail)?;
+    let blob = read_chain(ctx.data(), ctx.bounds, rec.log_head, rec.log_tail)?;
     let hdr: AllocStateHeader = decode(&blob)?;
     let body = &blob[size_of::<AllocStateHeader>()..];
     // Every count is checked against the bytes actually read before it is
@@ -172,7 +186,7 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
 /// `len` comes from the media: it is checked against the chain before
 /// anything is allocated for it.
 fn read_chain(r: &dyn Region, bounds: Bounds, head: u64, len: u64) -> Result<Vec<u8>> {
-    let pages = crate::log::chain_pages(r, bounds, head)?;
+    let pages = crate::log::chain_pages(r, bounds, head, false)?;
     if len.div_ceil(LOG_NEXT_OFF) > pages.len() as u64 || len < size_of::<AllocStateHeader>() as u64 {
         return Err(corrupt!(
             "saved allocator state claims {len} bytes in a chain of {} pages",
@@ -222,10 +236,12 @@ pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
         .iter()
         .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
         .collect();
+    // Plain pages, no mirrors: a damaged chain only costs a scan.
+    let d = ctx.data();
     for (i, (&p, part)) in chain.iter().zip(blob.chunks(LOG_NEXT_OFF as usize)).enumerate() {
-        r.write(p, part)?;
-        r.store_u64(p + LOG_NEXT_OFF, chain.get(i + 1).copied().unwrap_or(0))?;
-        r.flush(p, PAGE_SIZE)?;
+        d.write(p, part)?;
+        d.store_u64(p + LOG_NEXT_OFF, chain.get(i + 1).copied().unwrap_or(0))?;
+        d.flush(p, PAGE_SIZE)?;
     }
     let rec = Inode {
         state: INODE_LIVE,
@@ -258,11 +274,13 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             .map(|h| h.join().unwrap_or_else(|_| Err(corrupt!("scan thread panicked"))))
             .collect()
     });
+    let bounds = ctx.bounds;
     let mut used: Vec<u64> = ctx
         .tables
         .all_chunks()
         .iter()
-        .flat_map(|&c| (0..CHUNK_PAGES).map(move |i| (c >> PAGE_SHIFT) + i))
+        .flat_map(|&c| (0..CHUNK_PAGES).flat_map(move |i| bounds.copies(c + i * PAGE_SIZE)))
+        .map(|p| p >> PAGE_SHIFT)
         .collect();
     let mut result = ScanResult { live: 0, orphans: 0 };
     let mut orphans = Vec::new();
@@ -278,7 +296,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     if !reclaim {
         // A read-only mount leaves orphans in place, pages and all.
         for (_, _, st) in &orphans {
-            used.extend(st.pages().into_iter().map(|p| p >> PAGE_SHIFT));
+            used.extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
         }
     }
     used.sort_unstable();
@@ -331,19 +349,22 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         };
         match InodeState::load(r, ctx.bounds, off, &rec) {
             Ok(st) => {
+                ctx.repair(st.log.repairs())?;
                 out.live += 1;
                 if st.meta.attr.nlink == 0 && ino != ROOT_INO {
                     out.orphans.push((ino, off, st));
                 } else {
-                    out.used.extend(st.pages().into_iter().map(|p| p >> PAGE_SHIFT));
+                    out.used
+                        .extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
                 }
             }
             Err(e) => {
                 // Keep whatever pages it may own out of the allocator;
                 // the inode itself reads as EIO and fsck reports it.
                 tracing::error!(ino, error = %e, "inode is damaged");
-                if let Ok(pages) = crate::log::chain_pages(r, ctx.bounds, rec.log_head) {
-                    out.used.extend(pages.into_iter().map(|p| p >> PAGE_SHIFT));
+                if let Ok(pages) = crate::log::chain_pages(r, ctx.bounds, rec.log_head, true) {
+                    let copies = pages.into_iter().flat_map(|p| ctx.bounds.copies(p));
+                    out.used.extend(copies.map(|p| p >> PAGE_SHIFT));
                 }
             }
         }
@@ -374,7 +395,7 @@ pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
     let free = if sb.state != STATE_CLEAN || pending_journal {
         Err("not cleanly unmounted".to_string())
     } else {
-        open_ctx(region.clone(), &sb)
+        open_ctx(region.clone(), &sb, true)
             .and_then(|ctx| {
                 load_saved_state(&ctx, &sb)?;
                 Ok((ctx.alloc.free_pages(), ctx.tables.free_count()))

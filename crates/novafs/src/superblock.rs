@@ -8,14 +8,17 @@ use zerocopy::IntoBytes;
 use crate::error::{corrupt, Error, Result};
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, Superblock, FEATURES_INCOMPAT_SUPPORTED, INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF,
-    JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, VERSION,
+    decode, Superblock, FEATURES_INCOMPAT_SUPPORTED, FEATURE_INCOMPAT_META_REPLICA, INODE_HEADS_OFF, INODE_SIZE,
+    JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SIZE, RECOVERY_INODE_OFF,
+    STATE_CLEAN, VERSION,
 };
 
 pub fn bounds_of(sb: &Superblock) -> Bounds {
     Bounds {
         data_start: sb.data_start,
         data_end: sb.data_end,
+        replicas: sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0,
+        dead_zone_pages: sb.dead_zone_pages,
     }
 }
 
@@ -74,12 +77,18 @@ fn check_superblock(sb: &Superblock, region_len: u64) -> Result<()> {
         && sb.journal_ring_size == JOURNAL_RING_SIZE
         && sb.data_start == data_start(sb.shards)
         && sb.data_start < sb.data_end
-        && sb.data_end == sb.replica_off
+        && sb.data_end + fixed_mirror_pages(sb) * PAGE_SIZE == sb.replica_off
         && sb.replica_off + PAGE_SIZE == sb.size;
     if !sane {
         return Err(corrupt!("superblock geometry is inconsistent"));
     }
     Ok(())
+}
+
+/// Pages between the data area and the superblock replica: the copy of
+/// the reserved inodes and inode-table heads, with replicas.
+pub fn fixed_mirror_pages(sb: &Superblock) -> u64 {
+    u64::from(sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0)
 }
 
 /// Where the data area starts with `shards` journal rings before it.

@@ -139,7 +139,7 @@ fn fill_with_one_file(fs: &Fs) -> Ino {
 /// log has no room left: otherwise no space can ever be freed.
 #[test]
 fn unlink_on_a_completely_full_device_frees_space() {
-    let region = fresh(16, 2);
+    let region = fresh(32, 2);
     let fs = mount(&region);
     fill_with_one_file(&fs);
     // Empty files need no data pages, only room in the root's log: create

@@ -440,7 +440,7 @@ mod tests {
 
     #[test]
     fn the_image_life_cycle_refuses_what_the_state_does_not_allow() {
-        let region: Arc<dyn Region> = Arc::new(pm::MemRegion::new(8 << 20));
+        let region: Arc<dyn Region> = Arc::new(pm::MemRegion::new(16 << 20));
         let mut r = Runner::new(region, FormatOptions::default());
         assert!(matches!(r.apply(&Op::create("/a")), Err(OpError::NotMounted)));
         assert!(matches!(r.apply(&Op::Unmount), Err(OpError::NotMounted)));
