@@ -12,7 +12,6 @@ use crate::commit::Ctx;
 use crate::error::{Error, Result};
 use crate::hash::U64Map;
 use crate::inode::{Ino, InodeState};
-use crate::itable::read_live_record;
 use crate::journal::Durable;
 
 const CACHE_SHARDS: usize = 256;
@@ -58,9 +57,8 @@ impl Cache {
             return Ok(c.clone());
         }
         let off = ctx.tables.locate(ino)?;
-        let rec = read_live_record(ctx.region(), off, ino)?;
-        let st = InodeState::load(ctx.region(), ctx.bounds, off, &rec)?;
-        ctx.repair(st.log.repairs())?;
+        let rec = ctx.live_record(off, ino)?;
+        let st = ctx.load_inode(off, &rec)?;
         let parent = st.dir().map_or(0, |d| d.parent());
         let cell = Arc::new(Cell {
             state: RwLock::new(st),

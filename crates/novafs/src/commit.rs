@@ -21,10 +21,11 @@ use pm::Region;
 use crate::alloc::{Budget, PageAllocator};
 use crate::error::{Error, Result};
 use crate::inode::InodeState;
+use crate::itable::read_live_record;
 use crate::itable::InodeTables;
 use crate::journal::{Check, Durable, Journal, Txn, Update};
 use crate::layout::Bounds;
-use crate::layout::{invalidated_word, INODE_HEAD_OFF, INODE_TAIL_OFF};
+use crate::layout::{decode, invalidated_word, Ino, Inode, INODE_HEAD_OFF, INODE_LIVE, INODE_SIZE, INODE_TAIL_OFF};
 use crate::log::{Committed, Entry, Pending};
 
 pub struct Ctx {
@@ -60,6 +61,77 @@ impl Ctx {
 
     pub fn data(&self) -> &dyn Region {
         &*self.data
+    }
+
+    /// The live record of inode `ino` at `off`, verified (Fortis §4.2): a
+    /// primary that is not that live inode or fails its checksum gives way
+    /// to a replica that is, and a writable mount copies the replica back.
+    /// Only reached for an inode something names (a dentry, an open
+    /// handle), so a replica that says live wins over a primary that says
+    /// free: after a crash the recovery scan made the two agree, and
+    /// nothing else frees a slot without freeing both copies.
+    pub fn live_record(&self, off: u64, ino: Ino) -> Result<Inode> {
+        let primary = read_live_record(self.region(), off, ino);
+        let Some(m) = self.bounds.mirror(off) else {
+            return primary;
+        };
+        match primary {
+            Ok(rec) if rec.csum == rec.compute_csum() => Ok(rec),
+            damaged => match read_live_record(self.data(), m, ino) {
+                Ok(rec) if rec.csum == rec.compute_csum() => {
+                    self.repair(&[(off, INODE_SIZE)])?;
+                    Ok(rec)
+                }
+                _ => damaged,
+            },
+        }
+    }
+
+    /// The record of a live slot found by a table scan (`rec`, read from
+    /// the primary), or its replica's when only the replica passes its
+    /// checksum (repaired on a writable mount).
+    pub fn scanned_record(&self, off: u64, rec: Inode) -> Result<Inode> {
+        if rec.csum == rec.compute_csum() {
+            return Ok(rec);
+        }
+        let Some(m) = self.bounds.mirror(off) else {
+            return Ok(rec);
+        };
+        let mut buf = [0u8; INODE_SIZE as usize];
+        self.data().read(m, &mut buf)?;
+        let other: Inode = decode(&buf)?;
+        if other.state == INODE_LIVE && other.csum == other.compute_csum() {
+            self.repair(&[(off, INODE_SIZE)])?;
+            return Ok(other);
+        }
+        Ok(rec)
+    }
+
+    /// Loads the inode whose (verified) record `rec` sits at `off`. Its
+    /// log head and tail are outside the record's checksum: when the log
+    /// does not load from the primary's words, the replica's are tried, and
+    /// whatever the load read from replicas is copied back (writable).
+    pub fn load_inode(&self, off: u64, rec: &Inode) -> Result<InodeState> {
+        let err = match InodeState::load(self.region(), self.bounds, off, rec) {
+            Ok(st) => {
+                self.repair(st.log.repairs())?;
+                return Ok(st);
+            }
+            Err(e) => e,
+        };
+        let Some(m) = self.bounds.mirror(off) else {
+            return Err(err);
+        };
+        let mut buf = [0u8; INODE_SIZE as usize];
+        self.data().read(m, &mut buf)?;
+        let other: Inode = decode(&buf)?;
+        if (other.log_head, other.log_tail) == (rec.log_head, rec.log_tail) || other.csum != other.compute_csum() {
+            return Err(err);
+        }
+        let st = InodeState::load(self.region(), self.bounds, off, &other).map_err(|_| err)?;
+        self.repair(&[(off, INODE_SIZE)])?;
+        self.repair(st.log.repairs())?;
+        Ok(st)
     }
 
     /// Copies the replica over the damaged primary of each range a load

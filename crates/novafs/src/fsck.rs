@@ -13,6 +13,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use pm::Region;
+use zerocopy::IntoBytes;
 
 use parking_lot::Mutex;
 
@@ -20,16 +21,17 @@ use crate::cache::Cache;
 use crate::commit::Ctx;
 use crate::error::Result;
 use crate::inode::{Body, FileType, Ino, InodeState, ROOT_INO};
-use crate::itable::{InodeTables, Slot};
+use crate::itable::Slot;
 use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, DENTRY_HEAD_SIZE, ENTRY_INVALID,
-    INODE_FREE, INODE_STATE_OFF, PAGE_SIZE, STATE_CLEAN, STATE_MOUNTED,
+    decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
+    ENTRY_INVALID, INODE_FREE, INODE_STATE_OFF, PAGE_SIZE, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
 };
 use crate::log::Log;
 use crate::namespace::Namespace;
 use crate::recovery;
+use crate::replica::{sync, Mirrored};
 use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
 
 /// What fsck found.
@@ -78,13 +80,17 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             .push("superblock replica is damaged or stale; the next mount rewrites it".into());
     }
     rep.clean = sb.state == STATE_CLEAN;
-    let replayed = Journal::recover(r, &sb)?;
+    let replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
     if replayed > 0 {
         rep.notes
             .push(format!("replayed {replayed} committed journal transaction(s)"));
     }
     let bounds = bounds_of(&sb);
-    let tables = InodeTables::load(r, &sb, bounds)?;
+    // Read-only: what is read from a replica is used, never written back.
+    let ctx = recovery::open_ctx(region.clone(), &sb, true)?;
+    let tables = &ctx.tables;
+    let mut from_replica = 0u64;
+    let mut replica_pages = 0u64;
     let mut owner: HashMap<u64, Ino> = HashMap::new();
     let mut own = |rep: &mut Report, page: u64, ino: Ino| {
         if let Some(prev) = owner.insert(page, ino) {
@@ -118,13 +124,20 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 Slot::Live { ino, off, rec } => (ino, off, rec),
             };
             rep.inodes += 1;
-            let st = match InodeState::load(r, bounds, off, &rec) {
+            let verified = ctx.scanned_record(off, rec)?;
+            let st = match ctx.load_inode(off, &verified) {
                 Ok(st) => st,
                 Err(e) => {
                     rep.problems.push(format!("inode {ino}: {e}"));
                     return Ok(());
                 }
             };
+            from_replica += st.log.repairs().len() as u64;
+            from_replica += u64::from(verified.as_bytes() != rec.as_bytes());
+            let rec = verified;
+            for &p in st.log.pages() {
+                replica_pages += sync(r, bounds, p, PAGE_SIZE, false)?;
+            }
             if rec.ino != ino {
                 rep.problems
                     .push(format!("inode slot {ino} holds inode number {}", rec.ino));
@@ -138,6 +151,27 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             seen.insert(ino, describe(&st));
             Ok(())
         })?;
+    }
+    for (_, chunk) in (0..tables.shard_count() as usize).flat_map(|s| tables.slots(s)) {
+        replica_pages += sync(r, bounds, chunk, CHUNK_SIZE, false)?;
+    }
+    replica_pages += sync(r, bounds, RESERVED_INODES_OFF, PAGE_SIZE, false)?;
+    if from_replica > 0 {
+        rep.notes.push(format!(
+            "{from_replica} damaged metadata piece(s) were read from their replicas; mounting (or fsck --repair) rewrites them"
+        ));
+    }
+    if replica_pages > 0 {
+        let msg = format!("{replica_pages} metadata page(s) differ from their replicas");
+        if rep.clean {
+            // Both copies were written before one fence and the image was
+            // unmounted cleanly: a difference is damage to one of them.
+            rep.problems.push(format!("{msg}; fsck --repair rewrites them"));
+        } else {
+            rep.notes.push(format!(
+                "{msg} (a crash between the copies); the next mount rewrites them"
+            ));
+        }
     }
     check_tree(&mut rep, &seen);
     rep.pages_used = owner.len() as u64;

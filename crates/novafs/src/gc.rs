@@ -17,7 +17,6 @@ use crate::commit::Ctx;
 use crate::dir::{dentry, DentrySpec};
 use crate::error::Result;
 use crate::inode::{link_entry, setattr_entry, Body, InodeState};
-use crate::itable::read_live_record;
 use crate::journal::Update;
 use crate::layout::{ftype_of_mode, EntryType, WriteEntry, INODE_HEAD_OFF, INODE_TAIL_OFF};
 use crate::log::{Entry, Log};
@@ -121,7 +120,7 @@ pub fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
         }
     };
     let old_pages = st.log.pages().len() as u64;
-    let rec = read_live_record(ctx.region(), st.off, st.meta.attr.ino)?;
+    let rec = ctx.live_record(st.off, st.meta.attr.ino)?;
     let rebuilt = InodeState::load(ctx.region(), ctx.bounds, st.off, &rec)?;
     ctx.alloc.release_meta(&durable, &st.log.page_extents()); // R3: the switch is durable.
     st.log = rebuilt.log;

@@ -21,10 +21,11 @@ use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, INODE_LIVE, INODE_SIZE,
-    INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
+    decode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, CHUNK_SIZE, INODE_LIVE, INODE_SIZE,
+    INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN,
+    STATE_MOUNTED, VERSION,
 };
-use crate::replica::Mirrored;
+use crate::replica::{sync, Mirrored};
 use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, write_superblock};
 use crate::time::now_ns;
 
@@ -62,7 +63,8 @@ pub(crate) fn mount(region: Arc<dyn Region>, read_only: bool) -> Result<(Ctx, Su
     }
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
-    report.journal_replayed = Journal::recover(r, &sb)?;
+    // Through the mirroring view: a replayed update reaches both copies.
+    report.journal_replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
     let ctx = open_ctx(region.clone(), &sb, read_only)?;
     report.clean = sb.state == STATE_CLEAN && report.journal_replayed == 0 && load_saved_state(&ctx, &sb).is_ok();
     if !report.clean {
@@ -283,11 +285,16 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
         .map(|p| p >> PAGE_SHIFT)
         .collect();
     let mut result = ScanResult { live: 0, orphans: 0 };
+    let mut resynced = 0;
     let mut orphans = Vec::new();
+    if reclaim {
+        resynced += sync(ctx.data(), bounds, RESERVED_INODES_OFF, PAGE_SIZE, true)?;
+    }
     for sc in per_shard {
         let sc = sc?;
         used.extend(sc.used);
         result.live += sc.live;
+        resynced += sc.resynced;
         for ino in sc.free_inos {
             ctx.tables.release(ino);
         }
@@ -312,6 +319,15 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
         }
         next = next.max(p + 1);
     }
+    if resynced > 0 {
+        // After a crash the two copies may differ (`replica`): the primary
+        // was kept. Durable before anything relies on the replicas.
+        ctx.data().fence();
+        tracing::info!(
+            pages = resynced,
+            "replicas rewritten from their primaries after a crash"
+        );
+    }
     result.orphans = orphans.len() as u64;
     if reclaim {
         for (ino, off, _) in orphans {
@@ -330,6 +346,8 @@ struct ShardScan {
     free_inos: Vec<u64>,
     orphans: Vec<(u64, u64, InodeState)>,
     live: u64,
+    /// Replica pages rewritten from their primary.
+    resynced: u64,
 }
 
 fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
@@ -339,6 +357,7 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         free_inos: Vec::new(),
         orphans: Vec::new(),
         live: 0,
+        resynced: 0,
     };
     ctx.tables.scan_shard(r, shard, |slot| {
         let Slot::Live { ino, off, rec } = slot else {
@@ -347,10 +366,17 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
             }
             return Ok(());
         };
-        match InodeState::load(r, ctx.bounds, off, &rec) {
+        let rec = ctx.scanned_record(off, rec)?;
+        match ctx.load_inode(off, &rec) {
             Ok(st) => {
-                ctx.repair(st.log.repairs())?;
                 out.live += 1;
+                // The log loaded, every damaged primary piece repaired: the
+                // primary is whole, and the copy to keep (`replica`).
+                if !ctx.read_only {
+                    for &p in st.log.pages() {
+                        out.resynced += sync(ctx.data(), ctx.bounds, p, PAGE_SIZE, true)?;
+                    }
+                }
                 if st.meta.attr.nlink == 0 && ino != ROOT_INO {
                     out.orphans.push((ino, off, st));
                 } else {
@@ -370,6 +396,12 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         }
         Ok(())
     })?;
+    if !ctx.read_only {
+        // Every live record was verified above (`scanned_record`).
+        for (_, chunk) in ctx.tables.slots(shard) {
+            out.resynced += sync(ctx.data(), ctx.bounds, chunk, CHUNK_SIZE, true)?;
+        }
+    }
     Ok(out)
 }
 

@@ -74,6 +74,36 @@ impl Mirrored {
     }
 }
 
+/// Compares the metadata `[off, off + len)` with its replica, page by
+/// page, and with `fix` copies the primary over each replica page that
+/// differs (after a crash the primary is the copy to keep: module
+/// comment). Returns how many pages differed. `data` is the raw region.
+pub fn sync(data: &dyn Region, bounds: Bounds, off: u64, len: u64, fix: bool) -> Result<u64, PmError> {
+    let mut differ = 0;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    let end = off.saturating_add(len);
+    let mut at = off;
+    while at < end {
+        let piece_end = (at - at % PAGE_SIZE + PAGE_SIZE).min(end);
+        if let Some(m) = bounds.mirror(at) {
+            let n = (piece_end - at) as usize;
+            a.resize(n, 0);
+            b.resize(n, 0);
+            data.read(at, &mut a)?;
+            data.read(m, &mut b)?;
+            if a != b {
+                differ += 1;
+                if fix {
+                    data.write(m, &a)?;
+                    data.flush(m, n as u64)?;
+                }
+            }
+        }
+        at = piece_end;
+    }
+    Ok(differ)
+}
+
 impl Region for Mirrored {
     fn len(&self) -> u64 {
         self.inner.len()

@@ -112,18 +112,22 @@ fn a_dentry_damaged_in_one_copy_is_repaired_from_the_other() {
         let sub = fs.lookup(ROOT_INO, b"sub").unwrap();
         fs.lookup(sub.ino, b"a-rather-unique-marker-name").unwrap();
         fs.unmount().unwrap();
-        let region: Arc<dyn Region> = mem.clone();
-        assert!(novafs::fsck::check(region, &|_, _| {}).unwrap().is_clean());
         let mut a = [0u8; 27];
         let mut b = [0u8; 27];
         mem.read(damaged, &mut a).unwrap();
         mem.read(kept, &mut b).unwrap();
         if damaged == copies[0] {
             assert_eq!(a, b, "the mount copied the replica over the damaged primary");
+            assert!(check(&mem).is_clean());
         } else {
-            // A damaged replica is found when the primary fails, or by a
-            // scrub (issue 12); until then it stays as it is.
-            mem.write(damaged + 3, b"r").unwrap();
+            // A damaged replica is not read while the primary is whole:
+            // fsck finds it, and its repair rewrites it from the primary.
+            let found = check(&mem);
+            assert!(found.problems.iter().any(|p| p.contains("differ from their replicas")), "{found:?}");
+            repair(&mem);
+            mem.read(damaged, &mut a).unwrap();
+            assert_eq!(a, b);
+            assert!(check(&mem).is_clean());
         }
     }
 }
@@ -292,8 +296,10 @@ fn repair_removes_a_file_whose_inode_is_lost_and_returns_its_space() {
     fs.unlink(d.ino, b"lost").unwrap();
     fs.unmount().unwrap();
 
-    let at = find(&mem, &MARKED_UID.to_le_bytes());
-    mem.write(at, &[0, 0]).unwrap();
+    // Both copies of the record: one alone is repaired from the other.
+    for at in find_all(&mem, &MARKED_UID.to_le_bytes()) {
+        mem.write(at, &[0, 0]).unwrap();
+    }
     assert!(!check(&mem).is_clean());
     let done = repair(&mem);
     assert!(done.iter().any(|d| d.contains("removed 'lost'")), "{done:?}");
