@@ -78,11 +78,19 @@ fn check_superblock(sb: &Superblock, region_len: u64) -> Result<()> {
         && sb.data_start == data_start(sb.shards)
         && sb.data_start < sb.data_end
         && sb.data_end + fixed_mirror_pages(sb) * PAGE_SIZE == sb.replica_off
-        && sb.replica_off + PAGE_SIZE == sb.size;
+        && sb.replica_off + PAGE_SIZE == sb.size
+        && dead_zone_fits(sb);
     if !sane {
         return Err(corrupt!("superblock geometry is inconsistent"));
     }
     Ok(())
+}
+
+/// With replicas, the dead zone leaves room for metadata pairs: at least
+/// one page, and less than half the data area.
+fn dead_zone_fits(sb: &Superblock) -> bool {
+    fixed_mirror_pages(sb) == 0
+        || (1..(sb.data_end.saturating_sub(sb.data_start) / PAGE_SIZE) / 2).contains(&sb.dead_zone_pages)
 }
 
 /// Pages between the data area and the superblock replica: the copy of

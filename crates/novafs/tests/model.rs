@@ -1513,8 +1513,13 @@ impl StateMachineTest for NovaTest {
     type Reference = Reference;
 
     fn init_test(_: &Model) -> Sut {
+        // Every other case on an image without metadata replicas (an image
+        // made before they existed, or with `mkfs --no-meta-replicas`).
+        static CASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let case = CASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let format = FormatOptions {
             shards: Some(2),
+            meta_replicas: case % 2 == 0,
             ..FormatOptions::default()
         };
         let mut runner = Runner::new(Arc::new(MemRegion::new(64 << 20)), format);
