@@ -123,7 +123,10 @@ fn a_dentry_damaged_in_one_copy_is_repaired_from_the_other() {
             // A damaged replica is not read while the primary is whole:
             // fsck finds it, and its repair rewrites it from the primary.
             let found = check(&mem);
-            assert!(found.problems.iter().any(|p| p.contains("differ from their replicas")), "{found:?}");
+            assert!(
+                found.problems.iter().any(|p| p.contains("differ from their replicas")),
+                "{found:?}"
+            );
             repair(&mem);
             mem.read(damaged, &mut a).unwrap();
             assert_eq!(a, b);
