@@ -575,14 +575,16 @@ fn populate(fs: &Fs, m: &mut Model) {
 fn plant_transaction(img: &mut [u8]) -> u64 {
     let sb = Superblock::read_from_bytes(&img[..size_of::<Superblock>()]).unwrap();
     let head = u64_at(img, JOURNAL_HEADERS_OFF);
-    let target = sb.data_end - 2 * PAGE_SIZE;
-    let checked = sb.data_end - 3 * PAGE_SIZE;
-    assert!(
-        img[checked as usize..(target + PAGE_SIZE) as usize]
-            .iter()
-            .all(|&b| b == 0),
-        "the last data pages are free"
-    );
+    // Two zero (free) pages whose mirrors are zero too: replay writes a
+    // metadata update to both copies when the image keeps replicas.
+    let pages = (sb.data_end - sb.data_start) / PAGE_SIZE;
+    let mirror = |off: u64| sb.data_start + (pages - 1 - (off - sb.data_start) / PAGE_SIZE) * PAGE_SIZE;
+    let zero = |off: u64| img[off as usize..(off + PAGE_SIZE) as usize].iter().all(|&b| b == 0);
+    let target = (1..pages)
+        .map(|i| sb.data_end - i * PAGE_SIZE)
+        .find(|&t| [t, t - PAGE_SIZE].iter().all(|&p| zero(p) && zero(mirror(p))))
+        .expect("two free pages with free mirrors");
+    let checked = target - PAGE_SIZE;
     let mut txn = Vec::new();
     let update = JournalRecord {
         addr: target,
