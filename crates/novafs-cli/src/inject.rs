@@ -71,7 +71,9 @@ pub struct Args {
     /// The structure to damage.
     #[arg(long, value_enum)]
     target: TargetArg,
-    /// Which copy: only the superblock has a replica in this format.
+    /// Which copy: the superblock has a replica; inode records, log pages and
+    /// entries and page 2 of the fixed area have one on images made with
+    /// metadata replicas (mkfs's default); the journal and data pages have none.
     #[arg(long, value_enum, default_value = "primary")]
     which: WhichArg,
     /// Inode of the inode, log-page, log-entry and data-page targets [default: 1, the root].

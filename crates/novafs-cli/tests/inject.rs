@@ -1,15 +1,15 @@
 //! `novafs inject` from the command line: each target damages what it says
-//! (one line naming the structure and the region offsets), fsck's exit code
-//! tells whether the damage is detected, `--poison` writes the sidecar bad-
-//! block list that mapped images honour, and bad requests get one line and
-//! exit 2.
+//! (one line per copy naming the structure and the region offsets), fsck's
+//! exit code tells whether the damage is detected (or, with metadata
+//! replicas, read around), `--poison` writes the sidecar bad-block list that
+//! mapped images honour, and bad requests get one line and exit 2.
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
 use std::process::{Command, Output};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use novafs::{Fs, MountOptions, ROOT_INO};
+use novafs::{FormatOptions, Fs, MountOptions, ROOT_INO};
 use pm::{BadBlocks, MapOptions, MmapRegion, Region};
 
 fn novafs(args: &[&str]) -> Output {
@@ -24,11 +24,32 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).trim().to_string()
 }
 
-fn scratch() -> tempfile::TempDir {
-    tempfile::Builder::new()
+/// A scratch directory, held by one test at a time. The tests both hold
+/// images open in this process (locked with `flock`) and start `novafs`
+/// processes: a child started while another test's image is open keeps its
+/// lock until the child's exec, long enough on a loaded machine for that
+/// test's next `novafs` or mount to find the image "in use".
+struct Scratch {
+    dir: tempfile::TempDir,
+    _serial: MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = tempfile::TempDir;
+
+    fn deref(&self) -> &tempfile::TempDir {
+        &self.dir
+    }
+}
+
+fn scratch() -> Scratch {
+    static SERIAL: Mutex<()> = Mutex::new(());
+    let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::Builder::new()
         .prefix("novafs-inject-")
         .tempdir_in("/dev/shm")
-        .unwrap()
+        .unwrap();
+    Scratch { dir, _serial: serial }
 }
 
 fn mount(img: &str) -> Fs {
@@ -36,19 +57,59 @@ fn mount(img: &str) -> Fs {
     Fs::open(Arc::new(region), MountOptions::default()).unwrap()
 }
 
-/// A 32 MiB image with a file "f" of two pages ('F' then 'G'). Returns
-/// the image path and the file's inode number.
+/// A 32 MiB image made by `novafs mkfs` (with metadata replicas, its
+/// default) with a file "f" of two pages ('F' then 'G'). Returns the image
+/// path and the file's inode number.
 fn populated(dir: &tempfile::TempDir) -> (String, u64) {
     let img = dir.path().join("base.img").to_str().unwrap().to_string();
     let o = novafs(&["mkfs", "--size", "32M", "--shards", "2", &img]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let fs = mount(&img);
+    (img.clone(), fill(&img))
+}
+
+/// [`populated`] without metadata replicas (only the library makes such
+/// images).
+fn populated_without_replicas(dir: &tempfile::TempDir) -> (String, u64) {
+    let img = dir.path().join("plain.img").to_str().unwrap().to_string();
+    let region = MmapRegion::create(Path::new(&img), 32 << 20, &MapOptions::default()).unwrap();
+    let opts = FormatOptions {
+        shards: Some(2),
+        meta_replicas: false,
+        ..FormatOptions::default()
+    };
+    Fs::format(Arc::new(region), &opts).unwrap();
+    (img.clone(), fill(&img))
+}
+
+fn fill(img: &str) -> u64 {
+    let fs = mount(img);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
     let mut data = vec![b'F'; 4096];
     data.resize(8192, b'G');
     fs.write(f, 0, &data).unwrap();
     fs.unmount().unwrap();
-    (img, f)
+    f
+}
+
+/// The `(offset, length)` of each range a line of `novafs inject` names
+/// ("region offsets 0xA..0xB").
+fn ranges(out: &str) -> Vec<(usize, usize)> {
+    out.lines()
+        .map(|l| {
+            let (_, rest) = l.split_once("region offsets 0x").unwrap();
+            let (a, rest) = rest.split_once("..0x").unwrap();
+            let b = rest.split(|c: char| !c.is_ascii_hexdigit()).next().unwrap();
+            let a = usize::from_str_radix(a, 16).unwrap();
+            (a, usize::from_str_radix(b, 16).unwrap() - a)
+        })
+        .collect()
+}
+
+fn read_f(fs: &Fs, f: u64) -> Vec<u8> {
+    let mut buf = vec![0u8; 8192];
+    let n = fs.read(f, 0, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
 }
 
 fn copy_of(dir: &tempfile::TempDir, base: &str, name: &str) -> String {
@@ -61,60 +122,144 @@ fn fsck_code(img: &str) -> Option<i32> {
     novafs(&["fsck", img]).status.code()
 }
 
+/// What fsck makes of an injection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// Exit 0.
+    Clean,
+    /// Exit 1, the one problem being metadata pages that differ from
+    /// their replicas: one copy is damaged, the other was read.
+    CopiesDiffer,
+    /// Exit 1 with some other problem: the damage is what fsck reports.
+    Problem,
+    /// Exit 0 or 1.
+    Either,
+}
+
+/// fsck's exit code and its report of `img`.
+fn fsck(img: &str) -> (Option<i32>, String) {
+    let o = novafs(&["fsck", img]);
+    (o.status.code(), format!("{}\n{}", stdout(&o), stderr(&o)))
+}
+
+fn assert_verdict(img: &str, want: Verdict, why: &dyn std::fmt::Display) {
+    let (code, out) = fsck(img);
+    let problems: Vec<&str> = out.lines().filter(|l| l.contains(": PROBLEM: ")).collect();
+    let ok = match want {
+        Verdict::Clean => code == Some(0),
+        Verdict::CopiesDiffer => {
+            code == Some(1) && problems.len() == 1 && problems[0].contains("differ from their replicas")
+        }
+        Verdict::Problem => code == Some(1) && problems.iter().any(|p| !p.contains("differ from their replicas")),
+        Verdict::Either => matches!(code, Some(0 | 1)),
+    };
+    assert!(ok, "{why}: want {want:?}, fsck exit {code:?}:\n{out}");
+}
+
 #[test]
 fn each_target_prints_what_it_changed_and_fsck_judges_it() {
     let dir = scratch();
     let (base, f) = populated(&dir);
-    assert_eq!(fsck_code(&base), Some(0));
+    assert_verdict(&base, Verdict::Clean, &"the undamaged image");
     let ino = f.to_string();
-    // (arguments, what the line names, fsck's exit codes allowed afterwards)
-    let cases: &[(&[&str], &str, &[i32])] = &[
+    use Verdict::*;
+    // (arguments, what the first line names, what fsck says afterwards).
+    // The image keeps metadata replicas: fsck reads a damaged primary
+    // record or log from its replica, and on a cleanly unmounted image
+    // reports one copy that differs from the other as a problem (exit 1)
+    // for `fsck --repair` (or the next mount, for a damaged primary).
+    // Only damage to both copies loses the inode.
+    let cases: &[(&[&str], &str, Verdict)] = &[
         // The replica repairs it: a note, not a problem.
-        (&["--target", "superblock"], "superblock (primary) at 0x0", &[0]),
+        (&["--target", "superblock"], "superblock (primary) at 0x0", Clean),
         (
             &["--target", "inode", "--ino", &ino],
-            &format!("inode {f} record at"),
-            &[1],
+            &format!("inode {f} record (primary) at"),
+            CopiesDiffer,
+        ),
+        (
+            &["--target", "inode", "--ino", &ino, "--which", "replica"],
+            &format!("inode {f} record (replica) at"),
+            CopiesDiffer,
+        ),
+        (
+            &["--target", "inode", "--ino", &ino, "--which", "both"],
+            &format!("inode {f} record (primary) at"),
+            Problem,
         ),
         (
             &["--target", "log-entry", "--ino", &ino, "--bytes", "64"],
             &format!("inode {f} log entry ("),
-            &[1],
+            CopiesDiffer,
         ),
-        // Seed 1 picks the inode-table heads of the fixed area.
+        (
+            &[
+                "--target",
+                "log-entry",
+                "--ino",
+                &ino,
+                "--bytes",
+                "64",
+                "--which",
+                "both",
+            ],
+            &format!("inode {f} log entry ("),
+            Problem,
+        ),
+        (
+            &["--target", "log-page", "--ino", &ino, "--bytes", "4096"],
+            &format!("inode {f} log page (primary) at"),
+            CopiesDiffer,
+        ),
+        (
+            &[
+                "--target", "log-page", "--ino", &ino, "--bytes", "4096", "--which", "both",
+            ],
+            &format!("inode {f} log page (primary) at"),
+            Problem,
+        ),
+        // Seed 1 picks the inode-table heads of the fixed area. The
+        // library's open gap: the heads are read from the primary only (a
+        // media error aside), so a damaged primary fails although its
+        // replica is intact (the image does not even mount).
         (
             &["--target", "fixed-area", "--bytes", "16"],
-            "fixed area: inode-table heads",
-            &[1],
+            "fixed area: inode-table heads (primary)",
+            Problem,
+        ),
+        (
+            &["--target", "fixed-area", "--bytes", "16", "--which", "replica"],
+            "fixed area: inode-table heads (replica)",
+            CopiesDiffer,
         ),
         // Mostly stale ring bytes: detected or harmless, never a crash.
-        (&["--target", "journal", "--seed", "3"], "journal ", &[0, 1]),
+        (&["--target", "journal", "--seed", "3"], "journal ", Either),
         // No data checksums yet: fsck cannot see damaged file data.
         (
             &["--target", "data-page", "--ino", &ino],
             &format!("inode {f} data page (file page "),
-            &[0],
+            Clean,
         ),
     ];
-    for (i, (args, names, code)) in cases.iter().enumerate() {
+    for (i, (args, names, verdict)) in cases.iter().enumerate() {
         let img = copy_of(&dir, &base, &format!("case{i}.img"));
         let mut all = vec!["inject", img.as_str()];
         all.extend_from_slice(args);
         let o = novafs(&all);
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", stderr(&o));
         let out = stdout(&o);
-        assert_eq!(out.lines().count(), 1, "{out}");
-        assert!(out.starts_with(&format!("{img}: changed ")), "{out}");
+        let copies = if args.contains(&"both") { 2 } else { 1 };
+        assert_eq!(out.lines().count(), copies, "{out}");
+        assert!(out.lines().all(|l| l.starts_with(&format!("{img}: changed "))), "{out}");
         assert!(
             out.contains(names) && out.contains("region offsets 0x"),
             "{args:?}: {out}"
         );
+        if copies == 2 {
+            assert!(out.lines().nth(1).unwrap().contains("(replica) at "), "{out}");
+        }
         assert_ne!(std::fs::read(&img).unwrap(), std::fs::read(&base).unwrap(), "{args:?}");
-        let got = fsck_code(&img);
-        assert!(
-            code.iter().any(|&c| got == Some(c)),
-            "{args:?}: fsck exit {got:?}; {out}"
-        );
+        assert_verdict(&img, *verdict, &format_args!("{args:?}: {out}"));
     }
 }
 
@@ -196,6 +341,133 @@ fn poisoned_metadata_makes_fsck_say_how_to_clear_it() {
 }
 
 #[test]
+fn a_poisoned_primary_log_entry_is_read_from_its_replica() {
+    let dir = scratch();
+    let (img, f) = populated(&dir);
+    let ino = f.to_string();
+    let o = novafs(&["inject", &img, "--target", "log-entry", "--ino", &ino, "--poison"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(stdout(&o).contains("(primary)"), "{}", stdout(&o));
+    let fs = mount(&img);
+    assert_eq!(&read_f(&fs, f)[4096..], &[b'G'; 4096]);
+    fs.unmount().unwrap();
+    // The library's open gap: fsck compares the two copies by reading the
+    // region itself, so it stops at the media error a mount reads around
+    // (and says how to clear it). Once it reads the replica there too,
+    // this becomes exit 1 ("copies differ") or 0.
+    let o = novafs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(2), "{}", stdout(&o));
+    assert!(stderr(&o).contains(".badblocks"), "{}", stderr(&o));
+    std::fs::remove_file(BadBlocks::sidecar(Path::new(&img))).unwrap();
+    assert_eq!(fsck_code(&img), Some(0));
+}
+
+#[test]
+fn a_damaged_primary_is_read_from_its_replica_and_a_mount_repairs_it() {
+    let dir = scratch();
+    let (base, f) = populated(&dir);
+    let ino = f.to_string();
+    let base_bytes = std::fs::read(&base).unwrap();
+    for target in ["inode", "log-entry"] {
+        let img = copy_of(&dir, &base, &format!("{target}.img"));
+        let o = novafs(&["inject", &img, "--target", target, "--ino", &ino, "--bytes", "32"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        let out = stdout(&o);
+        let [(off, len)] = ranges(&out)[..] else {
+            panic!("{out}")
+        };
+        assert_ne!(std::fs::read(&img).unwrap()[off..off + len], base_bytes[off..off + len]);
+        assert_verdict(&img, Verdict::CopiesDiffer, &out);
+        assert!(fsck(&img).1.contains("read from their replicas"), "{out}");
+        let fs = mount(&img);
+        assert_eq!(&read_f(&fs, f)[4096..], &[b'G'; 4096]);
+        fs.unmount().unwrap();
+        assert_eq!(
+            std::fs::read(&img).unwrap()[off..off + len],
+            base_bytes[off..off + len],
+            "{out}: the mount copied the replica back"
+        );
+        assert_eq!(fsck_code(&img), Some(0), "{out}");
+    }
+}
+
+#[test]
+fn a_damaged_replica_is_rewritten_by_fsck_repair() {
+    let dir = scratch();
+    let (base, f) = populated(&dir);
+    let ino = f.to_string();
+    let base_bytes = std::fs::read(&base).unwrap();
+    let img = copy_of(&dir, &base, "replica.img");
+    let o = novafs(&[
+        "inject",
+        &img,
+        "--target",
+        "log-entry",
+        "--ino",
+        &ino,
+        "--bytes",
+        "32",
+        "--which",
+        "replica",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let out = stdout(&o);
+    let [(off, len)] = ranges(&out)[..] else {
+        panic!("{out}")
+    };
+    let fs = mount(&img);
+    assert_eq!(&read_f(&fs, f)[..4096], &[b'F'; 4096]);
+    fs.unmount().unwrap();
+    // A mount reads the sound primary and leaves the replica as it is.
+    assert_ne!(std::fs::read(&img).unwrap()[off..off + len], base_bytes[off..off + len]);
+    assert_verdict(&img, Verdict::CopiesDiffer, &out);
+    let o = novafs(&["fsck", "--repair", &img]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert_eq!(std::fs::read(&img).unwrap()[off..off + len], base_bytes[off..off + len]);
+    assert_eq!(fsck_code(&img), Some(0));
+}
+
+#[test]
+fn without_replicas_primary_damage_fails_and_replicas_are_refused() {
+    let dir = scratch();
+    let (base, f) = populated_without_replicas(&dir);
+    assert_eq!(fsck_code(&base), Some(0));
+    let ino = f.to_string();
+    for (target, names) in [("inode", "record at"), ("log-entry", "log entry (")] {
+        let img = copy_of(&dir, &base, &format!("{target}.img"));
+        let o = novafs(&["inject", &img, "--target", target, "--ino", &ino, "--bytes", "64"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(stdout(&o).contains(&format!("inode {f} {names}")), "{}", stdout(&o));
+        assert!(!stdout(&o).contains("(primary)"), "one copy: not named");
+        assert_eq!(fsck_code(&img), Some(1), "{}", stdout(&o));
+    }
+    let before = std::fs::read(&base).unwrap();
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["--target", "inode", "--which", "replica"],
+            "no replica of inode records (it was made without metadata replicas)",
+        ),
+        (
+            &["--target", "log-page", "--which", "both", "--ino", &ino],
+            "no replica of log pages",
+        ),
+        (
+            &["--target", "fixed-area", "--which", "replica"],
+            "no replica of the fixed area",
+        ),
+    ];
+    for (args, says) in cases {
+        let mut all = vec!["inject", base.as_str()];
+        all.extend_from_slice(args);
+        let o = novafs(&all);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+        assert!(stderr(&o).contains(says), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(std::fs::read(&base).unwrap(), before, "image untouched");
+}
+
+#[test]
 fn bad_requests_get_one_line_and_exit_2() {
     let dir = scratch();
     let (img, f) = populated(&dir);
@@ -204,12 +476,21 @@ fn bad_requests_get_one_line_and_exit_2() {
     let missing = dir.path().join("missing.img").to_str().unwrap().to_string();
     let cases: &[(&[&str], &str)] = &[
         (
-            &["inject", &img, "--target", "inode", "--which", "replica"],
-            "no replica of inode records",
+            &["inject", &img, "--target", "journal", "--which", "replica"],
+            "the journal has no replica",
         ),
         (
-            &["inject", &img, "--target", "log-page", "--which", "both", "--ino", &ino],
-            "no replica of log pages",
+            &[
+                "inject",
+                &img,
+                "--target",
+                "data-page",
+                "--which",
+                "both",
+                "--ino",
+                &ino,
+            ],
+            "data pages have no replica",
         ),
         (
             &["inject", &img, "--target", "log-entry", "--ino", "12345"],

@@ -110,7 +110,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         .sum();
     let mut done = 0;
     for shard in 0..tables.shard_count() as usize {
-        tables.scan_shard(r, shard, |slot| {
+        tables.scan_shard(ctx.region(), shard, |slot| {
             let (ino, off, rec) = match slot {
                 Slot::Free(ino) => {
                     free_slots.push(ino);
@@ -136,7 +136,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             from_replica += u64::from(verified.as_bytes() != rec.as_bytes());
             let rec = verified;
             for &p in st.log.pages() {
-                replica_pages += sync(r, bounds, p, PAGE_SIZE, false)?;
+                replica_pages += sync(ctx.data(), bounds, p, PAGE_SIZE, false)?;
             }
             if rec.ino != ino {
                 rep.problems
@@ -146,16 +146,16 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 own(&mut rep, p, ino);
             }
             if st.attr().kind == FileType::Directory {
-                check_cancellations(&mut rep, r, bounds, &rec)?;
+                check_cancellations(&mut rep, ctx.region(), bounds, &rec)?;
             }
             seen.insert(ino, describe(&st));
             Ok(())
         })?;
     }
     for (_, chunk) in (0..tables.shard_count() as usize).flat_map(|s| tables.slots(s)) {
-        replica_pages += sync(r, bounds, chunk, CHUNK_SIZE, false)?;
+        replica_pages += sync(ctx.data(), bounds, chunk, CHUNK_SIZE, false)?;
     }
-    replica_pages += sync(r, bounds, RESERVED_INODES_OFF, PAGE_SIZE, false)?;
+    replica_pages += sync(ctx.data(), bounds, RESERVED_INODES_OFF, PAGE_SIZE, false)?;
     if from_replica > 0 {
         rep.notes.push(format!(
             "{from_replica} damaged metadata piece(s) were read from their replicas; mounting (or fsck --repair) rewrites them"

@@ -337,10 +337,9 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
             })
             .collect(),
         Target::DataPage => {
-            let (off, rec) = live_record(region, &sb, ino)?;
             // The pages the file system maps: its own replay of the log,
             // which verifies every entry.
-            let st = InodeState::load(region, bounds, off, &rec).map_err(|e| {
+            let st = load_inode(region, &sb, ino).map_err(|e| {
                 in_context(
                     e,
                     format_args!("the data pages of inode {ino} are found by replaying its log"),
@@ -490,10 +489,21 @@ fn record_off(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<u64> {
     InodeTables::load(region, sb, bounds_of(sb))?.locate(ino)
 }
 
-/// The offset and record of live inode `ino`.
-fn live_record(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<(u64, Inode)> {
+/// Inode `ino` as a mount loads it: its record and log verified, the
+/// primary record's and then, with replicas, the replica's (as
+/// `Ctx::live_record` and `Ctx::load_inode` fall back). The error is the
+/// primary's.
+fn load_inode(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<InodeState> {
+    let bounds = bounds_of(sb);
     let off = record_off(region, sb, ino)?;
-    Ok((off, read_live_record(region, off, ino)?))
+    let load = |rec_off: u64| {
+        read_live_record(region, rec_off, ino).and_then(|rec| InodeState::load(region, bounds, off, &rec))
+    };
+    let first = load(off);
+    match (first, bounds.mirror(off)) {
+        (Err(e), Some(m)) => load(m).map_err(|_| e),
+        (first, _) => first,
+    }
 }
 
 /// What a walk of a log visits: a page, or an entry (offset, type byte,
@@ -637,6 +647,12 @@ mod tests {
     fn image() -> (Arc<MemRegion>, Ino, Ino) {
         let (mem, f) = image_with(true);
         (mem, f.a, f.b)
+    }
+
+    /// The offset and (primary) record of live inode `ino`.
+    fn live_record(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<(u64, Inode)> {
+        let off = record_off(region, sb, ino)?;
+        Ok((off, read_live_record(region, off, ino)?))
     }
 
     fn mount(mem: &Arc<MemRegion>) -> Result<Fs> {
@@ -1054,21 +1070,45 @@ mod tests {
         ranges
     }
 
+    /// What fsck says of a clean image where one copy of some metadata
+    /// differs from the other: a problem naming the pages that differ (the
+    /// copies were written before one fence, so a difference is damage),
+    /// nothing else. `fsck --repair` rewrites them.
+    fn assert_only_copies_differ(mem: &Arc<MemRegion>, why: &dyn fmt::Display) -> crate::fsck::Report {
+        let region: Arc<dyn Region> = mem.clone();
+        let rep = crate::fsck::check(region, &|_, _| {}).unwrap();
+        assert_eq!(rep.problems.len(), 1, "{why}: {:?}", rep.problems);
+        assert!(
+            rep.problems[0].contains("differ from their replicas"),
+            "{why}: {:?}",
+            rep.problems
+        );
+        rep
+    }
+
+    fn fsck_repair(mem: &Arc<MemRegion>) {
+        let region: Arc<dyn Region> = mem.clone();
+        crate::fsck::repair(region).unwrap();
+    }
+
     #[test]
-    fn a_damaged_primary_log_is_read_from_the_replica_and_repaired() {
-        // The whole page, or one entry: every entry of the page (or the
-        // one) fails its checksum or its length in the primary.
-        let cases: [Case; 4] = [
+    fn a_damaged_primary_is_read_from_the_replica_and_repaired() {
+        // The whole log page, one entry or 8 bytes of the record: each
+        // fails a check in the primary (checksum, length, link, state).
+        let cases: [Case; 5] = [
+            (Target::Inode, file_a, 8),
             (Target::LogEntry, file_a, 64),
             (Target::LogEntry, dir_d, 64),
             (Target::LogPage, file_a, PAGE_SIZE),
             (Target::LogPage, dir_d, PAGE_SIZE),
         ];
         for (target, victim, n) in cases {
-            for seed in 1..=3 {
+            let seeds = if target == Target::Inode { 12 } else { 3 };
+            for seed in 1..=seeds {
                 let x = damaged(target, Which::Primary, victim, seed, n);
                 let (f, why) = (x.files, &x.why);
                 let ino = victim(f);
+                // What the file system reads of the structure, so repairs.
                 let ranges = match target {
                     Target::LogPage => committed_ranges(&x.mem, ino, x.located.copies[0].1),
                     _ => std::iter::once(0..x.located.len).collect(),
@@ -1080,8 +1120,14 @@ mod tests {
                     })
                 };
                 assert!(damaged_now(&x), "{why}: the damage hits what is read");
-                // fsck (read-only) reads the replica: nothing to report.
-                assert_eq!(fsck_problems(&x.mem), Vec::<String>::new(), "{why}");
+                // fsck (read-only) reads the replica: the inode is whole,
+                // only the copies differ.
+                let rep = assert_only_copies_differ(&x.mem, why);
+                assert!(
+                    rep.notes.iter().any(|n| n.contains("read from their replicas")),
+                    "{why}: {:?}",
+                    rep.notes
+                );
                 // A read-only mount reads everything and writes nothing.
                 let fs = Fs::open(x.mem.clone(), MountOptions { read_only: true }).unwrap();
                 reads_everything(&fs, f, why);
@@ -1095,6 +1141,13 @@ mod tests {
                     let (primary, then) = x.copy(CopyKind::Primary, r.clone());
                     assert_eq!(primary, x.copy(CopyKind::Replica, r.clone()).0, "{why}: {r:?}");
                     assert_eq!(primary, then, "{why}: {r:?} is what it was");
+                }
+                if target == Target::LogPage {
+                    // The rest of the page past the tail is never read, so
+                    // never repaired: the copies still differ there until
+                    // fsck --repair (which copies the primary over).
+                    assert_only_copies_differ(&x.mem, why);
+                    fsck_repair(&x.mem);
                 }
                 assert_eq!(fsck_problems(&x.mem), Vec::<String>::new(), "{why}");
                 let fs = mount(&x.mem).unwrap();
@@ -1117,15 +1170,27 @@ mod tests {
             let x = damaged(target, Which::Replica, victim, 1, n);
             let why = &x.why;
             assert_eq!(x.damage[0].copy, Some(CopyKind::Replica));
-            assert_eq!(fsck_problems(&x.mem), Vec::<String>::new(), "{why}");
+            let rep = assert_only_copies_differ(&x.mem, why);
+            assert!(
+                !rep.notes.iter().any(|n| n.contains("read from their replicas")),
+                "{why}: {:?}",
+                rep.notes
+            );
             let fs = mount(&x.mem).unwrap();
             reads_everything(&fs, x.files, why);
             fs.unmount().unwrap();
             let (primary, then) = x.copy(CopyKind::Primary, 0..x.located.len);
             assert_eq!(primary, then, "{why}: the primary is untouched");
-            // Nothing reads the replica while the primary is sound, so
-            // nothing rewrites it either and fsck does not see it: the
-            // image has lost its redundancy there, silently.
+            // Nothing reads the replica while the primary is sound, so a
+            // clean mount does not rewrite it; fsck sees the difference and
+            // its repair copies the primary over.
+            let (replica, _) = x.copy(CopyKind::Replica, 0..x.located.len);
+            assert_ne!(replica, then, "{why}: a mount does not scrub replicas");
+            assert_only_copies_differ(&x.mem, why);
+            fsck_repair(&x.mem);
+            let (replica, then) = x.copy(CopyKind::Replica, 0..x.located.len);
+            assert_eq!(replica, then, "{why}");
+            assert_eq!(fsck_problems(&x.mem), Vec::<String>::new(), "{why}");
             let fs = mount(&x.mem).unwrap();
             reads_everything(&fs, x.files, why);
             fs.unmount().unwrap();
@@ -1175,37 +1240,6 @@ mod tests {
     }
 
     #[test]
-    fn a_damaged_primary_inode_record_is_not_yet_repaired() {
-        // The library's open gap: inode records are mirrored, but a load
-        // checks the primary record only (a media error aside) and does
-        // not fall back to the replica when the primary fails its checks.
-        // Once it does, a damaged primary record must read like a damaged
-        // primary log (a_damaged_primary_log_is_read_from_the_replica_and_
-        // repaired): these assertions of today's behaviour then fail.
-        let mut eio = 0;
-        for seed in 1..=12 {
-            let x = damaged(Target::Inode, Which::Primary, file_a, seed, 8);
-            let (f, why) = (x.files, &x.why);
-            assert!(!fsck_problems(&x.mem).is_empty(), "{why}: today fsck reports it");
-            let fs = mount(&x.mem).unwrap();
-            let err = fs.getattr(f.a).map(|_| ()).unwrap_err();
-            // The valid bit hit: the slot reads as free; else a checksum or
-            // pointer check fails.
-            assert!(matches!(err, Error::NotFound | Error::Corrupt(_)), "{why}: {err}");
-            eio += usize::from(matches!(err, Error::Corrupt(_)));
-            others_read(&fs, f, f.a, why);
-            fs.unmount().unwrap();
-            // The read-write mount left both copies as they were: the
-            // replica is still the good copy to repair from.
-            let (primary, then) = x.copy(CopyKind::Primary, 0..INODE_SIZE);
-            assert_ne!(primary, then, "{why}: not repaired");
-            let (replica, then) = x.copy(CopyKind::Replica, 0..INODE_SIZE);
-            assert_eq!(replica, then, "{why}: the replica is intact");
-        }
-        assert!(eio > 0);
-    }
-
-    #[test]
     fn both_inode_record_copies_damaged_fail_that_file_only() {
         let mut eio = 0;
         for seed in 1..=12 {
@@ -1214,6 +1248,8 @@ mod tests {
             assert!(!fsck_problems(&x.mem).is_empty(), "{why}");
             let fs = mount(&x.mem).unwrap();
             let err = fs.getattr(f.a).map(|_| ()).unwrap_err();
+            // The valid bit hit: the slot reads as free; else a checksum or
+            // pointer check fails.
             assert!(matches!(err, Error::NotFound | Error::Corrupt(_)), "{why}: {err}");
             eio += usize::from(matches!(err, Error::Corrupt(_)));
             others_read(&fs, f, f.a, why);
@@ -1236,11 +1272,9 @@ mod tests {
             let fs = mount(&mem).unwrap();
             reads_everything(&fs, f, &d[0]);
             fs.unmount().unwrap();
-            // The library's open gap: fsck reads the region itself, not
-            // through the mirroring view, so it reports the media error
-            // the mount reads around. Once it reads the replica, this
-            // becomes "no problems".
-            assert!(!fsck_problems(&mem).is_empty(), "{}", d[0]);
+            // fsck reads around the media error too, and reports the lost
+            // copy as a difference between the copies.
+            assert_only_copies_differ(&mem, &d[0]);
             // Both copies poisoned: that inode reads as EIO.
             let (mem, f) = image_with(true);
             let both = Spec {
@@ -1257,14 +1291,10 @@ mod tests {
     }
 
     #[test]
-    fn fixed_area_page_2_is_mirrored_but_its_primary_is_not_yet_repaired() {
-        // The library's open gap, as for inode records: page 2 (the
-        // recovery inode, the reserved slots, the inode-table heads) is
-        // mirrored, but a load checks the primary only (a media error
-        // aside). Once it falls back to the replica, a damaged primary must
-        // mount and read everything; these assertions of today's behaviour
-        // then fail.
-        let (mem, _) = image_with(true);
+    fn fixed_area_page_2_is_read_from_its_replica_when_the_primary_is_damaged() {
+        // Page 2 of the fixed area (the recovery inode, the reserved
+        // slots, the inode-table heads) is mirrored at `data_end`.
+        let (mem, f1) = image_with(true);
         let before = mem.snapshot();
         let (sb, _) = read_superblock(&*mem).unwrap();
         let bounds = bounds_of(&sb);
@@ -1281,13 +1311,12 @@ mod tests {
             before[m as usize..m as usize + 16],
             "the replica is intact"
         );
-        let err = mount(&mem).map(|_| ()).unwrap_err();
-        assert!(
-            matches!(err, Error::Corrupt(_)),
-            "{err}: today the image does not mount"
-        );
-        assert!(!fsck_problems(&mem).is_empty());
-        // Its replica damaged instead: nothing read changes.
+        assert_only_copies_differ(&mem, &d[0]);
+        let fs = mount(&mem).unwrap();
+        reads_everything(&fs, f1, &d[0]);
+        fs.unmount().unwrap();
+        // Its replica damaged instead: nothing read changes; fsck sees the
+        // copies differ.
         let (mem, f2) = image_with(true);
         let d = corrupt(
             &*mem,
@@ -1302,7 +1331,7 @@ mod tests {
             "{}",
             d[0]
         );
-        assert_eq!(fsck_problems(&mem), Vec::<String>::new());
+        assert_only_copies_differ(&mem, &d[0]);
         let fs = mount(&mem).unwrap();
         reads_everything(&fs, f2, &d[0]);
         fs.unmount().unwrap();
@@ -1313,21 +1342,18 @@ mod tests {
         let fs = mount(&mem).unwrap();
         reads_everything(&fs, f3, &d[0]);
         fs.unmount().unwrap();
-        // The recovery inode's primary damaged: the saved allocator state
-        // is lost, so the mount scans (not repaired from the replica); the
-        // unmount saves the state again, in both copies.
+        // The recovery inode's primary damaged: the mount takes the saved
+        // allocator state from the replica; the unmount saves the state
+        // again, in both copies.
         let (mem, f4) = image_with(true);
         let off = crate::layout::RECOVERY_INODE_OFF;
         let mut buf = [0u8; 16];
         mem.read(off, &mut buf).unwrap();
         buf.iter_mut().for_each(|b| *b ^= 0x33);
         mem.write(off, &buf).unwrap();
-        assert!(
-            !fsck_problems(&mem).is_empty(),
-            "today fsck reports the saved state unusable"
-        );
+        assert_only_copies_differ(&mem, &"recovery inode");
         let fs = mount(&mem).unwrap();
-        assert!(!fs.mount_report().clean, "a scan, not the replica's saved state");
+        assert!(fs.mount_report().clean, "the replica's saved state, no scan");
         reads_everything(&fs, f4, &"recovery inode");
         fs.unmount().unwrap();
         let mirror = bounds.mirror(off).unwrap();
@@ -1429,6 +1455,8 @@ mod tests {
         let r = &*mem;
         let entries = locate(r, Target::LogEntry, f.a).unwrap();
         let pages = locate(r, Target::LogPage, f.a).unwrap();
+        let data = locate(r, Target::DataPage, f.a).unwrap();
+        assert_eq!(data.len(), 1);
         // The primary log page destroyed: lengths and links read as
         // garbage there; the replica still leads through the log.
         let all = Spec {
@@ -1445,6 +1473,12 @@ mod tests {
         };
         corrupt(r, &rec).unwrap();
         assert_eq!(locate(r, Target::LogEntry, f.a).unwrap(), entries);
+        // The data pages are still what a mount maps: it reads the
+        // replica's record and entries.
+        assert_eq!(locate(r, Target::DataPage, f.a).unwrap(), data);
+        let fs = Fs::open(mem.clone(), MountOptions { read_only: true }).unwrap();
+        assert_eq!(read_file(&fs, f.a, 8192).unwrap(), [b'A'; 4096]);
+        drop(fs);
         // So the replica can be damaged too: the inode is lost.
         corrupt(
             r,
@@ -1455,6 +1489,7 @@ mod tests {
         )
         .unwrap();
         assert!(locate(r, Target::LogEntry, f.a).is_err(), "no copy leads anywhere now");
+        assert!(locate(r, Target::DataPage, f.a).is_err());
         let fs = mount(&mem).unwrap();
         assert!(fs.getattr(f.a).is_err());
         others_read(&fs, f, f.a, &"both pages damaged");

@@ -34,29 +34,15 @@ impl InodeTables {
     pub fn load(region: &dyn Region, sb: &Superblock, bounds: Bounds) -> Result<InodeTables> {
         let mut shards = Vec::new();
         for s in 0..u64::from(sb.shards) {
-            let mut chunks = Vec::new();
-            let mut c = region.load_u64(sb.inode_heads_off + 8 * s)?;
-            while c != 0 {
-                let last_page = c.saturating_add((CHUNK_PAGES - 1) * PAGE_SIZE);
-                let placed =
-                    bounds.is_extent(c, CHUNK_PAGES) && bounds.is_meta_page(c) && bounds.is_meta_page(last_page);
-                if !placed || chunks.len() as u64 > bounds.max_pages() / CHUNK_PAGES {
-                    return Err(corrupt!("inode table chunk pointer {c:#x} of shard {s} is invalid"));
+            // A damaged head or chunk footer: the replicas' (Fortis §4.2).
+            let chunks = chunk_chain(region, sb, bounds, s, false).or_else(|e| {
+                if bounds.replicas {
+                    tracing::warn!(shard = s, error = %e, "inode table read from its replica");
+                    chunk_chain(region, sb, bounds, s, true).map_err(|_| e)
+                } else {
+                    Err(e)
                 }
-                let mut buf = [0u8; INODE_SIZE as usize];
-                region.read(c + CHUNK_FOOTER_OFF, &mut buf)?;
-                let f: ChunkFooter = decode(&buf)?;
-                // The footer names its place, so a scribbled link cannot
-                // splice another shard's chunk (or an earlier one) in.
-                if f.magic != CHUNK_MAGIC || u64::from(f.shard) != s || f.index as usize != chunks.len() {
-                    return Err(corrupt!("inode table chunk at {c:#x} of shard {s} has a bad footer"));
-                }
-                chunks.push(c);
-                c = f.next;
-            }
-            if chunks.is_empty() {
-                return Err(corrupt!("inode table of shard {s} is missing"));
-            }
+            })?;
             shards.push(TableShard {
                 chunks: RwLock::new(chunks),
                 free: Mutex::new(RangeSet::default()),
@@ -227,6 +213,41 @@ impl InodeTables {
     pub fn free_count(&self) -> u64 {
         self.shards.iter().map(|t| t.free.lock().total()).sum()
     }
+}
+
+/// The chunks of shard `s`'s table, following its head and chunk links
+/// in the primary copies or, with `replica`, in the replicas.
+fn chunk_chain(region: &dyn Region, sb: &Superblock, bounds: Bounds, s: u64, replica: bool) -> Result<Vec<u64>> {
+    let at = |off: u64| {
+        if replica {
+            bounds.mirror(off).unwrap_or(off)
+        } else {
+            off
+        }
+    };
+    let mut chunks = Vec::new();
+    let mut c = region.load_u64(at(sb.inode_heads_off + 8 * s))?;
+    while c != 0 {
+        let last_page = c.saturating_add((CHUNK_PAGES - 1) * PAGE_SIZE);
+        let placed = bounds.is_extent(c, CHUNK_PAGES) && bounds.is_meta_page(c) && bounds.is_meta_page(last_page);
+        if !placed || chunks.len() as u64 > bounds.max_pages() / CHUNK_PAGES {
+            return Err(corrupt!("inode table chunk pointer {c:#x} of shard {s} is invalid"));
+        }
+        let mut buf = [0u8; INODE_SIZE as usize];
+        region.read(at(c + CHUNK_FOOTER_OFF), &mut buf)?;
+        let f: ChunkFooter = decode(&buf)?;
+        // The footer names its place, so a scribbled link cannot splice
+        // another shard's chunk (or an earlier one) in.
+        if f.magic != CHUNK_MAGIC || u64::from(f.shard) != s || f.index as usize != chunks.len() {
+            return Err(corrupt!("inode table chunk at {c:#x} of shard {s} has a bad footer"));
+        }
+        chunks.push(c);
+        c = f.next;
+    }
+    if chunks.is_empty() {
+        return Err(corrupt!("inode table of shard {s} is missing"));
+    }
+    Ok(chunks)
 }
 
 /// One slot of an inode table, as [`InodeTables::scan_shard`] finds it.

@@ -131,14 +131,16 @@ pub(crate) fn allocator_of(sb: &Superblock) -> PageAllocator {
 
 /// Reads the allocator state a clean unmount left in the recovery chain.
 pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
-    let r = ctx.region();
-    let mut rbuf = [0u8; INODE_SIZE as usize];
-    r.read(RECOVERY_INODE_OFF, &mut rbuf)?;
-    let rec: Inode = decode(&rbuf)?;
-    if rec.state != INODE_LIVE {
-        return Err(corrupt!("no saved allocator state"));
+    // The recovery inode, or its replica's when the primary is damaged.
+    let copies = ctx.bounds.copies(RECOVERY_INODE_OFF).collect::<Vec<_>>();
+    let mut blob = Err(corrupt!("no saved allocator state"));
+    for off in copies {
+        blob = saved_blob(ctx, off);
+        if blob.is_ok() {
+            break;
+        }
     }
-    let blob = read_chain(ctx.data(), ctx.bounds, rec.log_head, rec.log_tail)?;
+    let blob = blob?;
     let hdr: AllocStateHeader = decode(&blob)?;
     let body = &blob[size_of::<AllocStateHeader>()..];
     // Every count is checked against the bytes actually read before it is
@@ -182,6 +184,22 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
         ctx.alloc.add_free(p << PAGE_SHIFT, n);
     }
     Ok(())
+}
+
+/// The saved-state blob named by the recovery inode record at `off`.
+fn saved_blob(ctx: &Ctx, off: u64) -> Result<Vec<u8>> {
+    let mut rbuf = [0u8; INODE_SIZE as usize];
+    ctx.data().read(off, &mut rbuf)?;
+    let rec: Inode = decode(&rbuf)?;
+    if rec.state != INODE_LIVE {
+        return Err(corrupt!("no saved allocator state"));
+    }
+    let blob = read_chain(ctx.data(), ctx.bounds, rec.log_head, rec.log_tail)?;
+    let hdr: AllocStateHeader = decode(&blob)?;
+    if hdr.magic != ALLOC_STATE_MAGIC {
+        return Err(corrupt!("saved allocator state has a bad magic"));
+    }
+    Ok(blob)
 }
 
 /// Reads `len` bytes stored in a chain of pages (4088 payload bytes each).

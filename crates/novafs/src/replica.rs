@@ -89,11 +89,13 @@ pub fn sync(data: &dyn Region, bounds: Bounds, off: u64, len: u64, fix: bool) ->
             let n = (piece_end - at) as usize;
             a.resize(n, 0);
             b.resize(n, 0);
-            data.read(at, &mut a)?;
-            data.read(m, &mut b)?;
-            if a != b {
+            // A media error in either copy is a difference too; only a
+            // readable primary can be copied.
+            let primary = readable(data.read(at, &mut a))?;
+            let replica = readable(data.read(m, &mut b))?;
+            if !(primary && replica && a == b) {
                 differ += 1;
-                if fix {
+                if fix && primary {
                     data.write(m, &a)?;
                     data.flush(m, n as u64)?;
                 }
@@ -102,6 +104,15 @@ pub fn sync(data: &dyn Region, bounds: Bounds, off: u64, len: u64, fix: bool) ->
         at = piece_end;
     }
     Ok(differ)
+}
+
+/// Whether a read succeeded: a media error is a `false`, not an error.
+fn readable(r: Result<(), PmError>) -> Result<bool, PmError> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(PmError::Media { .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
 }
 
 impl Region for Mirrored {

@@ -332,11 +332,13 @@ fn repair_rebuilds_a_damaged_saved_allocator_state() {
     let before = free_space(&copy(&mem));
     // The reproducer of issue 11: a length that once made every tool
     // try to allocate 498 GB.
-    mem.write(
-        novafs::layout::RECOVERY_INODE_OFF + 16,
-        &498_216_206_440u64.to_le_bytes(),
-    )
-    .unwrap();
+    // In both copies of the recovery inode: one alone is read from the other.
+    let fs = open(&mem).unwrap();
+    let data_end = fs.superblock().data_end;
+    fs.unmount().unwrap();
+    for base in [novafs::layout::RECOVERY_INODE_OFF, data_end] {
+        mem.write(base + 16, &498_216_206_440u64.to_le_bytes()).unwrap();
+    }
     let first = check(&mem);
     assert!(
         first.problems.iter().any(|p| p.contains("saved allocator state")),

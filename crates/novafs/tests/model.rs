@@ -1519,7 +1519,7 @@ impl StateMachineTest for NovaTest {
         let case = CASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let format = FormatOptions {
             shards: Some(2),
-            meta_replicas: case % 2 == 0,
+            meta_replicas: case.is_multiple_of(2),
             ..FormatOptions::default()
         };
         let mut runner = Runner::new(Arc::new(MemRegion::new(64 << 20)), format);
