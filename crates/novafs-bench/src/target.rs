@@ -346,9 +346,15 @@ impl LibraryTarget {
     }
 
     /// A fresh file system on `region` (`novafs bench`'s mapped image, a
-    /// heap region in the tests).
+    /// heap region in the tests), formatted with the default options.
     pub fn on_region(region: Arc<dyn Region>) -> Result<LibraryTarget> {
-        let mut runner = Runner::new(region, FormatOptions::default());
+        LibraryTarget::on_region_with(region, FormatOptions::default())
+    }
+
+    /// A fresh file system on `region`, formatted with `format` (`novafs
+    /// bench --compare-replicas` formats one without metadata replicas).
+    pub fn on_region_with(region: Arc<dyn Region>, format: FormatOptions) -> Result<LibraryTarget> {
+        let mut runner = Runner::new(region, format);
         runner.apply(&Op::Mkfs).context("format")?;
         runner.apply(&Op::Mount).context("mount")?;
         Ok(LibraryTarget { runner, _work: None })

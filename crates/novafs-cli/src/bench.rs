@@ -3,14 +3,17 @@
 //! fsync, then delete) plus 4 KiB reads on its library target, on a real
 //! mapped region with real flushes, and reports medians and ranges over
 //! several rounds, the DRAM the indexes use per file and per data page, and
-//! mount times after a clean unmount and after a crash.
+//! mount times after a clean unmount and after a crash. `--protect MODE`
+//! and `--compare-replicas` instead compare two library configurations
+//! side by side.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use novafs::ROOT_INO;
+use novafs::layout::PAGE_SIZE;
+use novafs::{FormatOptions, StatFs, ROOT_INO};
 use novafs_bench::memory;
 use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
@@ -18,6 +21,7 @@ use novafs_bench::workload::{micro, time_mounts, Backend, Micro, SetShape};
 use pm::{MapOptions, MmapRegion, Protection, Region, WriteProtect};
 
 use crate::image::{explain, parse_size};
+use crate::info::bytes;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -45,8 +49,13 @@ pub struct Args {
     /// Instead of the full run, compare the microbenchmark on an
     /// unprotected region with one under this write protection (pkey,
     /// mprotect), rounds interleaved.
-    #[arg(long, value_name = "MODE")]
+    #[arg(long, value_name = "MODE", conflicts_with = "compare_replicas")]
     protect: Option<WriteProtect>,
+    /// Instead of the full run, compare the microbenchmark on a file system
+    /// formatted without metadata replicas with one formatted with them,
+    /// rounds interleaved, and what the replicas take in storage.
+    #[arg(long)]
+    compare_replicas: bool,
 }
 
 /// A table row: name, the phase it reads, the issue's target.
@@ -71,7 +80,10 @@ pub fn run(args: &Args) -> Result<()> {
         (args.files, args.rounds.max(1))
     };
     if let Some(mode) = args.protect {
-        return compare_protection(args, mode, files, rounds);
+        return compare(args, files, rounds, &protection(mode));
+    }
+    if args.compare_replicas {
+        return compare(args, files, rounds, &replicas());
     }
     let opts = MapOptions {
         eadr: args.eadr,
@@ -140,53 +152,223 @@ pub fn run(args: &Args) -> Result<()> {
     result
 }
 
-/// The microbenchmark on an unprotected region and on one under `mode`,
-/// side by side: rounds interleaved, the order swapped every round.
-fn compare_protection(args: &Args, mode: WriteProtect, files: u64, rounds: usize) -> Result<()> {
-    let protected_image = args.image.with_extension("protected.img");
-    let libs = [(WriteProtect::Off, &args.image), (mode, &protected_image)].map(|(protect, image)| {
-        let _ = std::fs::remove_file(image);
-        let opts = MapOptions {
-            eadr: args.eadr,
-            protect,
-            ..MapOptions::default()
-        };
-        let region = MmapRegion::create(image, args.size, &opts).map_err(|e| explain(image, e))?;
-        let protection = region.protection();
-        Ok::<_, anyhow::Error>((protection, LibraryTarget::on_region(Arc::new(region))?))
-    });
-    let result = (|| -> Result<()> {
-        let [plain, guarded] = libs;
-        let (_, plain) = plain?;
-        let (protection, guarded) = guarded?;
-        if protection == Protection::Off {
-            anyhow::bail!("write protection {mode:?} is not available on this machine (try --protect mprotect)");
-        }
-        let bar = ProgressBar::new(rounds as u64);
-        let mut runs: [Vec<Micro>; 2] = Default::default();
-        for round in 0..rounds {
-            for which in [round % 2, 1 - round % 2] {
-                let lib = if which == 0 { &plain } else { &guarded };
-                runs[which].push(micro(lib, &ROOT_INO, files, args.appends)?);
-            }
-            bar.inc(1);
-        }
-        bar.finish_and_clear();
-        println!(
-            "write protection ({protection}) against none: {files} files x {} appends of 4 KiB, {rounds} rounds interleaved\n",
-            args.appends
-        );
-        println!("| operation | unprotected median µs/op | protected median µs/op | ratio |");
-        println!("|---|---|---|---|");
-        for (name, f, _) in ROWS {
-            let [a, b] = [&runs[0], &runs[1]].map(|v| summary(&v.iter().map(f).collect::<Vec<_>>()));
-            let (a, b) = (a?.median, b?.median);
-            println!("| {name} | {a:.3} | {b:.3} | {:.2} |", b / a);
-        }
-        Ok(())
-    })();
-    for image in [&args.image, &protected_image] {
+/// One library configuration of a comparison: how its region is mapped
+/// and its file system formatted.
+struct Config {
+    /// Its column in the table.
+    name: &'static str,
+    protect: WriteProtect,
+    format: FormatOptions,
+}
+
+/// Two configurations side by side, the second measured against the first.
+struct Comparison {
+    configs: [Config; 2],
+    /// Per row of [`ROWS`], the most the second may take as a multiple of
+    /// the first (the issue's targets).
+    targets: [Option<f64>; 4],
+    /// Also measure what the second takes in storage beyond the first.
+    storage: bool,
+}
+
+/// `--protect MODE`: an unprotected region against one under `mode`.
+fn protection(mode: WriteProtect) -> Comparison {
+    let config = |name, protect| Config {
+        name,
+        protect,
+        format: FormatOptions::default(),
+    };
+    Comparison {
+        configs: [config("unprotected", WriteProtect::Off), config("protected", mode)],
+        targets: [None; 4],
+        storage: false,
+    }
+}
+
+/// `--compare-replicas`: a file system without metadata replicas against
+/// one with them (the default). The issue's targets: create at most 40%
+/// and a 4 KiB append at most 25% slower.
+fn replicas() -> Comparison {
+    let config = |name, meta_replicas| Config {
+        name,
+        protect: WriteProtect::Off,
+        format: FormatOptions {
+            meta_replicas,
+            ..FormatOptions::default()
+        },
+    };
+    Comparison {
+        configs: [config("without replicas", false), config("with replicas", true)],
+        targets: [Some(1.40), Some(1.25), None, None],
+        storage: true,
+    }
+}
+
+/// NOVA-Fortis's storage overhead of metadata replicas, in percent.
+const PAPER_STORAGE_OVERHEAD: f64 = 2.1;
+
+/// One configuration, mapped and formatted.
+struct Side<'a> {
+    config: &'a Config,
+    protection: Protection,
+    lib: LibraryTarget,
+    /// Right after mkfs.
+    fresh: StatFs,
+    /// The region's kind and flush, in words.
+    media: String,
+}
+
+/// The microbenchmark on both configurations of `cmp`, side by side:
+/// rounds interleaved, the order swapped every round; each on its own
+/// scratch image, removed afterwards.
+fn compare(args: &Args, files: u64, rounds: usize, cmp: &Comparison) -> Result<()> {
+    let images = [args.image.clone(), args.image.with_extension("2.img")];
+    let result = measure(args, files, rounds, cmp, &images);
+    for image in &images {
         let _ = std::fs::remove_file(image);
     }
     result
+}
+
+fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, images: &[PathBuf; 2]) -> Result<()> {
+    let mut sides = Vec::new();
+    for (config, image) in cmp.configs.iter().zip(images) {
+        sides.push(open_side(args, config, image)?);
+    }
+    let bar = ProgressBar::new(rounds as u64);
+    let mut runs: [Vec<Micro>; 2] = Default::default();
+    for round in 0..rounds {
+        for which in [round % 2, 1 - round % 2] {
+            runs[which].push(micro(&sides[which].lib, &ROOT_INO, files, args.appends)?);
+        }
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let [a, b] = [&sides[0], &sides[1]];
+    println!(
+        "{} against {}: {files} files x {} appends of 4 KiB, {rounds} rounds interleaved",
+        b.config.name, a.config.name, args.appends
+    );
+    println!("{}", a.media);
+    for side in &sides {
+        println!("{}: {}", side.config.name, describe(side));
+    }
+    let with_targets = cmp.targets.iter().any(Option::is_some);
+    let (target_head, target_rule) = if with_targets { (" target |", "---|") } else { ("", "") };
+    println!(
+        "\n| operation | {} median µs/op | {} median µs/op | ratio |{target_head}",
+        a.config.name, b.config.name
+    );
+    println!("|---|---|---|---|{target_rule}");
+    for ((name, f, _), target) in ROWS.into_iter().zip(cmp.targets) {
+        let [x, y] = [&runs[0], &runs[1]].map(|v| summary(&v.iter().map(f).collect::<Vec<_>>()));
+        let (x, y) = (x?.median, y?.median);
+        let ratio = y / x;
+        let target = match target {
+            _ if !with_targets => String::new(),
+            Some(max) => format!(" ≤ {max:.2}: {} |", if ratio <= max { "met" } else { "missed" }),
+            None => " — |".to_string(),
+        };
+        println!("| {name} | {x:.3} | {y:.3} | {ratio:.2} |{target}");
+    }
+    if cmp.storage {
+        storage(&sides, files, args.appends)?;
+    }
+    Ok(())
+}
+
+/// Maps `image` and formats it as `config` says.
+fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'a>> {
+    let _ = std::fs::remove_file(image);
+    let opts = MapOptions {
+        eadr: args.eadr,
+        protect: config.protect,
+        ..MapOptions::default()
+    };
+    let region = MmapRegion::create(image, args.size, &opts).map_err(|e| explain(image, e))?;
+    let protection = region.protection();
+    if config.protect != WriteProtect::Off && protection == Protection::Off {
+        bail!(
+            "write protection {:?} is not available on this machine (try --protect mprotect)",
+            config.protect
+        );
+    }
+    let media = format!(
+        "region: {}; flush: {}{}",
+        region.kind(),
+        region.flush_kind(),
+        if args.eadr { " (eADR: fences only)" } else { "" }
+    );
+    let lib = LibraryTarget::on_region_with(Arc::new(region), config.format.clone())?;
+    let fresh = lib.statfs()?;
+    Ok(Side {
+        config,
+        protection,
+        lib,
+        fresh,
+        media,
+    })
+}
+
+/// A configuration in words: its write protection and metadata replicas.
+fn describe(side: &Side) -> String {
+    let format = &side.config.format;
+    let replicas = if format.meta_replicas {
+        format!("metadata replicas (dead zone {})", bytes(format.dead_zone))
+    } else {
+        "no metadata replicas".to_string()
+    };
+    format!("write protection {}, {replicas}", side.protection)
+}
+
+/// Pages in use.
+fn used(s: &StatFs) -> u64 {
+    s.blocks - s.blocks_free
+}
+
+/// What the second side takes in storage beyond the first: `statfs` used
+/// pages after the microbenchmark's create and append phases (which it
+/// undoes, so they are repeated here, untimed), and right after mkfs.
+fn storage(sides: &[Side], files: u64, appends: u64) -> Result<()> {
+    let mut full = Vec::new();
+    for side in sides {
+        fill(&side.lib, files, appends)?;
+        full.push(side.lib.statfs()?);
+    }
+    let [a, b] = [&sides[0], &sides[1]].map(|s| s.config.name);
+    let pct = |x: u64, y: u64| 100.0 * (y as f64 - x as f64) / x as f64;
+    let (ua, ub) = (used(&full[0]), used(&full[1]));
+    println!(
+        "\nstorage after creating {files} files x {appends} appends of 4 KiB: {ua} pages used {a}, \
+         {ub} {b}: {:+.1}% (the paper: {PAPER_STORAGE_OVERHEAD}%)",
+        pct(ua, ub)
+    );
+    let [fa, fb] = [&sides[0].fresh, &sides[1].fresh];
+    let fixed = fa.blocks_free.saturating_sub(fb.blocks_free);
+    println!(
+        "right after mkfs: {} of {} pages free {a}, {} of {} {b}: {fixed} pages ({}) fewer",
+        fa.blocks_free,
+        fa.blocks,
+        fb.blocks_free,
+        fb.blocks,
+        bytes(fixed * PAGE_SIZE)
+    );
+    let (ga, gb) = (ua - used(fa), ub - used(fb));
+    println!("growth since mkfs: {ga} pages {a}, {gb} {b}: {:+.1}%", pct(ga, gb));
+    Ok(())
+}
+
+/// `files` files of `appends` 4 KiB appends each, fsynced, in a new
+/// directory: the microbenchmark's create and append phases, untimed.
+fn fill(lib: &LibraryTarget, files: u64, appends: u64) -> Result<()> {
+    let dir = lib.mkdir("storage")?;
+    let page = vec![0x5Au8; PAGE_SIZE as usize];
+    for i in 0..files {
+        let f = lib.create(&dir, &format!("f{i}"))?;
+        for k in 0..appends {
+            lib.write_at(&f, k * PAGE_SIZE, &page)?;
+            lib.fsync(&f)?;
+        }
+    }
+    Ok(())
 }

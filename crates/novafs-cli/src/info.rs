@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use novafs::layout::{PAGE_SIZE, STATE_CLEAN};
+use novafs::layout::{FEATURE_INCOMPAT_META_REPLICA, PAGE_SIZE, STATE_CLEAN};
 
 use crate::image::{explain_fs, open};
 
@@ -15,6 +15,17 @@ fn when(ns: i64) -> String {
         "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
         c.year, c.month, c.day, c.hour, c.minute, c.second
     )
+}
+
+/// A size in the largest binary unit that divides it: "1 MiB", "68 KiB".
+pub fn bytes(n: u64) -> String {
+    match n {
+        0 => "0 bytes".to_string(),
+        n if n % (1 << 30) == 0 => format!("{} GiB", n >> 30),
+        n if n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
 }
 
 pub fn run(path: &Path) -> Result<()> {
@@ -36,6 +47,12 @@ pub fn run(path: &Path) -> Result<()> {
         data_pages
     );
     println!("shards:       {}", sb.shards);
+    if sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0 {
+        let dead_zone = bytes(sb.dead_zone_pages * PAGE_SIZE);
+        println!("metadata:     replicas on (dead zone {dead_zone})");
+    } else {
+        println!("metadata:     no replicas (formatted without replicas)");
+    }
     println!("created:      {}", when(sb.created_ns));
     println!("mounts:       {} (last: {})", sb.mount_count, when(sb.mounted_ns));
     let state = if sb.state == STATE_CLEAN {

@@ -34,18 +34,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Create a file system on IMAGE (a file, created if missing, or a devdax device).
-    Mkfs {
-        /// Size of a new image file, e.g. 1G, 512M, 64MiB (default: the existing size, else 1 GiB).
-        #[arg(long, value_parser = image::parse_size)]
-        size: Option<u64>,
-        /// Overwrite an image that already holds data.
-        #[arg(long)]
-        force: bool,
-        /// Number of shards (per-CPU structures); default: this machine's CPUs.
-        #[arg(long)]
-        shards: Option<u32>,
-        image: PathBuf,
-    },
+    Mkfs(mkfs::Args),
     /// Check IMAGE offline; exit 0 when clean, 1 when problems are found, 2 when it cannot run.
     Fsck {
         /// Repair what can be repaired (keeping everything that still reads), then check again.
@@ -72,7 +61,18 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // A value its parser refused (a size, a mode): one line, as for
+        // every other failure, with clap's exit status for bad usage.
+        Err(e) if e.kind() == clap::error::ErrorKind::ValueValidation => {
+            let text = e.render().to_string();
+            let line = text.lines().next().unwrap_or_default();
+            eprintln!("novafs: {}", line.trim_start_matches("error: "));
+            return ExitCode::from(2);
+        }
+        Err(e) => e.exit(),
+    };
     let level = match cli.verbose {
         0 => "warn",
         1 => "info",
@@ -84,12 +84,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.cmd {
-        Cmd::Mkfs {
-            size,
-            force,
-            shards,
-            image,
-        } => mkfs::run(&image, size, force, shards),
+        Cmd::Mkfs(args) => mkfs::run(&args),
         Cmd::Fsck { repair, image } => return fsck::run(&image, repair),
         Cmd::Info { image } => info::run(&image),
         Cmd::Bench(args) => bench::run(&args),

@@ -1,43 +1,74 @@
 //! `novafs mkfs`: create an image file (or use a devdax device) and lay out
 //! an empty file system on it.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{anyhow, bail, Result};
 use indicatif::ProgressBar;
+use novafs::layout::DEFAULT_DEAD_ZONE;
 use novafs::{FormatOptions, Fs};
-use pm::{MapOptions, MmapRegion, Region};
+use pm::{MapOptions, MemRegion, MmapRegion, Region};
 
-use crate::image::{explain, explain_fs};
+use crate::image::{explain, explain_fs, parse_size};
 
 const DEFAULT_SIZE: u64 = 1 << 30;
+// `--dead-zone`'s default, as its help shows it.
+const _: () = assert!(DEFAULT_DEAD_ZONE == 1 << 20);
 
-pub fn run(path: &Path, size: Option<u64>, force: bool, shards: Option<u32>) -> Result<()> {
+#[derive(clap::Args)]
+pub struct Args {
+    /// Size of a new image file, e.g. 1G, 512M, 64MiB (default: the existing size, else 1 GiB).
+    #[arg(long, value_parser = parse_size)]
+    size: Option<u64>,
+    /// Overwrite an image that already holds data.
+    #[arg(long)]
+    force: bool,
+    /// Number of shards (per-CPU structures); default: this machine's CPUs.
+    #[arg(long)]
+    shards: Option<u32>,
+    /// Format without metadata replicas (by default every inode and log
+    /// page has a mirror copy, Fortis §4.2).
+    #[arg(long)]
+    no_meta_replicas: bool,
+    /// Least distance between a metadata page and its replica, a multiple
+    /// of 4 KiB (Fortis §4.4's dead zone).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1M",
+          conflicts_with = "no_meta_replicas")]
+    dead_zone: u64,
+    image: PathBuf,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let path = args.image.as_path();
     let existing = std::fs::metadata(path).ok();
     if let Some(meta) = &existing {
         if meta.is_dir() {
             bail!("{} is a directory; give a file or devdax device path", path.display());
         }
-        if !force && meta.len() > 0 {
+        if !args.force && meta.len() > 0 {
             bail!(
                 "{} already exists and is not empty; add --force to overwrite it",
                 path.display()
             );
         }
     }
-    let size = size
+    let size = args
+        .size
         .or_else(|| existing.as_ref().map(|m| m.len()).filter(|&l| l > 0))
         .unwrap_or(DEFAULT_SIZE);
-    let shards = shards.unwrap_or_else(novafs::default_shards);
-    let min = novafs::minimum_size(shards);
-    if size < min {
-        bail!(
-            "{} bytes is too small for {shards} shard(s): use --size {}M or more",
-            size,
-            min >> 20
-        );
+    let shards = args.shards.unwrap_or_else(novafs::default_shards);
+    let format = FormatOptions {
+        shards: Some(shards),
+        uid: owner_uid(),
+        gid: owner_gid(),
+        meta_replicas: !args.no_meta_replicas,
+        dead_zone: args.dead_zone,
+    };
+    // Refused before the image is created or resized.
+    if let Some(min) = minimum_size(&format).filter(|&min| size < min) {
+        return Err(too_small(size, min, &format));
     }
     let spinner =
         ProgressBar::new_spinner().with_message(format!("formatting {} ({} MiB)", path.display(), size >> 20));
@@ -49,22 +80,58 @@ pub fn run(path: &Path, size: Option<u64>, force: bool, shards: Option<u32>) -> 
     let region = MmapRegion::create(path, size, &opts).map_err(|e| explain(path, e))?;
     let kind = region.kind();
     let region: Arc<dyn Region> = Arc::new(region);
-    Fs::format(
-        region,
-        &FormatOptions {
-            shards: Some(shards),
-            uid: owner_uid(),
-            gid: owner_gid(),
-        },
-    )
-    .map_err(|e| explain_fs(path, e))?;
+    Fs::format(region, &format).map_err(|e| match e {
+        novafs::Error::TooSmall { size, min } => too_small(size, min, &format),
+        e => explain_fs(path, e),
+    })?;
     spinner.finish_and_clear();
+    let replicas = if format.meta_replicas {
+        format!("metadata replicas, dead zone {}", crate::info::bytes(format.dead_zone))
+    } else {
+        "no metadata replicas".to_string()
+    };
     println!(
-        "novafs: formatted {} ({} MiB, {shards} shards, {kind})",
+        "novafs: formatted {} ({} MiB, {shards} shards, {replicas}, {kind})",
         path.display(),
         size >> 20
     );
     Ok(())
+}
+
+/// The smallest image `format` accepts with `opts`, as the library
+/// computes it: formatting an empty heap region, which it refuses before
+/// writing anything. (`novafs::minimum_size` knows only the default
+/// options.)
+fn minimum_size(opts: &FormatOptions) -> Option<u64> {
+    match Fs::format(Arc::new(MemRegion::new(0)), opts) {
+        Err(novafs::Error::TooSmall { min, .. }) => Some(min),
+        _ => None,
+    }
+}
+
+/// Too small: what the image needs, and what would fit instead.
+fn too_small(size: u64, min: u64, opts: &FormatOptions) -> anyhow::Error {
+    let shards = opts.shards.unwrap_or(1);
+    let layout = if opts.meta_replicas {
+        format!(
+            " with metadata replicas (dead zone {})",
+            crate::info::bytes(opts.dead_zone)
+        )
+    } else {
+        String::new()
+    };
+    let without = FormatOptions {
+        meta_replicas: false,
+        ..opts.clone()
+    };
+    let instead = match minimum_size(&without) {
+        Some(m) if opts.meta_replicas && size >= m => ", or add --no-meta-replicas",
+        _ => "",
+    };
+    anyhow!(
+        "{size} bytes is too small for {shards} shard(s){layout}: use --size {}M or more{instead}",
+        min.div_ceil(1 << 20)
+    )
 }
 
 /// The root directory belongs to whoever ran mkfs.

@@ -70,6 +70,65 @@ fn mkfs_rejects_bad_sizes_with_a_hint() {
 }
 
 #[test]
+fn mkfs_formats_with_or_without_metadata_replicas_and_info_says_which() {
+    let dir = scratch();
+    let cases: [(&[&str], &str); 3] = [
+        (&[], "metadata:     replicas on (dead zone 1 MiB)"),
+        (&["--dead-zone", "64K"], "metadata:     replicas on (dead zone 64 KiB)"),
+        (
+            &["--no-meta-replicas"],
+            "metadata:     no replicas (formatted without replicas)",
+        ),
+    ];
+    for (i, (flags, line)) in cases.into_iter().enumerate() {
+        let img = path(&dir, &format!("m{i}.img"));
+        let mut args = vec!["mkfs", "--size", "64M", "--shards", "2"];
+        args.extend_from_slice(flags);
+        args.push(&img);
+        let o = novafs(&args);
+        assert!(o.status.success(), "{flags:?}: {}", stderr(&o));
+        let o = novafs(&["info", &img]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert_eq!(
+            out.lines().filter(|l| l.starts_with("metadata:")).collect::<Vec<_>>(),
+            [line],
+            "{out}"
+        );
+        let o = novafs(&["fsck", &img]);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+    }
+    // A dead zone that is not whole pages: one line from the parser.
+    let img = path(&dir, "z.img");
+    let o = novafs(&["mkfs", "--dead-zone", "3K", &img]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("'3K' must be a positive multiple of 4 KiB"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!Path::new(&img).exists(), "nothing created");
+    // Replicas need room; the refusal says how much, and what fits instead.
+    let o = novafs(&["mkfs", "--size", "8M", "--shards", "2", &img]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("too small") && stderr(&o).contains("use --size 12M or more, or add --no-meta-replicas"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(!Path::new(&img).exists(), "nothing created");
+    let o = novafs(&["mkfs", "--size", "8M", "--shards", "2", "--no-meta-replicas", &img]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
+#[test]
 fn fsck_exit_codes_for_missing_foreign_and_damaged_images() {
     let dir = scratch();
     let missing = path(&dir, "missing.img");
@@ -106,8 +165,11 @@ fn fsck_repair_fixes_what_it_can_and_says_what_it_did() {
     // is absurd (issue 11's reproducer): the check says so, repair fixes both.
     let mut bytes = std::fs::read(&img).unwrap();
     bytes[16..48].fill(0xFF);
-    let tail = 2 * 4096 + 16;
-    bytes[tail..tail + 8].copy_from_slice(&498_216_206_440u64.to_le_bytes());
+    // The recovery inode's tail word in page 2 and in its replica, the
+    // page at data_end (the size less the superblock replica and itself).
+    for tail in [2 * 4096 + 16, (64 << 20) - 2 * 4096 + 16] {
+        bytes[tail..tail + 8].copy_from_slice(&498_216_206_440u64.to_le_bytes());
+    }
     std::fs::write(&img, &bytes).unwrap();
     let o = novafs(&["fsck", &img]);
     let out = String::from_utf8_lossy(&o.stdout);
@@ -195,4 +257,58 @@ fn bench_prints_its_table_dram_and_mount_times_and_removes_its_image() {
         "{out}"
     );
     assert!(!Path::new(&img).exists(), "the scratch image is removed");
+}
+
+#[test]
+fn bench_compares_replicas_side_by_side_with_targets_and_storage() {
+    let dir = scratch();
+    let img = path(&dir, "cmp.img");
+    let args = [
+        "bench",
+        "--compare-replicas",
+        "--files",
+        "20",
+        "--appends",
+        "2",
+        "--rounds",
+        "2",
+        // Room for both inode tables of every shard on a machine with many CPUs.
+        "--size",
+        "256M",
+        "--image",
+        &img,
+    ];
+    let o = novafs(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "with replicas against without replicas: 20 files x 2 appends of 4 KiB, 2 rounds interleaved"
+    );
+    assert_eq!(lines[2], "without replicas: write protection off, no metadata replicas");
+    assert_eq!(
+        lines[3],
+        "with replicas: write protection off, metadata replicas (dead zone 1 MiB)"
+    );
+    assert_eq!(
+        lines[5],
+        "| operation | without replicas median µs/op | with replicas median µs/op | ratio | target |"
+    );
+    let targets: Vec<&str> = lines[7..11]
+        .iter()
+        .map(|l| l.rsplit(" | ").next().unwrap().split(':').next().unwrap())
+        .collect();
+    assert_eq!(targets, ["≤ 1.40", "≤ 1.25", "— |", "— |"], "{out}");
+    assert!(
+        lines[12].starts_with("storage after creating 20 files x 2 appends of 4 KiB: ")
+            && lines[12].ends_with("(the paper: 2.1%)"),
+        "{out}"
+    );
+    assert!(lines[13].starts_with("right after mkfs: "), "{out}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "both scratch images removed"
+    );
 }

@@ -700,13 +700,24 @@ impl PageAllocator {
         }
         let mut got = Vec::new();
         let home = current_shard(self.pools.len());
-        let mut need = self.with_pool(home, |p| take_pairs(p, npages, &mut got));
+        let mirror = self.mirror;
+        let take = |p: &mut Pool, need: u64, got: &mut Vec<Extent>| match &mirror {
+            Some(m) => take_pairs(m, p, need, got),
+            None => need,
+        };
+        let mut need = self.with_pool(home, |p| take(p, npages, &mut got));
+        if need > 0 {
+            // Pairs a data batch broke and did not use count again.
+            for pool in 0..self.pools.len() {
+                self.with_pool(pool, |p| mirror.iter().for_each(|m| pair_singles(m, p)));
+            }
+        }
         while need > 0 {
             let Some(pool) = self.largest_pool(|p| p.pairs.total()) else {
                 break;
             };
             let before = need;
-            need = self.with_pool(pool, |p| take_pairs(p, need, &mut got));
+            need = self.with_pool(pool, |p| take(p, need, &mut got));
             if need == before {
                 break;
             }
@@ -764,8 +775,15 @@ impl PageAllocator {
         if self.free_pages() < pages.saturating_add(self.reserve) {
             return Err(Error::NoSpace);
         }
+        let mirror = self.mirror;
         for pool in self.home_first() {
-            if let Some(start) = self.with_pool(pool, |p| p.pairs.take_contiguous(npages)) {
+            let start = self.with_pool(pool, |p| {
+                p.pairs.take_contiguous(npages).or_else(|| {
+                    mirror.iter().for_each(|m| pair_singles(m, p));
+                    p.pairs.take_contiguous(npages)
+                })
+            });
+            if let Some(start) = start {
                 return Ok(start << PAGE_SHIFT);
             }
         }
@@ -847,33 +865,55 @@ fn take_singles(p: &mut Pool, mut need: u64, got: &mut Vec<Extent>) -> u64 {
     need
 }
 
-/// Data pages when replication is on: singles, then whole pairs from the
-/// dead zone outward — a run of primaries and its mirror run — leaving the
-/// last mirror single when `need` is odd.
+/// Pairs broken at once for data (the primaries' run and the mirrors' run
+/// become singles): a file written a page at a time then gets runs of
+/// contiguous pages, which reads copy in one go, instead of pages that
+/// alternate between a pair's two far-apart halves.
+const DATA_BATCH_PAIRS: u64 = 32;
+
+/// Data pages when replication is on: singles, lowest first; when none
+/// are left, a batch of pairs from the dead zone outward becomes singles.
 fn take_data(m: &Mirror, p: &mut Pool, need: u64, got: &mut Vec<Extent>) -> u64 {
     let mut need = take_singles(p, need, got);
     while need > 0 {
-        let Some((start, n)) = p.pairs.take_last(need.div_ceil(2)) else {
+        let Some((start, n)) = p.pairs.take_last(need.div_ceil(2).max(DATA_BATCH_PAIRS)) else {
             break;
         };
-        got.push(extent(start, n));
         let (ma, mb) = m.range(start, start + n);
-        // n <= ceil(need / 2), so at most one mirror is left over.
-        let used = n.min(need - n);
-        if used < n {
-            let ok = p.single.insert(ma, n - used).is_ok();
-            debug_assert!(ok, "the mirror of a free pair was in the singles");
-        }
-        if used > 0 {
-            got.push(extent(mb - used, used));
-        }
-        need -= n + used;
+        let primaries = p.single.insert(start, n).is_ok();
+        let mirrors = p.single.insert(ma, mb - ma).is_ok();
+        debug_assert!(primaries && mirrors, "a free pair's pages were also single");
+        need = take_singles(p, need, got);
     }
     need
 }
 
+/// Makes free pairs again of free single primaries whose mirrors are free
+/// singles too (what a data batch broke and did not use).
+fn pair_singles(m: &Mirror, p: &mut Pool) {
+    let lows: Vec<(u64, u64)> = p
+        .single
+        .iter()
+        .map(|(s, n)| (s, (s + n).min(m.lo_end)))
+        .filter(|&(s, e)| s < e)
+        .collect();
+    for (a, b) in lows {
+        let (ma, mb) = m.range(a, b);
+        for (ms, mn) in p.single.take_within(ma, mb) {
+            let (pa, pb) = m.range(ms, ms + mn);
+            let primaries = p.single.take_within(pa, pb);
+            debug_assert_eq!(primaries, vec![(pa, pb - pa)], "the primaries of free mirrors");
+            let ok = p.pairs.insert(pa, pb - pa).is_ok();
+            debug_assert!(ok, "a free single was also a free pair");
+        }
+    }
+}
+
 /// Metadata pairs from the outer edge inward: returns what is still needed.
-fn take_pairs(p: &mut Pool, mut need: u64, got: &mut Vec<Extent>) -> u64 {
+fn take_pairs(m: &Mirror, p: &mut Pool, mut need: u64, got: &mut Vec<Extent>) -> u64 {
+    if p.pairs.total() < need {
+        pair_singles(m, p);
+    }
     while need > 0 {
         let Some((start, n)) = p.pairs.take_first(need) else {
             break;
@@ -1135,18 +1175,26 @@ mod tests {
     }
 
     #[test]
-    fn data_takes_the_dead_zone_then_whole_pairs_from_the_middle_out() {
+    fn data_takes_the_dead_zone_then_a_batch_of_pairs_in_two_runs() {
         let a = mirrored(10, 1000, 1, 64);
         let dead = a.alloc(64, Budget::Reserve).unwrap();
         assert_eq!(dead, vec![extent(478, 64)]);
-        // Three pages: the two pairs nearest the middle but for one
-        // mirror, which stays free, single.
-        let got = a.alloc(3, Budget::Reserve).unwrap();
-        assert_eq!(pages_of(&got), vec![476, 477, 543]);
-        assert!(a.is_free(542 * P));
-        // The stranded single goes to data before any other pair.
-        assert_eq!(pages_of(&a.alloc(1, Budget::Reserve).unwrap()), vec![542]);
-        assert_eq!(a.free_pages(), 1000 - 64 - 4);
+        // Then a batch of pairs nearest the middle becomes single: the
+        // primaries' run [446, 478) first, then the mirrors' [542, 574),
+        // so pages taken one at a time are contiguous.
+        let pages: Vec<u64> = (0..40)
+            .flat_map(|_| pages_of(&a.alloc(1, Budget::Reserve).unwrap()))
+            .collect();
+        let want: Vec<u64> = (446..478).chain(542..550).collect();
+        assert_eq!(pages, want);
+        assert_eq!(a.free_pages(), 1000 - 64 - 40);
+        // The rest of the batch is still metadata's: singles whose mirrors
+        // are free pair up again when pairs run short.
+        let all_pairs = (446 - 10) + (574 - 550) / 2;
+        let meta = a.alloc_meta(all_pairs, Budget::Reserve);
+        assert!(meta.is_err(), "the batch's unused mirrors have no free primaries");
+        let meta = a.alloc_meta(446 - 10, Budget::Reserve).unwrap();
+        assert_eq!(pages_of(&meta).len() as u64, 446 - 10);
     }
 
     #[test]
@@ -1351,20 +1399,24 @@ mod tests {
             let free: Vec<u64> = (first..first + n).filter(|p| !used.contains(p)).collect();
             let listed: Vec<u64> = a.export().iter().flat_map(|&(s, k)| s..s + k).collect();
             assert_eq!(listed, free, "seed {seed}");
-            // Data first takes exactly the free pages that cannot be metadata.
-            let paired = |p: u64| m.key(p) < m.lo_end && !used.contains(&m.of(p));
-            let singles: Vec<u64> = free.iter().copied().filter(|&p| !paired(p)).collect();
-            let pairs = free.iter().filter(|&&p| p < m.lo_end && paired(p)).count() as u64;
-            let mut got = if singles.is_empty() {
+            // Data takes as many pages as cannot be metadata (which ones
+            // depends on the batches it broke); then metadata finds every
+            // pair that is left.
+            let paired =
+                |p: u64, used: &std::collections::BTreeSet<u64>| m.key(p) < m.lo_end && !used.contains(&m.of(p));
+            let unpairable = free.iter().filter(|&&p| !paired(p, &used)).count() as u64;
+            let got = if unpairable == 0 {
                 Vec::new()
             } else {
-                pages_of(&a.alloc(singles.len() as u64, Budget::Reserve).unwrap())
+                pages_of(&a.alloc(unpairable, Budget::Reserve).unwrap())
             };
-            got.sort_unstable();
-            assert_eq!(got, singles, "seed {seed}");
-            // And metadata finds every pair there is.
+            for &p in &got {
+                assert!(used.insert(p), "seed {seed}: page {p} handed out twice");
+            }
+            let left: Vec<u64> = (first..first + n).filter(|p| !used.contains(p)).collect();
+            let pairs = left.iter().filter(|&&p| p < m.lo_end && paired(p, &used)).count() as u64;
             let meta = a.alloc_meta(pairs, Budget::Reserve).unwrap();
-            assert_eq!(a.free_pages(), 0);
+            assert_eq!(a.free_pages(), left.len() as u64 - 2 * pairs, "seed {seed}");
             assert!(matches!(a.alloc_meta(1, Budget::Reserve), Err(Error::NoSpace)));
             // Freeing everything restores the whole area.
             a.abandon_meta(&meta);
