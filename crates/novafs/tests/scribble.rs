@@ -1,0 +1,163 @@
+//! Scribbles in the shape of NOVA-Fortis Fig. 7 (§4.4): age a file system,
+//! then overwrite `size` bytes at random places and count the inodes whose
+//! metadata is lost (they no longer read: EIO). With replicas and a dead
+//! zone, no scribble shorter than the dead zone may lose any metadata;
+//! without replicas, small scribbles already do (the control that shows
+//! the test can fail).
+//!
+//! The default run tries a few places per size; `NOVAFS_SCRIBBLE_LONG=1`
+//! tries many more and prints the table.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use novafs::{FileType, FormatOptions, Fs, Ino, MountOptions, ROOT_INO};
+use pm::{MemRegion, Region};
+
+const MIB: u64 = 1 << 20;
+
+/// A deterministic generator (splitmix64): the same places every run of a
+/// seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// An aged image (Fortis §4.4 ages with Filebench: create, delete about
+/// half, again): directories of small files, half of them deleted, twice.
+fn aged(replicas: bool) -> Vec<u8> {
+    let mem = Arc::new(MemRegion::new(48 * MIB));
+    let region: Arc<dyn Region> = mem.clone();
+    let opts = FormatOptions {
+        shards: Some(2),
+        meta_replicas: replicas,
+        ..FormatOptions::default()
+    };
+    Fs::format(region.clone(), &opts).unwrap();
+    let fs = Fs::open(region, MountOptions::default()).unwrap();
+    let mut rng = Rng(7);
+    for round in 0..2 {
+        for d in 0..8 {
+            let name = format!("d{round}-{d}");
+            let dir = fs.mkdir(ROOT_INO, name.as_bytes(), 0o755, 0, 0).unwrap().ino;
+            for f in 0..60 {
+                let file = fs.create(dir, format!("f{f}").as_bytes(), 0o644, 0, 0).unwrap().ino;
+                let len = 1 + rng.below(3 * 4096) as usize;
+                fs.write(file, 0, &vec![b'x'; len]).unwrap();
+                if rng.below(2) == 0 {
+                    fs.unlink(dir, format!("f{f}").as_bytes()).unwrap();
+                }
+            }
+        }
+    }
+    fs.unmount().unwrap();
+    mem.snapshot()
+}
+
+/// Every inode reachable from the root, by number.
+fn inodes(fs: &Fs) -> Vec<Ino> {
+    let mut all = vec![ROOT_INO];
+    let mut i = 0;
+    while i < all.len() {
+        let ino = all[i];
+        i += 1;
+        let mut children = Vec::new();
+        let listed = fs.readdir(ino, 0, |e| {
+            if e.name != b"." && e.name != b".." {
+                children.push((e.ino, e.kind));
+            }
+            false
+        });
+        if listed.is_ok() {
+            for (child, kind) in children {
+                if kind == FileType::Directory || !all.contains(&child) {
+                    all.push(child);
+                }
+            }
+        }
+    }
+    all
+}
+
+/// How many of `expected` inodes no longer read after `size` bytes at
+/// `at` were overwritten (the whole image lost counts them all).
+fn lost_after(image: &[u8], expected: &[Ino], at: u64, size: u64, rng: &mut Rng) -> usize {
+    let mut bytes = image.to_vec();
+    for b in &mut bytes[at as usize..(at + size) as usize] {
+        *b ^= 1 + (rng.next() % 255) as u8;
+    }
+    let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(bytes));
+    let Ok(fs) = Fs::open(region, MountOptions { read_only: true }) else {
+        return expected.len();
+    };
+    expected
+        .iter()
+        .filter(|&&ino| {
+            let attr = fs.getattr(ino);
+            let listed = match &attr {
+                Ok(a) if a.kind == FileType::Directory => fs.readdir(ino, 0, |_| false).is_ok(),
+                _ => true,
+            };
+            attr.is_err() || !listed
+        })
+        .count()
+}
+
+/// Inodes lost per scribble size: (places tried, places that lost any,
+/// inodes lost in all).
+fn sweep(replicas: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64, u64, usize)> {
+    let image = aged(replicas);
+    let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(image.clone()));
+    let fs = Fs::open(region, MountOptions { read_only: true }).unwrap();
+    let expected = inodes(&fs);
+    let sb = fs.superblock();
+    drop(fs);
+    let mut rng = Rng(if replicas { 11 } else { 13 });
+    let mut out = BTreeMap::new();
+    for &size in sizes {
+        let mut row = (0, 0, 0);
+        for _ in 0..places {
+            // Anywhere in the data area, where every inode and log lives.
+            let at = sb.data_start + rng.below(sb.data_end - sb.data_start - size);
+            let lost = lost_after(&image, &expected, at, size, &mut rng);
+            row.0 += 1;
+            row.1 += u64::from(lost > 0);
+            row.2 += lost;
+        }
+        out.insert(size, row);
+    }
+    out
+}
+
+#[test]
+fn no_scribble_shorter_than_the_dead_zone_loses_metadata() {
+    let long = std::env::var_os("NOVAFS_SCRIBBLE_LONG").is_some();
+    let places = if long { 400 } else { 12 };
+    let sizes = [1, 64, 4096, 64 << 10, 512 << 10, MIB - 4096];
+    let with = sweep(true, &sizes, places);
+    let without = sweep(false, &sizes[..3], places * 4);
+    if long {
+        println!("| scribble bytes | places | with replicas: places losing inodes, inodes lost | without: places, inodes lost |");
+        for (size, (n, hit, lost)) in &with {
+            let other = without.get(size).map_or("-".to_string(), |(_, h, l)| format!("{h}, {l}"));
+            println!("| {size} | {n} | {hit}, {lost} | {other} |");
+        }
+    }
+    for (size, (_, hit, lost)) in &with {
+        assert_eq!((*hit, *lost), (0, 0), "a {size}-byte scribble lost metadata despite the replicas");
+    }
+    let lost_without: usize = without.values().map(|r| r.2).sum();
+    assert!(lost_without > 0, "the control: without replicas, scribbles lose metadata");
+}
