@@ -241,7 +241,7 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
         }
     }
     for (ino, off, why) in &lost {
-        r.commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5
+        ctx.region().commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5, both copies
         done.push(format!("freed: inode {ino}: {why}"));
     }
     // A second scan returns the freed inodes' pages; then save cleanly.
