@@ -151,13 +151,22 @@ fn no_scribble_shorter_than_the_dead_zone_loses_metadata() {
     if long {
         println!("| scribble bytes | places | with replicas: places losing inodes, inodes lost | without: places, inodes lost |");
         for (size, (n, hit, lost)) in &with {
-            let other = without.get(size).map_or("-".to_string(), |(_, h, l)| format!("{h}, {l}"));
+            let other = without
+                .get(size)
+                .map_or("-".to_string(), |(_, h, l)| format!("{h}, {l}"));
             println!("| {size} | {n} | {hit}, {lost} | {other} |");
         }
     }
     for (size, (_, hit, lost)) in &with {
-        assert_eq!((*hit, *lost), (0, 0), "a {size}-byte scribble lost metadata despite the replicas");
+        assert_eq!(
+            (*hit, *lost),
+            (0, 0),
+            "a {size}-byte scribble lost metadata despite the replicas"
+        );
     }
     let lost_without: usize = without.values().map(|r| r.2).sum();
-    assert!(lost_without > 0, "the control: without replicas, scribbles lose metadata");
+    assert!(
+        lost_without > 0,
+        "the control: without replicas, scribbles lose metadata"
+    );
 }
