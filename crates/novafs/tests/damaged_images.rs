@@ -27,6 +27,8 @@
 //! (the corpus workers' whole output), `RUST_BACKTRACE=1`.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::backtrace::Backtrace;
 use std::cell::Cell;
@@ -38,6 +40,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use common::SplitMix;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use novafs::layout::{
@@ -271,11 +275,11 @@ fn start_watchdog() {
 // A small deterministic generator (splitmix64).
 
 #[derive(Clone)]
-struct Rng(u64);
+struct Rng(SplitMix);
 
 impl Rng {
     fn new(seed: u64) -> Rng {
-        Rng(seed ^ 0x6A09_E667_F3BC_C909)
+        Rng(SplitMix(seed ^ 0x6A09_E667_F3BC_C909))
     }
 
     fn for_case(seed: u64, index: u64) -> Rng {
@@ -285,19 +289,11 @@ impl Rng {
     }
 
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next()
     }
 
     fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
+        self.0.below(n)
     }
 
     /// In `lo..=hi`.

@@ -9,31 +9,16 @@
 //! tries many more and prints the table.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use common::SplitMix as Rng;
 use novafs::{FileType, FormatOptions, Fs, Ino, MountOptions, ROOT_INO};
 use pm::{MemRegion, Region};
 
 const MIB: u64 = 1 << 20;
-
-/// A deterministic generator (splitmix64): the same places every run of a
-/// seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// An aged image (Fortis §4.4 ages with Filebench: create, delete about
 /// half, again): directories of small files, half of them deleted, twice.
