@@ -5,17 +5,10 @@ use std::path::Path;
 
 use anyhow::Result;
 use novafs::layout::{FEATURE_INCOMPAT_META_REPLICA, PAGE_SIZE, STATE_CLEAN};
+use novafs::time::utc;
+use novafs::HealthCounts;
 
 use crate::image::{explain_fs, open};
-
-/// A UTC date and time for nanoseconds since the Unix epoch.
-fn when(ns: i64) -> String {
-    let c = novafs::time::civil(ns.div_euclid(1_000_000_000));
-    format!(
-        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
-        c.year, c.month, c.day, c.hour, c.minute, c.second
-    )
-}
 
 /// A size in the largest binary unit that divides it: "1 MiB", "68 KiB".
 pub fn bytes(n: u64) -> String {
@@ -53,8 +46,9 @@ pub fn run(path: &Path) -> Result<()> {
     } else {
         println!("metadata:     no replicas (formatted without replicas)");
     }
-    println!("created:      {}", when(sb.created_ns));
-    println!("mounts:       {} (last: {})", sb.mount_count, when(sb.mounted_ns));
+    println!("health:       {}", HealthCounts::of(&sb));
+    println!("created:      {}", utc(sb.created_ns));
+    println!("mounts:       {} (last: {})", sb.mount_count, utc(sb.mounted_ns));
     let state = if sb.state == STATE_CLEAN {
         "clean"
     } else {

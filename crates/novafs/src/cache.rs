@@ -57,8 +57,14 @@ impl Cache {
             return Ok(c.clone());
         }
         let off = ctx.tables.locate(ino)?;
-        let rec = ctx.live_record(off, ino)?;
-        let st = ctx.load_inode(off, &rec)?;
+        let st = ctx
+            .live_record(off, ino)
+            .and_then(|rec| ctx.load_inode(off, &rec))
+            .inspect_err(|e| {
+                if matches!(e, Error::Corrupt(_) | Error::Pm(_)) {
+                    ctx.health.lost(ino, e);
+                }
+            })?;
         let parent = st.dir().map_or(0, |d| d.parent());
         let cell = Arc::new(Cell {
             state: RwLock::new(st),

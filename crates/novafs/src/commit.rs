@@ -20,6 +20,7 @@ use pm::Region;
 
 use crate::alloc::{Budget, PageAllocator};
 use crate::error::{Error, Result};
+use crate::health::Health;
 use crate::inode::InodeState;
 use crate::itable::read_live_record;
 use crate::itable::InodeTables;
@@ -44,6 +45,8 @@ pub struct Ctx {
     pub epoch: u64,
     /// What log GC reclaimed on this mount (NOVA Table 3).
     pub gc: GcCounters,
+    /// What redundancy repaired and what was lost, since mkfs.
+    pub health: Health,
 }
 
 /// Log GC activity of one mounted file system.
@@ -135,12 +138,14 @@ impl Ctx {
     }
 
     /// Copies the replica over the damaged primary of each range a load
-    /// read from the replica (Fortis §4.2), unless nothing may be written.
+    /// read from the replica (Fortis §4.2), unless nothing may be written;
+    /// counted in `health`.
     pub fn repair(&self, ranges: &[(u64, u64)]) -> Result<()> {
         if self.read_only || ranges.is_empty() {
             return Ok(());
         }
         let mut buf = Vec::new();
+        let mut repaired = 0;
         for &(off, len) in ranges {
             let Some(m) = self.bounds.mirror(off) else { continue };
             buf.resize(len as usize, 0);
@@ -148,8 +153,10 @@ impl Ctx {
             self.data.write(off, &buf)?;
             self.data.flush(off, len)?;
             tracing::warn!(off, len, "metadata repaired from its replica");
+            repaired += 1;
         }
         self.data.fence(); // The repaired copy is durable before it is relied on.
+        self.health.repaired(repaired);
         Ok(())
     }
 }

@@ -18,12 +18,14 @@ use crate::cache::{alive, Cache, Cell};
 use crate::commit::Ctx;
 use crate::error::{Error, Result};
 use crate::file;
+use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, ROOT_INO};
 use crate::journal::Update;
 use crate::layout::{Superblock, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MountReport};
+use crate::superblock::write_superblock;
 use crate::time::now_ns;
 
 pub use crate::namespace::{MAX_LINKS, RENAME_EXCHANGE, RENAME_NOREPLACE};
@@ -167,7 +169,30 @@ impl Fs {
     }
 
     fn cell(&self, ino: Ino) -> Result<Arc<Cell>> {
-        self.cache.get(&self.ctx, ino)
+        let cell = self.cache.get(&self.ctx, ino);
+        if self.ctx.health.take_changed() {
+            self.save_health();
+        }
+        cell
+    }
+
+    /// What redundancy repaired and what was lost, since mkfs.
+    pub fn health(&self) -> HealthCounts {
+        self.ctx.health.counts()
+    }
+
+    /// Writes the health counters to the superblock at once (both rare and
+    /// worth keeping across a crash). A failure is only logged: the
+    /// operation that met the damage goes on or fails on its own terms.
+    fn save_health(&self) {
+        if self.read_only {
+            return;
+        }
+        let mut sb = self.sb.lock();
+        self.ctx.health.stamp(&mut sb);
+        if let Err(e) = write_superblock(self.ctx.region(), &mut sb) {
+            tracing::warn!(error = %e, "could not record the repair counters in the superblock");
+        }
     }
 
     /// Frees an unlinked inode whose last handle went away: one 8-byte

@@ -20,6 +20,7 @@ use parking_lot::Mutex;
 use crate::cache::Cache;
 use crate::commit::Ctx;
 use crate::error::Result;
+use crate::health::HealthCounts;
 use crate::inode::{Body, FileType, Ino, InodeState, ROOT_INO};
 use crate::itable::Slot;
 use crate::journal::Journal;
@@ -80,6 +81,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             .push("superblock replica is damaged or stale; the next mount rewrites it".into());
     }
     rep.clean = sb.state == STATE_CLEAN;
+    let health = HealthCounts::of(&sb);
+    if health != HealthCounts::default() {
+        rep.notes.push(health.to_string());
+    }
     let replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
     if replayed > 0 {
         rep.notes
@@ -242,8 +247,13 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     }
     for (ino, off, why) in &lost {
         ctx.region().commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5, both copies
+        ctx.health.lost(*ino, why);
         done.push(format!("freed: inode {ino}: {why}"));
     }
+    // What this mount repaired and lost, for the next mount to count on.
+    let (mut sb, _) = read_superblock(r)?;
+    ctx.health.stamp(&mut sb);
+    write_superblock(r, &mut sb)?;
     // A second scan returns the freed inodes' pages; then save cleanly.
     let (ctx, mut sb, _) = recovery::mount(region.clone(), false)?;
     recovery::save_clean(&ctx, &mut sb)?;

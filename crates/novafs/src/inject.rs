@@ -601,6 +601,7 @@ mod tests {
 
     use super::*;
     use crate::fs::{Fs, MountOptions};
+    use crate::health::HealthCounts;
     use crate::itable::InodeTables;
     use crate::layout::{INODES_PER_CHUNK, LOG_NEXT_OFF, ROOT_INO};
     use crate::log::Log;
@@ -1133,10 +1134,17 @@ mod tests {
                 reads_everything(&fs, f, why);
                 drop(fs);
                 assert!(damaged_now(&x), "{why}: a read-only mount repairs nothing");
-                // A read-write mount repairs the primary as it reads it.
+                let health = || HealthCounts::of(&read_superblock(&*x.mem).unwrap().0);
+                assert_eq!(health(), HealthCounts::default(), "{why}");
+                // A read-write mount repairs the primary as it reads it,
+                // and counts the repair in the superblock at once.
                 let fs = mount(&x.mem).unwrap();
                 reads_everything(&fs, f, why);
+                let counted = health();
+                assert!(counted.repairs >= 1 && counted.losses == 0, "{why}: {counted:?}");
+                assert_eq!(fs.health(), counted, "{why}");
                 fs.unmount().unwrap();
+                assert_eq!(health(), counted, "{why}: nothing more at unmount");
                 for r in &ranges {
                     let (primary, then) = x.copy(CopyKind::Primary, r.clone());
                     assert_eq!(primary, x.copy(CopyKind::Replica, r.clone()).0, "{why}: {r:?}");
@@ -1225,7 +1233,20 @@ mod tests {
                     assert_eq!(read_file(&fs, ino, 4096).unwrap_err().errno(), libc::EIO, "{why}");
                 }
                 others_read(&fs, f, ino, why);
+                // Met twice, counted once, in the superblock before unmount.
+                let lost = HealthCounts::of(&read_superblock(&*x.mem).unwrap().0);
+                assert_eq!((lost.losses, lost.last_loss_ino), (1, ino), "{why}: {lost:?}");
+                assert_eq!(fs.health(), lost, "{why}");
                 fs.unmount().unwrap();
+                // fsck reports the counters; a new mount counts the loss again.
+                let rep = crate::fsck::check(x.mem.clone(), &|_, _| {}).unwrap();
+                assert!(
+                    rep.notes
+                        .iter()
+                        .any(|n| n.contains("1 object(s) lost since mkfs (last: inode")),
+                    "{why}: {:?}",
+                    rep.notes
+                );
                 // Nothing was "repaired" from a damaged replica.
                 let (primary, _) = x.copy(CopyKind::Primary, 0..x.located.len);
                 let (replica, _) = x.copy(CopyKind::Replica, 0..x.located.len);

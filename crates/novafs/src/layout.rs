@@ -96,8 +96,14 @@ pub struct Superblock {
     /// With META_REPLICA: the least distance, in pages, between a metadata
     /// page and its mirror (Fortis §4.4's dead zone).
     pub dead_zone_pages: u64,
+    /// Metadata ranges rewritten from their good copy since mkfs, and
+    /// objects met with no good copy, with the last of them (`health`).
+    pub meta_repairs: u64,
+    pub meta_losses: u64,
+    pub last_loss_ino: u64,
+    pub last_loss_ns: i64,
     /// Room for the checksum and parity areas of the next wave.
-    pub reserved: [u64; 31],
+    pub reserved: [u64; 27],
     pub csum: u32,
     pub pad: u32,
 }

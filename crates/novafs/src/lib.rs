@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | 0 | `error`, `hash`, `time` | utilities |
 //! | 1 | [`layout`] | every on-media structure, declared once (FORMAT.md) |
-//! | 2 | `superblock`, `alloc`, `replica` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1); the mirroring view metadata is written through (Fortis §4.2, §4.4) |
+//! | 2 | `superblock`, `alloc`, `replica`, `health` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters |
 //! | 3 | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
 //! | 4 | `log` | per-inode logs: append, the tail-store commit, fast GC's relinking |
 //! | 5 | `dir`, `pagemap`, `itable` | DRAM indexes (directory, file pages) and the inode tables |
@@ -39,6 +39,7 @@ pub mod fs;
 pub mod fsck;
 mod gc;
 mod hash;
+mod health;
 pub mod inject;
 mod inode;
 mod itable;
@@ -61,6 +62,7 @@ pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 pub use fs::{
     DirEntry, Fs, GcStats, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE,
 };
+pub use health::HealthCounts;
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
 pub use layout::MAX_FILE_SIZE;
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
@@ -77,6 +79,7 @@ mod layering {
         ("superblock", 2, include_str!("superblock.rs")),
         ("alloc", 2, include_str!("alloc.rs")),
         ("replica", 2, include_str!("replica.rs")),
+        ("health", 2, include_str!("health.rs")),
         ("journal", 3, include_str!("journal.rs")),
         ("log", 4, include_str!("log.rs")),
         ("dir", 5, include_str!("dir.rs")),

@@ -12,6 +12,7 @@ use crate::alloc::Budget;
 use crate::commit::{Ctx, GcCounters};
 use crate::dir::{dentry, DentrySpec};
 use crate::error::{Error, Result};
+use crate::health::Health;
 use crate::inode::{record_of_attr, Attr, FileType, InodeState, ROOT_INO};
 use crate::itable::InodeTables;
 use crate::journal::Journal;
@@ -129,7 +130,11 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         mounted_ns: now,
         uuid: uuid(now),
         dead_zone_pages: if opts.meta_replicas { dead_zone / PAGE_SIZE } else { 0 },
-        reserved: [0; 31],
+        meta_repairs: 0,
+        meta_losses: 0,
+        last_loss_ino: 0,
+        last_loss_ns: 0,
+        reserved: [0; 27],
         csum: 0,
         pad: 0,
     };
@@ -149,6 +154,7 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         bounds,
         epoch: 0,
         gc: GcCounters::default(),
+        health: Health::default(),
     };
     make_root(&ctx, opts, now)?;
     save_state(&ctx, &sb)?;

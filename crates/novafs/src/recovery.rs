@@ -16,6 +16,7 @@ use zerocopy::IntoBytes;
 use crate::alloc::{Budget, PageAllocator};
 use crate::commit::{Ctx, GcCounters};
 use crate::error::{corrupt, Result};
+use crate::health::Health;
 use crate::inode::{InodeState, ROOT_INO};
 use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
@@ -89,6 +90,10 @@ fn finish(
     t0: Instant,
 ) -> Result<(Ctx, Superblock, MountReport)> {
     if !read_only {
+        if report.superblock_repaired {
+            ctx.health.repaired(1);
+        }
+        ctx.health.stamp(&mut sb);
         sb.state = STATE_MOUNTED;
         sb.version = VERSION;
         sb.mount_count += 1;
@@ -112,6 +117,7 @@ pub(crate) fn open_ctx(region: Arc<dyn Region>, sb: &Superblock, read_only: bool
         bounds,
         epoch: sb.epoch,
         gc: GcCounters::default(),
+        health: Health::since(sb),
         region: meta,
         data: region,
         read_only,
@@ -224,6 +230,7 @@ fn read_chain(r: &dyn Region, bounds: Bounds, head: u64, len: u64) -> Result<Vec
 /// then mark the superblock clean (primary, then replica: R4).
 pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
     save_state(ctx, sb)?;
+    ctx.health.stamp(sb);
     sb.state = STATE_CLEAN;
     write_superblock(ctx.region(), sb)
 }
@@ -405,7 +412,7 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
             Err(e) => {
                 // Keep whatever pages it may own out of the allocator;
                 // the inode itself reads as EIO and fsck reports it.
-                tracing::error!(ino, error = %e, "inode is damaged");
+                ctx.health.lost(ino, &e);
                 if let Ok(pages) = crate::log::chain_pages(r, ctx.bounds, rec.log_head, true) {
                     let copies = pages.into_iter().flat_map(|p| ctx.bounds.copies(p));
                     out.used.extend(copies.map(|p| p >> PAGE_SHIFT));

@@ -21,6 +21,15 @@ pub struct Civil {
     pub second: i64,
 }
 
+/// `ns` nanoseconds since the Unix epoch as "YYYY-MM-DD HH:MM:SS UTC".
+pub fn utc(ns: i64) -> String {
+    let c = civil(ns.div_euclid(1_000_000_000));
+    format!(
+        "{:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC",
+        c.year, c.month, c.day, c.hour, c.minute, c.second
+    )
+}
+
 /// The UTC reading of `secs` seconds since the Unix epoch (Howard Hinnant's
 /// days-to-civil algorithm; proleptic Gregorian calendar).
 pub fn civil(secs: i64) -> Civil {
