@@ -16,6 +16,7 @@ mod info;
 mod inject;
 mod mkfs;
 mod mount;
+mod tune;
 
 #[derive(Parser)]
 #[command(
@@ -58,6 +59,8 @@ enum Cmd {
     /// Damage one structure of an unmounted IMAGE on purpose, or poison it (emulated media error).
     #[command(after_help = inject::AFTER_HELP)]
     Inject(inject::Args),
+    /// Turn a protection feature of an unmounted IMAGE on or off (e.g. --enable meta-protection), rebuilding it beside itself.
+    Tune(tune::Args),
 }
 
 fn main() -> ExitCode {
@@ -90,6 +93,7 @@ fn main() -> ExitCode {
         Cmd::Bench(args) => bench::run(&args),
         Cmd::Crashcheck(args) => return crashcheck::run(&args),
         Cmd::Inject(args) => return inject::run(&args),
+        Cmd::Tune(args) => tune::run(&args),
         Cmd::Mount(args) => return mount::run(&args),
         Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
     };

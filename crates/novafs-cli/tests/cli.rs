@@ -190,6 +190,96 @@ fn fsck_repair_fixes_what_it_can_and_says_what_it_did() {
 }
 
 #[test]
+fn tune_turns_meta_protection_on_and_off_and_refuses_what_it_cannot_do() {
+    let dir = scratch();
+    let img = path(&dir, "t.img");
+    let metadata_line = |img: &str| {
+        let o = novafs(&["info", img]);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        out.lines().find(|l| l.starts_with("metadata:")).unwrap().to_string()
+    };
+    let tmp_left = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tune-tmp"))
+    };
+    assert!(
+        novafs(&["mkfs", "--size", "64M", "--shards", "2", "--no-meta-replicas", &img])
+            .status
+            .success()
+    );
+    let steps: [(&[&str], &str, &str); 4] = [
+        (
+            &["--enable", "meta-protection", "--dead-zone", "256K"],
+            "now has meta-protection (dead zone 256 KiB)",
+            "replicas on (dead zone 256 KiB)",
+        ),
+        (
+            &["--enable", "meta-protection"],
+            "already has meta-protection (dead zone 256 KiB); nothing to do",
+            "replicas on (dead zone 256 KiB)",
+        ),
+        (
+            &["--disable", "meta-protection"],
+            "now has no meta-protection",
+            "no replicas",
+        ),
+        (
+            &["--enable", "meta-protection"],
+            "now has meta-protection (dead zone 1 MiB)",
+            "replicas on (dead zone 1 MiB)",
+        ),
+    ];
+    for (flags, said, shown) in steps {
+        let mut args = vec!["tune"];
+        args.extend_from_slice(flags);
+        args.push(&img);
+        let o = novafs(&args);
+        assert!(o.status.success(), "{flags:?}: {}", stderr(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(said),
+            "{flags:?}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        assert!(
+            metadata_line(&img).contains(shown),
+            "{flags:?}: {}",
+            metadata_line(&img)
+        );
+        assert_eq!(novafs(&["fsck", &img]).status.code(), Some(0), "{flags:?}");
+        assert!(!tmp_left());
+    }
+    // Refusals: one line each, the image untouched, nothing left beside it.
+    let before = std::fs::read(&img).unwrap();
+    let held = pm::MmapRegion::open(Path::new(&img), &pm::MapOptions::default()).unwrap();
+    let o = novafs(&["tune", "--disable", "meta-protection", &img]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("in use"), "{}", stderr(&o));
+    drop(held);
+    let o = novafs(&["tune", "--disable", "meta-protection", "--dead-zone", "64K", &img]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = novafs(&["tune", &img]);
+    assert_eq!(o.status.code(), Some(2), "a change is required: {}", stderr(&o));
+    assert_eq!(std::fs::read(&img).unwrap(), before, "image untouched");
+    let small = path(&dir, "small.img");
+    assert!(
+        novafs(&["mkfs", "--size", "8M", "--shards", "2", "--no-meta-replicas", &small])
+            .status
+            .success()
+    );
+    let before = std::fs::read(&small).unwrap();
+    let o = novafs(&["tune", "--enable", "meta-protection", &small]);
+    assert_eq!(o.status.code(), Some(1));
+    assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
+    assert!(stderr(&o).contains("too small"), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&small).unwrap(), before, "image untouched");
+    assert!(!tmp_left());
+    let o = novafs(&["tune", "--enable", "meta-protection", &path(&dir, "missing.img")]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
+}
+
+#[test]
 fn fsck_refuses_an_image_in_use() {
     let dir = scratch();
     let img = path(&dir, "e.img");

@@ -324,6 +324,26 @@ impl Fs {
             gid,
             target,
             opened,
+            identity: None,
+        })
+    }
+
+    /// Creates a node like `like` (type, permissions, owner, device, and
+    /// its inode number and generation) named `name` in `parent`; a
+    /// symlink takes `target`. For restoring a tree with its numbers
+    /// (`tune`): times, size and contents are the caller's to copy.
+    pub fn restore_node(&self, parent: Ino, name: &[u8], like: &Attr, target: Option<&[u8]>) -> Result<Attr> {
+        self.writable()?;
+        self.ns().create(&NewNode {
+            parent,
+            name,
+            mode: like.mode(),
+            rdev: like.rdev,
+            uid: like.uid,
+            gid: like.gid,
+            target,
+            opened: false,
+            identity: Some((like.ino, like.generation)),
         })
     }
 

@@ -132,6 +132,22 @@ impl InodeTables {
         Ok((ino, self.locate(ino)?))
     }
 
+    /// Claims the slot of inode number `ino` itself (a tree restored with
+    /// its numbers: `tune`), growing its shard's table up to it; Exists
+    /// when the slot is taken.
+    pub fn claim_exact(&self, region: &dyn Region, alloc: &PageAllocator, ino: Ino) -> Result<u64> {
+        let (shard, local) = self.split(ino).ok_or(Error::Invalid("inode number 0"))?;
+        let mut free = self.shards[shard].free.lock();
+        while (self.shards[shard].chunks.read().len() as u64) * INODES_PER_CHUNK <= local {
+            self.grow(region, alloc, shard, &mut free)?;
+        }
+        if free.take_within(local, local + 1).is_empty() {
+            return Err(Error::Exists);
+        }
+        drop(free);
+        self.locate(ino)
+    }
+
     fn grow(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize, free: &mut RangeSet) -> Result<()> {
         let t = &self.shards[shard];
         let index = t.chunks.read().len() as u64;

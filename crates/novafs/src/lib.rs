@@ -19,7 +19,7 @@
 //! | 10 | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 11 | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
 //! | 12 | `mkfs`, [`fsck`] | formatting; the offline check |
-//! | 13 | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
+//! | 13 | [`fs`], `probe`, [`inject`], [`tune`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images; turning features on and off by rebuilding an unmounted image |
 //! | 14 | the crate root | the public API re-exported (`crate::Fs`, …) |
 //! | 15 | [`op`] | one vocabulary of file-system operations over the public API, shared by the model test, the crash checker and the benchmarks |
 //!
@@ -56,6 +56,7 @@ mod recovery;
 mod replica;
 mod superblock;
 pub mod time;
+pub mod tune;
 
 pub use error::{Error, Result};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
@@ -97,6 +98,7 @@ mod layering {
         ("fs", 13, include_str!("fs.rs")),
         ("probe", 13, include_str!("probe.rs")),
         ("inject", 13, include_str!("inject.rs")),
+        ("tune", 13, include_str!("tune.rs")),
         ("op", 15, concat!(include_str!("op.rs"), include_str!("op/runner.rs"))),
     ];
 

@@ -46,6 +46,9 @@ pub struct NewNode<'a> {
     /// Register an open handle at once (open with O_CREAT), so no unlink
     /// can come in between.
     pub opened: bool,
+    /// The inode number and generation to take, restoring a tree with its
+    /// numbers (`tune`); None takes any free slot and a new generation.
+    pub identity: Option<(Ino, u64)>,
 }
 
 /// A rename, once both names are looked up and every inode is locked.
@@ -169,7 +172,10 @@ impl Namespace<'_> {
         }
         let (gid, mode) = inherited_group(&pst.meta.attr, n.gid, n.mode);
         let ctx = self.ctx;
-        let (ino, off) = ctx.tables.claim(ctx.region(), &ctx.alloc)?;
+        let (ino, off) = match n.identity {
+            Some((ino, _)) => (ino, ctx.tables.claim_exact(ctx.region(), &ctx.alloc, ino)?),
+            None => ctx.tables.claim(ctx.region(), &ctx.alloc)?,
+        };
         let now = now_ns();
         let attr = Attr {
             ino,
@@ -184,7 +190,7 @@ impl Namespace<'_> {
             mtime: now,
             ctime: now,
             rdev: n.rdev,
-            generation: now as u64,
+            generation: n.identity.map_or(now as u64, |(_, generation)| generation),
         };
         let mut st = InodeState::new(attr, off);
         let built = (|| -> Result<()> {

@@ -1,0 +1,161 @@
+//! `novafs tune`: turns a protection feature of an unmounted image on or
+//! off. The image is rebuilt into a file beside it (`novafs::tune`: same
+//! inode numbers, names, contents and times), the copy is checked and made
+//! durable, and only then renamed over the original: a failure or a crash
+//! at any point leaves the original image as it was.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{anyhow, bail, Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use novafs::tune::{rebuild, Features};
+use pm::{MapOptions, MmapRegion, Region};
+
+use crate::image::{explain, explain_fs, open, parse_size};
+use crate::info::bytes;
+
+/// A feature `tune` turns on or off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Feature {
+    /// Replicas of the superblock, inodes, log pages and inode tables
+    /// (Fortis §4.2), primaries and replicas a dead zone apart (§4.4).
+    MetaProtection,
+}
+
+#[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("change").required(true))]
+pub struct Args {
+    /// Turn this feature on.
+    #[arg(long, value_enum, value_name = "FEATURE", group = "change")]
+    enable: Option<Feature>,
+    /// Turn this feature off.
+    #[arg(long, value_enum, value_name = "FEATURE", group = "change")]
+    disable: Option<Feature>,
+    /// With --enable meta-protection: the dead zone between a metadata
+    /// page and its replica, a multiple of 4 KiB (default: 1M).
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "disable")]
+    dead_zone: Option<u64>,
+    /// An unmounted image file.
+    image: PathBuf,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let path = args.image.as_path();
+    // The exclusive lock keeps mounts and fsck away while the copy is made.
+    let from = open(path, true, false)?;
+    if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
+        bail!(
+            "{} is not an image file: tune rebuilds beside the image and swaps it in; copy the device to a file, tune that, and copy it back",
+            path.display()
+        );
+    }
+    let now = Features::of(&*from).map_err(|e| explain_fs(path, e))?;
+    let wanted = Features {
+        meta_replicas: args.enable.is_some(),
+        dead_zone: match args.enable {
+            Some(_) => args.dead_zone.unwrap_or(novafs::layout::DEFAULT_DEAD_ZONE),
+            None => 0,
+        },
+    };
+    if now == wanted || (args.dead_zone.is_none() && now.meta_replicas == wanted.meta_replicas) {
+        println!(
+            "novafs: {} already has {}; nothing to do",
+            path.display(),
+            describe(now)
+        );
+        return Ok(());
+    }
+    let tmp = temp_path(path);
+    let done = build(from, &tmp, path, wanted).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })?;
+    std::fs::rename(&tmp, path).with_context(|| format!("replacing {} with {}", path.display(), tmp.display()))?;
+    sync_dir(path)?;
+    println!(
+        "novafs: {} now has {} ({} inodes, {} names, {} of file data copied)",
+        path.display(),
+        describe(wanted),
+        done.inodes,
+        done.names,
+        bytes_approx(done.bytes)
+    );
+    Ok(())
+}
+
+/// Rebuilds into `tmp`, then makes it durable. The original stays mapped
+/// (and locked) until the copy is on disk.
+fn build(from: Arc<dyn Region>, tmp: &Path, path: &Path, wanted: Features) -> Result<novafs::tune::Rebuilt> {
+    let opts = MapOptions {
+        populate: false,
+        ..MapOptions::default()
+    };
+    let to: Arc<dyn Region> = Arc::new(MmapRegion::create(tmp, from.len(), &opts).map_err(|e| explain(tmp, e))?);
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template("rebuilding {bar:30} {pos}/{len} inodes")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let done = rebuild(from, to.clone(), wanted, &|n, total| {
+        bar.set_length(total);
+        bar.set_position(n);
+    })
+    .map_err(|e| match e {
+        novafs::Error::Invalid(why) => anyhow!("{}: {why}", path.display()),
+        novafs::Error::TooSmall { min, .. } => anyhow!(
+            "{} is too small for {}: that needs at least {} MiB; make a larger image and copy the files over",
+            path.display(),
+            describe(wanted),
+            min.div_ceil(1 << 20)
+        ),
+        novafs::Error::NoSpace => anyhow!(
+            "{}: the tree does not fit with {} (replicas take room); free some space first",
+            path.display(),
+            describe(wanted)
+        ),
+        e => explain_fs(path, e),
+    })?;
+    bar.finish_and_clear();
+    to.persist(0, to.len())?;
+    drop(to);
+    File::open(tmp)
+        .and_then(|f| f.sync_all())
+        .with_context(|| format!("syncing {}", tmp.display()))?;
+    Ok(done)
+}
+
+/// `IMAGE.tune-tmp` in the image's own directory, so the rename is atomic.
+fn temp_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".tune-tmp");
+    path.with_file_name(name)
+}
+
+/// Makes the rename durable.
+fn sync_dir(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .with_context(|| format!("syncing directory {}", dir.display()))
+}
+
+fn describe(f: Features) -> String {
+    if f.meta_replicas {
+        format!("meta-protection (dead zone {})", bytes(f.dead_zone))
+    } else {
+        "no meta-protection".to_string()
+    }
+}
+
+/// Bytes in MiB with one decimal, or bytes below 1 MiB.
+fn bytes_approx(n: u64) -> String {
+    if n < 1 << 20 {
+        format!("{n} bytes")
+    } else {
+        format!("{:.1} MiB", n as f64 / f64::from(1 << 20))
+    }
+}
