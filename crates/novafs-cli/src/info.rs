@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use novafs::layout::{FEATURE_INCOMPAT_META_REPLICA, PAGE_SIZE, STATE_CLEAN};
+use novafs::layout::{FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, PAGE_SIZE, STATE_CLEAN};
 use novafs::time::utc;
 use novafs::HealthCounts;
 
@@ -40,7 +40,12 @@ pub fn run(path: &Path) -> Result<()> {
         data_pages
     );
     println!("shards:       {}", sb.shards);
-    if sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0 {
+    if sb.features_incompat & FEATURE_INCOMPAT_REPLICAS_STALE != 0 {
+        let dead_zone = bytes(sb.dead_zone_pages * PAGE_SIZE);
+        println!(
+            "metadata:     replicas stale (dead zone {dead_zone}; mounted with meta_protection=off, the next protected mount rewrites them)"
+        );
+    } else if sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0 {
         let dead_zone = bytes(sb.dead_zone_pages * PAGE_SIZE);
         println!("metadata:     replicas on (dead zone {dead_zone})");
     } else {

@@ -26,7 +26,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use novafs::{Fs, MountOptions};
+use novafs::{Fs, MetaReplicas, MountOptions};
 use novafs_fuse::{MountConfig, MountError, Mounted, Unmounter};
 use pm::{MapOptions, MmapRegion, WriteProtect};
 
@@ -42,7 +42,9 @@ pub struct MountArgs {
     /// (default: one per CPU), eadr (the platform's caches are persistent),
     /// protect=off|auto|pkey|mprotect (keep the image read-only outside
     /// novafs' own stores; default auto: memory protection keys where the
-    /// CPU has them).
+    /// CPU has them), meta_protection=on|off (require the metadata
+    /// replicas, or skip writing them on this mount: faster, and the next
+    /// protected mount rewrites them; default: as the image was made).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Vec<String>,
     /// Set by `novafs mount` when it starts the daemon: report readiness on
@@ -63,9 +65,11 @@ struct Options {
     threads: usize,
     eadr: bool,
     protect: WriteProtect,
+    meta_replicas: MetaReplicas,
 }
 
-const KNOWN_OPTIONS: &str = "ro, rw, allow_other, threads=N, eadr, protect=off|auto|pkey|mprotect";
+const KNOWN_OPTIONS: &str =
+    "ro, rw, allow_other, threads=N, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off";
 
 fn parse_options(list: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -74,6 +78,7 @@ fn parse_options(list: &[String]) -> Result<Options> {
         threads: thread::available_parallelism().map_or(1, |n| n.get()),
         eadr: false,
         protect: WriteProtect::default(),
+        meta_replicas: MetaReplicas::AsFormatted,
     };
     for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
         match opt {
@@ -81,6 +86,11 @@ fn parse_options(list: &[String]) -> Result<Options> {
             "rw" => o.read_only = false,
             "allow_other" => o.allow_other = true,
             "eadr" => o.eadr = true,
+            "meta_protection=on" => o.meta_replicas = MetaReplicas::Required,
+            "meta_protection=off" => o.meta_replicas = MetaReplicas::Skipped,
+            _ if opt.starts_with("meta_protection=") => {
+                bail!("{opt}: use meta_protection=on or meta_protection=off")
+            }
             _ if opt.starts_with("protect=") => {
                 o.protect = opt["protect=".len()..].parse().map_err(|e: String| anyhow!(e))?;
             }
@@ -321,6 +331,7 @@ impl Daemon {
                 tracing::info!(protection = %region.protection(), "write protection");
                 let opts = MountOptions {
                     read_only: opts.read_only,
+                    meta_replicas: opts.meta_replicas,
                 };
                 Fs::open(Arc::new(region), opts).map_err(|e| explain_fs(&image, e))
             });
@@ -843,6 +854,16 @@ mod tests {
         assert_eq!(o.protect, WriteProtect::Mprotect);
         let e = parse_options(&["protect=yes".into()]).expect_err("bad mode");
         assert!(e.to_string().contains("use off, auto, pkey or mprotect"), "{e}");
+        assert_eq!(o.meta_replicas, MetaReplicas::AsFormatted);
+        let o = parse_options(&["meta_protection=off".into()]).expect("valid");
+        assert_eq!(o.meta_replicas, MetaReplicas::Skipped);
+        let o = parse_options(&["meta_protection=on".into()]).expect("valid");
+        assert_eq!(o.meta_replicas, MetaReplicas::Required);
+        let e = parse_options(&["meta_protection=maybe".into()]).expect_err("bad value");
+        assert!(
+            e.to_string().contains("use meta_protection=on or meta_protection=off"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -369,6 +369,23 @@ pub fn catalog() -> Vec<Workload> {
             vec![Op::write("/f", 0, 100, 24), Op::Remount, Op::create("/g"), Op::Unmount],
         ),
         w(
+            // The replicas go stale, then a protected mount rewrites them
+            // (crash points in both mounts and inside the rewrite).
+            "unprotected_mount",
+            vec![Op::create("/f"), Op::write("/f", 0, 6000, 30), Op::mkdir("/d")],
+            vec![
+                Op::Unmount,
+                Op::MountUnprotected,
+                Op::write("/f", 4096, 3000, 31),
+                Op::create("/d/g"),
+                Op::rename("/f", "/d/f", 0),
+                Op::Unmount,
+                Op::Mount,
+                Op::write("/d/g", 0, 100, 32),
+                Op::Unlink("/d/f".into()),
+            ],
+        ),
+        w(
             "mkfs_over_an_old_image",
             vec![
                 Op::mkdir("/old"),

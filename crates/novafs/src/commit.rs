@@ -75,7 +75,7 @@ impl Ctx {
     /// nothing else frees a slot without freeing both copies.
     pub fn live_record(&self, off: u64, ino: Ino) -> Result<Inode> {
         let primary = read_live_record(self.region(), off, ino);
-        let Some(m) = self.bounds.mirror(off) else {
+        let Some(m) = self.bounds.replica(off) else {
             return primary;
         };
         match primary {
@@ -97,7 +97,7 @@ impl Ctx {
         if rec.csum == rec.compute_csum() {
             return Ok(rec);
         }
-        let Some(m) = self.bounds.mirror(off) else {
+        let Some(m) = self.bounds.replica(off) else {
             return Ok(rec);
         };
         let mut buf = [0u8; INODE_SIZE as usize];
@@ -122,7 +122,7 @@ impl Ctx {
             }
             Err(e) => e,
         };
-        let Some(m) = self.bounds.mirror(off) else {
+        let Some(m) = self.bounds.replica(off) else {
             return Err(err);
         };
         let mut buf = [0u8; INODE_SIZE as usize];
@@ -147,7 +147,7 @@ impl Ctx {
         let mut buf = Vec::new();
         let mut repaired = 0;
         for &(off, len) in ranges {
-            let Some(m) = self.bounds.mirror(off) else { continue };
+            let Some(m) = self.bounds.replica(off) else { continue };
             buf.resize(len as usize, 0);
             self.data.read(m, &mut buf)?;
             self.data.write(off, &buf)?;

@@ -24,7 +24,7 @@ use crate::journal::Update;
 use crate::layout::{Superblock, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
-use crate::recovery::{self, MountReport};
+use crate::recovery::{self, MetaReplicas, MountReport};
 use crate::superblock::write_superblock;
 use crate::time::now_ns;
 
@@ -37,6 +37,9 @@ pub const MAX_SYMLINK: usize = 4095;
 #[derive(Clone, Copy, Debug, Default)]
 pub struct MountOptions {
     pub read_only: bool,
+    /// Keep the metadata replicas current (the default where the image
+    /// has them), require them, or skip them on this mount.
+    pub meta_replicas: MetaReplicas,
 }
 
 /// Attribute changes for [`Fs::setattr`]; `None` leaves a field alone.
@@ -112,7 +115,7 @@ impl Fs {
 
     /// Mounts the file system on `region`, recovering after a crash.
     pub fn open(region: Arc<dyn Region>, opts: MountOptions) -> Result<Fs> {
-        let (ctx, sb, report) = recovery::mount(region, opts.read_only)?;
+        let (ctx, sb, report) = recovery::mount(region, opts.read_only, opts.meta_replicas)?;
         Ok(Fs {
             ctx,
             sb: Mutex::new(sb),

@@ -31,7 +31,7 @@ use crate::layout::{
 };
 use crate::log::Log;
 use crate::namespace::Namespace;
-use crate::recovery;
+use crate::recovery::{self, MetaReplicas};
 use crate::replica::{sync, Mirrored};
 use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
 
@@ -140,8 +140,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             from_replica += st.log.repairs().len() as u64;
             from_replica += u64::from(verified.as_bytes() != rec.as_bytes());
             let rec = verified;
-            for &p in st.log.pages() {
-                replica_pages += sync(ctx.data(), bounds, p, PAGE_SIZE, false)?;
+            if !bounds.stale {
+                for &p in st.log.pages() {
+                    replica_pages += sync(ctx.data(), bounds, p, PAGE_SIZE, false)?;
+                }
             }
             if rec.ino != ino {
                 rep.problems
@@ -157,10 +159,17 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             Ok(())
         })?;
     }
-    for (_, chunk) in (0..tables.shard_count() as usize).flat_map(|s| tables.slots(s)) {
-        replica_pages += sync(ctx.data(), bounds, chunk, CHUNK_SIZE, false)?;
+    if bounds.stale {
+        rep.notes.push(
+            "metadata replicas are stale (last mounted with meta_protection=off); the next protected mount rewrites them"
+                .into(),
+        );
+    } else {
+        for (_, chunk) in (0..tables.shard_count() as usize).flat_map(|s| tables.slots(s)) {
+            replica_pages += sync(ctx.data(), bounds, chunk, CHUNK_SIZE, false)?;
+        }
+        replica_pages += sync(ctx.data(), bounds, RESERVED_INODES_OFF, PAGE_SIZE, false)?;
     }
-    replica_pages += sync(ctx.data(), bounds, RESERVED_INODES_OFF, PAGE_SIZE, false)?;
     if from_replica > 0 {
         rep.notes.push(format!(
             "{from_replica} damaged metadata piece(s) were read from their replicas; mounting (or fsck --repair) rewrites them"
@@ -213,7 +222,7 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     // any after a crash rebuild the allocators by scanning.
     sb.state = STATE_MOUNTED;
     write_superblock(r, &mut sb)?;
-    let (ctx, _, report) = recovery::mount(region.clone(), false)?;
+    let (ctx, _, report) = recovery::mount(region.clone(), false, MetaReplicas::AsFormatted)?;
     if report.journal_replayed > 0 {
         done.push(format!(
             "replayed {} committed journal transaction(s)",
@@ -255,7 +264,7 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     ctx.health.stamp(&mut sb);
     write_superblock(r, &mut sb)?;
     // A second scan returns the freed inodes' pages; then save cleanly.
-    let (ctx, mut sb, _) = recovery::mount(region.clone(), false)?;
+    let (ctx, mut sb, _) = recovery::mount(region.clone(), false, MetaReplicas::AsFormatted)?;
     recovery::save_clean(&ctx, &mut sb)?;
     done.push("free pages and inode slots rebuilt by a full scan and saved".to_string());
     Ok(done)

@@ -1130,7 +1130,14 @@ mod tests {
                     rep.notes
                 );
                 // A read-only mount reads everything and writes nothing.
-                let fs = Fs::open(x.mem.clone(), MountOptions { read_only: true }).unwrap();
+                let fs = Fs::open(
+                    x.mem.clone(),
+                    MountOptions {
+                        read_only: true,
+                        ..MountOptions::default()
+                    },
+                )
+                .unwrap();
                 reads_everything(&fs, f, why);
                 drop(fs);
                 assert!(damaged_now(&x), "{why}: a read-only mount repairs nothing");
@@ -1497,7 +1504,14 @@ mod tests {
         // The data pages are still what a mount maps: it reads the
         // replica's record and entries.
         assert_eq!(locate(r, Target::DataPage, f.a).unwrap(), data);
-        let fs = Fs::open(mem.clone(), MountOptions { read_only: true }).unwrap();
+        let fs = Fs::open(
+            mem.clone(),
+            MountOptions {
+                read_only: true,
+                ..MountOptions::default()
+            },
+        )
+        .unwrap();
         assert_eq!(read_file(&fs, f.a, 8192).unwrap(), [b'A'; 4096]);
         drop(fs);
         // So the replica can be damaged too: the inode is lost.
@@ -1604,6 +1618,130 @@ mod tests {
             w.write(INODE_HEADS_OFF, &[0xA5; 16]).unwrap();
             assert!(matches!(locate(r, Target::Inode, a), Err(Error::Corrupt(_))));
         }
+    }
+
+    fn mount_skipping(mem: &Arc<MemRegion>) -> Fs {
+        let opts = MountOptions {
+            meta_replicas: crate::MetaReplicas::Skipped,
+            ..MountOptions::default()
+        };
+        Fs::open(mem.clone(), opts).unwrap()
+    }
+
+    fn stale(mem: &MemRegion) -> bool {
+        bounds_of(&read_superblock(mem).unwrap().0).stale
+    }
+
+    /// A mount without metadata protection leaves the replicas behind and
+    /// says so before its first write; fsck accepts the difference; the
+    /// next protected mount rewrites every replica, after which damage to
+    /// a primary is repaired again, whether the skipping mount ended
+    /// cleanly or crashed.
+    #[test]
+    fn a_mount_without_protection_leaves_stale_replicas_that_the_next_protected_mount_rewrites() {
+        for crash in [false, true] {
+            let (mem, f) = image_with(true);
+            let fs = mount_skipping(&mem);
+            assert!(stale(&mem), "stale from the start of the mount");
+            fs.write(f.a, 0, &[b'Z'; 4096]).unwrap();
+            let (sb, _) = read_superblock(&*mem).unwrap();
+            let (off, rec) = live_record(&*mem, &sb, f.a).unwrap();
+            let m = bounds_of(&sb).mirror(off).unwrap();
+            let replica_tail = mem.load_u64(m + crate::layout::INODE_TAIL_OFF).unwrap();
+            assert_ne!(replica_tail, rec.log_tail, "the replica was not written");
+            if crash {
+                drop(fs);
+            } else {
+                fs.unmount().unwrap();
+                let rep = crate::fsck::check(mem.clone(), &|_, _| {}).unwrap();
+                assert_eq!(rep.problems, Vec::<String>::new());
+                assert!(
+                    rep.notes.iter().any(|n| n.contains("replicas are stale")),
+                    "{:?}",
+                    rep.notes
+                );
+            }
+            assert!(stale(&mem));
+            // A read-only mount cannot rewrite them and leaves them stale.
+            drop(
+                Fs::open(
+                    mem.clone(),
+                    MountOptions {
+                        read_only: true,
+                        ..MountOptions::default()
+                    },
+                )
+                .unwrap(),
+            );
+            assert!(stale(&mem));
+            let fs = mount(&mem).unwrap();
+            assert!(fs.mount_report().replicas_refreshed, "crash {crash}");
+            assert!(!stale(&mem));
+            assert_eq!(mem.load_u64(m + crate::layout::INODE_TAIL_OFF).unwrap(), rec.log_tail);
+            fs.unmount().unwrap();
+            assert_eq!(fsck_problems(&mem), Vec::<String>::new(), "crash {crash}");
+            // The replicas are whole again: a damaged primary reads from them.
+            let sp = Spec {
+                bytes: PAGE_SIZE,
+                ..spec(Target::LogPage, f.a, 1)
+            };
+            corrupt(&*mem, &sp).unwrap();
+            let fs = mount(&mem).unwrap();
+            assert_eq!(read_file(&fs, f.a, 8192).unwrap(), [b'Z'; 4096], "crash {crash}");
+            fs.unmount().unwrap();
+        }
+    }
+
+    /// While the replicas are stale nothing reads them: a damaged primary
+    /// is EIO, never the older contents its replica still holds.
+    #[test]
+    fn a_stale_replica_is_never_used_for_repair() {
+        let (mem, f) = image_with(true);
+        let fs = mount_skipping(&mem);
+        fs.write(f.a, 0, &[b'Z'; 4096]).unwrap();
+        fs.unmount().unwrap();
+        let sp = Spec {
+            bytes: PAGE_SIZE,
+            ..spec(Target::LogPage, f.a, 1)
+        };
+        corrupt(&*mem, &sp).unwrap();
+        for opts in [
+            MountOptions {
+                read_only: true,
+                ..MountOptions::default()
+            },
+            MountOptions {
+                meta_replicas: crate::MetaReplicas::Skipped,
+                ..MountOptions::default()
+            },
+        ] {
+            let fs = Fs::open(mem.clone(), opts).unwrap();
+            let err = read_file(&fs, f.a, 8192).unwrap_err();
+            assert_eq!(err.errno(), libc::EIO, "{opts:?}: {err}");
+            drop(fs);
+        }
+        assert!(fsck_problems(&mem)
+            .iter()
+            .any(|p| p.starts_with(&format!("inode {}: ", f.a))));
+    }
+
+    #[test]
+    fn requiring_protection_refuses_an_image_without_replicas() {
+        let (mem, _) = image_with(false);
+        let opts = MountOptions {
+            meta_replicas: crate::MetaReplicas::Required,
+            ..MountOptions::default()
+        };
+        let err = Fs::open(mem.clone(), opts).map(|_| ()).unwrap_err();
+        assert!(
+            err.to_string().contains("novafs tune --enable meta-protection"),
+            "{err}"
+        );
+        // Skipping on an image without replicas changes nothing.
+        mount_skipping(&mem).unmount().unwrap();
+        assert!(!stale(&mem));
+        let (mem, _) = image_with(true);
+        Fs::open(mem.clone(), opts).unwrap().unmount().unwrap();
     }
 
     #[test]

@@ -36,7 +36,7 @@ impl InodeTables {
         for s in 0..u64::from(sb.shards) {
             // A damaged head or chunk footer: the replicas' (Fortis §4.2).
             let chunks = chunk_chain(region, sb, bounds, s, false).or_else(|e| {
-                if bounds.replicas {
+                if bounds.replica(sb.inode_heads_off).is_some() {
                     tracing::warn!(shard = s, error = %e, "inode table read from its replica");
                     chunk_chain(region, sb, bounds, s, true).map_err(|_| e)
                 } else {
@@ -236,7 +236,7 @@ impl InodeTables {
 fn chunk_chain(region: &dyn Region, sb: &Superblock, bounds: Bounds, s: u64, replica: bool) -> Result<Vec<u64>> {
     let at = |off: u64| {
         if replica {
-            bounds.mirror(off).unwrap_or(off)
+            bounds.replica(off).unwrap_or(off)
         } else {
             off
         }

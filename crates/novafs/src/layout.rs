@@ -58,7 +58,11 @@ pub const STATE_MOUNTED: u64 = 2;
 pub const FEATURE_INCOMPAT_META_REPLICA: u64 = 1 << 0;
 pub const FEATURE_INCOMPAT_DATA_CSUM: u64 = 1 << 1;
 pub const FEATURE_INCOMPAT_DATA_PARITY: u64 = 1 << 2;
-pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA;
+/// The metadata replicas are behind their primaries: the image was mounted
+/// without metadata protection. Incompatible, so that no novafs that does
+/// not know it trusts (repairs from) a stale replica.
+pub const FEATURE_INCOMPAT_REPLICAS_STALE: u64 = 1 << 3;
+pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA | FEATURE_INCOMPAT_REPLICAS_STALE;
 /// Default dead zone between a metadata page and its replica (Fortis §4.4).
 pub const DEFAULT_DEAD_ZONE: u64 = 1 << 20;
 
@@ -451,6 +455,10 @@ pub struct Bounds {
     /// With replicas: the least distance in pages between a metadata page
     /// and its mirror (Fortis §4.4's dead zone).
     pub dead_zone_pages: u64,
+    /// The replicas keep their places but are behind their primaries (a
+    /// mount without metadata protection): nothing reads them, nothing
+    /// writes them, until a protected mount rewrites them all.
+    pub stale: bool,
 }
 
 impl Bounds {
@@ -467,6 +475,17 @@ impl Bounds {
             return Some(self.data_start + (pages - 1 - page) * PAGE_SIZE + in_page);
         }
         (off - in_page == RESERVED_INODES_OFF).then_some(self.data_end + in_page)
+    }
+
+    /// The copy of `off` to read, or repair from, when the primary fails:
+    /// its mirror, unless the replicas are stale.
+    pub fn replica(&self, off: u64) -> Option<u64> {
+        self.mirror(off).filter(|_| !self.stale)
+    }
+
+    /// Whether metadata writes must reach the replicas too.
+    pub fn live_replicas(&self) -> bool {
+        self.replicas && !self.stale
     }
 
     /// `off` and, with replicas, its mirror: the pages a metadata page

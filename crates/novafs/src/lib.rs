@@ -19,9 +19,9 @@
 //! | 10 | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 11 | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
 //! | 12 | `mkfs`, [`fsck`] | formatting; the offline check |
-//! | 13 | [`fs`], `probe`, [`inject`], [`tune`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images; turning features on and off by rebuilding an unmounted image |
+//! | 13 | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
 //! | 14 | the crate root | the public API re-exported (`crate::Fs`, …) |
-//! | 15 | [`op`] | one vocabulary of file-system operations over the public API, shared by the model test, the crash checker and the benchmarks |
+//! | 15 | [`op`], [`tune`] | one vocabulary of file-system operations over the public API, shared by the model test, the crash checker and the benchmarks; turning features on and off by rebuilding an unmounted image through that API |
 //!
 //! The journal sits below the log (the "log / journal" level split
 //! in two): a log append committed by a transaction becomes `Committed`
@@ -67,7 +67,7 @@ pub use health::HealthCounts;
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
 pub use layout::MAX_FILE_SIZE;
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
-pub use recovery::{inspect, Inspect, MountReport};
+pub use recovery::{inspect, Inspect, MetaReplicas, MountReport};
 
 #[cfg(test)]
 mod layering {
@@ -98,7 +98,7 @@ mod layering {
         ("fs", 13, include_str!("fs.rs")),
         ("probe", 13, include_str!("probe.rs")),
         ("inject", 13, include_str!("inject.rs")),
-        ("tune", 13, include_str!("tune.rs")),
+        ("tune", 15, include_str!("tune.rs")),
         ("op", 15, concat!(include_str!("op.rs"), include_str!("op/runner.rs"))),
     ];
 

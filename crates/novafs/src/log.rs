@@ -590,7 +590,7 @@ pub(crate) fn walk(
         let mut next = u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
         if next != 0 && !walk.may_enter(next) {
             // A damaged link: the replica's, if that one leads on.
-            if let Some(m) = bounds.mirror(page) {
+            if let Some(m) = bounds.replica(page) {
                 let other = region.load_u64(m + LOG_NEXT_OFF)?;
                 if other != next && (other == 0 || walk.may_enter(other)) {
                     if visit(Step::Repaired(page + LOG_NEXT_OFF, 8))?.is_break() {
@@ -641,7 +641,7 @@ fn entry_at(buf: &[u8], page: u64, pos: u64, verify: Verify) -> Result<Option<u6
 /// Replaces the entry at `pos` of the page held in `buf` by the replica's
 /// copy when that copy is a whole entry; returns its length.
 fn from_replica(region: &dyn Region, bounds: Bounds, page: u64, pos: u64, buf: &mut [u8]) -> Result<Option<u64>> {
-    let Some(m) = bounds.mirror(page) else {
+    let Some(m) = bounds.replica(page) else {
         return Ok(None);
     };
     let mut other = vec![0u8; LOG_USABLE as usize];

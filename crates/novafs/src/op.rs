@@ -182,6 +182,9 @@ pub enum Op {
     /// Mounts the image (recovering after a crash).
     Mount,
     MountReadOnly,
+    /// Mounts without keeping the metadata replicas current
+    /// (`MetaReplicas::Skipped`, `-o meta_protection=off`).
+    MountUnprotected,
     /// Clean unmount.
     Unmount,
     /// The mounted file system goes away without unmounting: a crash.
@@ -335,6 +338,7 @@ impl Op {
             | Op::Statfs
             | Op::Mount
             | Op::MountReadOnly
+            | Op::MountUnprotected
             | Op::Unmount
             | Op::Crash
             | Op::Remount
@@ -461,6 +465,7 @@ impl fmt::Display for Op {
             Op::Release(at) => write!(f, "release {at}"),
             Op::Mount => write!(f, "mount"),
             Op::MountReadOnly => write!(f, "mount read-only"),
+            Op::MountUnprotected => write!(f, "mount meta_protection=off"),
             Op::Unmount => write!(f, "unmount"),
             Op::Crash => write!(f, "crash"),
             Op::Remount => write!(f, "remount"),
@@ -539,6 +544,7 @@ mod tests {
             (Op::Open("/f".into()), "open /f"),
             (Op::Release("/f".into()), "release /f"),
             (Op::Remount, "remount"),
+            (Op::MountUnprotected, "mount meta_protection=off"),
         ];
         for (op, text) in shown {
             assert_eq!(op.to_string(), text);

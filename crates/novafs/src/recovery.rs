@@ -15,16 +15,16 @@ use zerocopy::IntoBytes;
 
 use crate::alloc::{Budget, PageAllocator};
 use crate::commit::{Ctx, GcCounters};
-use crate::error::{corrupt, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::health::Health;
 use crate::inode::{InodeState, ROOT_INO};
 use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, CHUNK_SIZE, INODE_LIVE, INODE_SIZE,
-    INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN,
-    STATE_MOUNTED, VERSION,
+    decode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, CHUNK_SIZE,
+    FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF,
+    LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
 use crate::replica::{sync, Mirrored};
 use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, write_superblock};
@@ -40,12 +40,33 @@ pub struct MountReport {
     pub scanned_inodes: u64,
     pub orphans_reclaimed: u64,
     pub superblock_repaired: bool,
+    /// Stale replicas (left by a mount without metadata protection) were
+    /// all rewritten from their primaries.
+    pub replicas_refreshed: bool,
     pub elapsed: Duration,
+}
+
+/// Whether a mount keeps the metadata replicas (Fortis §4.2) current.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MetaReplicas {
+    /// As the image was formatted (or tuned): with replicas if it has them.
+    #[default]
+    AsFormatted,
+    /// Refuse to mount an image without replicas.
+    Required,
+    /// Do not write replicas on this mount, for speed: they go stale
+    /// (said in the superblock, so nothing trusts them) and the next
+    /// protected read-write mount rewrites them all.
+    Skipped,
 }
 
 /// Mounts: superblock (replica fallback), journal replay, then the saved
 /// allocator state or a parallel scan. Returns the context and superblock.
-pub(crate) fn mount(region: Arc<dyn Region>, read_only: bool) -> Result<(Ctx, Superblock, MountReport)> {
+pub(crate) fn mount(
+    region: Arc<dyn Region>,
+    read_only: bool,
+    replicas: MetaReplicas,
+) -> Result<(Ctx, Superblock, MountReport)> {
     let t0 = Instant::now();
     let r = &*region;
     let (mut sb, repaired) = read_superblock(r)?;
@@ -53,29 +74,59 @@ pub(crate) fn mount(region: Arc<dyn Region>, read_only: bool) -> Result<(Ctx, Su
         superblock_repaired: repaired,
         ..MountReport::default()
     };
+    let formatted = sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0;
+    if replicas == MetaReplicas::Required && !formatted {
+        return Err(Error::NotSupported(
+            "this image keeps no metadata replicas: turn them on with `novafs tune --enable meta-protection`",
+        ));
+    }
+    let was_stale = bounds_of(&sb).stale;
+    // Stale from the first write of this mount on: the flag is durable
+    // (R4) before any metadata store skips its replica.
+    let skip = formatted && replicas == MetaReplicas::Skipped && !read_only;
+    if skip {
+        sb.features_incompat |= FEATURE_INCOMPAT_REPLICAS_STALE;
+    }
     // Rule R4 keeps one good copy only if both copies agree before every
     // update: a replica torn or left stale by a crash is rewritten now,
     // before this mount changes the primary.
-    if (repaired || !replica_matches(r, &sb)) && !read_only {
+    if (repaired || skip || !replica_matches(r, &sb)) && !read_only {
         if repaired {
             tracing::warn!("primary superblock damaged; restored from the replica");
         }
         write_superblock(r, &mut sb)?;
     }
+    // Stale replicas become current again only through the full scan,
+    // which rewrites every one from its primary.
+    let refresh = was_stale && !skip && !read_only;
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
     // Through the mirroring view: a replayed update reaches both copies.
     report.journal_replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
     let ctx = open_ctx(region.clone(), &sb, read_only)?;
-    report.clean = sb.state == STATE_CLEAN && report.journal_replayed == 0 && load_saved_state(&ctx, &sb).is_ok();
+    report.clean =
+        sb.state == STATE_CLEAN && report.journal_replayed == 0 && !refresh && load_saved_state(&ctx, &sb).is_ok();
     if !report.clean {
         // Whatever the saved state put in, start from empty allocators.
-        let ctx_fresh = open_ctx(region.clone(), &sb, read_only)?;
+        let mut ctx_fresh = open_ctx(region.clone(), &sb, read_only)?;
         let scan = scan(&ctx_fresh, !read_only)?;
         report.scanned_inodes = scan.live;
         report.orphans_reclaimed = scan.orphans;
         if !read_only {
             sb.state = STATE_MOUNTED;
+        }
+        if refresh {
+            // The scan rewrote every replica of a live object and fenced
+            // (R4: the copies agree before the flag that trusts them goes).
+            sb.features_incompat &= !FEATURE_INCOMPAT_REPLICAS_STALE;
+            report.replicas_refreshed = true;
+            tracing::info!("metadata replicas rewritten from their primaries; protection is on again");
+            let bounds = bounds_of(&sb);
+            ctx_fresh = Ctx {
+                region: Mirrored::view(region.clone(), bounds),
+                bounds,
+                ..ctx_fresh
+            };
         }
         return finish(ctx_fresh, sb, report, read_only, t0);
     }
@@ -138,7 +189,9 @@ pub(crate) fn allocator_of(sb: &Superblock) -> PageAllocator {
 /// Reads the allocator state a clean unmount left in the recovery chain.
 pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     // The recovery inode, or its replica's when the primary is damaged.
-    let copies = ctx.bounds.copies(RECOVERY_INODE_OFF).collect::<Vec<_>>();
+    let copies = std::iter::once(RECOVERY_INODE_OFF)
+        .chain(ctx.bounds.replica(RECOVERY_INODE_OFF))
+        .collect::<Vec<_>>();
     let mut blob = Err(corrupt!("no saved allocator state"));
     for off in copies {
         blob = saved_blob(ctx, off);

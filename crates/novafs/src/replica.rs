@@ -28,9 +28,9 @@ pub struct Mirrored {
 
 impl Mirrored {
     /// The metadata view of `inner`: mirrored when `bounds` says the image
-    /// keeps replicas, else `inner` itself.
+    /// keeps its replicas current, else `inner` itself.
     pub fn view(inner: Arc<dyn Region>, bounds: Bounds) -> Arc<dyn Region> {
-        if bounds.replicas {
+        if bounds.live_replicas() {
             Arc::new(Mirrored { inner, bounds })
         } else {
             inner
@@ -200,6 +200,7 @@ mod tests {
             data_start: DS,
             data_end: DE,
             replicas: true,
+            stale: false,
             dead_zone_pages: 2,
         };
         let view = Mirrored::view(mem.clone(), bounds);

@@ -8,9 +8,9 @@ use zerocopy::IntoBytes;
 use crate::error::{corrupt, Error, Result};
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, Superblock, FEATURES_INCOMPAT_SUPPORTED, FEATURE_INCOMPAT_META_REPLICA, INODE_HEADS_OFF, INODE_SIZE,
-    JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SIZE, RECOVERY_INODE_OFF,
-    STATE_CLEAN, VERSION,
+    decode, Superblock, FEATURES_INCOMPAT_SUPPORTED, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE,
+    INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS,
+    PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, VERSION,
 };
 
 pub fn bounds_of(sb: &Superblock) -> Bounds {
@@ -19,6 +19,7 @@ pub fn bounds_of(sb: &Superblock) -> Bounds {
         data_end: sb.data_end,
         replicas: sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0,
         dead_zone_pages: sb.dead_zone_pages,
+        stale: sb.features_incompat & FEATURE_INCOMPAT_REPLICAS_STALE != 0,
     }
 }
 

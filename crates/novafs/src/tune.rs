@@ -74,7 +74,13 @@ pub fn rebuild(
     if to.len() != from.len() {
         return Err(Error::Invalid("the rebuilt image must be as large as the original"));
     }
-    let src = Fs::open(from, MountOptions { read_only: true })?;
+    let src = Fs::open(
+        from,
+        MountOptions {
+            read_only: true,
+            ..MountOptions::default()
+        },
+    )?;
     let root = src.getattr(ROOT_INO)?;
     Fs::format(
         to.clone(),

@@ -1426,7 +1426,13 @@ impl Probe<'_> {
         }
         self.fsck(&region, "fsck");
         set_step("open-ro");
-        match Fs::open(region.clone(), MountOptions { read_only: true }) {
+        match Fs::open(
+            region.clone(),
+            MountOptions {
+                read_only: true,
+                ..MountOptions::default()
+            },
+        ) {
             Ok(fs) => {
                 self.notes.push("ro=ok".into());
                 self.walk(&fs, self.expect.strict);

@@ -581,7 +581,7 @@ impl Model {
                 Expect::Listing(id)
             }
             Op::Statfs => Expect::Statfs,
-            Op::Mount | Op::MountReadOnly | Op::Unmount | Op::Crash | Op::Remount | Op::Mkfs => {
+            Op::Mount | Op::MountReadOnly | Op::MountUnprotected | Op::Unmount | Op::Crash | Op::Remount | Op::Mkfs => {
                 unreachable!("the model remounts by Step::Remount, Step::Crash and Step::ReadOnly")
             }
         })

@@ -84,7 +84,13 @@ fn lost_after(image: &[u8], expected: &[Ino], at: u64, size: u64, rng: &mut Rng)
         *b ^= 1 + (rng.next() % 255) as u8;
     }
     let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(bytes));
-    let Ok(fs) = Fs::open(region, MountOptions { read_only: true }) else {
+    let Ok(fs) = Fs::open(
+        region,
+        MountOptions {
+            read_only: true,
+            ..MountOptions::default()
+        },
+    ) else {
         return expected.len();
     };
     expected
@@ -105,7 +111,14 @@ fn lost_after(image: &[u8], expected: &[Ino], at: u64, size: u64, rng: &mut Rng)
 fn sweep(replicas: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64, u64, usize)> {
     let image = aged(replicas);
     let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(image.clone()));
-    let fs = Fs::open(region, MountOptions { read_only: true }).unwrap();
+    let fs = Fs::open(
+        region,
+        MountOptions {
+            read_only: true,
+            ..MountOptions::default()
+        },
+    )
+    .unwrap();
     let expected = inodes(&fs);
     let sb = fs.superblock();
     drop(fs);

@@ -8,7 +8,10 @@ use std::sync::Arc;
 use pm::Region;
 
 use super::{data, split, At, Op, Whence};
-use crate::{Attr, DirEntry, Error, FormatOptions, Fs, Ino, MountOptions, MountReport, StatFs, SEEK_DATA, SEEK_HOLE};
+use crate::{
+    Attr, DirEntry, Error, FormatOptions, Fs, Ino, MetaReplicas, MountOptions, MountReport, StatFs, SEEK_DATA,
+    SEEK_HOLE,
+};
 
 /// What an operation that succeeded observed.
 #[derive(Clone, Debug)]
@@ -103,7 +106,18 @@ impl Runner {
     pub fn apply(&mut self, op: &Op) -> Result<Observed, OpError> {
         match op {
             Op::Mount => return self.mount(MountOptions::default()),
-            Op::MountReadOnly => return self.mount(MountOptions { read_only: true }),
+            Op::MountReadOnly => {
+                return self.mount(MountOptions {
+                    read_only: true,
+                    ..MountOptions::default()
+                })
+            }
+            Op::MountUnprotected => {
+                return self.mount(MountOptions {
+                    meta_replicas: MetaReplicas::Skipped,
+                    ..MountOptions::default()
+                })
+            }
             Op::Unmount => {
                 self.handles.clear();
                 self.fs.take().ok_or(OpError::NotMounted)?.unmount()?;
@@ -231,7 +245,7 @@ impl Runner {
                 fs.release_handle(h.ino)?;
                 Observed::Done
             }
-            Op::Mount | Op::MountReadOnly | Op::Unmount | Op::Crash | Op::Remount | Op::Mkfs => {
+            Op::Mount | Op::MountReadOnly | Op::MountUnprotected | Op::Unmount | Op::Crash | Op::Remount | Op::Mkfs => {
                 unreachable!("handled above")
             }
         })
