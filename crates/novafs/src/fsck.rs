@@ -141,8 +141,17 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             from_replica += u64::from(verified.as_bytes() != rec.as_bytes());
             let rec = verified;
             if !bounds.stale {
+                // Only the committed part of the tail page means anything:
+                // past the tail, a repaired primary may keep its damage
+                // until the next append overwrites both copies.
+                let tail_page = verified.log_tail - verified.log_tail % PAGE_SIZE;
                 for &p in st.log.pages() {
-                    replica_pages += sync(ctx.data(), bounds, p, PAGE_SIZE, false)?;
+                    let len = if p == tail_page {
+                        verified.log_tail - p
+                    } else {
+                        PAGE_SIZE
+                    };
+                    replica_pages += sync(ctx.data(), bounds, p, len, false)?;
                 }
             }
             if rec.ino != ino {

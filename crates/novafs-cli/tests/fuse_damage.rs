@@ -1,0 +1,113 @@
+//! Damaged metadata seen through the FUSE mount (Fortis §4.2): a damaged
+//! primary reads from its replica and is repaired, both copies damaged is
+//! EIO for that file only, and what happened reaches the daemon log,
+//! `novafs info` (counters since mkfs) and `novafs fsck`, while statfs goes
+//! on as before.
+
+mod fuse_common;
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use fuse_common::{fuse_available, novafs, ok, run, Mount};
+
+/// Everything the daemons of this test's mounts logged.
+fn daemon_logs(m: &Mount) -> String {
+    let run_dir = m.dir.path().join("run");
+    let mut all = String::new();
+    for e in fs::read_dir(run_dir).expect("run dir").flatten() {
+        if e.path().extension().is_some_and(|x| x == "log") {
+            all.push_str(&fs::read_to_string(e.path()).unwrap_or_default());
+        }
+    }
+    all
+}
+
+fn info(image: &Path) -> String {
+    ok(novafs(["info"]).arg(image))
+}
+
+/// Total blocks and inodes as statfs reports them.
+fn statfs_blocks(p: &Path) -> (u64, u64) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs buffer we own.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut s) }, 0, "statvfs");
+    (s.f_blocks, s.f_files)
+}
+
+#[test]
+fn damaged_metadata_through_fuse_is_repaired_or_eio_for_that_file_only() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("64M", &[]);
+    let a_data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
+    fs::write(m.path("a"), &a_data).unwrap();
+    fs::create_dir(m.path("d")).unwrap();
+    fs::write(m.path("d/b"), b"still here").unwrap();
+    let a = fs::metadata(m.path("a")).unwrap().ino().to_string();
+    let statfs_before = statfs_blocks(&m.mnt);
+    m.umount();
+
+    // The primary of a's log damaged: read from the replica and repaired.
+    let image = m.image.clone();
+    let inject = |which: &str| {
+        ok(novafs([
+            "inject", "--target", "log-page", "--which", which, "--ino", &a, "--bytes", "4096",
+        ])
+        .arg(&image))
+    };
+    inject("primary");
+    m.mount(&[]);
+    assert_eq!(fs::read(m.path("a")).unwrap(), a_data);
+    assert_eq!(statfs_blocks(&m.mnt), statfs_before);
+    m.umount();
+    assert!(
+        daemon_logs(&m).contains("metadata repaired from its replica"),
+        "{}",
+        daemon_logs(&m)
+    );
+    let shown = info(&m.image);
+    assert!(
+        shown.contains("repaired from a replica, 0 object(s) lost since mkfs"),
+        "{shown}"
+    );
+    assert!(m.fsck().contains("clean"));
+
+    // Both copies damaged: a is EIO, everything else reads, statfs works.
+    inject("both");
+    m.mount(&[]);
+    let err = fs::read(m.path("a")).unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    assert_eq!(fs::read(m.path("d/b")).unwrap(), b"still here");
+    let names: Vec<_> = fs::read_dir(&m.mnt).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(names.len(), 2, "the root still names a: {names:?}");
+    assert_eq!(statfs_blocks(&m.mnt), statfs_before);
+    m.umount();
+    assert!(daemon_logs(&m).contains("metadata lost"), "{}", daemon_logs(&m));
+    let shown = info(&m.image);
+    assert!(
+        shown.contains(&format!("1 object(s) lost since mkfs (last: inode {a},")),
+        "{shown}"
+    );
+    let check = run(novafs(["fsck"]).arg(&m.image));
+    assert_eq!(check.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert!(out.contains(&format!("inode {a}: ")), "{out}");
+    assert!(out.contains("1 object(s) lost since mkfs"), "{out}");
+
+    // fsck --repair removes what cannot be read; the rest stays.
+    let repair = run(novafs(["fsck", "--repair"]).arg(&m.image));
+    assert_eq!(
+        repair.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&repair.stdout)
+    );
+    m.mount(&[]);
+    assert!(!m.path("a").exists());
+    assert_eq!(fs::read(m.path("d/b")).unwrap(), b"still here");
+    m.finish();
+}
