@@ -3,6 +3,7 @@
 //! EIO for that file only, and what happened reaches the daemon log,
 //! `novafs info` (counters since mkfs) and `novafs fsck`, while statfs goes
 //! on as before.
+#![allow(clippy::unwrap_used)]
 
 mod fuse_common;
 
