@@ -9,7 +9,7 @@
 //! part of the file system's state. It changes nothing else; [`repair`]
 //! does.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use pm::Region;
@@ -30,7 +30,7 @@ use crate::layout::{
     ENTRY_INVALID, INODE_FREE, INODE_STATE_OFF, PAGE_SIZE, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
 };
 use crate::log::Log;
-use crate::namespace::Namespace;
+use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas};
 use crate::replica::{sync, Mirrored};
 use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
@@ -244,7 +244,7 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
             report.orphans_reclaimed
         ));
     }
-    let (dirs, lost) = survey(&ctx)?;
+    let Survey { dirs, live, lost } = survey(&ctx)?;
     let cache = Cache::new();
     let rename_lock = Mutex::new(());
     let ns = Namespace {
@@ -254,7 +254,7 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     };
     for (dir, entries) in &dirs {
         for (name, target) in entries {
-            if lost.iter().any(|(ino, _, _)| ino == target) || ctx.tables.locate(*target).is_err() {
+            if !live.contains_key(target) {
                 ns.drop_dangling(*dir, name)?;
                 done.push(format!(
                     "directory {dir}: removed '{}', whose inode {target} is lost",
@@ -268,6 +268,8 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
         ctx.health.lost(*ino, why);
         done.push(format!("freed: inode {ino}: {why}"));
     }
+    reconnect(&ns, &dirs, &live, &mut done)?;
+    relink(&ns, &dirs, &live, &mut done)?;
     // What this mount repaired and lost, for the next mount to count on.
     let (mut sb, _) = read_superblock(r)?;
     ctx.health.stamp(&mut sb);
@@ -279,15 +281,118 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     Ok(done)
 }
 
+/// Gives every inode that still loads but that no name reaches any more
+/// (the contents of a lost directory) a name in /lost+found, `#INO` as
+/// e2fsck does; what such a directory holds comes back with it.
+fn reconnect(
+    ns: &Namespace<'_>,
+    dirs: &[Dir],
+    live: &HashMap<Ino, (FileType, u32)>,
+    done: &mut Vec<String>,
+) -> Result<()> {
+    let entries: HashMap<Ino, &[(Vec<u8>, Ino)]> = dirs.iter().map(|(d, e)| (*d, e.as_slice())).collect();
+    let named: HashSet<Ino> = dirs.iter().flat_map(|(_, e)| e.iter().map(|(_, t)| *t)).collect();
+    let mut reached = HashSet::from([ROOT_INO]);
+    let mut todo = vec![ROOT_INO];
+    while let Some(d) = todo.pop() {
+        for (_, t) in entries.get(&d).copied().unwrap_or_default() {
+            if live.contains_key(t) && reached.insert(*t) && entries.contains_key(t) {
+                todo.push(*t);
+            }
+        }
+    }
+    // The tops of what is cut off: no name left anywhere.
+    let mut orphans: Vec<Ino> = live
+        .keys()
+        .filter(|i| !reached.contains(i) && !named.contains(i))
+        .copied()
+        .collect();
+    if orphans.is_empty() {
+        return Ok(());
+    }
+    orphans.sort_unstable();
+    const LOST_FOUND: &[u8] = b"lost+found";
+    let found = entries
+        .get(&ROOT_INO)
+        .and_then(|e| e.iter().find(|(n, _)| n == LOST_FOUND))
+        .map(|(_, t)| *t);
+    let lf = match found {
+        Some(t) if entries.contains_key(&t) => t,
+        Some(_) => {
+            done.push("not reconnected: /lost+found is not a directory; rename it and repair again".into());
+            return Ok(());
+        }
+        None => {
+            let node = NewNode {
+                parent: ROOT_INO,
+                name: LOST_FOUND,
+                mode: libc::S_IFDIR | 0o700,
+                rdev: 0,
+                uid: 0,
+                gid: 0,
+                target: None,
+                opened: false,
+                identity: None,
+            };
+            ns.create(&node)?.ino
+        }
+    };
+    for ino in orphans {
+        ns.adopt(ino, lf, format!("#{ino}").as_bytes())?;
+        done.push(format!("reconnected inode {ino} as /lost+found/#{ino}"));
+    }
+    Ok(())
+}
+
+/// Sets each file's link count to the names that still point at it: a
+/// name inside a lost directory went with it. (A file with no name left
+/// was reconnected with one link.)
+fn relink(
+    ns: &Namespace<'_>,
+    dirs: &[Dir],
+    live: &HashMap<Ino, (FileType, u32)>,
+    done: &mut Vec<String>,
+) -> Result<()> {
+    let mut names: HashMap<Ino, u32> = HashMap::new();
+    for (_, entries) in dirs {
+        for (_, t) in entries {
+            *names.entry(*t).or_default() += 1;
+        }
+    }
+    let mut wrong: Vec<(Ino, u32, u32)> = names
+        .into_iter()
+        .filter_map(|(ino, n)| match live.get(&ino) {
+            Some(&(kind, nlink)) if kind != FileType::Directory && nlink != n => Some((ino, nlink, n)),
+            _ => None,
+        })
+        .collect();
+    wrong.sort_unstable();
+    for (ino, was, n) in wrong {
+        ns.set_link_count(ino, n)?;
+        done.push(format!("inode {ino}: link count {was} set to its {n} name(s)"));
+    }
+    Ok(())
+}
+
 /// A damaged inode: its number, record offset and why it does not load.
 type Lost = (Ino, u64, String);
 
-/// Every directory that loads, with its (name, target) pairs, and every
-/// live inode that does not.
-#[allow(clippy::type_complexity)]
-fn survey(ctx: &Ctx) -> Result<(Vec<(Ino, Vec<(Vec<u8>, Ino)>)>, Vec<Lost>)> {
+/// A directory that loads and its (name, target) pairs.
+type Dir = (Ino, Vec<(Vec<u8>, Ino)>);
+
+/// What `fsck --repair` finds: every directory and every inode that loads,
+/// and every live inode that does not.
+struct Survey {
+    dirs: Vec<Dir>,
+    /// Type and link count of each.
+    live: HashMap<Ino, (FileType, u32)>,
+    lost: Vec<Lost>,
+}
+
+fn survey(ctx: &Ctx) -> Result<Survey> {
     let r = ctx.region();
     let mut dirs = Vec::new();
+    let mut live = HashMap::new();
     let mut lost = Vec::new();
     for shard in 0..ctx.tables.shard_count() as usize {
         ctx.tables.scan_shard(r, shard, |slot| {
@@ -297,6 +402,7 @@ fn survey(ctx: &Ctx) -> Result<(Vec<(Ino, Vec<(Vec<u8>, Ino)>)>, Vec<Lost>)> {
             match InodeState::load(r, ctx.bounds, off, &rec) {
                 Ok(_) if rec.ino != ino => lost.push((ino, off, format!("its slot holds inode {}", rec.ino))),
                 Ok(st) => {
+                    live.insert(ino, (st.attr().kind, st.attr().nlink));
                     if let Body::Dir(d) = &st.meta.body {
                         dirs.push((ino, d.iter().map(|(n, e)| (n.to_vec(), e.ino)).collect()));
                     }
@@ -310,7 +416,7 @@ fn survey(ctx: &Ctx) -> Result<(Vec<(Ino, Vec<(Vec<u8>, Ino)>)>, Vec<Lost>)> {
             Ok(())
         })?;
     }
-    Ok((dirs, lost))
+    Ok(Survey { dirs, live, lost })
 }
 
 /// NOVA §4.6: an add entry is invalidated in place by the same transaction

@@ -366,6 +366,65 @@ impl Namespace<'_> {
         Ok(())
     }
 
+    /// Names the unreachable inode `ino` `name` in `dir` (`fsck --repair`
+    /// reconnecting what a lost directory held to lost+found): a file had
+    /// no other name left and now has one link; a directory keeps its
+    /// count and its ".." names `dir`. One transaction, as rename's.
+    pub fn adopt(&self, ino: Ino, dir: Ino, name: &[u8]) -> Result<()> {
+        check_name(name)?;
+        let cells = self.cache.get_all(self.ctx, &[ino, dir])?;
+        let mut l = Locked::lock(&cells)?;
+        let child = l.get(ino).attr();
+        let is_dir = child.kind == FileType::Directory;
+        let p = l.get(dir);
+        if p.dir()?.get(name).is_some() {
+            return Err(Error::Exists);
+        }
+        let now = now_ns();
+        let e = self.ctx.epoch;
+        let spec = DentrySpec {
+            ino,
+            seq: p.dir()?.next_seq(),
+            ftype: ftype_of_mode(child.mode()),
+            dir_nlink: p.meta.attr.nlink + u32::from(is_dir),
+            dir_mtime: now,
+        };
+        let own = if is_dir {
+            let dotdot = DentrySpec {
+                ino: dir,
+                seq: 0,
+                ftype: ftype_of_mode(libc::S_IFDIR),
+                dir_nlink: child.nlink,
+                dir_mtime: now,
+            };
+            dentry(e, true, b"..", &dotdot)
+        } else {
+            link_entry(e, 1, now)
+        };
+        let parts = [
+            Part::new(dir, vec![dentry(e, true, name, &spec)]),
+            Part::new(ino, vec![own]),
+        ];
+        let _ = self.commit_parts(&mut l, Budget::Reserve, &parts, &[], &[])?;
+        if is_dir {
+            self.cache.get(self.ctx, ino)?.parent.store(dir, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Sets the link count of file `ino` to the `names` that point at it
+    /// (`fsck --repair`, after a directory holding one of them was lost).
+    pub fn set_link_count(&self, ino: Ino, names: u32) -> Result<()> {
+        let cell = self.cache.get(self.ctx, ino)?;
+        let mut st = cell.state.write();
+        alive(&st)?;
+        if st.meta.attr.kind == FileType::Directory || names == 0 {
+            return Err(Error::Invalid("only a named file's link count is set"));
+        }
+        let entries = [link_entry(self.ctx.epoch, names, now_ns())];
+        commit::single_published(self.ctx, &mut st, Budget::Reserve, &entries)
+    }
+
     /// One link of `st` goes away, leaving `nlink`: either the inode is
     /// freed in the same transaction (returns the update of its state
     /// word), or a link-change entry records the new count (NOVA keeps an

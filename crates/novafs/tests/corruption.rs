@@ -296,6 +296,7 @@ fn repair_removes_a_file_whose_inode_is_lost_and_returns_its_space() {
     let unlinked = copy(&mem);
     let fs = open(&unlinked).unwrap();
     let d = fs.lookup(ROOT_INO, b"d").unwrap();
+    let lost_ino = fs.lookup(d.ino, b"lost").unwrap().ino;
     fs.unlink(d.ino, b"lost").unwrap();
     fs.unmount().unwrap();
 
@@ -312,7 +313,14 @@ fn repair_removes_a_file_whose_inode_is_lost_and_returns_its_space() {
         "{done:?}"
     );
     let after = check(&mem);
-    assert!(after.is_clean() && after.notes.is_empty(), "{after:?}");
+    assert!(after.is_clean(), "{after:?}");
+    assert_eq!(
+        after.notes,
+        [format!(
+            "0 metadata range(s) repaired from a replica, 1 object(s) lost since mkfs (last: inode {lost_ino}, {})",
+            novafs::time::utc(novafs::HealthCounts::of(&superblock(&mem)).last_loss_ns)
+        )]
+    );
     assert_eq!(free_space(&mem), free_space(&unlinked));
     let fs = open(&mem).unwrap();
     let d = fs.lookup(ROOT_INO, b"d").unwrap();
@@ -321,6 +329,64 @@ fn repair_removes_a_file_whose_inode_is_lost_and_returns_its_space() {
     assert_eq!(read_all(&fs, kept.ino), b"kept bytes");
     assert_eq!(fs.getattr(d.ino).unwrap().nlink, 2);
     fs.unmount().unwrap();
+}
+
+fn superblock(mem: &MemRegion) -> Superblock {
+    let mut buf = vec![0u8; size_of::<Superblock>()];
+    mem.read(0, &mut buf).unwrap();
+    Superblock::read_from_bytes(&buf).unwrap()
+}
+
+/// What a lost directory held comes back under /lost+found (e2fsck's
+/// `#INO` names), a subtree whole, and a file that kept a name elsewhere
+/// keeps just that name with its link count set to match.
+#[test]
+fn repair_reconnects_what_a_lost_directory_held_to_lost_found() {
+    let mut inos = (0, 0, 0);
+    let mem = image_with(|fs| {
+        let d = fs.mkdir(ROOT_INO, b"d", 0o755, MARKED_UID, 0).unwrap();
+        let sub = fs.mkdir(d.ino, b"sub", 0o750, 0, 0).unwrap();
+        let c = fs.create(sub.ino, b"c", 0o644, 0, 0).unwrap();
+        fs.write(c.ino, 0, b"in sub").unwrap();
+        let lonely = fs.create(d.ino, b"lonely", 0o600, 0, 0).unwrap();
+        fs.write(lonely.ino, 0, b"only here").unwrap();
+        let shared = fs.create(d.ino, b"shared", 0o644, 0, 0).unwrap();
+        fs.link(shared.ino, ROOT_INO, b"also").unwrap();
+        inos = (sub.ino, lonely.ino, shared.ino);
+    });
+    let (sub, lonely, shared) = inos;
+    for at in find_all(&mem, &MARKED_UID.to_le_bytes()) {
+        mem.write(at, &[0, 0]).unwrap();
+    }
+    let done = repair(&mem);
+    for line in [
+        format!("reconnected inode {sub} as /lost+found/#{sub}"),
+        format!("reconnected inode {lonely} as /lost+found/#{lonely}"),
+        format!("inode {shared}: link count 2 set to its 1 name(s)"),
+    ] {
+        assert!(done.contains(&line), "{line}: {done:?}");
+    }
+    assert!(check(&mem).is_clean(), "{:?}", check(&mem));
+    let fs = open(&mem).unwrap();
+    let lf = fs.lookup(ROOT_INO, b"lost+found").unwrap();
+    assert_eq!((lf.perm, lf.nlink), (0o700, 3), "itself, its '.', and #sub's '..'");
+    let s = fs.lookup(lf.ino, format!("#{sub}").as_bytes()).unwrap();
+    assert_eq!((s.ino, s.perm), (sub, 0o750));
+    assert_eq!(fs.lookup(s.ino, b"..").unwrap().ino, lf.ino);
+    let c = fs.lookup(sub, b"c").unwrap();
+    assert_eq!(read_all(&fs, c.ino), b"in sub");
+    let l = fs.lookup(lf.ino, format!("#{lonely}").as_bytes()).unwrap();
+    assert_eq!((l.nlink, read_all(&fs, lonely)), (1, b"only here".to_vec()));
+    assert_eq!(fs.lookup(ROOT_INO, b"also").unwrap().nlink, 1);
+    assert!(matches!(
+        fs.lookup(lf.ino, format!("#{shared}").as_bytes()),
+        Err(Error::NotFound)
+    ));
+    fs.unmount().unwrap();
+    assert!(
+        repair(&mem).iter().all(|l| !l.contains("reconnected")),
+        "a second repair has nothing to do"
+    );
 }
 
 #[test]
