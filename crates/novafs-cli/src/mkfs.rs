@@ -37,6 +37,14 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", value_parser = parse_size, default_value = "1M",
           conflicts_with = "no_meta_replicas")]
     dead_zone: u64,
+    /// Format without checksums of file data (by default every 512-byte
+    /// strip has two CRC32C copies, Fortis §4.3).
+    #[arg(long)]
+    no_data_checksums: bool,
+    /// Format without parity of file data (by default every data page has
+    /// a RAID-4 parity strip that rebuilds one bad strip, Fortis §4.3).
+    #[arg(long)]
+    no_parity: bool,
     image: PathBuf,
 }
 
@@ -65,6 +73,8 @@ pub fn run(args: &Args) -> Result<()> {
         gid: owner_gid(),
         meta_replicas: !args.no_meta_replicas,
         dead_zone: args.dead_zone,
+        data_csum: !args.no_data_checksums,
+        data_parity: !args.no_parity,
     };
     // Refused before the image is created or resized.
     if let Some(min) = minimum_size(&format).filter(|&min| size < min) {

@@ -22,6 +22,10 @@ pub enum Feature {
     /// Replicas of the superblock, inodes, log pages and inode tables
     /// (Fortis §4.2), primaries and replicas a dead zone apart (§4.4).
     MetaProtection,
+    /// Two CRC32C copies of every 512-byte strip of file data (§4.3).
+    DataChecksums,
+    /// A RAID-4 parity strip for every data page (§4.3).
+    Parity,
 }
 
 #[derive(clap::Args)]
@@ -52,14 +56,29 @@ pub fn run(args: &Args) -> Result<()> {
         );
     }
     let now = Features::of(&*from).map_err(|e| explain_fs(path, e))?;
-    let wanted = Features {
-        meta_replicas: args.enable.is_some(),
-        dead_zone: match args.enable {
-            Some(_) => args.dead_zone.unwrap_or(novafs::layout::DEFAULT_DEAD_ZONE),
-            None => 0,
-        },
+    let (feature, on) = match (args.enable, args.disable) {
+        (Some(f), _) => (f, true),
+        (_, Some(f)) => (f, false),
+        (None, None) => bail!("say --enable FEATURE or --disable FEATURE"),
     };
-    if now == wanted || (args.dead_zone.is_none() && now.meta_replicas == wanted.meta_replicas) {
+    let mut wanted = now;
+    match feature {
+        Feature::MetaProtection => {
+            wanted.meta_replicas = on;
+            wanted.dead_zone = match (on, args.dead_zone) {
+                (false, _) => 0,
+                (true, Some(d)) => d,
+                (true, None) if now.meta_replicas => now.dead_zone,
+                (true, None) => novafs::layout::DEFAULT_DEAD_ZONE,
+            };
+        }
+        Feature::DataChecksums => wanted.data_csum = on,
+        Feature::Parity => wanted.data_parity = on,
+    }
+    if args.dead_zone.is_some() && feature != Feature::MetaProtection {
+        bail!("--dead-zone goes with --enable meta-protection");
+    }
+    if now == wanted {
         println!(
             "novafs: {} already has {}; nothing to do",
             path.display(),
@@ -143,12 +162,20 @@ fn sync_dir(path: &Path) -> Result<()> {
         .with_context(|| format!("syncing directory {}", dir.display()))
 }
 
+/// The features, as `tune` names them.
 fn describe(f: Features) -> String {
-    if f.meta_replicas {
+    let meta = if f.meta_replicas {
         format!("meta-protection (dead zone {})", bytes(f.dead_zone))
     } else {
         "no meta-protection".to_string()
-    }
+    };
+    let csum = if f.data_csum {
+        "data-checksums"
+    } else {
+        "no data-checksums"
+    };
+    let parity = if f.data_parity { "parity" } else { "no parity" };
+    format!("{meta}, {csum}, {parity}")
 }
 
 /// Bytes in MiB with one decimal, or bytes below 1 MiB.

@@ -25,8 +25,8 @@ use crate::inode::InodeState;
 use crate::itable::read_live_record;
 use crate::itable::InodeTables;
 use crate::journal::{Check, Durable, Journal, Txn, Update};
-use crate::layout::Bounds;
 use crate::layout::{decode, invalidated_word, Ino, Inode, INODE_HEAD_OFF, INODE_LIVE, INODE_SIZE, INODE_TAIL_OFF};
+use crate::layout::{Bounds, Strips};
 use crate::log::{Committed, Entry, Pending};
 
 pub struct Ctx {
@@ -47,6 +47,8 @@ pub struct Ctx {
     pub gc: GcCounters,
     /// What redundancy repaired and what was lost, since mkfs.
     pub health: Health,
+    /// Where file data's checksums and parity live (Fortis §4.3).
+    pub strips: Strips,
 }
 
 /// Log GC activity of one mounted file system.

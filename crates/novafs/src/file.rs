@@ -19,6 +19,23 @@ use crate::pagemap::FileMap;
 use crate::time::now_ns;
 
 const PS: usize = PAGE_SIZE as usize;
+static ZERO_PAGE: [u8; PS] = [0; PS];
+
+/// Reads `out.len()` bytes at `in_page` of data page `block`, each strip
+/// checked against its checksums and a bad one rebuilt from parity
+/// (Fortis §4.3; `strips`), written back unless the mount is read-only.
+fn read_block(ctx: &Ctx, block: u64, in_page: usize, out: &mut [u8]) -> Result<()> {
+    let checked = ctx.strips.read(ctx.data(), block, in_page, out, !ctx.read_only)?;
+    ctx.health.data_repaired(checked.repaired);
+    Ok(())
+}
+
+/// Writes the whole new contents of the free page `block` and seals its
+/// checksums and parity: all durable with the commit's R1 fence.
+fn put_block(ctx: &Ctx, block: u64, bytes: &[u8]) -> Result<()> {
+    ctx.data().write_nt(block, bytes)?;
+    ctx.strips.seal(ctx.data(), block, bytes)
+}
 
 fn file_map(st: &InodeState) -> Result<&FileMap> {
     match &st.meta.body {
@@ -40,8 +57,17 @@ fn write_entry(ctx: &Ctx, pgoff: u64, block: u64, npages: u64, size: u64, mtime:
     Entry::new(EntryType::Write, ctx.epoch, &e)
 }
 
-/// Reads up to `buf.len()` bytes at `off`; holes read as zeros.
+/// Reads up to `buf.len()` bytes at `off`; holes read as zeros. A page
+/// that redundancy cannot repair is EIO (counted as a loss of the file).
 pub fn read(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+    read_checked(ctx, st, off, buf).inspect_err(|e| {
+        if matches!(e, Error::Corrupt(_) | Error::Pm(_)) {
+            ctx.health.lost(st.meta.attr.ino, e);
+        }
+    })
+}
+
+fn read_checked(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
     let map = file_map(st)?;
     let size = st.meta.attr.size;
     if off >= size {
@@ -55,6 +81,7 @@ pub fn read(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usiz
         let in_pg = (pos % PAGE_SIZE) as usize;
         let mut len = (PS - in_pg).min(n - done);
         match map.lookup(pg) {
+            Some(block) if ctx.strips.enabled() => read_block(ctx, block, in_pg, &mut buf[done..done + len])?,
             Some(block) => {
                 // Coalesce pages that are contiguous on media into one copy.
                 let mut next = pg + 1;
@@ -87,11 +114,11 @@ fn fill_pages(
             // `fill` returns false when it wrote the whole page itself.
             let dst = e.off + i * PAGE_SIZE;
             match map.lookup(pg) {
-                Some(b) => ctx.data().read(b, &mut page)?,
+                Some(b) => read_block(ctx, b, 0, &mut page)?,
                 None => page.fill(0),
             }
             if fill(pg, &mut page) {
-                ctx.data().write_nt(dst, &page)?;
+                put_block(ctx, dst, &page)?;
             }
             pg += 1;
         }
@@ -152,7 +179,7 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
                 let hi = end.min(pstart + PAGE_SIZE);
                 let src = &data[(lo - off) as usize..(hi - off) as usize];
                 if hi - lo == PAGE_SIZE {
-                    ctx.data().write_nt(e.off + i * PAGE_SIZE, src)?;
+                    put_block(ctx, e.off + i * PAGE_SIZE, src)?;
                 } else {
                     fill_pages(
                         ctx,
@@ -259,7 +286,7 @@ fn preallocate(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: bo
             .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE));
         for &pg in &holes {
             let block = pages.next().ok_or(Error::NoSpace)?;
-            ctx.data().zero_nt(block, PAGE_SIZE)?;
+            put_block(ctx, block, &ZERO_PAGE)?;
             entries.push((pg, block));
         }
         // Merge runs contiguous in file and media into one entry each.

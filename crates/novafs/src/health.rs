@@ -18,6 +18,7 @@ use crate::time::{now_ns, utc};
 #[derive(Debug, Default)]
 pub struct Health {
     repairs: AtomicU64,
+    data_repairs: AtomicU64,
     losses: AtomicU64,
     /// The last loss: its inode (0 when no inode owns the object) and time.
     last_loss: Mutex<(Ino, i64)>,
@@ -31,6 +32,7 @@ pub struct Health {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct HealthCounts {
     pub repairs: u64,
+    pub data_repairs: u64,
     pub losses: u64,
     pub last_loss_ino: Ino,
     pub last_loss_ns: i64,
@@ -40,6 +42,7 @@ impl HealthCounts {
     pub fn of(sb: &Superblock) -> HealthCounts {
         HealthCounts {
             repairs: sb.meta_repairs,
+            data_repairs: sb.data_repairs,
             losses: sb.meta_losses,
             last_loss_ino: sb.last_loss_ino,
             last_loss_ns: sb.last_loss_ns,
@@ -50,13 +53,13 @@ impl HealthCounts {
 /// One line for people: `novafs info` and `novafs fsck`.
 impl std::fmt::Display for HealthCounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.repairs == 0 && self.losses == 0 {
-            return f.write_str("no metadata repaired or lost since mkfs");
+        if *self == HealthCounts::default() {
+            return f.write_str("nothing repaired or lost since mkfs");
         }
         write!(
             f,
-            "{} metadata range(s) repaired from a replica, {} object(s) lost since mkfs",
-            self.repairs, self.losses
+            "{} metadata range(s) repaired from a replica, {} data strip(s) repaired, {} object(s) lost since mkfs",
+            self.repairs, self.data_repairs, self.losses
         )?;
         if self.losses > 0 {
             let owner = match self.last_loss_ino {
@@ -74,6 +77,7 @@ impl Health {
     pub fn since(sb: &Superblock) -> Health {
         Health {
             repairs: AtomicU64::new(sb.meta_repairs),
+            data_repairs: AtomicU64::new(sb.data_repairs),
             losses: AtomicU64::new(sb.meta_losses),
             last_loss: Mutex::new((sb.last_loss_ino, sb.last_loss_ns)),
             ..Health::default()
@@ -84,6 +88,15 @@ impl Health {
     pub fn repaired(&self, n: u64) {
         if n > 0 {
             self.repairs.fetch_add(n, Ordering::Relaxed);
+            self.changed.store(true, Ordering::Release);
+        }
+    }
+
+    /// `n` data strips were rebuilt, or their checksum copies rewritten,
+    /// from redundancy (Fortis §4.3).
+    pub fn data_repaired(&self, n: u64) {
+        if n > 0 {
+            self.data_repairs.fetch_add(n, Ordering::Relaxed);
             self.changed.store(true, Ordering::Release);
         }
     }
@@ -110,6 +123,7 @@ impl Health {
         let (last_loss_ino, last_loss_ns) = *self.last_loss.lock();
         HealthCounts {
             repairs: self.repairs.load(Ordering::Relaxed),
+            data_repairs: self.data_repairs.load(Ordering::Relaxed),
             losses: self.losses.load(Ordering::Relaxed),
             last_loss_ino,
             last_loss_ns,
@@ -120,6 +134,7 @@ impl Health {
     pub fn stamp(&self, sb: &mut Superblock) {
         let c = self.counts();
         sb.meta_repairs = c.repairs;
+        sb.data_repairs = c.data_repairs;
         sb.meta_losses = c.losses;
         sb.last_loss_ino = c.last_loss_ino;
         sb.last_loss_ns = c.last_loss_ns;

@@ -1579,14 +1579,26 @@ mod tests {
         }
     }
 
+    /// Data pages are protected by strip checksums and parity (Fortis
+    /// §4.3, on by default): one poisoned strip is rebuilt, two in the same
+    /// page make that file EIO and nothing else.
     #[test]
-    fn poisoned_data_page_reads_as_eio_and_the_rest_reads_fine() {
+    fn a_poisoned_data_strip_is_rebuilt_and_two_are_eio_for_that_file_only() {
         let (mem, a, b) = image();
         let d = plan(&*mem, &spec(Target::DataPage, b, 1)).unwrap();
-        mem.poison(d[0].off, d[0].len).unwrap();
+        let page = d[0].off - d[0].off % PAGE_SIZE;
+        let mut whole = vec![b'B'; 4096];
+        whole.extend([b'C'; 4096]);
+        mem.poison(page + 100, 1).unwrap();
+        let fs = mount(&mem).unwrap();
+        assert!(read_file(&fs, b, 8192).unwrap() == whole, "rebuilt from parity");
+        assert!(fs.health().data_repairs > 0);
+        fs.unmount().unwrap();
+        mem.poison(page + 3000, 1).unwrap();
         let fs = mount(&mem).unwrap();
         assert_eq!(read_file(&fs, b, 8192).unwrap_err().errno(), libc::EIO);
         assert_eq!(read_file(&fs, a, 4096).unwrap(), [b'A'; 4096]);
+        assert_eq!((fs.health().losses, fs.health().last_loss_ino), (1, b));
     }
 
     #[test]

@@ -28,6 +28,12 @@ pub const PAGE_SHIFT: u32 = 12;
 pub const MAX_FILE_SIZE: u64 = 1 << 52;
 pub const MAX_FILE_PAGES: u64 = MAX_FILE_SIZE / PAGE_SIZE;
 pub const CACHELINE: u64 = 64;
+/// File data protection (Fortis §4.3): a page is a stripe of eight
+/// 512-byte strips, each with two CRC32C copies, plus a parity strip.
+pub const STRIP_SIZE: u64 = 512;
+pub const STRIPS_PER_PAGE: usize = (PAGE_SIZE / STRIP_SIZE) as usize;
+/// Bytes of one page's checksums in one checksum area.
+pub const CSUM_BYTES: u64 = 4 * STRIPS_PER_PAGE as u64;
 
 /// "NOVAFS" + format generation, as a little-endian u64.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"NOVAFS\0\x01");
@@ -62,7 +68,10 @@ pub const FEATURE_INCOMPAT_DATA_PARITY: u64 = 1 << 2;
 /// without metadata protection. Incompatible, so that no novafs that does
 /// not know it trusts (repairs from) a stale replica.
 pub const FEATURE_INCOMPAT_REPLICAS_STALE: u64 = 1 << 3;
-pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA | FEATURE_INCOMPAT_REPLICAS_STALE;
+pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA
+    | FEATURE_INCOMPAT_REPLICAS_STALE
+    | FEATURE_INCOMPAT_DATA_CSUM
+    | FEATURE_INCOMPAT_DATA_PARITY;
 /// Default dead zone between a metadata page and its replica (Fortis §4.4).
 pub const DEFAULT_DEAD_ZONE: u64 = 1 << 20;
 
@@ -106,8 +115,13 @@ pub struct Superblock {
     pub meta_losses: u64,
     pub last_loss_ino: u64,
     pub last_loss_ns: i64,
-    /// Room for the checksum and parity areas of the next wave.
-    pub reserved: [u64; 27],
+    /// With DATA_CSUM: the two areas of strip checksums (Fortis §4.3),
+    /// before and after the data area; with DATA_PARITY: the parity area.
+    pub csum_off: [u64; 2],
+    pub parity_off: u64,
+    /// Data strips rebuilt or checksum copies rewritten since mkfs.
+    pub data_repairs: u64,
+    pub reserved: [u64; 23],
     pub csum: u32,
     pub pad: u32,
 }
@@ -437,6 +451,17 @@ pub fn ftype_of_mode(mode: u32) -> u8 {
 /// Number of slots a dentry with a name of `name_len` bytes takes.
 pub fn dentry_slots(name_len: usize) -> u64 {
     (DENTRY_HEAD_SIZE as u64 + name_len as u64).div_ceil(SLOT)
+}
+
+/// Where the checksums and parity of the data area live (Fortis §4.3,
+/// `strips`); a zero offset means the image keeps no such area.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Strips {
+    pub data_start: u64,
+    pub data_end: u64,
+    /// The two checksum copies, by data page index.
+    pub csum: [u64; 2],
+    pub parity: u64,
 }
 
 /// The data area, for validating pointers read from media, and where

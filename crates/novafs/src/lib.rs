@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | 0 | `error`, `hash`, `time` | utilities |
 //! | 1 | [`layout`] | every on-media structure, declared once (FORMAT.md) |
-//! | 2 | `superblock`, `alloc`, `replica`, `health` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters |
+//! | 2 | `superblock`, `alloc`, `replica`, `health`, `strips` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3) |
 //! | 3 | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
 //! | 4 | `log` | per-inode logs: append, the tail-store commit, fast GC's relinking |
 //! | 5 | `dir`, `pagemap`, `itable` | DRAM indexes (directory, file pages) and the inode tables |
@@ -54,6 +54,7 @@ mod pagemap;
 pub mod probe;
 mod recovery;
 mod replica;
+mod strips;
 mod superblock;
 pub mod time;
 pub mod tune;
@@ -81,6 +82,7 @@ mod layering {
         ("alloc", 2, include_str!("alloc.rs")),
         ("replica", 2, include_str!("replica.rs")),
         ("health", 2, include_str!("health.rs")),
+        ("strips", 2, include_str!("strips.rs")),
         ("journal", 3, include_str!("journal.rs")),
         ("log", 4, include_str!("log.rs")),
         ("dir", 5, include_str!("dir.rs")),

@@ -17,13 +17,14 @@ use crate::inode::{record_of_attr, Attr, FileType, InodeState, ROOT_INO};
 use crate::itable::InodeTables;
 use crate::journal::Journal;
 use crate::layout::{
-    ftype_of_mode, Superblock, CHUNK_SIZE, DEFAULT_DEAD_ZONE, FEATURE_INCOMPAT_META_REPLICA, INODE_HEADS_OFF,
-    INODE_LIVE, INODE_SIZE, JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SHIFT,
-    PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
+    ftype_of_mode, Superblock, CHUNK_SIZE, DEFAULT_DEAD_ZONE, FEATURE_INCOMPAT_DATA_CSUM, FEATURE_INCOMPAT_DATA_PARITY,
+    FEATURE_INCOMPAT_META_REPLICA, INODE_HEADS_OFF, INODE_LIVE, INODE_SIZE, JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF,
+    JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, STATE_MOUNTED,
+    VERSION,
 };
 use crate::recovery::{allocator_of, save_state};
 use crate::replica::Mirrored;
-use crate::superblock::{bounds_of, data_start};
+use crate::superblock::{bounds_of, geometry, strips_of};
 use crate::time::now_ns;
 
 /// How to lay out a new file system.
@@ -40,6 +41,24 @@ pub struct FormatOptions {
     /// Least distance between a metadata page and its replica, in bytes
     /// (Fortis §4.4's dead zone; default 1 MiB).
     pub dead_zone: u64,
+    /// Two CRC32C copies of every 512-byte strip of file data, and a
+    /// RAID-4 parity strip per data page (Fortis §4.3); both on by default.
+    pub data_csum: bool,
+    pub data_parity: bool,
+}
+
+impl FormatOptions {
+    /// The incompatible feature bits these options set.
+    pub fn incompat(&self) -> u64 {
+        [
+            (self.meta_replicas, FEATURE_INCOMPAT_META_REPLICA),
+            (self.data_csum, FEATURE_INCOMPAT_DATA_CSUM),
+            (self.data_parity, FEATURE_INCOMPAT_DATA_PARITY),
+        ]
+        .iter()
+        .filter(|(on, _)| *on)
+        .fold(0, |acc, (_, bit)| acc | bit)
+    }
 }
 
 impl Default for FormatOptions {
@@ -50,23 +69,35 @@ impl Default for FormatOptions {
             gid: 0,
             meta_replicas: true,
             dead_zone: DEFAULT_DEAD_ZONE,
+            data_csum: true,
+            data_parity: true,
         }
     }
 }
 
-/// Bytes needed: headers, journals, the inode tables and some room, and
-/// with replicas the tables' mirrors, the dead zone and the fixed area's
-/// mirror page.
-fn min_size(shards: u64, replicas: Option<u64>) -> u64 {
-    let base = JOURNAL_RINGS_OFF + shards * JOURNAL_RING_SIZE + shards * CHUNK_SIZE + 2 * 1024 * 1024 + PAGE_SIZE;
-    base + replicas.map_or(0, |dead_zone| shards * CHUNK_SIZE + dead_zone + PAGE_SIZE)
+/// Bytes needed, in whole MiB: headers, journals, a data area holding the
+/// inode tables and some room (with replicas also the tables' mirrors and
+/// the dead zone), and the areas the features add.
+fn min_size(shards: u32, opts: &FormatOptions) -> u64 {
+    const MIB: u64 = 1 << 20;
+    let n = u64::from(shards);
+    let replicas = if opts.meta_replicas {
+        n * CHUNK_SIZE + opts.dead_zone.next_multiple_of(PAGE_SIZE)
+    } else {
+        0
+    };
+    let data = n * CHUNK_SIZE + 2 * MIB + replicas;
+    let mut size = (JOURNAL_RINGS_OFF + n * JOURNAL_RING_SIZE + data + 2 * PAGE_SIZE).next_multiple_of(MIB);
+    while geometry(size, shards, opts.incompat()).is_none_or(|g| g.data_end - g.data_start < data) {
+        size += MIB;
+    }
+    size
 }
 
 /// Smallest region `format` accepts with `shards` shards and the default
 /// options.
 pub fn minimum_size(shards: u32) -> u64 {
-    let opts = FormatOptions::default();
-    min_size(u64::from(shards), opts.meta_replicas.then_some(opts.dead_zone)).next_multiple_of(1024 * 1024)
+    min_size(shards, &FormatOptions::default())
 }
 
 /// The default shard count: this machine's CPUs.
@@ -83,12 +114,13 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
     let shards = opts.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
     let size = region.len() - region.len() % PAGE_SIZE;
     let dead_zone = opts.dead_zone.next_multiple_of(PAGE_SIZE);
-    let min = min_size(u64::from(shards), opts.meta_replicas.then_some(dead_zone)).next_multiple_of(1024 * 1024);
+    let min = min_size(shards, opts);
     if size < min {
         return Err(Error::TooSmall { size, min });
     }
     let r = &*region;
-    let start = data_start(shards);
+    let incompat = opts.incompat();
+    let g = geometry(size, shards, incompat).ok_or(Error::TooSmall { size, min })?;
     // Both magic words go first, durably, so an interrupted mkfs leaves an
     // image that is plainly not novafs rather than a damaged old one.
     r.store_u64(0, 0)?;
@@ -96,9 +128,11 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
     r.flush(0, 8)?;
     r.flush(size - PAGE_SIZE, 8)?;
     r.fence(); // R5: no old superblock survives what follows.
-    let fixed_mirror = u64::from(opts.meta_replicas) * PAGE_SIZE;
-    r.zero_nt(0, start)?;
-    r.zero_nt(size - PAGE_SIZE - fixed_mirror, PAGE_SIZE + fixed_mirror)?;
+    r.zero_nt(0, g.data_start)?;
+    if opts.meta_replicas {
+        r.zero_nt(g.data_end, PAGE_SIZE)?;
+    }
+    r.zero_nt(g.replica_off, PAGE_SIZE)?;
     r.fence(); // R1: headers and journals zeroed before anything names them.
     let now = now_ns();
     let mut sb = Superblock {
@@ -106,11 +140,7 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         version: VERSION,
         block_size: PAGE_SIZE as u32,
         features_compat: 0,
-        features_incompat: if opts.meta_replicas {
-            FEATURE_INCOMPAT_META_REPLICA
-        } else {
-            0
-        },
+        features_incompat: incompat,
         features_ro_compat: 0,
         size,
         shards,
@@ -120,9 +150,9 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         journal_ring_size: JOURNAL_RING_SIZE,
         inode_heads_off: INODE_HEADS_OFF,
         recovery_inode_off: RECOVERY_INODE_OFF,
-        data_start: start,
-        data_end: size - PAGE_SIZE - fixed_mirror,
-        replica_off: size - PAGE_SIZE,
+        data_start: g.data_start,
+        data_end: g.data_end,
+        replica_off: g.replica_off,
         state: STATE_MOUNTED,
         mount_count: 0,
         epoch: 0,
@@ -134,7 +164,10 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         meta_losses: 0,
         last_loss_ino: 0,
         last_loss_ns: 0,
-        reserved: [0; 27],
+        csum_off: g.csum,
+        parity_off: g.parity,
+        data_repairs: 0,
+        reserved: [0; 23],
         csum: 0,
         pad: 0,
     };
@@ -155,6 +188,7 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         epoch: 0,
         gc: GcCounters::default(),
         health: Health::default(),
+        strips: strips_of(&sb),
     };
     make_root(&ctx, opts, now)?;
     save_state(&ctx, &sb)?;

@@ -27,7 +27,7 @@ use crate::layout::{
     LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
 use crate::replica::{sync, Mirrored};
-use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, write_superblock};
+use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, strips_of, write_superblock};
 use crate::time::now_ns;
 
 /// What happened while mounting, for `info`, logs and tests.
@@ -169,6 +169,7 @@ pub(crate) fn open_ctx(region: Arc<dyn Region>, sb: &Superblock, read_only: bool
         epoch: sb.epoch,
         gc: GcCounters::default(),
         health: Health::since(sb),
+        strips: strips_of(sb),
         region: meta,
         data: region,
         read_only,

@@ -6,12 +6,13 @@ use pm::Region;
 use zerocopy::IntoBytes;
 
 use crate::error::{corrupt, Error, Result};
-use crate::layout::Bounds;
 use crate::layout::{
-    decode, Superblock, FEATURES_INCOMPAT_SUPPORTED, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE,
-    INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS,
-    PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, VERSION,
+    decode, Superblock, FEATURES_INCOMPAT_SUPPORTED, FEATURE_INCOMPAT_DATA_CSUM, FEATURE_INCOMPAT_DATA_PARITY,
+    FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF,
+    JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, MAGIC, MAX_SHARDS, PAGE_SIZE, RECOVERY_INODE_OFF, STATE_CLEAN, STRIP_SIZE,
+    VERSION,
 };
+use crate::layout::{Bounds, Strips, CSUM_BYTES};
 
 pub fn bounds_of(sb: &Superblock) -> Bounds {
     Bounds {
@@ -76,10 +77,7 @@ fn check_superblock(sb: &Superblock, region_len: u64) -> Result<()> {
         && sb.recovery_inode_off == RECOVERY_INODE_OFF
         && sb.journal_rings_off == JOURNAL_RINGS_OFF
         && sb.journal_ring_size == JOURNAL_RING_SIZE
-        && sb.data_start == data_start(sb.shards)
-        && sb.data_start < sb.data_end
-        && sb.data_end + fixed_mirror_pages(sb) * PAGE_SIZE == sb.replica_off
-        && sb.replica_off + PAGE_SIZE == sb.size
+        && geometry(sb.size, sb.shards, sb.features_incompat).is_some_and(|g| g.matches(sb))
         && dead_zone_fits(sb);
     if !sane {
         return Err(corrupt!("superblock geometry is inconsistent"));
@@ -100,9 +98,78 @@ pub fn fixed_mirror_pages(sb: &Superblock) -> u64 {
     u64::from(sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0)
 }
 
-/// Where the data area starts with `shards` journal rings before it.
-pub fn data_start(shards: u32) -> u64 {
+/// Where the journal rings of `shards` shards end.
+fn rings_end(shards: u32) -> u64 {
     (JOURNAL_RINGS_OFF + u64::from(shards) * JOURNAL_RING_SIZE).next_multiple_of(PAGE_SIZE)
+}
+
+/// Where the areas after the fixed ones lie (FORMAT.md, "Region map"):
+/// the first checksum area, the data area, the fixed area's mirror page,
+/// the parity area, the second checksum area and (last page) the
+/// superblock replica, in that order, each present only with its feature.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Geometry {
+    pub data_start: u64,
+    pub data_end: u64,
+    pub csum: [u64; 2],
+    pub parity: u64,
+    pub replica_off: u64,
+}
+
+impl Geometry {
+    fn matches(&self, sb: &Superblock) -> bool {
+        (sb.data_start, sb.data_end, sb.csum_off, sb.parity_off, sb.replica_off)
+            == (self.data_start, self.data_end, self.csum, self.parity, self.replica_off)
+    }
+}
+
+/// The checksum and parity areas of `sb` as the data path uses them.
+pub fn strips_of(sb: &Superblock) -> Strips {
+    Strips {
+        data_start: sb.data_start,
+        data_end: sb.data_end,
+        csum: sb.csum_off,
+        parity: sb.parity_off,
+    }
+}
+
+/// The geometry of a region of `size` bytes (a multiple of the page size)
+/// with `shards` shards and the incompatible features `incompat`, or None
+/// when not even one data page fits.
+pub fn geometry(size: u64, shards: u32, incompat: u64) -> Option<Geometry> {
+    let csum = incompat & FEATURE_INCOMPAT_DATA_CSUM != 0;
+    let parity = incompat & FEATURE_INCOMPAT_DATA_PARITY != 0;
+    let fixed_mirror = u64::from(incompat & FEATURE_INCOMPAT_META_REPLICA != 0) * PAGE_SIZE;
+    let start = rings_end(shards);
+    let room = size.checked_sub(start + fixed_mirror + PAGE_SIZE)?;
+    let area = |pages: u64, per_page: u64, on: bool| {
+        if on {
+            (pages * per_page).next_multiple_of(PAGE_SIZE)
+        } else {
+            0
+        }
+    };
+    let need = |pages: u64| pages * PAGE_SIZE + 2 * area(pages, CSUM_BYTES, csum) + area(pages, STRIP_SIZE, parity);
+    // Per data page: the page, two checksum copies, a parity strip.
+    let per_page = PAGE_SIZE + 2 * u64::from(csum) * CSUM_BYTES + u64::from(parity) * STRIP_SIZE;
+    let mut pages = room / per_page;
+    while pages > 0 && need(pages) > room {
+        pages -= 1;
+    }
+    if pages == 0 {
+        return None;
+    }
+    let data_start = start + area(pages, CSUM_BYTES, csum);
+    let data_end = data_start + pages * PAGE_SIZE;
+    let parity_off = data_end + fixed_mirror;
+    let csum_b = parity_off + area(pages, STRIP_SIZE, parity);
+    Some(Geometry {
+        data_start,
+        data_end,
+        csum: if csum { [start, csum_b] } else { [0, 0] },
+        parity: if parity { parity_off } else { 0 },
+        replica_off: size - PAGE_SIZE,
+    })
 }
 
 /// True when the replica holds exactly the same bytes as `sb`.

@@ -19,7 +19,9 @@ use crate::error::{Error, Result};
 use crate::fs::{Fs, MountOptions, SetAttr, SEEK_DATA, SEEK_HOLE};
 use crate::fsck;
 use crate::inode::{Attr, FileType, Ino, ROOT_INO};
-use crate::layout::{FEATURE_INCOMPAT_META_REPLICA, STATE_CLEAN};
+use crate::layout::{
+    FEATURE_INCOMPAT_DATA_CSUM, FEATURE_INCOMPAT_DATA_PARITY, FEATURE_INCOMPAT_META_REPLICA, STATE_CLEAN,
+};
 use crate::mkfs::FormatOptions;
 use crate::superblock::{read_superblock, write_superblock};
 
@@ -31,6 +33,9 @@ pub struct Features {
     /// The dead zone between a metadata page and its replica, in bytes
     /// (0 without replicas).
     pub dead_zone: u64,
+    /// Strip checksums and parity of file data (Fortis §4.3).
+    pub data_csum: bool,
+    pub data_parity: bool,
 }
 
 impl Features {
@@ -40,6 +45,8 @@ impl Features {
         Ok(Features {
             meta_replicas: sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0,
             dead_zone: sb.dead_zone_pages * crate::layout::PAGE_SIZE,
+            data_csum: sb.features_incompat & FEATURE_INCOMPAT_DATA_CSUM != 0,
+            data_parity: sb.features_incompat & FEATURE_INCOMPAT_DATA_PARITY != 0,
         })
     }
 }
@@ -90,6 +97,8 @@ pub fn rebuild(
             gid: root.gid,
             meta_replicas: features.meta_replicas,
             dead_zone: features.dead_zone,
+            data_csum: features.data_csum,
+            data_parity: features.data_parity,
         },
     )?;
     let dst = Fs::open(to.clone(), MountOptions::default())?;
@@ -102,6 +111,7 @@ pub fn rebuild(
     new_sb.uuid = sb.uuid;
     new_sb.created_ns = sb.created_ns;
     new_sb.meta_repairs = sb.meta_repairs;
+    new_sb.data_repairs = sb.data_repairs;
     new_sb.meta_losses = sb.meta_losses;
     new_sb.last_loss_ino = sb.last_loss_ino;
     new_sb.last_loss_ns = sb.last_loss_ns;
@@ -319,6 +329,8 @@ mod tests {
             let features = Features {
                 meta_replicas: to,
                 dead_zone: 512 * 1024,
+                data_csum: to,
+                data_parity: !to,
             };
             let calls = std::sync::atomic::AtomicU64::new(0);
             let done = rebuild(src.clone(), dst.clone(), features, &|_, _| {

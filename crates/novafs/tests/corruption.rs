@@ -14,12 +14,20 @@ use pm::{MemRegion, Region};
 use zerocopy::{FromBytes, IntoBytes};
 
 fn image_with(f: impl FnOnce(&Fs)) -> Arc<MemRegion> {
+    image_with_data_protection(true, f)
+}
+
+/// A 32 MiB two-shard image populated by `f`, with or without the strip
+/// checksums and parity of file data.
+fn image_with_data_protection(on: bool, f: impl FnOnce(&Fs)) -> Arc<MemRegion> {
     let mem = Arc::new(MemRegion::new(32 << 20));
     let region: Arc<dyn Region> = mem.clone();
     Fs::format(
         region.clone(),
         &novafs::FormatOptions {
             shards: Some(2),
+            data_csum: on,
+            data_parity: on,
             ..Default::default()
         },
     )
@@ -160,24 +168,30 @@ fn a_dentry_damaged_in_both_copies_makes_only_its_directory_eio() {
     assert_eq!(read_all(&fs, g.ino), b"fine");
 }
 
+/// A poisoned byte of file data: EIO for that page without data
+/// protection; with it (the default), rebuilt from parity.
 #[test]
-fn poisoned_data_page_reads_as_eio_and_the_rest_reads_fine() {
-    let mem = image_with(|fs| {
-        let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+fn poisoned_data_page_reads_as_eio_or_rebuilt_and_the_rest_reads_fine() {
+    for protected in [false, true] {
         let mut data = vec![b'A'; 4096];
         data.extend(b"UNIQUE-SECOND-PAGE-MARKER");
         data.resize(8192, b'B');
-        fs.write(f.ino, 0, &data).unwrap();
-    });
-    let at = find(&mem, b"UNIQUE-SECOND-PAGE-MARKER");
-    mem.poison(at, 1).unwrap();
-    let fs = open(&mem).unwrap();
-    let f = fs.lookup(ROOT_INO, b"f").unwrap();
-    let mut buf = vec![0u8; 4096];
-    assert_eq!(fs.read(f.ino, 0, &mut buf).unwrap(), 4096);
-    assert_eq!(buf, vec![b'A'; 4096]);
-    let err = fs.read(f.ino, 4096, &mut buf).unwrap_err();
-    assert_eq!(err.errno(), libc::EIO);
+        let mem = image_with_data_protection(protected, |fs| {
+            let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+            fs.write(f.ino, 0, &data).unwrap();
+        });
+        let at = find(&mem, b"UNIQUE-SECOND-PAGE-MARKER");
+        mem.poison(at, 1).unwrap();
+        let fs = open(&mem).unwrap();
+        let f = fs.lookup(ROOT_INO, b"f").unwrap();
+        let mut buf = vec![0u8; 4096];
+        assert_eq!(fs.read(f.ino, 0, &mut buf).unwrap(), 4096);
+        assert_eq!(buf, vec![b'A'; 4096]);
+        match fs.read(f.ino, 4096, &mut buf) {
+            Ok(n) => assert!(protected && n == 4096 && buf == data[4096..]),
+            Err(e) => assert!(!protected && e.errno() == libc::EIO, "{e}"),
+        }
+    }
 }
 
 /// Builds, at shard 0's journal head, a transaction that stores a marker
@@ -317,7 +331,7 @@ fn repair_removes_a_file_whose_inode_is_lost_and_returns_its_space() {
     assert_eq!(
         after.notes,
         [format!(
-            "0 metadata range(s) repaired from a replica, 1 object(s) lost since mkfs (last: inode {lost_ino}, {})",
+            "0 metadata range(s) repaired from a replica, 0 data strip(s) repaired, 1 object(s) lost since mkfs (last: inode {lost_ino}, {})",
             novafs::time::utc(novafs::HealthCounts::of(&superblock(&mem)).last_loss_ns)
         )]
     );

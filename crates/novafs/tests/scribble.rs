@@ -1,9 +1,11 @@
 //! Scribbles in the shape of NOVA-Fortis Fig. 7 (§4.4): age a file system,
 //! then overwrite `size` bytes at random places and count the inodes whose
-//! metadata is lost (they no longer read: EIO). With replicas and a dead
-//! zone, no scribble shorter than the dead zone may lose any metadata;
-//! without replicas, small scribbles already do (the control that shows
-//! the test can fail).
+//! metadata is lost (they no longer read: EIO) or, worse, silently changed
+//! (attributes or names that read back different without an error). With
+//! replicas and a dead zone, no scribble shorter than the dead zone may
+//! lose or change any metadata; without replicas, small scribbles already
+//! do (the control that shows the test can fail). File contents are data,
+//! not metadata: data checksums are a separate feature.
 //!
 //! The default run tries a few places per size; `NOVAFS_SCRIBBLE_LONG=1`
 //! tries many more and prints the table.
@@ -15,7 +17,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use common::SplitMix as Rng;
-use novafs::{FileType, FormatOptions, Fs, Ino, MountOptions, ROOT_INO};
+use novafs::{Attr, FileType, FormatOptions, Fs, Ino, MountOptions, ROOT_INO};
 use pm::{MemRegion, Region};
 
 const MIB: u64 = 1 << 20;
@@ -76,9 +78,25 @@ fn inodes(fs: &Fs) -> Vec<Ino> {
     all
 }
 
-/// How many of `expected` inodes no longer read after `size` bytes at
-/// `at` were overwritten (the whole image lost counts them all).
-fn lost_after(image: &[u8], expected: &[Ino], at: u64, size: u64, rng: &mut Rng) -> usize {
+/// What an inode's metadata reads as: its attributes and, for a
+/// directory, its names; None when it does not read.
+fn metadata(fs: &Fs, ino: Ino) -> Option<(Attr, Vec<(Vec<u8>, Ino)>)> {
+    let attr = fs.getattr(ino).ok()?;
+    let mut names = Vec::new();
+    if attr.kind == FileType::Directory {
+        fs.readdir(ino, 0, |e| {
+            names.push((e.name, e.ino));
+            false
+        })
+        .ok()?;
+    }
+    Some((attr, names))
+}
+
+/// How many of `expected` inodes no longer read, and how many read back
+/// different, after `size` bytes at `at` were overwritten (the whole image
+/// lost counts them all).
+fn lost_after(image: &[u8], expected: &Expected, at: u64, size: u64, rng: &mut Rng) -> (usize, usize) {
     let mut bytes = image.to_vec();
     for b in &mut bytes[at as usize..(at + size) as usize] {
         *b ^= 1 + (rng.next() % 255) as u8;
@@ -91,24 +109,25 @@ fn lost_after(image: &[u8], expected: &[Ino], at: u64, size: u64, rng: &mut Rng)
             ..MountOptions::default()
         },
     ) else {
-        return expected.len();
+        return (expected.len(), 0);
     };
-    expected
-        .iter()
-        .filter(|&&ino| {
-            let attr = fs.getattr(ino);
-            let listed = match &attr {
-                Ok(a) if a.kind == FileType::Directory => fs.readdir(ino, 0, |_| false).is_ok(),
-                _ => true,
-            };
-            attr.is_err() || !listed
-        })
-        .count()
+    let mut out = (0, 0);
+    for (ino, was) in expected {
+        match metadata(&fs, *ino) {
+            None => out.0 += 1,
+            Some(now) if now != *was => out.1 += 1,
+            Some(_) => {}
+        }
+    }
+    out
 }
 
-/// Inodes lost per scribble size: (places tried, places that lost any,
-/// inodes lost in all).
-fn sweep(replicas: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64, u64, usize)> {
+/// Every reachable inode and its metadata on the undamaged image.
+type Expected = Vec<(Ino, (Attr, Vec<(Vec<u8>, Ino)>))>;
+
+/// Inodes lost per scribble size: (places tried, places that lost or
+/// changed any, inodes lost, inodes silently changed).
+fn sweep(replicas: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64, u64, usize, usize)> {
     let image = aged(replicas);
     let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(image.clone()));
     let fs = Fs::open(
@@ -119,20 +138,24 @@ fn sweep(replicas: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64, u64,
         },
     )
     .unwrap();
-    let expected = inodes(&fs);
+    let expected: Expected = inodes(&fs)
+        .into_iter()
+        .map(|ino| (ino, metadata(&fs, ino).unwrap()))
+        .collect();
     let sb = fs.superblock();
     drop(fs);
     let mut rng = Rng(if replicas { 11 } else { 13 });
     let mut out = BTreeMap::new();
     for &size in sizes {
-        let mut row = (0, 0, 0);
+        let mut row = (0, 0, 0, 0);
         for _ in 0..places {
             // Anywhere in the data area, where every inode and log lives.
             let at = sb.data_start + rng.below(sb.data_end - sb.data_start - size);
-            let lost = lost_after(&image, &expected, at, size, &mut rng);
+            let (lost, changed) = lost_after(&image, &expected, at, size, &mut rng);
             row.0 += 1;
-            row.1 += u64::from(lost > 0);
+            row.1 += u64::from(lost + changed > 0);
             row.2 += lost;
+            row.3 += changed;
         }
         out.insert(size, row);
     }
@@ -147,22 +170,22 @@ fn no_scribble_shorter_than_the_dead_zone_loses_metadata() {
     let with = sweep(true, &sizes, places);
     let without = sweep(false, &sizes[..3], places * 4);
     if long {
-        println!("| scribble bytes | places | with replicas: places losing inodes, inodes lost | without: places, inodes lost |");
-        for (size, (n, hit, lost)) in &with {
+        println!("| scribble bytes | places | with replicas: places hit, inodes lost, changed | without: places hit, lost, changed |");
+        for (size, (n, hit, lost, changed)) in &with {
             let other = without
                 .get(size)
-                .map_or("-".to_string(), |(_, h, l)| format!("{h}, {l}"));
-            println!("| {size} | {n} | {hit}, {lost} | {other} |");
+                .map_or("-".to_string(), |(_, h, l, c)| format!("{h}, {l}, {c}"));
+            println!("| {size} | {n} | {hit}, {lost}, {changed} | {other} |");
         }
     }
-    for (size, (_, hit, lost)) in &with {
+    for (size, (_, hit, lost, changed)) in &with {
         assert_eq!(
-            (*hit, *lost),
-            (0, 0),
-            "a {size}-byte scribble lost metadata despite the replicas"
+            (*hit, *lost, *changed),
+            (0, 0, 0),
+            "a {size}-byte scribble lost or changed metadata despite the replicas"
         );
     }
-    let lost_without: usize = without.values().map(|r| r.2).sum();
+    let lost_without: usize = without.values().map(|r| r.2 + r.3).sum();
     assert!(
         lost_without > 0,
         "the control: without replicas, scribbles lose metadata"

@@ -294,7 +294,7 @@ mod tests {
     use crate::FileType;
 
     fn mounted() -> Runner {
-        let region: Arc<dyn Region> = Arc::new(pm::MemRegion::new(8 << 20));
+        let region: Arc<dyn Region> = Arc::new(pm::MemRegion::new(12 << 20));
         let format = FormatOptions {
             shards: Some(1),
             ..FormatOptions::default()

@@ -1,0 +1,362 @@
+//! File data protection (NOVA-Fortis §4.3, Fig. 6). Each 4 KiB data page
+//! is a stripe of eight 512-byte strips. Two copies of each strip's CRC32C
+//! live in two checksum areas, one before the data area and one after it,
+//! and a 512-byte RAID-4 parity strip (the XOR of the eight) in a parity
+//! area after the data: data, checksums and parity apart.
+//!
+//! Data is copy-on-write, so sealing is simple: a page is sealed (its
+//! checksums and parity written and flushed) while it is still free, before
+//! the log commit that maps it, whose R1 fence makes them durable with the
+//! data. A read checks each strip it returns against the first checksum
+//! copy, then the second (repairing the first when only the second
+//! matches); a strip that matches neither, or that the media cannot read,
+//! is rebuilt from parity and the other seven strips and must then match a
+//! checksum. Two bad strips in a page make that page EIO.
+
+use pm::{PmError, Region};
+
+use crate::error::{corrupt, Error, Result};
+use crate::layout::{Strips, CSUM_BYTES, PAGE_SIZE, STRIPS_PER_PAGE, STRIP_SIZE};
+
+const STRIP: usize = STRIP_SIZE as usize;
+const PAGE: usize = PAGE_SIZE as usize;
+
+/// What reading a range of a page found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Strips rebuilt from parity, and checksum copies rewritten.
+    pub repaired: u64,
+}
+
+/// The CRC32C of each strip of `page`.
+fn strip_csums(page: &[u8]) -> [u32; STRIPS_PER_PAGE] {
+    let mut out = [0u32; STRIPS_PER_PAGE];
+    for (c, s) in out.iter_mut().zip(page.chunks_exact(STRIP)) {
+        *c = crc32c::crc32c(s);
+    }
+    out
+}
+
+/// The XOR of the strips of `page` (RAID-4 parity), eight bytes at a time.
+fn parity_of(page: &[u8]) -> [u8; STRIP] {
+    let mut p = [0u64; STRIP / 8];
+    for s in page.chunks_exact(STRIP) {
+        for (w, b) in p.iter_mut().zip(s.chunks_exact(8)) {
+            *w ^= u64::from_ne_bytes(b.try_into().unwrap_or_default());
+        }
+    }
+    let mut out = [0u8; STRIP];
+    for (o, w) in out.chunks_exact_mut(8).zip(p) {
+        o.copy_from_slice(&w.to_ne_bytes());
+    }
+    out
+}
+
+fn csums_of(bytes: &[u8]) -> [u32; STRIPS_PER_PAGE] {
+    let mut out = [0u32; STRIPS_PER_PAGE];
+    for (c, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+        *c = u32::from_le_bytes(b.try_into().unwrap_or_default());
+    }
+    out
+}
+
+fn csum_bytes(c: &[u32; STRIPS_PER_PAGE]) -> [u8; CSUM_BYTES as usize] {
+    let mut out = [0u8; CSUM_BYTES as usize];
+    for (o, v) in out.chunks_exact_mut(4).zip(c) {
+        o.copy_from_slice(&v.to_le_bytes());
+    }
+    out
+}
+
+impl Strips {
+    /// Whether the image keeps anything for its data.
+    pub fn enabled(&self) -> bool {
+        self.csum[0] != 0 || self.parity != 0
+    }
+
+    fn index(&self, page: u64) -> Result<u64> {
+        if page < self.data_start || page >= self.data_end || !page.is_multiple_of(PAGE_SIZE) {
+            return Err(corrupt!("data page {page:#x} is outside the data area"));
+        }
+        Ok((page - self.data_start) / PAGE_SIZE)
+    }
+
+    /// Writes and flushes the checksums and parity of `bytes`, the new
+    /// contents of the free page `page` (durable with the commit's R1
+    /// fence, which must follow).
+    pub fn seal(&self, r: &dyn Region, page: u64, bytes: &[u8]) -> Result<()> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        debug_assert_eq!(bytes.len(), PAGE);
+        let i = self.index(page)?;
+        if self.csum[0] != 0 {
+            let c = csum_bytes(&strip_csums(bytes));
+            for area in self.csum {
+                r.write_nt(area + i * CSUM_BYTES, &c)?;
+            }
+        }
+        if self.parity != 0 {
+            r.write_nt(self.parity + i * STRIP_SIZE, &parity_of(bytes))?;
+        }
+        Ok(())
+    }
+
+    /// Reads `out.len()` bytes at `in_page` of data page `page`, checking
+    /// every strip they touch and rebuilding a bad one; with `repair` the
+    /// rebuilt strip and any wrong checksum copy are written back. An
+    /// unrecoverable strip is an error naming the page.
+    pub fn read(&self, r: &dyn Region, page: u64, in_page: usize, out: &mut [u8], repair: bool) -> Result<Checked> {
+        if !self.enabled() {
+            r.read(page + in_page as u64, out)?;
+            return Ok(Checked::default());
+        }
+        let i = self.index(page)?;
+        let lo = in_page / STRIP;
+        let hi = (in_page + out.len()).div_ceil(STRIP);
+        let mut buf = [0u8; PAGE];
+        let mut bad = [false; STRIPS_PER_PAGE];
+        // One read for the whole run; strip by strip only after an error.
+        if r.read(page + (lo * STRIP) as u64, &mut buf[lo * STRIP..hi * STRIP])
+            .is_err()
+        {
+            for s in lo..hi {
+                bad[s] = media(r.read(page + (s * STRIP) as u64, &mut buf[s * STRIP..(s + 1) * STRIP]))?;
+            }
+        }
+        let mut checked = Checked::default();
+        if self.csum[0] != 0 {
+            let first = self.load_csums(r, 0, i)?;
+            let mut second = None;
+            for s in lo..hi {
+                if bad[s] {
+                    continue;
+                }
+                let crc = crc32c::crc32c(&buf[s * STRIP..(s + 1) * STRIP]);
+                if first.is_some_and(|c| c[s] == crc) {
+                    continue;
+                }
+                let other = match second {
+                    Some(c) => c,
+                    None => *second.insert(self.load_csums(r, 1, i)?),
+                };
+                if other.is_some_and(|c| c[s] == crc) {
+                    // The first copy is the damaged one.
+                    if repair {
+                        self.put_csum(r, 0, i, s, crc)?;
+                    }
+                    checked.repaired += 1;
+                } else {
+                    bad[s] = true;
+                }
+            }
+        }
+        let bad_strips: Vec<usize> = (0..STRIPS_PER_PAGE).filter(|&s| bad[s]).collect();
+        if let [s] = bad_strips[..] {
+            let strip = self.rebuild(r, page, i, s)?;
+            if repair {
+                r.write(page + (s * STRIP) as u64, &strip)?;
+                r.flush(page + (s * STRIP) as u64, STRIP_SIZE)?;
+                if self.csum[0] != 0 {
+                    let crc = crc32c::crc32c(&strip);
+                    for copy in 0..2 {
+                        if self.load_csums(r, copy, i)?.is_none_or(|c| c[s] != crc) {
+                            self.put_csum(r, copy, i, s, crc)?;
+                        }
+                    }
+                }
+            }
+            buf[s * STRIP..(s + 1) * STRIP].copy_from_slice(&strip);
+            checked.repaired += 1;
+        } else if !bad_strips.is_empty() {
+            return Err(corrupt!(
+                "data page {page:#x}: strips {bad_strips:?} are damaged and parity rebuilds only one"
+            ));
+        }
+        if repair && checked.repaired > 0 {
+            r.fence(); // The repaired copies are durable before they are relied on.
+        }
+        out.copy_from_slice(&buf[in_page..in_page + out.len()]);
+        Ok(checked)
+    }
+
+    /// Strip `s` of page `page` rebuilt from the parity and the other
+    /// seven strips, checked against a checksum copy when there are any.
+    fn rebuild(&self, r: &dyn Region, page: u64, i: u64, s: usize) -> Result<[u8; STRIP]> {
+        let lost = || corrupt!("data page {page:#x}: strip {s} is damaged and cannot be rebuilt");
+        if self.parity == 0 {
+            return Err(lost());
+        }
+        let mut strip = [0u8; STRIP];
+        r.read(self.parity + i * STRIP_SIZE, &mut strip).map_err(|_| lost())?;
+        let mut other = [0u8; STRIP];
+        for t in (0..STRIPS_PER_PAGE).filter(|&t| t != s) {
+            r.read(page + (t * STRIP) as u64, &mut other).map_err(|_| lost())?;
+            for (a, b) in strip.iter_mut().zip(other) {
+                *a ^= b;
+            }
+        }
+        if self.csum[0] != 0 {
+            let crc = crc32c::crc32c(&strip);
+            let matches = |copy| self.load_csums(r, copy, i).map(|c| c.is_some_and(|c| c[s] == crc));
+            if !(matches(0)? || matches(1)?) {
+                return Err(lost());
+            }
+        }
+        Ok(strip)
+    }
+
+    /// Checksum copy `copy` of page index `i`; None when the media cannot
+    /// read it.
+    fn load_csums(&self, r: &dyn Region, copy: usize, i: u64) -> Result<Option<[u32; STRIPS_PER_PAGE]>> {
+        let mut b = [0u8; CSUM_BYTES as usize];
+        Ok((!media(r.read(self.csum[copy] + i * CSUM_BYTES, &mut b))?).then(|| csums_of(&b)))
+    }
+
+    fn put_csum(&self, r: &dyn Region, copy: usize, i: u64, s: usize, crc: u32) -> Result<()> {
+        let off = self.csum[copy] + i * CSUM_BYTES + 4 * s as u64;
+        r.write(off, &crc.to_le_bytes())?;
+        Ok(r.flush(off, 4)?)
+    }
+}
+
+/// True for a media error (the bytes are lost, not the operation).
+fn media(r: std::result::Result<(), PmError>) -> Result<bool> {
+    match r {
+        Ok(()) => Ok(false),
+        Err(PmError::Media { .. }) => Ok(true),
+        Err(e) => Err(Error::Pm(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use pm::MemRegion;
+
+    use super::*;
+
+    const DS: u64 = 4 * PAGE_SIZE;
+    const PAGES: u64 = 4;
+
+    /// A region with a 4-page data area, the checksum areas and parity
+    /// after it.
+    fn setup(csum: bool, parity: bool) -> (Arc<MemRegion>, Strips) {
+        let mem = Arc::new(MemRegion::new(16 * PAGE_SIZE));
+        let after = DS + PAGES * PAGE_SIZE;
+        let strips = Strips {
+            data_start: DS,
+            data_end: after,
+            csum: if csum { [after, after + PAGE_SIZE] } else { [0, 0] },
+            parity: if parity { after + 2 * PAGE_SIZE } else { 0 },
+        };
+        (mem, strips)
+    }
+
+    fn page_bytes(seed: u8) -> Vec<u8> {
+        (0..PAGE)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect()
+    }
+
+    fn sealed(csum: bool, parity: bool) -> (Arc<MemRegion>, Strips, Vec<u8>) {
+        let (mem, s) = setup(csum, parity);
+        let data = page_bytes(7);
+        let page = DS + PAGE_SIZE;
+        mem.write_nt(page, &data).unwrap();
+        s.seal(&*mem, page, &data).unwrap();
+        mem.fence();
+        (mem, s, data)
+    }
+
+    const P: u64 = DS + PAGE_SIZE;
+
+    fn read_all(mem: &MemRegion, s: &Strips, repair: bool) -> Result<(Vec<u8>, Checked)> {
+        let mut out = vec![0u8; PAGE];
+        let c = s.read(mem, P, 0, &mut out, repair)?;
+        Ok((out, c))
+    }
+
+    #[test]
+    fn a_sealed_page_reads_back_whole_and_in_pieces() {
+        let (mem, s, data) = sealed(true, true);
+        assert_eq!(read_all(&mem, &s, true).unwrap(), (data.clone(), Checked::default()));
+        let mut piece = vec![0u8; 1000];
+        s.read(&*mem, P, 700, &mut piece, true).unwrap();
+        assert_eq!(piece, data[700..1700]);
+        assert_eq!(parity_of(&data).len(), STRIP);
+    }
+
+    #[test]
+    fn one_bad_strip_is_rebuilt_from_parity_and_written_back() {
+        let (mem, s, data) = sealed(true, true);
+        mem.write(P + 3 * STRIP_SIZE + 10, &[0xAA; 20]).unwrap();
+        // A read-only reader gets the right bytes and leaves the media.
+        let (got, c) = read_all(&mem, &s, false).unwrap();
+        assert_eq!((got, c.repaired), (data.clone(), 1));
+        assert_ne!(
+            mem.snapshot()[(P + 3 * STRIP_SIZE) as usize..][..STRIP],
+            data[3 * STRIP..4 * STRIP]
+        );
+        let (got, c) = read_all(&mem, &s, true).unwrap();
+        assert_eq!((got, c.repaired), (data.clone(), 1));
+        assert_eq!(read_all(&mem, &s, true).unwrap().1.repaired, 0, "repaired on the media");
+        // Reading a piece that does not touch the bad strip finds nothing.
+        mem.write(P + 6 * STRIP_SIZE, &[1]).unwrap();
+        let mut piece = vec![0u8; 100];
+        assert_eq!(s.read(&*mem, P, 0, &mut piece, true).unwrap().repaired, 0);
+    }
+
+    #[test]
+    fn a_poisoned_strip_is_rebuilt_even_without_checksums() {
+        for csum in [true, false] {
+            let (mem, s, data) = sealed(csum, true);
+            mem.poison(P + 5 * STRIP_SIZE + 1, 1).unwrap();
+            let (got, c) = read_all(&mem, &s, false).unwrap();
+            assert_eq!((got, c.repaired), (data.clone(), 1), "csum {csum}");
+        }
+    }
+
+    #[test]
+    fn a_damaged_checksum_copy_is_repaired_from_the_data_and_the_other_copy() {
+        let (mem, s, data) = sealed(true, true);
+        let i = 1;
+        mem.write(s.csum[0] + i * CSUM_BYTES + 8, &[0, 0, 0, 0]).unwrap();
+        let (got, c) = read_all(&mem, &s, true).unwrap();
+        assert_eq!((got, c.repaired), (data.clone(), 1));
+        assert_eq!(read_all(&mem, &s, true).unwrap().1.repaired, 0);
+        // The second copy damaged: nothing reads it while the first matches.
+        mem.write(s.csum[1] + i * CSUM_BYTES, &[9; 32]).unwrap();
+        assert_eq!(read_all(&mem, &s, true).unwrap().1.repaired, 0);
+    }
+
+    #[test]
+    fn two_bad_strips_or_no_parity_is_eio_for_that_page() {
+        let (mem, s, _) = sealed(true, true);
+        mem.write(P + 1, &[0x55]).unwrap();
+        mem.write(P + 7 * STRIP_SIZE, &[0x55]).unwrap();
+        let e = read_all(&mem, &s, true).unwrap_err();
+        assert_eq!(e.errno(), libc::EIO);
+        assert!(e.to_string().contains("strips [0, 7]"), "{e}");
+        let (mem, s, _) = sealed(true, false);
+        mem.write(P + 1, &[0x55]).unwrap();
+        assert_eq!(read_all(&mem, &s, true).unwrap_err().errno(), libc::EIO);
+        // Damaged parity is noticed only when it is needed, then EIO.
+        let (mem, s, _) = sealed(true, true);
+        mem.write(s.parity + STRIP_SIZE, &[1]).unwrap();
+        mem.write(P + 2 * STRIP_SIZE, &[1]).unwrap();
+        assert_eq!(read_all(&mem, &s, true).unwrap_err().errno(), libc::EIO);
+    }
+
+    #[test]
+    fn without_protection_reads_are_plain() {
+        let (mem, s) = setup(false, false);
+        assert!(!s.enabled());
+        mem.write(P, &[3; 10]).unwrap();
+        s.seal(&*mem, P, &page_bytes(1)).unwrap();
+        let mut out = [0u8; 10];
+        s.read(&*mem, P, 0, &mut out, true).unwrap();
+        assert_eq!(out, [3; 10]);
+    }
+}
