@@ -78,9 +78,11 @@ fn inodes(fs: &Fs) -> Vec<Ino> {
     all
 }
 
-/// What an inode's metadata reads as: its attributes and, for a
-/// directory, its names; None when it does not read.
-fn metadata(fs: &Fs, ino: Ino) -> Option<(Attr, Vec<(Vec<u8>, Ino)>)> {
+/// An inode's attributes and, for a directory, its names.
+type Metadata = (Attr, Vec<(Vec<u8>, Ino)>);
+
+/// What an inode's metadata reads as; None when it does not read.
+fn metadata(fs: &Fs, ino: Ino) -> Option<Metadata> {
     let attr = fs.getattr(ino).ok()?;
     let mut names = Vec::new();
     if attr.kind == FileType::Directory {
@@ -123,7 +125,7 @@ fn lost_after(image: &[u8], expected: &Expected, at: u64, size: u64, rng: &mut R
 }
 
 /// Every reachable inode and its metadata on the undamaged image.
-type Expected = Vec<(Ino, (Attr, Vec<(Vec<u8>, Ino)>))>;
+type Expected = Vec<(Ino, Metadata)>;
 
 /// Inodes lost per scribble size: (places tried, places that lost or
 /// changed any, inodes lost, inodes silently changed).
