@@ -119,7 +119,7 @@ fn mkfs_formats_with_or_without_metadata_replicas_and_info_says_which() {
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(stderr(&o).lines().count(), 1, "{}", stderr(&o));
     assert!(
-        stderr(&o).contains("too small") && stderr(&o).contains("use --size 12M or more, or add --no-meta-replicas"),
+        stderr(&o).contains("too small") && stderr(&o).contains("use --size 13M or more, or add --no-meta-replicas"),
         "{}",
         stderr(&o)
     );
@@ -166,8 +166,11 @@ fn fsck_repair_fixes_what_it_can_and_says_what_it_did() {
     let mut bytes = std::fs::read(&img).unwrap();
     bytes[16..48].fill(0xFF);
     // The recovery inode's tail word in page 2 and in its replica, the
-    // page at data_end (the size less the superblock replica and itself).
-    for tail in [2 * 4096 + 16, (64 << 20) - 2 * 4096 + 16] {
+    // page at data_end (read from the superblock replica: the primary's
+    // bytes are damaged above).
+    let at = (64 << 20) - 4096 + std::mem::offset_of!(novafs::layout::Superblock, data_end);
+    let data_end = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
+    for tail in [2 * 4096 + 16, data_end + 16] {
         bytes[tail..tail + 8].copy_from_slice(&498_216_206_440u64.to_le_bytes());
     }
     std::fs::write(&img, &bytes).unwrap();
@@ -216,7 +219,7 @@ fn tune_turns_meta_protection_on_and_off_and_refuses_what_it_cannot_do() {
         ),
         (
             &["--enable", "meta-protection"],
-            "already has meta-protection (dead zone 256 KiB); nothing to do",
+            "already has meta-protection (dead zone 256 KiB), data-checksums, parity; nothing to do",
             "replicas on (dead zone 256 KiB)",
         ),
         (

@@ -72,7 +72,7 @@ fn damaged_metadata_through_fuse_is_repaired_or_eio_for_that_file_only() {
     );
     let shown = info(&m.image);
     assert!(
-        shown.contains("repaired from a replica, 0 object(s) lost since mkfs"),
+        shown.contains("repaired from a replica, 0 data strip(s) repaired, 0 object(s) lost since mkfs"),
         "{shown}"
     );
     assert!(m.fsck().contains("clean"));
