@@ -427,6 +427,13 @@ fn examine_inner(base: &Arc<Vec<u8>>, patches: &Patches, cfg: &Config) -> Result
     let rep = fs.mount_report();
     let busy = rep.journal_replayed > 0 || rep.orphans_reclaimed > 0;
     let tree = Tree::capture(&fs).map_err(|e| format!("after recovery: {e}"))?;
+    // A crash damages nothing: recovery and reading everything back must
+    // not need redundancy (a repair here means a copy, checksum or parity
+    // was left inconsistent by a write path).
+    let health = fs.health();
+    if health != novafs::HealthCounts::default() {
+        return Err(format!("recovery and reads needed redundancy: {health}"));
+    }
     fs.unmount()
         .map_err(|e| format!("clean unmount after recovery failed: {e}"))?;
     fsck_problems(region.clone()).map_err(|e| format!("fsck after recovery and a clean unmount: {e}"))?;

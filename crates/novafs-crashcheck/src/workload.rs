@@ -16,7 +16,7 @@ use crate::tree::Tree;
 /// Size of every crash-test region: small, so images are cheap to copy.
 /// Metadata replicas are on, as mkfs does by default, with a dead zone of
 /// 64 KiB instead of 1 MiB to keep the region small.
-pub const REGION_SIZE: u64 = 7 << 20;
+pub const REGION_SIZE: u64 = 8 << 20;
 
 /// A runner on `region` whose mkfs lays out `shards` shards, not mounted.
 pub fn runner(region: Arc<dyn Region>, shards: u32) -> Runner {
@@ -675,7 +675,7 @@ pub fn inode_table_growth() -> Workload {
     let before = per_chunk - 1 - 8 - 1;
     setup.extend((0..before).map(name));
     let mut w = Workload::new("inode_table_growth", setup, (before..before + 3).map(name).collect());
-    w.region_size = 14 << 20; // Room for a second 2 MiB chunk, its mirror and the logs.
+    w.region_size = 16 << 20; // Room for a second 2 MiB chunk, its mirror and the logs.
     w
 }
 
@@ -722,7 +722,7 @@ pub fn random(seed: u64, len: usize) -> Workload {
 fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
     let mut rng = Rng::derive(seed, 0x5e0);
     let mut ops = Vec::new();
-    let size = if shards > 1 { 11 << 20 } else { REGION_SIZE };
+    let size = if shards > 1 { 13 << 20 } else { REGION_SIZE };
     let spread = shards > 1;
     let mut r = fresh_runner(size, shards).ok();
     if let Some(r) = r.as_mut() {

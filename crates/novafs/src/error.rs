@@ -35,7 +35,7 @@ pub enum Error {
     NotSupported(&'static str),
     #[error("too many levels of symbolic links")]
     Loop,
-    #[error("corrupt metadata: {0}")]
+    #[error("damaged on the media: {0}")]
     Corrupt(String),
     #[error("this image is not a novafs file system ({0})")]
     NotNovafs(String),

@@ -141,9 +141,8 @@ fn finish(
     t0: Instant,
 ) -> Result<(Ctx, Superblock, MountReport)> {
     if !read_only {
-        if report.superblock_repaired {
-            ctx.health.repaired(1);
-        }
+        // A primary superblock restored from its replica is not counted:
+        // damage cannot be told from a crash during its update (R4).
         ctx.health.stamp(&mut sb);
         sb.state = STATE_MOUNTED;
         sb.version = VERSION;
