@@ -49,13 +49,19 @@ pub struct Args {
     /// Instead of the full run, compare the microbenchmark on an
     /// unprotected region with one under this write protection (pkey,
     /// mprotect), rounds interleaved.
-    #[arg(long, value_name = "MODE", conflicts_with = "compare_replicas")]
+    #[arg(long, value_name = "MODE", conflicts_with_all = ["compare_replicas", "compare_data_protection"])]
     protect: Option<WriteProtect>,
     /// Instead of the full run, compare the microbenchmark on a file system
     /// formatted without metadata replicas with one formatted with them,
     /// rounds interleaved, and what the replicas take in storage.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "compare_data_protection")]
     compare_replicas: bool,
+    /// Instead of the full run, compare a file system formatted with no
+    /// protection at all with one fully protected (metadata replicas, data
+    /// checksums and parity: mkfs's default), rounds interleaved, and what
+    /// the protection takes in storage.
+    #[arg(long)]
+    compare_data_protection: bool,
 }
 
 /// A table row: name, the phase it reads, the issue's target.
@@ -84,6 +90,9 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if args.compare_replicas {
         return compare(args, files, rounds, &replicas());
+    }
+    if args.compare_data_protection {
+        return compare(args, files, rounds, &data_protection());
     }
     let opts = MapOptions {
         eadr: args.eadr,
@@ -167,8 +176,9 @@ struct Comparison {
     /// Per row of [`ROWS`], the most the second may take as a multiple of
     /// the first (the issue's targets).
     targets: [Option<f64>; 4],
-    /// Also measure what the second takes in storage beyond the first.
-    storage: bool,
+    /// Also measure what the second takes in storage beyond the first,
+    /// against the paper's figure in percent.
+    storage: Option<f64>,
 }
 
 /// `--protect MODE`: an unprotected region against one under `mode`.
@@ -181,7 +191,7 @@ fn protection(mode: WriteProtect) -> Comparison {
     Comparison {
         configs: [config("unprotected", WriteProtect::Off), config("protected", mode)],
         targets: [None; 4],
-        storage: false,
+        storage: None,
     }
 }
 
@@ -200,12 +210,32 @@ fn replicas() -> Comparison {
     Comparison {
         configs: [config("without replicas", false), config("with replicas", true)],
         targets: [Some(1.40), Some(1.25), None, None],
-        storage: true,
+        // NOVA-Fortis's storage overhead of metadata replicas.
+        storage: Some(2.1),
     }
 }
 
-/// NOVA-Fortis's storage overhead of metadata replicas, in percent.
-const PAPER_STORAGE_OVERHEAD: f64 = 2.1;
+/// `--compare-data-protection`: no protection at all against metadata
+/// replicas plus data checksums and parity (the default). Issue 12's
+/// targets: a 4 KiB append at most 1.4x, a 4 KiB read at most 1.4x.
+fn data_protection() -> Comparison {
+    let config = |name, on| Config {
+        name,
+        protect: WriteProtect::Off,
+        format: FormatOptions {
+            meta_replicas: on,
+            data_csum: on,
+            data_parity: on,
+            ..FormatOptions::default()
+        },
+    };
+    Comparison {
+        configs: [config("unprotected", false), config("fully protected", true)],
+        targets: [None, Some(1.40), Some(1.40), None],
+        // NOVA-Fortis's total storage overhead of its protection (§5.5).
+        storage: Some(14.8),
+    }
+}
 
 /// One configuration, mapped and formatted.
 struct Side<'a> {
@@ -271,8 +301,8 @@ fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, images: &[P
         };
         println!("| {name} | {x:.3} | {y:.3} | {ratio:.2} |{target}");
     }
-    if cmp.storage {
-        storage(&sides, files, args.appends)?;
+    if let Some(paper) = cmp.storage {
+        storage(&sides, files, args.appends, paper)?;
     }
     Ok(())
 }
@@ -310,7 +340,8 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
     })
 }
 
-/// A configuration in words: its write protection and metadata replicas.
+/// A configuration in words: its write protection, metadata replicas and
+/// data protection.
 fn describe(side: &Side) -> String {
     let format = &side.config.format;
     let replicas = if format.meta_replicas {
@@ -318,7 +349,13 @@ fn describe(side: &Side) -> String {
     } else {
         "no metadata replicas".to_string()
     };
-    format!("write protection {}, {replicas}", side.protection)
+    let csum = if format.data_csum {
+        "data checksums"
+    } else {
+        "no data checksums"
+    };
+    let parity = if format.data_parity { "parity" } else { "no parity" };
+    format!("write protection {}, {replicas}, {csum}, {parity}", side.protection)
 }
 
 /// Pages in use.
@@ -329,7 +366,7 @@ fn used(s: &StatFs) -> u64 {
 /// What the second side takes in storage beyond the first: `statfs` used
 /// pages after the microbenchmark's create and append phases (which it
 /// undoes, so they are repeated here, untimed), and right after mkfs.
-fn storage(sides: &[Side], files: u64, appends: u64) -> Result<()> {
+fn storage(sides: &[Side], files: u64, appends: u64, paper: f64) -> Result<()> {
     let mut full = Vec::new();
     for side in sides {
         fill(&side.lib, files, appends)?;
@@ -340,7 +377,7 @@ fn storage(sides: &[Side], files: u64, appends: u64) -> Result<()> {
     let (ua, ub) = (used(&full[0]), used(&full[1]));
     println!(
         "\nstorage after creating {files} files x {appends} appends of 4 KiB: {ua} pages used {a}, \
-         {ub} {b}: {:+.1}% (the paper: {PAPER_STORAGE_OVERHEAD}%)",
+         {ub} {b}: {:+.1}% (the paper: {paper}%)",
         pct(ua, ub)
     );
     let [fa, fb] = [&sides[0].fresh, &sides[1].fresh];

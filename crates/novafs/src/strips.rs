@@ -28,11 +28,17 @@ pub struct Checked {
     pub repaired: u64,
 }
 
+/// The CRC32C of one strip: carry-less-multiply folding (crc-fast),
+/// about three times the speed of the crc32 instruction alone here.
+fn strip_crc(strip: &[u8]) -> u32 {
+    crc_fast::crc32_iscsi(strip)
+}
+
 /// The CRC32C of each strip of `page`.
 fn strip_csums(page: &[u8]) -> [u32; STRIPS_PER_PAGE] {
     let mut out = [0u32; STRIPS_PER_PAGE];
     for (c, s) in out.iter_mut().zip(page.chunks_exact(STRIP)) {
-        *c = crc32c::crc32c(s);
+        *c = strip_crc(s);
     }
     out
 }
@@ -105,23 +111,35 @@ impl Strips {
     /// Reads `out.len()` bytes at `in_page` of data page `page`, checking
     /// every strip they touch and rebuilding a bad one; with `repair` the
     /// rebuilt strip and any wrong checksum copy are written back. An
-    /// unrecoverable strip is an error naming the page.
+    /// unrecoverable strip is an error naming the page. Whole strips are
+    /// read straight into `out`; a range that cuts one goes through DRAM.
     pub fn read(&self, r: &dyn Region, page: u64, in_page: usize, out: &mut [u8], repair: bool) -> Result<Checked> {
         if !self.enabled() {
             r.read(page + in_page as u64, out)?;
             return Ok(Checked::default());
         }
-        let i = self.index(page)?;
         let lo = in_page / STRIP;
         let hi = (in_page + out.len()).div_ceil(STRIP);
+        if lo * STRIP == in_page && hi * STRIP == in_page + out.len() {
+            return self.check(r, page, lo, out, repair);
+        }
         let mut buf = [0u8; PAGE];
+        let checked = self.check(r, page, lo, &mut buf[lo * STRIP..hi * STRIP], repair)?;
+        out.copy_from_slice(&buf[in_page..in_page + out.len()]);
+        Ok(checked)
+    }
+
+    /// Reads strips `lo..` of `page` into `view` (whole strips) and checks
+    /// them (see [`Strips::read`]).
+    fn check(&self, r: &dyn Region, page: u64, lo: usize, view: &mut [u8], repair: bool) -> Result<Checked> {
+        let i = self.index(page)?;
+        let hi = lo + view.len() / STRIP;
+        let strip = |s: usize| (s - lo) * STRIP..(s - lo + 1) * STRIP;
         let mut bad = [false; STRIPS_PER_PAGE];
         // One read for the whole run; strip by strip only after an error.
-        if r.read(page + (lo * STRIP) as u64, &mut buf[lo * STRIP..hi * STRIP])
-            .is_err()
-        {
+        if r.read(page + (lo * STRIP) as u64, view).is_err() {
             for s in lo..hi {
-                bad[s] = media(r.read(page + (s * STRIP) as u64, &mut buf[s * STRIP..(s + 1) * STRIP]))?;
+                bad[s] = media(r.read(page + (s * STRIP) as u64, &mut view[strip(s)]))?;
             }
         }
         let mut checked = Checked::default();
@@ -132,7 +150,7 @@ impl Strips {
                 if bad[s] {
                     continue;
                 }
-                let crc = crc32c::crc32c(&buf[s * STRIP..(s + 1) * STRIP]);
+                let crc = strip_crc(&view[strip(s)]);
                 if first.is_some_and(|c| c[s] == crc) {
                     continue;
                 }
@@ -153,12 +171,12 @@ impl Strips {
         }
         let bad_strips: Vec<usize> = (0..STRIPS_PER_PAGE).filter(|&s| bad[s]).collect();
         if let [s] = bad_strips[..] {
-            let strip = self.rebuild(r, page, i, s)?;
+            let rebuilt = self.rebuild(r, page, i, s)?;
             if repair {
-                r.write(page + (s * STRIP) as u64, &strip)?;
+                r.write(page + (s * STRIP) as u64, &rebuilt)?;
                 r.flush(page + (s * STRIP) as u64, STRIP_SIZE)?;
                 if self.csum[0] != 0 {
-                    let crc = crc32c::crc32c(&strip);
+                    let crc = strip_crc(&rebuilt);
                     for copy in 0..2 {
                         if self.load_csums(r, copy, i)?.is_none_or(|c| c[s] != crc) {
                             self.put_csum(r, copy, i, s, crc)?;
@@ -166,7 +184,7 @@ impl Strips {
                     }
                 }
             }
-            buf[s * STRIP..(s + 1) * STRIP].copy_from_slice(&strip);
+            view[strip(s)].copy_from_slice(&rebuilt);
             checked.repaired += 1;
         } else if !bad_strips.is_empty() {
             return Err(corrupt!(
@@ -176,7 +194,6 @@ impl Strips {
         if repair && checked.repaired > 0 {
             r.fence(); // The repaired copies are durable before they are relied on.
         }
-        out.copy_from_slice(&buf[in_page..in_page + out.len()]);
         Ok(checked)
     }
 
@@ -197,7 +214,7 @@ impl Strips {
             }
         }
         if self.csum[0] != 0 {
-            let crc = crc32c::crc32c(&strip);
+            let crc = strip_crc(&strip);
             let matches = |copy| self.load_csums(r, copy, i).map(|c| c.is_some_and(|c| c[s] == crc));
             if !(matches(0)? || matches(1)?) {
                 return Err(lost());
