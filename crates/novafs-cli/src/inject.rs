@@ -30,6 +30,11 @@ pub enum TargetArg {
     FixedArea,
     /// A data page of file --ino (one it maps now).
     DataPage,
+    /// The strip checksums of a data page of file --ino (primary: the first
+    /// checksum area; replica: the second).
+    DataChecksums,
+    /// The parity strip of a data page of file --ino.
+    Parity,
 }
 
 impl From<TargetArg> for Target {
@@ -42,6 +47,8 @@ impl From<TargetArg> for Target {
             TargetArg::Journal => Target::Journal,
             TargetArg::FixedArea => Target::FixedArea,
             TargetArg::DataPage => Target::DataPage,
+            TargetArg::DataChecksums => Target::DataChecksums,
+            TargetArg::Parity => Target::Parity,
         }
     }
 }
@@ -73,10 +80,11 @@ pub struct Args {
     target: TargetArg,
     /// Which copy: the superblock has a replica; inode records, log pages and
     /// entries and page 2 of the fixed area have one on images made with
-    /// metadata replicas (mkfs's default); the journal and data pages have none.
+    /// metadata replicas (mkfs's default); data checksums have two copies;
+    /// the journal, data pages and parity have none.
     #[arg(long, value_enum, default_value = "primary")]
     which: WhichArg,
-    /// Inode of the inode, log-page, log-entry and data-page targets [default: 1, the root].
+    /// Inode of the inode, log-page, log-entry, data-page, data-checksums and parity targets [default: 1, the root].
     #[arg(long)]
     ino: Option<u64>,
     /// Seed of the random choices: the same seed damages the same bytes.

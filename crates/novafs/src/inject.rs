@@ -33,6 +33,7 @@ use crate::layout::{
     Bounds, EntryType, Ino, Inode, Superblock, INODE_HEADS_OFF, INODE_LIVE, INODE_SIZE, JOURNAL_HEADERS_OFF, PAGE_SIZE,
     RESERVED_INODES, RESERVED_INODES_OFF,
 };
+use crate::layout::{CSUM_BYTES, STRIP_SIZE};
 use crate::log::{self, Step, Verify};
 use crate::superblock::{bounds_of, read_superblock};
 
@@ -54,10 +55,15 @@ pub enum Target {
     FixedArea,
     /// A data page a file maps now (the last write of each file page wins).
     DataPage,
+    /// The strip checksums of such a data page: two copies, in the two
+    /// checksum areas (Fortis §4.3).
+    DataChecksums,
+    /// The parity strip of such a data page.
+    Parity,
 }
 
 impl Target {
-    pub const ALL: [Target; 7] = [
+    pub const ALL: [Target; 9] = [
         Target::Superblock,
         Target::Inode,
         Target::LogPage,
@@ -65,6 +71,8 @@ impl Target {
         Target::Journal,
         Target::FixedArea,
         Target::DataPage,
+        Target::DataChecksums,
+        Target::Parity,
     ];
 
     /// The name the command line uses.
@@ -77,6 +85,8 @@ impl Target {
             Target::Journal => "journal",
             Target::FixedArea => "fixed-area",
             Target::DataPage => "data-page",
+            Target::DataChecksums => "data-checksums",
+            Target::Parity => "parity",
         }
     }
 
@@ -89,17 +99,22 @@ impl Target {
     pub fn per_inode(self) -> bool {
         matches!(
             self,
-            Target::Inode | Target::LogPage | Target::LogEntry | Target::DataPage
+            Target::Inode
+                | Target::LogPage
+                | Target::LogEntry
+                | Target::DataPage
+                | Target::DataChecksums
+                | Target::Parity
         )
     }
 
     /// Whether an image can keep a replica of this structure: the
     /// superblock always has one; inode records, log pages and entries and
     /// page 2 of the fixed area have one on images made with metadata
-    /// replicas; the journal and data pages never do. [`locate`] gives the
-    /// copies one image keeps.
+    /// replicas, data checksums their second copy; the journal, data pages
+    /// and parity never do. [`locate`] gives the copies one image keeps.
     pub fn may_have_replica(self) -> bool {
-        !matches!(self, Target::Journal | Target::DataPage)
+        !matches!(self, Target::Journal | Target::DataPage | Target::Parity)
     }
 
     /// Why no instance of this structure has a replica to damage, on an
@@ -110,7 +125,11 @@ impl Target {
                 "the journal has no replica (replicas cover the superblock and, on images made with them, inode \
                  records, log pages and page 2 of the fixed area)"
             }
-            Target::DataPage => "data pages have no replica (replicas cover the superblock and metadata only)",
+            Target::DataPage => {
+                "data pages have no replica (replicas cover the superblock and metadata only; parity rebuilds data)"
+            }
+            Target::Parity => "parity has no replica",
+            Target::DataChecksums => "data checksums always have two copies",
             Target::Superblock => "the superblock has a replica",
             _ if replicas => "the structure found lies outside the mirrored area and has no replica",
             Target::Inode => "this image has no replica of inode records (it was made without metadata replicas)",
@@ -336,23 +355,48 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
                 Found::Page(_) => None,
             })
             .collect(),
-        Target::DataPage => {
-            // The pages the file system maps: its own replay of the log,
-            // which verifies every entry.
-            let st = load_inode(region, &sb, ino).map_err(|e| {
-                in_context(
-                    e,
-                    format_args!("the data pages of inode {ino} are found by replaying its log"),
-                )
-            })?;
-            let Body::File(map) = &st.meta.body else {
-                return Ok(Vec::new()); // a directory or a special file
-            };
-            map.runs()
+        Target::DataPage => data_pages(region, &sb, ino)?
+            .into_iter()
+            .map(|(pgoff, block)| Located::one(format!("data page (file page {pgoff})"), Some(ino), block, PAGE_SIZE))
+            .collect(),
+        Target::DataChecksums => {
+            if sb.csum_off[0] == 0 {
+                return Err(Error::NotSupported(
+                    "this image keeps no data checksums (made with --no-data-checksums)",
+                ));
+            }
+            data_pages(region, &sb, ino)?
                 .into_iter()
-                .flat_map(|(pgoff, block, n)| (0..n).map(move |i| (pgoff + i, block + i * PAGE_SIZE)))
                 .map(|(pgoff, block)| {
-                    Located::one(format!("data page (file page {pgoff})"), Some(ino), block, PAGE_SIZE)
+                    let at = (block - sb.data_start) / PAGE_SIZE * CSUM_BYTES;
+                    Located {
+                        what: format!("checksums of data page (file page {pgoff})"),
+                        ino: Some(ino),
+                        len: CSUM_BYTES,
+                        copies: vec![
+                            (CopyKind::Primary, sb.csum_off[0] + at),
+                            (CopyKind::Replica, sb.csum_off[1] + at),
+                        ],
+                    }
+                })
+                .collect()
+        }
+        Target::Parity => {
+            if sb.parity_off == 0 {
+                return Err(Error::NotSupported(
+                    "this image keeps no parity (made with --no-parity)",
+                ));
+            }
+            data_pages(region, &sb, ino)?
+                .into_iter()
+                .map(|(pgoff, block)| {
+                    let at = sb.parity_off + (block - sb.data_start) / PAGE_SIZE * STRIP_SIZE;
+                    Located::one(
+                        format!("parity of data page (file page {pgoff})"),
+                        Some(ino),
+                        at,
+                        STRIP_SIZE,
+                    )
                 })
                 .collect()
         }
@@ -395,6 +439,25 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
     })
 }
 
+/// `(file page, data page)` for every page file `ino` maps: the file
+/// system's own replay of its log, which verifies every entry.
+fn data_pages(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<Vec<(u64, u64)>> {
+    let st = load_inode(region, sb, ino).map_err(|e| {
+        in_context(
+            e,
+            format_args!("the data pages of inode {ino} are found by replaying its log"),
+        )
+    })?;
+    let Body::File(map) = &st.meta.body else {
+        return Ok(Vec::new()); // a directory or a special file
+    };
+    Ok(map
+        .runs()
+        .into_iter()
+        .flat_map(|(pgoff, block, n)| (0..n).map(move |i| (pgoff + i, block + i * PAGE_SIZE)))
+        .collect())
+}
+
 /// Picks what [`corrupt`] would change, without writing: one instance of
 /// the target and a byte range in it, the same range in each copy
 /// `spec.which` names. Damage to a replica picks among the instances that
@@ -432,7 +495,9 @@ fn plan_with(region: &dyn Region, spec: &Spec, rng: &mut Rng) -> Result<Vec<Dama
         return Err(Error::Invalid(match spec.target {
             Target::LogPage => "the inode has no log pages",
             Target::LogEntry => "the inode has no committed log entries",
-            Target::DataPage => "the inode maps no data pages (not a file, or an empty one)",
+            Target::DataPage | Target::DataChecksums | Target::Parity => {
+                "the inode maps no data pages (not a file, or an empty one)"
+            }
             _ => "no such structure on this image",
         }));
     }
@@ -838,7 +903,11 @@ mod tests {
         for target in Target::ALL {
             let found = locate(r, target, f.b).unwrap();
             assert!(!found.is_empty(), "{target}");
-            let want = if target == Target::Superblock { 2 } else { 1 };
+            let want = if matches!(target, Target::Superblock | Target::DataChecksums) {
+                2
+            } else {
+                1
+            };
             assert!(found.iter().all(|l| l.copies.len() == want), "{target}: {found:?}");
         }
         let d = plan(r, &spec(Target::Inode, f.a, 1)).unwrap();
@@ -968,9 +1037,11 @@ mod tests {
                 d[0]
             );
         }
-        // Without replicas: every structure but the superblock refuses.
+        // Without metadata replicas: every structure but the superblock and
+        // the data checksums (two copies whatever the metadata keeps) refuses.
         let (mem, f) = image_with(false);
-        for target in Target::ALL.into_iter().filter(|&t| t != Target::Superblock) {
+        let two_copies = [Target::Superblock, Target::DataChecksums];
+        for target in Target::ALL.into_iter().filter(|t| !two_copies.contains(t)) {
             for which in [Which::Replica, Which::Both] {
                 let sp = Spec {
                     which,
@@ -1577,6 +1648,78 @@ mod tests {
                 "{err}"
             );
         }
+    }
+
+    /// The data protection structures themselves damaged: one checksum
+    /// copy is rewritten from the data and the other copy; parity is only
+    /// read when a strip needs rebuilding, so damage to it alone changes
+    /// nothing read, but then a damaged strip is EIO; both checksum copies
+    /// of a strip damaged leave it unverifiable: EIO, that file only.
+    #[test]
+    fn damaged_checksums_or_parity_are_repaired_or_confined() {
+        let mut whole = vec![b'B'; 4096];
+        whole.extend([b'C'; 4096]);
+        let read_b = |mem: &Arc<MemRegion>, b: Ino| {
+            let fs = mount(mem).unwrap();
+            let before = fs.health().data_repairs; // counted since mkfs
+            let r = read_file(&fs, b, 8192);
+            let repairs = fs.health().data_repairs - before;
+            fs.unmount().unwrap();
+            (r, repairs)
+        };
+        // One checksum copy, either one: read fine; the first is rewritten.
+        for which in [Which::Primary, Which::Replica] {
+            let (mem, _, b) = image();
+            let sp = Spec {
+                which,
+                bytes: 32,
+                ..spec(Target::DataChecksums, b, 1)
+            };
+            corrupt(&*mem, &sp).unwrap();
+            let (r, repairs) = read_b(&mem, b);
+            assert!(r.unwrap() == whole, "{which:?}");
+            assert_eq!(
+                repairs > 0,
+                which == Which::Primary,
+                "{which:?}: the second copy is read only when needed"
+            );
+            assert_eq!(read_b(&mem, b).1, 0, "{which:?}: repaired on the media");
+        }
+        // Both copies of the checksums: the data cannot be verified.
+        let (mem, a, b) = image();
+        let sp = Spec {
+            which: Which::Both,
+            bytes: 32,
+            ..spec(Target::DataChecksums, b, 1)
+        };
+        corrupt(&*mem, &sp).unwrap();
+        assert_eq!(read_b(&mem, b).0.unwrap_err().errno(), libc::EIO);
+        let fs = mount(&mem).unwrap();
+        assert_eq!(read_file(&fs, a, 4096).unwrap(), [b'A'; 4096]);
+        fs.unmount().unwrap();
+        // Parity alone: nothing read changes; with a bad strip too: EIO.
+        let (mem, _, b) = image();
+        let p = corrupt(
+            &*mem,
+            &Spec {
+                bytes: 512,
+                ..spec(Target::Parity, b, 1)
+            },
+        )
+        .unwrap();
+        assert_eq!(read_b(&mem, b).0.unwrap(), whole);
+        let page = mem.snapshot();
+        let data = locate(&*mem, Target::DataPage, b).unwrap();
+        // The data page whose parity was damaged: the same index.
+        let sb = read_superblock(&*mem).unwrap().0;
+        let index = (p[0].base - sb.parity_off) / STRIP_SIZE;
+        let victim = data
+            .iter()
+            .find(|l| (l.copies[0].1 - sb.data_start) / PAGE_SIZE == index)
+            .unwrap();
+        let at = victim.copies[0].1 + 10;
+        mem.write(at, &[page[at as usize] ^ 0xFF]).unwrap();
+        assert_eq!(read_b(&mem, b).0.unwrap_err().errno(), libc::EIO);
     }
 
     /// Data pages are protected by strip checksums and parity (Fortis
