@@ -25,6 +25,7 @@ use crate::layout::{Superblock, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas, MountReport};
+use crate::scrub::{self, ScrubOptions, ScrubReport};
 use crate::superblock::write_superblock;
 use crate::time::now_ns;
 
@@ -177,6 +178,17 @@ impl Fs {
             self.save_health();
         }
         cell
+    }
+
+    /// Reads everything redundancy protects — every inode's record, log
+    /// and data — repairing what it can, while the file system stays in
+    /// use (`scrub`); `progress(done, total)` counts inodes.
+    pub fn scrub(&self, opts: ScrubOptions, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+        let rep = scrub::run(&self.ctx, &self.cache, opts, progress)?;
+        if self.ctx.health.take_changed() {
+            self.save_health();
+        }
+        Ok(rep)
     }
 
     /// What redundancy repaired and what was lost, since mkfs.

@@ -18,7 +18,7 @@
 //! | 9 | `file` | copy-on-write file data (NOVA §4.4) |
 //! | 10 | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 11 | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
-//! | 12 | `mkfs`, [`fsck`] | formatting; the offline check |
+//! | 12 | `mkfs`, [`fsck`], `scrub` | formatting; the offline check; reading and repairing everything redundancy protects, online |
 //! | 13 | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
 //! | 14 | the crate root | the public API re-exported (`crate::Fs`, …) |
 //! | 15 | [`op`], [`tune`] | one vocabulary of file-system operations over the public API, shared by the model test, the crash checker and the benchmarks; turning features on and off by rebuilding an unmounted image through that API |
@@ -54,6 +54,7 @@ mod pagemap;
 pub mod probe;
 mod recovery;
 mod replica;
+mod scrub;
 mod strips;
 mod superblock;
 pub mod time;
@@ -69,6 +70,7 @@ pub use inode::{Attr, FileType, Ino, ROOT_INO};
 pub use layout::MAX_FILE_SIZE;
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
 pub use recovery::{inspect, Inspect, MetaReplicas, MountReport};
+pub use scrub::{ScrubOptions, ScrubReport};
 
 #[cfg(test)]
 mod layering {
@@ -97,6 +99,7 @@ mod layering {
         ("recovery", 11, include_str!("recovery.rs")),
         ("mkfs", 12, include_str!("mkfs.rs")),
         ("fsck", 12, include_str!("fsck.rs")),
+        ("scrub", 12, include_str!("scrub.rs")),
         ("fs", 13, include_str!("fs.rs")),
         ("probe", 13, include_str!("probe.rs")),
         ("inject", 13, include_str!("inject.rs")),

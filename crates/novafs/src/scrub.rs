@@ -1,0 +1,138 @@
+//! Scrubbing (NOVA-Fortis §4.2, §4.3): reads everything redundancy
+//! protects and repairs what it can while the file system stays in use.
+//! For every live inode: its record and log are loaded through their
+//! replicas (repairing a damaged primary), its replicas are then rewritten
+//! from the verified primaries, and every data page it maps is read strip
+//! by strip against the checksums, a bad strip rebuilt from parity. What
+//! cannot be repaired is reported (and counted as lost); nothing else is
+//! touched.
+//!
+//! Locking: an inode's write lock is held only while its replicas are
+//! rewritten (a writer would otherwise race the copy); its data pages are
+//! checked under the read lock, a batch at a time, so a page cannot be
+//! freed and reused while it is checked and writers wait at most one batch.
+
+use std::time::{Duration, Instant};
+
+use crate::cache::{alive, Cache};
+use crate::commit::Ctx;
+use crate::error::{Error, Result};
+use crate::inode::{Body, Ino};
+use crate::itable::Slot;
+use crate::layout::{INODE_SIZE, PAGE_SIZE};
+use crate::replica::sync;
+
+/// How to scrub.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScrubOptions {
+    /// Most bytes of file data checked per second (None: as fast as it goes).
+    pub rate: Option<u64>,
+}
+
+/// What a scrub found and did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ScrubReport {
+    pub inodes: u64,
+    /// Data pages checked.
+    pub pages: u64,
+    /// Metadata ranges repaired from their replica while loading.
+    pub metadata_repaired: u64,
+    /// Replica pages rewritten from their (verified) primary.
+    pub replicas_rewritten: u64,
+    /// Data strips rebuilt and checksum copies rewritten.
+    pub data_repaired: u64,
+    /// Objects that could not be repaired, and why.
+    pub damaged: Vec<(Ino, String)>,
+}
+
+/// Pages checked under one hold of an inode's read lock.
+const BATCH: u64 = 64;
+
+/// Scrubs every live inode; `progress(done, total)` counts inodes.
+pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+    let mut rep = ScrubReport::default();
+    let before = ctx.health.counts();
+    let total = ctx.tables.capacity() - ctx.tables.free_count();
+    let start = Instant::now();
+    let mut checked_bytes = 0u64;
+    for shard in 0..ctx.tables.shard_count() as usize {
+        let mut live = Vec::new();
+        ctx.tables.scan_shard(ctx.region(), shard, |slot| {
+            if let Slot::Live { ino, .. } = slot {
+                live.push(ino);
+            }
+            Ok(())
+        })?;
+        for ino in live {
+            match scrub_inode(ctx, cache, ino, &mut rep, &mut |bytes| {
+                checked_bytes += bytes;
+                pace(opts.rate, start, checked_bytes);
+            }) {
+                Ok(()) | Err(Error::NotFound) => {} // freed meanwhile
+                Err(e @ (Error::Corrupt(_) | Error::Pm(_))) => {
+                    ctx.health.lost(ino, &e);
+                    rep.damaged.push((ino, e.to_string()));
+                }
+                Err(e) => return Err(e),
+            }
+            rep.inodes += 1;
+            progress(rep.inodes, total.max(rep.inodes));
+        }
+    }
+    let after = ctx.health.counts();
+    rep.metadata_repaired = after.repairs - before.repairs;
+    rep.data_repaired = after.data_repairs - before.data_repairs;
+    Ok(rep)
+}
+
+/// Sleeps as long as `done` bytes since `start` run ahead of `rate`.
+fn pace(rate: Option<u64>, start: Instant, done: u64) {
+    if let Some(rate) = rate.filter(|&r| r > 0) {
+        let due = Duration::from_secs_f64(done as f64 / rate as f64);
+        if let Some(ahead) = due.checked_sub(start.elapsed()) {
+            std::thread::sleep(ahead);
+        }
+    }
+}
+
+fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, paced: &mut dyn FnMut(u64)) -> Result<()> {
+    // Loading verifies the record and every committed entry, repairing a
+    // damaged primary from its replica (`Ctx::live_record`, `load_inode`).
+    let cell = cache.get(ctx, ino)?;
+    if ctx.bounds.live_replicas() && !ctx.read_only {
+        let st = cell.state.write();
+        alive(&st)?;
+        // The primaries are whole now: they are the copies to keep.
+        for &p in st.log.pages() {
+            rep.replicas_rewritten += sync(ctx.data(), ctx.bounds, p, PAGE_SIZE, true)?;
+        }
+        rep.replicas_rewritten += sync(ctx.data(), ctx.bounds, st.off, INODE_SIZE, true)?;
+        ctx.data().fence(); // The rewritten replicas are durable before the lock goes.
+    }
+    let mut page = vec![0u8; PAGE_SIZE as usize];
+    let mut from = 0u64;
+    loop {
+        let st = cell.state.read();
+        alive(&st)?;
+        let Body::File(map) = &st.meta.body else {
+            return Ok(());
+        };
+        let mut next = map.next_mapped(from);
+        let mut checked_pages = 0;
+        while let Some(pg) = next.filter(|_| checked_pages < BATCH) {
+            if let Some(block) = map.lookup(pg) {
+                let checked = ctx.strips.read(ctx.data(), block, 0, &mut page, !ctx.read_only)?;
+                ctx.health.data_repaired(checked.repaired);
+                checked_pages += 1;
+            }
+            next = map.next_mapped(pg + 1);
+        }
+        drop(st);
+        rep.pages += checked_pages;
+        paced(checked_pages * PAGE_SIZE);
+        match next {
+            Some(pg) => from = pg,
+            None => return Ok(()),
+        }
+    }
+}
