@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod control;
 mod crashcheck;
 mod fsck;
 mod image;
@@ -16,6 +17,7 @@ mod info;
 mod inject;
 mod mkfs;
 mod mount;
+mod scrub;
 mod tune;
 
 #[derive(Parser)]
@@ -59,6 +61,8 @@ enum Cmd {
     /// Damage one structure of an unmounted IMAGE on purpose, or poison it (emulated media error).
     #[command(after_help = inject::AFTER_HELP)]
     Inject(inject::Args),
+    /// Read everything redundancy protects and repair what it can: online on a mount point (rate-limited) or offline on an image; exit 0 when nothing is left damaged, 1 when something is, 2 when it cannot run.
+    Scrub(scrub::Args),
     /// Turn a protection feature of an unmounted IMAGE on or off (e.g. --enable meta-protection), rebuilding it beside itself.
     Tune(tune::Args),
 }
@@ -94,6 +98,7 @@ fn main() -> ExitCode {
         Cmd::Crashcheck(args) => return crashcheck::run(&args),
         Cmd::Inject(args) => return inject::run(&args),
         Cmd::Tune(args) => tune::run(&args),
+        Cmd::Scrub(args) => return scrub::run(&args),
         Cmd::Mount(args) => return mount::run(&args),
         Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
     };

@@ -30,6 +30,7 @@ use novafs::{Fs, MetaReplicas, MountOptions};
 use novafs_fuse::{MountConfig, MountError, Mounted, Unmounter};
 use pm::{MapOptions, MmapRegion, WriteProtect};
 
+use crate::control;
 use crate::image::{explain, explain_fs};
 
 #[derive(clap::Args)]
@@ -264,12 +265,20 @@ fn serve(args: &MountArgs) -> ExitCode {
     if let Err(e) = spawned {
         tracing::warn!("no signal thread ({e}): SIGTERM will not unmount");
     }
+    let control = control::Server::start(&state.ctl, mounted.fs())
+        .inspect_err(|e| tracing::warn!("no control channel ({e}): `novafs scrub` cannot reach this mount"))
+        .ok();
     reporter.ready(&image, &mnt);
     let (result, fs) = mounted.serve();
     if let Err(e) = result {
         tracing::error!("FUSE session ended with an error: {e}");
     }
-    let outcome = match fs {
+    // A scrub in progress stops at its next inode and lets the file
+    // system go, so that it can be unmounted cleanly.
+    if let Some(c) = control {
+        c.stop();
+    }
+    let outcome = match Arc::try_unwrap(fs).ok() {
         Some(fs) => fs.unmount().map_err(|e| explain_fs(&image, e)),
         None => Err(anyhow!("the file system was still referenced")),
     };
@@ -606,6 +615,23 @@ struct MountEntry {
     source: String,
 }
 
+/// The control channel of the live novafs daemon serving `path`, or
+/// None when `path` is not a novafs mount point.
+pub fn control_socket(path: &Path) -> Result<Option<PathBuf>> {
+    if !fs::metadata(path).is_ok_and(|m| m.is_dir()) {
+        return Ok(None);
+    }
+    let mnt = resolve_mounted_path(path)?;
+    if find_mount(&mnt)?.is_none_or(|m| !m.fstype.starts_with("fuse")) {
+        return Ok(None);
+    }
+    let state = StatePaths::new(&mnt)?;
+    match state.read() {
+        Some(d) if d.alive() => Ok(Some(state.ctl)),
+        _ => bail!("{} is mounted but its novafs daemon is not running", mnt.display()),
+    }
+}
+
 /// The mount whose mount point is exactly `path` (the last one, if
 /// several are stacked).
 fn find_mount(path: &Path) -> Result<Option<MountEntry>> {
@@ -662,6 +688,8 @@ fn unescape(s: &str) -> Vec<u8> {
 struct StatePaths {
     pid: PathBuf,
     log: PathBuf,
+    /// The daemon's control channel (`control`).
+    ctl: PathBuf,
 }
 
 /// What a state file says.
@@ -731,6 +759,7 @@ impl StatePaths {
         Ok(StatePaths {
             pid: dir.join(format!("{key}.pid")),
             log: dir.join(format!("{key}.log")),
+            ctl: dir.join(format!("{key}.ctl")),
         })
     }
 

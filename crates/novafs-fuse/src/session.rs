@@ -80,13 +80,20 @@ impl Mounted {
         Unmounter(self.session.unmount_callable())
     }
 
+    /// The mounted file system, for work beside the requests (a scrub
+    /// asked for by the daemon's control channel).
+    pub fn fs(&self) -> Arc<Fs> {
+        self.fs.clone()
+    }
+
     /// Serves requests until the kernel mount goes away (umount, or the
     /// connection is aborted). Returns how the session ended and the `Fs`,
-    /// which no request can reach any more.
-    pub fn serve(self) -> (io::Result<()>, Option<Fs>) {
+    /// which no request can reach any more; the caller takes it back from
+    /// the `Arc` once any other holder ([`Mounted::fs`]) is done.
+    pub fn serve(self) -> (io::Result<()>, Arc<Fs>) {
         let Mounted { session, fs } = self;
         let result = session.run();
-        (result, Arc::try_unwrap(fs).ok())
+        (result, fs)
     }
 }
 

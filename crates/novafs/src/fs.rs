@@ -182,8 +182,9 @@ impl Fs {
 
     /// Reads everything redundancy protects — every inode's record, log
     /// and data — repairing what it can, while the file system stays in
-    /// use (`scrub`); `progress(done, total)` counts inodes.
-    pub fn scrub(&self, opts: ScrubOptions, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+    /// use (`scrub`); `progress(done, total)` counts inodes and returns
+    /// false to stop early.
+    pub fn scrub(&self, opts: ScrubOptions, progress: &dyn Fn(u64, u64) -> bool) -> Result<ScrubReport> {
         let rep = scrub::run(&self.ctx, &self.cache, opts, progress)?;
         if self.ctx.health.take_changed() {
             self.save_health();

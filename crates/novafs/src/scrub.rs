@@ -43,13 +43,16 @@ pub struct ScrubReport {
     pub data_repaired: u64,
     /// Objects that could not be repaired, and why.
     pub damaged: Vec<(Ino, String)>,
+    /// Stopped before the end because `progress` said so.
+    pub stopped: bool,
 }
 
 /// Pages checked under one hold of an inode's read lock.
 const BATCH: u64 = 64;
 
-/// Scrubs every live inode; `progress(done, total)` counts inodes.
-pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
+/// Scrubs every live inode; `progress(done, total)` counts inodes and
+/// returns false to stop (the report says so).
+pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, u64) -> bool) -> Result<ScrubReport> {
     let mut rep = ScrubReport::default();
     let before = ctx.health.counts();
     let total = ctx.tables.capacity() - ctx.tables.free_count();
@@ -76,7 +79,13 @@ pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, 
                 Err(e) => return Err(e),
             }
             rep.inodes += 1;
-            progress(rep.inodes, total.max(rep.inodes));
+            if !progress(rep.inodes, total.max(rep.inodes)) {
+                rep.stopped = true;
+                break;
+            }
+        }
+        if rep.stopped {
+            break;
         }
     }
     let after = ctx.health.counts();

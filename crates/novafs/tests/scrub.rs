@@ -51,7 +51,7 @@ fn damage(region: &Arc<dyn Region>, target: Target, which: Which, ino: u64, seed
 }
 
 fn scrub(fs: &Fs) -> novafs::ScrubReport {
-    fs.scrub(ScrubOptions::default(), &|_, _| {}).unwrap()
+    fs.scrub(ScrubOptions::default(), &|_, _| true).unwrap()
 }
 
 #[test]
@@ -140,7 +140,7 @@ fn a_scrub_beside_writers_disturbs_nothing() {
             })
         })
         .collect();
-    let rep = fs.scrub(ScrubOptions { rate: Some(64 << 20) }, &|_, _| {}).unwrap();
+    let rep = fs.scrub(ScrubOptions { rate: Some(64 << 20) }, &|_, _| true).unwrap();
     stop.store(true, Ordering::Relaxed);
     for w in writers {
         let (ino, shadow) = w.join().unwrap();
