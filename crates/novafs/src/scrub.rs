@@ -130,7 +130,7 @@ fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, paced:
         let mut checked_pages = 0;
         while let Some(pg) = next.filter(|_| checked_pages < BATCH) {
             if let Some(block) = map.lookup(pg) {
-                let checked = ctx.strips.read(ctx.data(), block, 0, &mut page, !ctx.read_only)?;
+                let checked = ctx.strips.scrub_page(ctx.data(), block, &mut page, !ctx.read_only)?;
                 ctx.health.data_repaired(checked.repaired);
                 checked_pages += 1;
             }

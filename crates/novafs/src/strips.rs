@@ -197,6 +197,46 @@ impl Strips {
         Ok(checked)
     }
 
+    /// Scrubs a whole page: its strips are checked (and rebuilt) as a read
+    /// does, then both checksum copies and the parity are compared with
+    /// what the verified strips give and rewritten where they differ, so
+    /// redundancy a read never needs is whole again too.
+    pub fn scrub_page(&self, r: &dyn Region, page: u64, buf: &mut [u8], repair: bool) -> Result<Checked> {
+        let mut checked = self.read(r, page, 0, buf, repair)?;
+        if !self.enabled() {
+            return Ok(checked);
+        }
+        let i = self.index(page)?;
+        if self.csum[0] != 0 {
+            let want = strip_csums(buf);
+            for copy in 0..2 {
+                if self.load_csums(r, copy, i)? != Some(want) {
+                    if repair {
+                        r.write(self.csum[copy] + i * CSUM_BYTES, &csum_bytes(&want))?;
+                        r.flush(self.csum[copy] + i * CSUM_BYTES, CSUM_BYTES)?;
+                    }
+                    checked.repaired += 1;
+                }
+            }
+        }
+        if self.parity != 0 {
+            let want = parity_of(buf);
+            let mut have = [0u8; STRIP];
+            let at = self.parity + i * STRIP_SIZE;
+            if media(r.read(at, &mut have))? || have != want {
+                if repair {
+                    r.write(at, &want)?;
+                    r.flush(at, STRIP_SIZE)?;
+                }
+                checked.repaired += 1;
+            }
+        }
+        if repair && checked.repaired > 0 {
+            r.fence(); // Rewritten redundancy is durable before it is relied on.
+        }
+        Ok(checked)
+    }
+
     /// Strip `s` of page `page` rebuilt from the parity and the other
     /// seven strips, checked against a checksum copy when there are any.
     fn rebuild(&self, r: &dyn Region, page: u64, i: u64, s: usize) -> Result<[u8; STRIP]> {
@@ -364,6 +404,21 @@ mod tests {
         mem.write(s.parity + STRIP_SIZE, &[1]).unwrap();
         mem.write(P + 2 * STRIP_SIZE, &[1]).unwrap();
         assert_eq!(read_all(&mem, &s, true).unwrap_err().errno(), libc::EIO);
+    }
+
+    #[test]
+    fn a_scrub_rewrites_the_second_checksum_copy_and_parity_a_read_never_needs() {
+        let (mem, s, data) = sealed(true, true);
+        mem.write(s.csum[1] + CSUM_BYTES + 4, &[1, 2]).unwrap();
+        mem.write(s.parity + STRIP_SIZE + 100, &[3]).unwrap();
+        assert_eq!(read_all(&mem, &s, true).unwrap().1.repaired, 0, "a read needs neither");
+        let mut buf = vec![0u8; PAGE];
+        assert_eq!(s.scrub_page(&*mem, P, &mut buf, true).unwrap().repaired, 2);
+        assert_eq!(buf, data);
+        assert_eq!(s.scrub_page(&*mem, P, &mut buf, true).unwrap().repaired, 0);
+        // Now parity rebuilds a strip again.
+        mem.write(P + 4 * STRIP_SIZE, &[0x77]).unwrap();
+        assert_eq!(read_all(&mem, &s, true).unwrap(), (data, Checked { repaired: 1 }));
     }
 
     #[test]

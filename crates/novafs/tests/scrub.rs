@@ -1,5 +1,6 @@
-//! Scrubbing (Fortis §4.2, §4.3): everything injected into a mounted file
-//! system's protected structures is found and repaired by one scrub, what
+//! Scrubbing (Fortis §4.2, §4.3): everything injected into a file system's
+//! protected structures, even what no read needs (a second checksum copy,
+//! parity), is found and repaired by one scrub, what
 //! redundancy cannot repair is reported for that file only, and a scrub
 //! runs beside writers without disturbing them.
 #![allow(clippy::unwrap_used)]
@@ -63,10 +64,13 @@ fn one_scrub_repairs_everything_injected_and_a_second_finds_nothing() {
     damage(&region, Target::DataChecksums, Which::Primary, f.b, 4, 8);
     damage(&region, Target::LogPage, Which::Primary, f.d, 5, 4096);
     damage(&region, Target::Inode, Which::Replica, f.b, 6, 16);
+    // Redundancy no read needs: the second checksum copy, parity.
+    damage(&region, Target::DataChecksums, Which::Replica, f.a, 8, 8);
+    damage(&region, Target::Parity, Which::Primary, f.b, 9, 16);
     let fs = mount(&region);
     let rep = scrub(&fs);
     assert!(rep.damaged.is_empty(), "{rep:?}");
-    assert!(rep.data_repaired >= 2, "{rep:?}");
+    assert!(rep.data_repaired >= 4, "{rep:?}");
     assert!(rep.metadata_repaired >= 1, "{rep:?}");
     assert!(rep.replicas_rewritten >= 1, "{rep:?}");
     assert!(rep.inodes >= 4 && rep.pages == 5 + 4, "{rep:?}");
