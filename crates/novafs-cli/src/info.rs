@@ -51,6 +51,13 @@ pub fn run(path: &Path) -> Result<()> {
     } else {
         println!("metadata:     no replicas (formatted without replicas)");
     }
+    let csum = if sb.csum_off[0] != 0 {
+        "strip checksums on (two copies)"
+    } else {
+        "no strip checksums"
+    };
+    let parity = if sb.parity_off != 0 { "parity on" } else { "no parity" };
+    println!("data:         {csum}, {parity}");
     println!("health:       {}", HealthCounts::of(&sb));
     println!("created:      {}", utc(sb.created_ns));
     println!("mounts:       {} (last: {})", sb.mount_count, utc(sb.mounted_ns));

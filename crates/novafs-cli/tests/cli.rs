@@ -277,6 +277,36 @@ fn tune_turns_meta_protection_on_and_off_and_refuses_what_it_cannot_do() {
     assert!(stderr(&o).contains("too small"), "{}", stderr(&o));
     assert_eq!(std::fs::read(&small).unwrap(), before, "image untouched");
     assert!(!tmp_left());
+    // Data protection: each feature alone, info says which.
+    let data_line = |img: &str| {
+        let o = novafs(&["info", img]);
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        out.lines().find(|l| l.starts_with("data:")).unwrap().to_string()
+    };
+    assert_eq!(
+        data_line(&img),
+        "data:         strip checksums on (two copies), parity on"
+    );
+    for (flags, shown) in [
+        (
+            ["--disable", "parity"],
+            "data:         strip checksums on (two copies), no parity",
+        ),
+        (
+            ["--disable", "data-checksums"],
+            "data:         no strip checksums, no parity",
+        ),
+        (["--enable", "parity"], "data:         no strip checksums, parity on"),
+        (
+            ["--enable", "data-checksums"],
+            "data:         strip checksums on (two copies), parity on",
+        ),
+    ] {
+        let o = novafs(&["tune", flags[0], flags[1], &img]);
+        assert!(o.status.success(), "{flags:?}: {}", stderr(&o));
+        assert_eq!(data_line(&img), shown, "{flags:?}");
+        assert_eq!(novafs(&["fsck", &img]).status.code(), Some(0), "{flags:?}");
+    }
     let o = novafs(&["tune", "--enable", "meta-protection", &path(&dir, "missing.img")]);
     assert_eq!(o.status.code(), Some(1));
     assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
