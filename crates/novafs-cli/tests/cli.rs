@@ -409,10 +409,13 @@ fn bench_compares_replicas_side_by_side_with_targets_and_storage() {
         lines[0],
         "with replicas against without replicas: 20 files x 2 appends of 4 KiB, 2 rounds interleaved"
     );
-    assert_eq!(lines[2], "without replicas: write protection off, no metadata replicas");
+    assert_eq!(
+        lines[2],
+        "without replicas: write protection off, no metadata replicas, data checksums, parity"
+    );
     assert_eq!(
         lines[3],
-        "with replicas: write protection off, metadata replicas (dead zone 1 MiB)"
+        "with replicas: write protection off, metadata replicas (dead zone 1 MiB), data checksums, parity"
     );
     assert_eq!(
         lines[5],

@@ -89,6 +89,12 @@ fn sigkill_mid_workload_then_remount_recovers_everything_that_returned() {
     let (model, in_flight) = worker.join().expect("workload thread");
     assert!(model.len() > 100, "too little happened before the kill");
     wait_until("the daemon to die", Duration::from_secs(10), || !process_alive(m.pid));
+    // Its first thread is gone before the others, which hold the image
+    // lock until the last of them exits.
+    wait_until("the image lock to go", Duration::from_secs(10), || {
+        let out = fuse_common::run(fuse_common::novafs(["fsck"]).arg(&m.image));
+        !String::from_utf8_lossy(&out.stderr).contains("in use")
+    });
     // The image is consistent as the kill left it (the lock died with the
     // daemon), and the dead mount point is refused until cleared.
     let report = m.fsck();
