@@ -303,6 +303,10 @@ pub struct Micro {
     pub append: f64,
     /// A 4 KiB read, each file read through as it was written.
     pub read: f64,
+    /// Every page overwritten whole, then 512 bytes inside each, with an
+    /// fsync each time (Fortis §5's overwrite latencies).
+    pub overwrite: f64,
+    pub overwrite_512: f64,
     pub unlink: f64,
 }
 
@@ -342,6 +346,8 @@ pub fn micro<B: Backend>(b: &B, dir: &B::Dir, files: u64, appends: u64) -> Resul
         spent += t.elapsed();
     }
     let read = us_per_op(spent, files * appends);
+    let overwrite = rewrite(b, dir, &names, appends, 0, &page)?;
+    let overwrite_512 = rewrite(b, dir, &names, appends, 1024, &page[..512])?;
     let t = Instant::now();
     for n in &names {
         b.unlink(dir, n)?;
@@ -351,8 +357,27 @@ pub fn micro<B: Backend>(b: &B, dir: &B::Dir, files: u64, appends: u64) -> Resul
         create,
         append,
         read,
+        overwrite,
+        overwrite_512,
         unlink,
     })
+}
+
+/// µs per write of `data` at `at` inside each of the first `pages` pages
+/// of every file, each followed by an fsync (only the writes and fsyncs
+/// are timed).
+fn rewrite<B: Backend>(b: &B, dir: &B::Dir, names: &[String], pages: u64, at: u64, data: &[u8]) -> Result<f64> {
+    let mut spent = Duration::ZERO;
+    for n in names {
+        let f = b.open(dir, n)?;
+        let t = Instant::now();
+        for k in 0..pages {
+            b.write_at(&f, k * PAGE as u64 + at, data)?;
+            b.fsync(&f)?;
+        }
+        spent += t.elapsed();
+    }
+    Ok(us_per_op(spent, names.len() as u64 * pages))
 }
 
 fn append_fsync<B: Backend>(b: &B, dir: &B::Dir, ops: u64) -> Result<f64> {

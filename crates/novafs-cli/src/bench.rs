@@ -67,10 +67,12 @@ pub struct Args {
 /// A table row: name, the phase it reads, the target.
 type Row = (&'static str, fn(&Micro) -> f64, &'static str);
 
-const ROWS: [Row; 4] = [
+const ROWS: [Row; 6] = [
     ("create", |r| r.create, "≤ 2.0"),
     ("append 4 KiB + fsync", |r| r.append, "≤ 1.2"),
     ("read 4 KiB (sequential in each file)", |r| r.read, "≤ 0.6"),
+    ("overwrite 4 KiB + fsync", |r| r.overwrite, "—"),
+    ("overwrite 512 B + fsync", |r| r.overwrite_512, "—"),
     ("unlink (16 pages)", |r| r.unlink, "≤ 2.0"),
 ];
 
@@ -175,7 +177,7 @@ struct Comparison {
     configs: [Config; 2],
     /// Per row of [`ROWS`], the most the second may take as a multiple of
     /// the first (the targets).
-    targets: [Option<f64>; 4],
+    targets: [Option<f64>; 6],
     /// Also measure what the second takes in storage beyond the first,
     /// against the paper's figure in percent.
     storage: Option<f64>,
@@ -190,7 +192,7 @@ fn protection(mode: WriteProtect) -> Comparison {
     };
     Comparison {
         configs: [config("unprotected", WriteProtect::Off), config("protected", mode)],
-        targets: [None; 4],
+        targets: [None; 6],
         storage: None,
     }
 }
@@ -209,7 +211,7 @@ fn replicas() -> Comparison {
     };
     Comparison {
         configs: [config("without replicas", false), config("with replicas", true)],
-        targets: [Some(1.40), Some(1.25), None, None],
+        targets: [Some(1.40), Some(1.25), None, None, None, None],
         // NOVA-Fortis's storage overhead of metadata replicas.
         storage: Some(2.1),
     }
@@ -231,7 +233,7 @@ fn data_protection() -> Comparison {
     };
     Comparison {
         configs: [config("unprotected", false), config("fully protected", true)],
-        targets: [None, Some(1.40), Some(1.40), None],
+        targets: [None, Some(1.40), Some(1.40), None, None, None],
         // NOVA-Fortis's total storage overhead of its protection (§5.5).
         storage: Some(14.8),
     }

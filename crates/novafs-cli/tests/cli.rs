@@ -354,7 +354,7 @@ fn bench_prints_its_table_dram_and_mount_times_and_removes_its_image() {
     );
     assert!(lines[1].starts_with("region: "), "{out}");
     assert_eq!(lines[3], "| operation | median µs/op | min–max µs/op | target |");
-    let rows: Vec<(&str, &str)> = lines[5..9]
+    let rows: Vec<(&str, &str)> = lines[5..11]
         .iter()
         .map(|l| {
             let cells: Vec<&str> = l.split(" | ").collect();
@@ -367,16 +367,18 @@ fn bench_prints_its_table_dram_and_mount_times_and_removes_its_image() {
             ("create", "≤ 2.0"),
             ("append 4 KiB + fsync", "≤ 1.2"),
             ("read 4 KiB (sequential in each file)", "≤ 0.6"),
+            ("overwrite 4 KiB + fsync", "—"),
+            ("overwrite 512 B + fsync", "—"),
             ("unlink (16 pages)", "≤ 2.0"),
         ],
         "{out}"
     );
     assert!(
-        lines[10].starts_with("DRAM: ") && lines[10].ends_with(" bytes per data page"),
+        lines[12].starts_with("DRAM: ") && lines[12].ends_with(" bytes per data page"),
         "{out}"
     );
     assert!(
-        lines[11].starts_with("mount with 20 files of 64 KiB (NOVA §4.7): ") && lines[11].contains("scan of 22 inodes"),
+        lines[13].starts_with("mount with 20 files of 64 KiB (NOVA §4.7): ") && lines[13].contains("scan of 22 inodes"),
         "{out}"
     );
     assert!(!Path::new(&img).exists(), "the scratch image is removed");
@@ -421,17 +423,17 @@ fn bench_compares_replicas_side_by_side_with_targets_and_storage() {
         lines[5],
         "| operation | without replicas median µs/op | with replicas median µs/op | ratio | target |"
     );
-    let targets: Vec<&str> = lines[7..11]
+    let targets: Vec<&str> = lines[7..13]
         .iter()
         .map(|l| l.rsplit(" | ").next().unwrap().split(':').next().unwrap())
         .collect();
-    assert_eq!(targets, ["≤ 1.40", "≤ 1.25", "— |", "— |"], "{out}");
+    assert_eq!(targets, ["≤ 1.40", "≤ 1.25", "— |", "— |", "— |", "— |"], "{out}");
     assert!(
-        lines[12].starts_with("storage after creating 20 files x 2 appends of 4 KiB: ")
-            && lines[12].ends_with("(the paper: 2.1%)"),
+        lines[14].starts_with("storage after creating 20 files x 2 appends of 4 KiB: ")
+            && lines[14].ends_with("(the paper: 2.1%)"),
         "{out}"
     );
-    assert!(lines[13].starts_with("right after mkfs: "), "{out}");
+    assert!(lines[15].starts_with("right after mkfs: "), "{out}");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,
