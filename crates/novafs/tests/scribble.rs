@@ -25,12 +25,18 @@ const MIB: u64 = 1 << 20;
 /// An aged image (Fortis §4.4 ages with Filebench: create, delete about
 /// half, again): directories of small files, half of them deleted, twice.
 fn aged(replicas: bool) -> Vec<u8> {
+    aged_with(FormatOptions {
+        meta_replicas: replicas,
+        ..FormatOptions::default()
+    })
+}
+
+fn aged_with(opts: FormatOptions) -> Vec<u8> {
     let mem = Arc::new(MemRegion::new(48 * MIB));
     let region: Arc<dyn Region> = mem.clone();
     let opts = FormatOptions {
         shards: Some(2),
-        meta_replicas: replicas,
-        ..FormatOptions::default()
+        ..opts
     };
     Fs::format(region.clone(), &opts).unwrap();
     let fs = Fs::open(region, MountOptions::default()).unwrap();
@@ -42,7 +48,8 @@ fn aged(replicas: bool) -> Vec<u8> {
             for f in 0..60 {
                 let file = fs.create(dir, format!("f{f}").as_bytes(), 0o644, 0, 0).unwrap().ino;
                 let len = 1 + rng.below(3 * 4096) as usize;
-                fs.write(file, 0, &vec![b'x'; len]).unwrap();
+                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                fs.write(file, 0, &data).unwrap();
                 if rng.below(2) == 0 {
                     fs.unlink(dir, format!("f{f}").as_bytes()).unwrap();
                 }
@@ -191,5 +198,106 @@ fn no_scribble_shorter_than_the_dead_zone_loses_metadata() {
     assert!(
         lost_without > 0,
         "the control: without replicas, scribbles lose metadata"
+    );
+}
+
+/// What every regular file reachable from the root holds.
+fn file_contents(fs: &Fs) -> Vec<(Ino, Vec<u8>)> {
+    inodes(fs)
+        .into_iter()
+        .filter_map(|ino| {
+            let a = fs.getattr(ino).ok().filter(|a| a.kind == FileType::RegularFile)?;
+            let mut buf = vec![0u8; a.size as usize];
+            fs.read(ino, 0, &mut buf).ok()?;
+            Some((ino, buf))
+        })
+        .collect()
+}
+
+/// Per scribble size over file data and its checksums and parity:
+/// (places, files read back wrong, files EIO).
+fn data_sweep(protected: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64, usize, usize)> {
+    let image = aged_with(FormatOptions {
+        data_csum: protected,
+        data_parity: protected,
+        ..FormatOptions::default()
+    });
+    let open = |bytes: Vec<u8>| {
+        let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(bytes));
+        Fs::open(
+            region,
+            MountOptions {
+                read_only: true,
+                ..MountOptions::default()
+            },
+        )
+    };
+    let fs = open(image.clone()).unwrap();
+    let expected = file_contents(&fs);
+    let sb = fs.superblock();
+    drop(fs);
+    // Data, checksum and parity areas: from the first checksum area (or
+    // the data area) to the superblock replica.
+    let lo = if sb.csum_off[0] != 0 {
+        sb.csum_off[0]
+    } else {
+        sb.data_start
+    };
+    let mut rng = Rng(if protected { 17 } else { 19 });
+    let mut out = BTreeMap::new();
+    for &size in sizes {
+        let mut row = (0, 0, 0);
+        for _ in 0..places {
+            let at = lo + rng.below(sb.replica_off - lo - size);
+            let mut bytes = image.clone();
+            for b in &mut bytes[at as usize..(at + size) as usize] {
+                *b ^= 1 + (rng.next() % 255) as u8;
+            }
+            let Ok(fs) = open(bytes) else {
+                row.2 += expected.len();
+                continue;
+            };
+            for (ino, want) in &expected {
+                let mut buf = vec![0u8; want.len()];
+                match fs.read(*ino, 0, &mut buf) {
+                    Ok(n) if n == want.len() && buf == *want => {}
+                    Ok(_) => row.1 += 1,
+                    Err(_) => row.2 += 1,
+                }
+            }
+            row.0 += 1;
+        }
+        out.insert(size, row);
+    }
+    out
+}
+
+/// File data scribbled (Fortis §4.3): with strip checksums and parity
+/// (mkfs's default) a read returns the bytes written or EIO, never
+/// anything else, and a scribble inside one strip loses nothing; without
+/// them (the control), scribbles are read back as data.
+#[test]
+fn no_scribble_makes_a_read_return_wrong_data() {
+    let long = std::env::var_os("NOVAFS_SCRIBBLE_LONG").is_some();
+    let places = if long { 400 } else { 10 };
+    let sizes = [1, 64, 512, 4096, 64 << 10];
+    let with = data_sweep(true, &sizes, places);
+    let without = data_sweep(false, &sizes, places);
+    if long {
+        println!("| scribble bytes | places | protected: files wrong, EIO | unprotected: files wrong, EIO |");
+        for (size, (n, wrong, eio)) in &with {
+            let (_, w2, e2) = without[size];
+            println!("| {size} | {n} | {wrong}, {eio} | {w2}, {e2} |");
+        }
+    }
+    for (size, (_, wrong, _)) in &with {
+        assert_eq!(
+            *wrong, 0,
+            "a {size}-byte scribble was read back as data despite the checksums"
+        );
+    }
+    assert!(
+        without.values().map(|r| r.1).sum::<usize>() > 0,
+        "the control: without checksums, scribbles are read back as data"
     );
 }
