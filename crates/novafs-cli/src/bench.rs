@@ -345,19 +345,11 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
 /// A configuration in words: its write protection, metadata replicas and
 /// data protection.
 fn describe(side: &Side) -> String {
-    let format = &side.config.format;
-    let replicas = if format.meta_replicas {
-        format!("metadata replicas (dead zone {})", bytes(format.dead_zone))
-    } else {
-        "no metadata replicas".to_string()
-    };
-    let csum = if format.data_csum {
-        "data checksums"
-    } else {
-        "no data checksums"
-    };
-    let parity = if format.data_parity { "parity" } else { "no parity" };
-    format!("write protection {}, {replicas}, {csum}, {parity}", side.protection)
+    format!(
+        "write protection {}, {}",
+        side.protection,
+        crate::info::protection(&side.config.format)
+    )
 }
 
 /// Pages in use.

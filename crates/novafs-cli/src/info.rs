@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 use novafs::layout::{FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, PAGE_SIZE, STATE_CLEAN};
 use novafs::time::utc;
-use novafs::HealthCounts;
+use novafs::{FormatOptions, HealthCounts};
 
 use crate::image::{explain_fs, open};
 
@@ -19,6 +19,22 @@ pub fn bytes(n: u64) -> String {
         n if n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
         n => format!("{n} bytes"),
     }
+}
+
+/// The protection `opts` formats with, in words (mkfs, bench).
+pub fn protection(opts: &FormatOptions) -> String {
+    let replicas = if opts.meta_replicas {
+        format!("metadata replicas (dead zone {})", bytes(opts.dead_zone))
+    } else {
+        "no metadata replicas".to_string()
+    };
+    let csum = if opts.data_csum {
+        "data checksums"
+    } else {
+        "no data checksums"
+    };
+    let parity = if opts.data_parity { "parity" } else { "no parity" };
+    format!("{replicas}, {csum}, {parity}")
 }
 
 pub fn run(path: &Path) -> Result<()> {

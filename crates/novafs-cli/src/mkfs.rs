@@ -95,17 +95,7 @@ pub fn run(args: &Args) -> Result<()> {
         e => explain_fs(path, e),
     })?;
     spinner.finish_and_clear();
-    let mut replicas = if format.meta_replicas {
-        format!("metadata replicas, dead zone {}", crate::info::bytes(format.dead_zone))
-    } else {
-        "no metadata replicas".to_string()
-    };
-    replicas += match (format.data_csum, format.data_parity) {
-        (true, true) => ", data checksums and parity",
-        (true, false) => ", data checksums, no parity",
-        (false, true) => ", data parity, no checksums",
-        (false, false) => ", no data protection",
-    };
+    let replicas = crate::info::protection(&format);
     println!(
         "novafs: formatted {} ({} MiB, {shards} shards, {replicas}, {kind})",
         path.display(),
