@@ -117,7 +117,7 @@ impl Ctx {
     /// does not load from the primary's words, the replica's are tried, and
     /// whatever the load read from replicas is copied back (writable).
     pub fn load_inode(&self, off: u64, rec: &Inode) -> Result<InodeState> {
-        let err = match InodeState::load(self.region(), self.bounds, off, rec) {
+        let err = match InodeState::load(self.region(), self.bounds, off, rec).and_then(|st| self.owned(st)) {
             Ok(st) => {
                 self.repair(st.log.repairs())?;
                 return Ok(st);
@@ -133,9 +133,35 @@ impl Ctx {
         if (other.log_head, other.log_tail) == (rec.log_head, rec.log_tail) || other.csum != other.compute_csum() {
             return Err(err);
         }
-        let st = InodeState::load(self.region(), self.bounds, off, &other).map_err(|_| err)?;
+        let st = InodeState::load(self.region(), self.bounds, off, &other)
+            .and_then(|st| self.owned(st))
+            .map_err(|_| err)?;
         self.repair(&[(off, INODE_SIZE)])?;
         self.repair(st.log.repairs())?;
+        Ok(st)
+    }
+
+    /// `st` once its log pages agree with the allocator: a page the
+    /// allocator holds free cannot be this log's (a damaged link, or
+    /// damaged saved state). Spare pages past the tail are dropped from
+    /// there on; a free page holding committed entries fails the load.
+    /// (While a scan rebuilds the allocator nothing is free yet, and every
+    /// page passes.)
+    fn owned(&self, mut st: InodeState) -> Result<InodeState> {
+        let dropped = st.log.drop_spares_unless(|p| !self.alloc.is_free(p));
+        if dropped > 0 {
+            tracing::warn!(
+                ino = st.meta.attr.ino,
+                dropped,
+                "spare log pages linked into free space; link ignored"
+            );
+        }
+        if let Some(p) = st.log.pages().iter().find(|&&p| self.alloc.is_free(p)) {
+            return Err(crate::error::corrupt!(
+                "log page {p:#x} of inode {} is free in the allocator",
+                st.meta.attr.ino
+            ));
+        }
         Ok(st)
     }
 

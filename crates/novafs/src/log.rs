@@ -242,6 +242,24 @@ impl Log {
         &self.pages
     }
 
+    /// Drops the spare pages past the tail's page from the first one
+    /// `owned` refuses on: a link into a page the allocator says is free is
+    /// damage, and an append must link pages of its own there instead (it
+    /// overwrites that link). Returns how many were dropped.
+    pub fn drop_spares_unless(&mut self, owned: impl Fn(u64) -> bool) -> usize {
+        let Some(first) = self.tail_index().map(|i| i + 1) else {
+            return 0;
+        };
+        match (first..self.pages.len()).find(|&i| !owned(self.pages[i])) {
+            Some(bad) => {
+                let n = self.pages.len() - bad;
+                self.pages.truncate(bad);
+                n
+            }
+            None => 0,
+        }
+    }
+
     /// The chain's pages, leaving the log empty.
     pub fn take_pages(&mut self) -> Vec<u64> {
         std::mem::take(self).pages
@@ -553,9 +571,18 @@ pub(crate) fn walk(
     let mut buf = vec![0u8; PAGE_SIZE as usize];
     let mut page = head;
     let mut walk = ChainWalk::new(bounds, head, true);
+    // Past the tail's page: spare pages, zeroed when linked (`Log::grow`).
+    let mut spare = false;
     loop {
         walk.enter(page)?;
         region.read(page, &mut buf)?;
+        if spare && buf[..LOG_NEXT_OFF as usize].iter().any(|&b| b != 0) {
+            // A damaged link into a page that holds something (another
+            // log's entries): following it, an append would overwrite
+            // them. The log ends at its tail's page instead.
+            tracing::warn!(page, "a spare log page is not empty; the link to it is ignored");
+            break;
+        }
         if visit(Step::Page(page))?.is_break() {
             return Ok(());
         }
@@ -603,6 +630,7 @@ pub(crate) fn walk(
         if next == 0 {
             break;
         }
+        spare = tail_seen;
         page = next;
     }
     if !tail_seen {
