@@ -30,11 +30,10 @@ fn read_block(ctx: &Ctx, block: u64, in_page: usize, out: &mut [u8]) -> Result<(
     Ok(())
 }
 
-/// Writes the whole new contents of the free page `block` and seals its
+/// Writes the whole new contents of the free page `block` with its
 /// checksums and parity: all durable with the commit's R1 fence.
 fn put_block(ctx: &Ctx, block: u64, bytes: &[u8]) -> Result<()> {
-    ctx.data().write_nt(block, bytes)?;
-    ctx.strips.seal(ctx.data(), block, bytes)
+    ctx.strips.write(ctx.data(), block, bytes)
 }
 
 fn file_map(st: &InodeState) -> Result<&FileMap> {

@@ -4,10 +4,10 @@
 //! and a 512-byte RAID-4 parity strip (the XOR of the eight) in a parity
 //! area after the data: data, checksums and parity apart.
 //!
-//! Data is copy-on-write, so sealing is simple: a page is sealed (its
-//! checksums and parity written and flushed) while it is still free, before
-//! the log commit that maps it, whose R1 fence makes them durable with the
-//! data. A read checks each strip it returns against the first checksum
+//! Data is copy-on-write, so protecting it is simple: a page is written
+//! with its checksums and parity (computed in the same pass, `pm::stripe`)
+//! while it is still free, all flushed, before the log commit that maps it,
+//! whose R1 fence makes them durable with the data. A read checks each strip it returns against the first checksum
 //! copy, then the second (repairing the first when only the second
 //! matches); a strip that matches neither, or that the media cannot read,
 //! is rebuilt from parity and the other seven strips and must then match a
@@ -28,34 +28,15 @@ pub struct Checked {
     pub repaired: u64,
 }
 
-/// The CRC32C of one strip: carry-less-multiply folding (crc-fast),
-/// about three times the speed of the crc32 instruction alone here.
-fn strip_crc(strip: &[u8]) -> u32 {
-    crc_fast::crc32_iscsi(strip)
-}
+use pm::stripe::{page_crcs, page_sums, strip_crc};
 
-/// The CRC32C of each strip of `page`.
-fn strip_csums(page: &[u8]) -> [u32; STRIPS_PER_PAGE] {
-    let mut out = [0u32; STRIPS_PER_PAGE];
-    for (c, s) in out.iter_mut().zip(page.chunks_exact(STRIP)) {
-        *c = strip_crc(s);
-    }
-    out
-}
+// The strip geometry of the layout is the one `pm::stripe` computes.
+const _: () = assert!(STRIP == pm::stripe::STRIP && PAGE == pm::stripe::PAGE);
 
-/// The XOR of the strips of `page` (RAID-4 parity), eight bytes at a time.
-fn parity_of(page: &[u8]) -> [u8; STRIP] {
-    let mut p = [0u64; STRIP / 8];
-    for s in page.chunks_exact(STRIP) {
-        for (w, b) in p.iter_mut().zip(s.chunks_exact(8)) {
-            *w ^= u64::from_ne_bytes(b.try_into().unwrap_or_default());
-        }
-    }
-    let mut out = [0u8; STRIP];
-    for (o, w) in out.chunks_exact_mut(8).zip(p) {
-        o.copy_from_slice(&w.to_ne_bytes());
-    }
-    out
+/// `page` as an array: data pages are written and scrubbed whole.
+fn whole(page: &[u8]) -> Result<&[u8; PAGE]> {
+    page.try_into()
+        .map_err(|_| Error::Invalid("a data page is written whole"))
 }
 
 fn csums_of(bytes: &[u8]) -> [u32; STRIPS_PER_PAGE] {
@@ -87,23 +68,25 @@ impl Strips {
         Ok((page - self.data_start) / PAGE_SIZE)
     }
 
-    /// Writes and flushes the checksums and parity of `bytes`, the new
-    /// contents of the free page `page` (durable with the commit's R1
-    /// fence, which must follow).
-    pub fn seal(&self, r: &dyn Region, page: u64, bytes: &[u8]) -> Result<()> {
+    /// Writes `bytes`, the new contents of the free page `page`, with its
+    /// checksums and parity (computed while the page is streamed), all
+    /// flushed but not fenced: the commit's R1 fence, which must follow,
+    /// makes them durable together.
+    pub fn write(&self, r: &dyn Region, page: u64, bytes: &[u8]) -> Result<()> {
+        let bytes = whole(bytes)?;
         if !self.enabled() {
-            return Ok(());
+            return Ok(r.write_nt(page, bytes)?);
         }
-        debug_assert_eq!(bytes.len(), PAGE);
         let i = self.index(page)?;
+        let sums = r.write_nt_summed(page, bytes)?;
         if self.csum[0] != 0 {
-            let c = csum_bytes(&strip_csums(bytes));
+            let c = csum_bytes(&sums.crc);
             for area in self.csum {
-                r.write_nt(area + i * CSUM_BYTES, &c)?;
+                put(r, area + i * CSUM_BYTES, &c)?;
             }
         }
         if self.parity != 0 {
-            r.write_nt(self.parity + i * STRIP_SIZE, &parity_of(bytes))?;
+            put(r, self.parity + i * STRIP_SIZE, &sums.parity)?;
         }
         Ok(())
     }
@@ -146,11 +129,22 @@ impl Strips {
         if self.csum[0] != 0 {
             let first = self.load_csums(r, 0, i)?;
             let mut second = None;
+            // A whole page is checked eight strips side by side.
+            let crcs = match <&[u8; PAGE]>::try_from(&*view) {
+                Ok(page) => page_crcs(page),
+                Err(_) => std::array::from_fn(|s| {
+                    if (lo..hi).contains(&s) {
+                        strip_crc(&view[strip(s)])
+                    } else {
+                        0
+                    }
+                }),
+            };
             for s in lo..hi {
                 if bad[s] {
                     continue;
                 }
-                let crc = strip_crc(&view[strip(s)]);
+                let crc = crcs[s];
                 if first.is_some_and(|c| c[s] == crc) {
                     continue;
                 }
@@ -173,8 +167,7 @@ impl Strips {
         if let [s] = bad_strips[..] {
             let rebuilt = self.rebuild(r, page, i, s)?;
             if repair {
-                r.write(page + (s * STRIP) as u64, &rebuilt)?;
-                r.flush(page + (s * STRIP) as u64, STRIP_SIZE)?;
+                put(r, page + (s * STRIP) as u64, &rebuilt)?;
                 if self.csum[0] != 0 {
                     let crc = strip_crc(&rebuilt);
                     for copy in 0..2 {
@@ -208,25 +201,23 @@ impl Strips {
         }
         let i = self.index(page)?;
         if self.csum[0] != 0 {
-            let want = strip_csums(buf);
+            let want = page_crcs(whole(buf)?);
             for copy in 0..2 {
                 if self.load_csums(r, copy, i)? != Some(want) {
                     if repair {
-                        r.write(self.csum[copy] + i * CSUM_BYTES, &csum_bytes(&want))?;
-                        r.flush(self.csum[copy] + i * CSUM_BYTES, CSUM_BYTES)?;
+                        put(r, self.csum[copy] + i * CSUM_BYTES, &csum_bytes(&want))?;
                     }
                     checked.repaired += 1;
                 }
             }
         }
         if self.parity != 0 {
-            let want = parity_of(buf);
+            let want = page_sums(whole(buf)?).parity;
             let mut have = [0u8; STRIP];
             let at = self.parity + i * STRIP_SIZE;
             if media(r.read(at, &mut have))? || have != want {
                 if repair {
-                    r.write(at, &want)?;
-                    r.flush(at, STRIP_SIZE)?;
+                    put(r, at, &want)?;
                 }
                 checked.repaired += 1;
             }
@@ -271,10 +262,14 @@ impl Strips {
     }
 
     fn put_csum(&self, r: &dyn Region, copy: usize, i: u64, s: usize, crc: u32) -> Result<()> {
-        let off = self.csum[copy] + i * CSUM_BYTES + 4 * s as u64;
-        r.write(off, &crc.to_le_bytes())?;
-        Ok(r.flush(off, 4)?)
+        put(r, self.csum[copy] + i * CSUM_BYTES + 4 * s as u64, &crc.to_le_bytes())
     }
+}
+
+/// Cached stores of `bytes` at `off`, flushed; durable at the next fence.
+fn put(r: &dyn Region, off: u64, bytes: &[u8]) -> Result<()> {
+    r.write(off, bytes)?;
+    Ok(r.flush(off, bytes.len() as u64)?)
 }
 
 /// True for a media error (the bytes are lost, not the operation).
@@ -321,8 +316,7 @@ mod tests {
         let (mem, s) = setup(csum, parity);
         let data = page_bytes(7);
         let page = DS + PAGE_SIZE;
-        mem.write_nt(page, &data).unwrap();
-        s.seal(&*mem, page, &data).unwrap();
+        s.write(&*mem, page, &data).unwrap();
         mem.fence();
         (mem, s, data)
     }
@@ -342,7 +336,6 @@ mod tests {
         let mut piece = vec![0u8; 1000];
         s.read(&*mem, P, 700, &mut piece, true).unwrap();
         assert_eq!(piece, data[700..1700]);
-        assert_eq!(parity_of(&data).len(), STRIP);
     }
 
     #[test]
@@ -425,8 +418,10 @@ mod tests {
     fn without_protection_reads_are_plain() {
         let (mem, s) = setup(false, false);
         assert!(!s.enabled());
+        s.write(&*mem, P, &page_bytes(1)).unwrap();
+        mem.fence();
+        assert_eq!(read_all(&mem, &s, true).unwrap(), (page_bytes(1), Checked::default()));
         mem.write(P, &[3; 10]).unwrap();
-        s.seal(&*mem, P, &page_bytes(1)).unwrap();
         let mut out = [0u8; 10];
         s.read(&*mem, P, 0, &mut out, true).unwrap();
         assert_eq!(out, [3; 10]);

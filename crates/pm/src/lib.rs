@@ -27,6 +27,7 @@ mod mmap;
 mod protect;
 mod record;
 mod sigbus;
+pub mod stripe;
 
 pub use badblocks::{BadBlocks, SIDECAR_SUFFIX};
 pub use error::PmError;
@@ -70,6 +71,15 @@ pub trait Region: Send + Sync {
     /// aligned cache lines); any partial edge lines are written and flushed.
     /// Durable after the next `fence`.
     fn write_nt(&self, off: u64, data: &[u8]) -> Result<(), PmError>;
+
+    /// Stores the page `page` at `off` like [`Region::write_nt`] and returns
+    /// its strips' checksums and parity ([`stripe`]), computed while
+    /// copying where the region and the CPU allow.
+    fn write_nt_summed(&self, off: u64, page: &[u8; stripe::PAGE]) -> Result<stripe::PageSums, PmError> {
+        let sums = stripe::page_sums(page);
+        self.write_nt(off, page)?;
+        Ok(sums)
+    }
 
     /// Zeroes `len` bytes at `off` like [`Region::write_nt`]; durable after the
     /// next `fence`.

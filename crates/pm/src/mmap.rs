@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{check_range, check_u64};
 use crate::protect::Guard;
-use crate::{sigbus, BadBlocks, FlushKind, Persist, PmError, Protection, Region, WriteProtect};
+use crate::{sigbus, stripe, BadBlocks, FlushKind, Persist, PmError, Protection, Region, WriteProtect};
 
 /// Granularity of region sizes: one page.
 const PAGE: u64 = 4096;
@@ -350,6 +350,19 @@ impl Region for MmapRegion {
         self.store(off, data.len() as u64, || unsafe {
             self.persist.write_nt(self.at(off), data)
         })
+    }
+
+    fn write_nt_summed(&self, off: u64, page: &[u8; stripe::PAGE]) -> Result<stripe::PageSums, PmError> {
+        check_range(off, page.len() as u64, self.len)?;
+        // SAFETY: inside the mapping (checked above), and `page` cannot
+        // overlap it (no reference into the mapping escapes).
+        let sums = self.store(off, page.len() as u64, || unsafe {
+            stripe::stream_page(self.at(off), page, &self.persist)
+        })?;
+        // As in `Persist::write_nt`: streamed stores are fenced before the
+        // bytes are touched again, which also makes them durable.
+        self.persist.fence();
+        Ok(sums)
     }
 
     fn zero_nt(&self, off: u64, len: u64) -> Result<(), PmError> {
