@@ -26,7 +26,7 @@ use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas, MountReport};
 use crate::scrub::{self, ScrubOptions, ScrubReport};
-use crate::superblock::write_superblock;
+use crate::superblock::{copies_differ, write_superblock};
 use crate::time::now_ns;
 
 pub use crate::namespace::{MAX_LINKS, RENAME_EXCHANGE, RENAME_NOREPLACE};
@@ -185,11 +185,28 @@ impl Fs {
     /// use (`scrub`); `progress(done, total)` counts inodes and returns
     /// false to stop early.
     pub fn scrub(&self, opts: ScrubOptions, progress: &dyn Fn(u64, u64) -> bool) -> Result<ScrubReport> {
-        let rep = scrub::run(&self.ctx, &self.cache, opts, progress)?;
+        let mut rep = scrub::run(&self.ctx, &self.cache, opts, progress)?;
+        if !rep.stopped && !self.read_only {
+            self.scrub_superblock(&mut rep)?;
+        }
         if self.ctx.health.take_changed() {
             self.save_health();
         }
         Ok(rep)
+    }
+
+    /// Rewrites both superblock copies when either differs from the one
+    /// this mount holds (Fortis §4.2), a primary counted as a repair.
+    fn scrub_superblock(&self, rep: &mut ScrubReport) -> Result<()> {
+        let mut sb = self.sb.lock();
+        let (primary, replica) = copies_differ(self.ctx.region(), &sb);
+        if primary || replica {
+            write_superblock(self.ctx.region(), &mut sb)?;
+            self.ctx.health.repaired(u64::from(primary));
+            rep.metadata_repaired += u64::from(primary);
+            rep.replicas_rewritten += u64::from(replica);
+        }
+        Ok(())
     }
 
     /// What redundancy repaired and what was lost, since mkfs.

@@ -152,13 +152,7 @@ impl InodeTables {
         let t = &self.shards[shard];
         let index = t.chunks.read().len() as u64;
         let chunk = alloc.alloc_contiguous_meta(CHUNK_PAGES)?;
-        let footer = ChunkFooter {
-            magic: CHUNK_MAGIC,
-            next: 0,
-            shard: shard as u32,
-            index: index as u32,
-            reserved: [0; 13],
-        };
+        let footer = ChunkFooter::new(shard as u32, index as u32, 0);
         let init = || -> Result<()> {
             region.zero_nt(chunk, CHUNK_SIZE)?;
             region.write(chunk + CHUNK_FOOTER_OFF, footer.as_bytes())?;
@@ -166,7 +160,7 @@ impl InodeTables {
             region.fence(); // R1: the chunk is initialised before it is linked.
             let link = match t.chunks.read().last() {
                 Some(&last) => last + CHUNK_NEXT_OFF,
-                None => self.heads_off + 8 * shard as u64,
+                None => self.head_off(shard),
             };
             Ok(region.commit_u64(link, chunk)?) // R5
         };
@@ -180,6 +174,31 @@ impl InodeTables {
         t.chunks.write().push(chunk);
         let _ = free.insert(index * INODES_PER_CHUNK, INODES_PER_CHUNK);
         Ok(())
+    }
+
+    /// Runs `f` with shard `shard`'s chunks and free slots (as `(first
+    /// local index, count)` ranges) while no slot of it can be claimed or
+    /// released and no chunk added (its free-slot lock is held): the
+    /// records of its free slots and its chunk footers and head stay as
+    /// they are meanwhile (scrub).
+    pub fn with_quiet_shard<T>(&self, shard: usize, f: impl FnOnce(&[u64], &[(u64, u64)]) -> T) -> T {
+        let t = &self.shards[shard];
+        let free = t.free.lock();
+        let chunks = t.chunks.read().clone();
+        f(&chunks, &free.iter().collect::<Vec<_>>())
+    }
+
+    /// Whether inode number `ino`'s slot is free (or past the tables).
+    pub fn is_free(&self, ino: Ino) -> bool {
+        self.split(ino).is_none_or(|(shard, local)| {
+            let t = &self.shards[shard];
+            local >= t.chunks.read().len() as u64 * INODES_PER_CHUNK || t.free.lock().contains(local)
+        })
+    }
+
+    /// Where shard `shard`'s head (its first chunk) is kept.
+    pub fn head_off(&self, shard: usize) -> u64 {
+        self.heads_off + 8 * shard as u64
     }
 
     /// Free slots as `(shard << 48 | local, len)` for the saved state.

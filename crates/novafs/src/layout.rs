@@ -205,6 +205,19 @@ pub struct ChunkFooter {
     pub reserved: [u64; 13],
 }
 const _: () = assert!(size_of::<ChunkFooter>() == INODE_SIZE as usize);
+
+impl ChunkFooter {
+    /// The footer of chunk `index` of `shard`'s table, linked to `next`.
+    pub fn new(shard: u32, index: u32, next: u64) -> ChunkFooter {
+        ChunkFooter {
+            magic: CHUNK_MAGIC,
+            next,
+            shard,
+            index,
+            reserved: [0; 13],
+        }
+    }
+}
 pub const CHUNK_FOOTER_OFF: u64 = CHUNK_SIZE - INODE_SIZE;
 pub const CHUNK_NEXT_OFF: u64 = CHUNK_FOOTER_OFF + std::mem::offset_of!(ChunkFooter, next) as u64;
 

@@ -107,7 +107,7 @@ pub fn sync(data: &dyn Region, bounds: Bounds, off: u64, len: u64, fix: bool) ->
 }
 
 /// Whether a read succeeded: a media error is a `false`, not an error.
-fn readable(r: Result<(), PmError>) -> Result<bool, PmError> {
+pub fn readable(r: Result<(), PmError>) -> Result<bool, PmError> {
     match r {
         Ok(()) => Ok(true),
         Err(PmError::Media { .. }) => Ok(false),

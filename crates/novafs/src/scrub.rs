@@ -3,14 +3,18 @@
 //! For every live inode: its record and log are loaded through their
 //! replicas (repairing a damaged primary), its replicas are then rewritten
 //! from the verified primaries, and every data page it maps is read strip
-//! by strip against the checksums, a bad strip rebuilt from parity. What
-//! cannot be repaired is reported (and counted as lost); nothing else is
-//! touched.
+//! by strip against the checksums, a bad strip rebuilt from parity. Then
+//! the metadata no live inode covers: the inode tables' heads, chunk
+//! footers and free slots, and the reserved records of page 2 (the
+//! superblock's two copies are `Fs::scrub`'s). What cannot be repaired is
+//! reported (and counted as lost); nothing else is touched.
 //!
 //! Locking: an inode's write lock is held only while its replicas are
 //! rewritten (a writer would otherwise race the copy); its data pages are
 //! checked under the read lock, a batch at a time, so a page cannot be
 //! freed and reused while it is checked and writers wait at most one batch.
+//! A shard's free-slot lock is held while its table is checked, so no slot
+//! is claimed or released and no chunk added meanwhile.
 
 use std::time::{Duration, Instant};
 
@@ -19,8 +23,12 @@ use crate::commit::Ctx;
 use crate::error::{Error, Result};
 use crate::inode::{Body, Ino};
 use crate::itable::Slot;
-use crate::layout::{INODE_SIZE, PAGE_SIZE};
-use crate::replica::sync;
+use crate::layout::{
+    decode, ChunkFooter, Inode, CHUNK_FOOTER_OFF, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE, RESERVED_INODES,
+    RESERVED_INODES_OFF,
+};
+use crate::replica::{readable, sync};
+use zerocopy::IntoBytes;
 
 /// How to scrub.
 #[derive(Clone, Copy, Debug, Default)]
@@ -61,8 +69,12 @@ pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, 
     for shard in 0..ctx.tables.shard_count() as usize {
         let mut live = Vec::new();
         ctx.tables.scan_shard(ctx.region(), shard, |slot| {
+            // A slot DRAM holds free is not an inode, whatever its
+            // primary says (scribbled, it is scrubbed as a free slot).
             if let Slot::Live { ino, .. } = slot {
-                live.push(ino);
+                if !ctx.tables.is_free(ino) {
+                    live.push(ino);
+                }
             }
             Ok(())
         })?;
@@ -87,6 +99,9 @@ pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, 
         if rep.stopped {
             break;
         }
+    }
+    if !rep.stopped && ctx.bounds.live_replicas() && !ctx.read_only {
+        scrub_tables(ctx, &mut rep)?;
     }
     let after = ctx.health.counts();
     rep.metadata_repaired = after.repairs - before.repairs;
@@ -144,4 +159,91 @@ fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, paced:
             None => return Ok(()),
         }
     }
+}
+
+/// The inode tables' redundancy no live inode covers (Fortis §4.2). Each
+/// shard's head and chunk footers are made to match, in both copies, the
+/// chain DRAM holds. A free slot's record is kept from a copy that reads
+/// as free, primary first. The reserved records of page 2 are kept from
+/// the primary: the only one in use, the recovery record, is rewritten
+/// whole at every clean unmount before it is read again.
+fn scrub_tables(ctx: &Ctx, rep: &mut ScrubReport) -> Result<()> {
+    for shard in 0..ctx.tables.shard_count() as usize {
+        ctx.tables.with_quiet_shard(shard, |chunks, free| -> Result<()> {
+            let head = chunks.first().copied().unwrap_or(0);
+            restore(ctx, ctx.tables.head_off(shard), &head.to_le_bytes(), rep)?;
+            for (i, &chunk) in chunks.iter().enumerate() {
+                let next = chunks.get(i + 1).copied().unwrap_or(0);
+                let footer = ChunkFooter::new(shard as u32, i as u32, next);
+                restore(ctx, chunk + CHUNK_FOOTER_OFF, footer.as_bytes(), rep)?;
+            }
+            for &(first, n) in free {
+                for local in first..first + n {
+                    if let Some(chunk) = chunks.get((local / INODES_PER_CHUNK) as usize) {
+                        free_slot(ctx, chunk + local % INODES_PER_CHUNK * INODE_SIZE, rep)?;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+    }
+    let reserved = sync(
+        ctx.data(),
+        ctx.bounds,
+        RESERVED_INODES_OFF,
+        RESERVED_INODES * INODE_SIZE,
+        true,
+    )?;
+    rep.replicas_rewritten += reserved;
+    Ok(())
+}
+
+/// Makes both copies of the metadata at `off` hold `want`.
+fn restore(ctx: &Ctx, off: u64, want: &[u8], rep: &mut ScrubReport) -> Result<()> {
+    let mut have = vec![0u8; want.len()];
+    for (at, replica) in std::iter::once((off, false)).chain(ctx.bounds.replica(off).map(|m| (m, true))) {
+        if !readable(ctx.data().read(at, &mut have))? || have != want {
+            rewrite(ctx, at, want, replica, rep)?;
+        }
+    }
+    Ok(())
+}
+
+/// The record of the free slot at `off`: a copy that reads as free is
+/// copied over the other; when neither does, both are zeroed, as a new
+/// chunk's slots are (DRAM holds the slot free: no inode lives there).
+fn free_slot(ctx: &Ctx, off: u64, rep: &mut ScrubReport) -> Result<()> {
+    let Some(m) = ctx.bounds.replica(off) else {
+        return Ok(());
+    };
+    let copy = |at| -> Result<Option<[u8; INODE_SIZE as usize]>> {
+        let mut b = [0u8; INODE_SIZE as usize];
+        Ok(readable(ctx.data().read(at, &mut b))?.then_some(b))
+    };
+    let free = |b: &[u8; INODE_SIZE as usize]| decode::<Inode>(b).is_ok_and(|rec| rec.state != INODE_LIVE);
+    let (primary, replica) = (copy(off)?, copy(m)?);
+    match (primary.filter(free), replica.filter(free)) {
+        (Some(p), _) if replica == Some(p) => {}
+        (Some(p), _) => rewrite(ctx, m, &p, true, rep)?,
+        (None, Some(r)) => rewrite(ctx, off, &r, false, rep)?,
+        (None, None) => {
+            rewrite(ctx, off, Inode::default().as_bytes(), false, rep)?;
+            rewrite(ctx, m, Inode::default().as_bytes(), true, rep)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes one copy of a piece of metadata, durable before anything else
+/// is written (R4: a primary before its replica), and counts it: a
+/// primary as a repair, a replica as rewritten.
+fn rewrite(ctx: &Ctx, at: u64, bytes: &[u8], replica: bool, rep: &mut ScrubReport) -> Result<()> {
+    ctx.data().write(at, bytes)?;
+    ctx.data().persist(at, bytes.len() as u64)?;
+    if replica {
+        rep.replicas_rewritten += 1;
+    } else {
+        ctx.health.repaired(1);
+    }
+    Ok(())
 }

@@ -177,6 +177,13 @@ pub fn replica_matches(region: &dyn Region, sb: &Superblock) -> bool {
     read_sb_at(region, sb.replica_off).is_ok_and(|rep| rep.as_bytes() == sb.as_bytes())
 }
 
+/// Whether the primary and the replica of the superblock differ from
+/// `sb`, the one a mount holds; a copy the media cannot read differs.
+pub fn copies_differ(region: &dyn Region, sb: &Superblock) -> (bool, bool) {
+    let differs = |off| read_sb_at(region, off).map_or(true, |copy| copy.as_bytes() != sb.as_bytes());
+    (differs(0), differs(sb.replica_off))
+}
+
 /// Reads the superblock, falling back to the replica (Fortis §4.2) when the
 /// primary is damaged. Returns it and whether the primary was bad.
 pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {

@@ -103,9 +103,9 @@ fn what_redundancy_cannot_repair_is_reported_for_that_file_only() {
     fs.unmount().unwrap();
 }
 
-/// Writers keep overwriting and appending while a slow scrub goes over
-/// everything: nothing is reported, nothing repaired, every file reads
-/// back as last written.
+/// Writers keep overwriting and appending, and files come and go, while
+/// a slow scrub goes over everything: nothing is reported, nothing
+/// repaired or rewritten, every file reads back as last written.
 #[test]
 fn a_scrub_beside_writers_disturbs_nothing() {
     let region = fresh(64, 2);
@@ -144,16 +144,95 @@ fn a_scrub_beside_writers_disturbs_nothing() {
             })
         })
         .collect();
+    // Files created and unlinked meanwhile: inode slots claimed and
+    // released while the scrub checks the tables' free slots.
+    let churn = {
+        let (fs, stop) = (fs.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) || n < 50 {
+                let name = format!("churn{}", n % 7);
+                let _ = fs.unlink(ROOT_INO, name.as_bytes());
+                let ino = fs.create(ROOT_INO, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+                fs.write(ino, 0, &contents(n as u8, 100)).unwrap();
+                n += 1;
+            }
+        })
+    };
     let rep = fs.scrub(ScrubOptions { rate: Some(64 << 20) }, &|_, _| true).unwrap();
     stop.store(true, Ordering::Relaxed);
+    churn.join().unwrap();
     for w in writers {
         let (ino, shadow) = w.join().unwrap();
         assert_eq!(read_all(&fs, ino), shadow);
     }
     assert!(rep.damaged.is_empty(), "{rep:?}");
-    assert_eq!((rep.data_repaired, rep.metadata_repaired), (0, 0), "{rep:?}");
+    assert_eq!(
+        (rep.data_repaired, rep.metadata_repaired, rep.replicas_rewritten),
+        (0, 0, 0),
+        "{rep:?}"
+    );
     assert!(rep.pages > 0);
     assert_eq!(fs.health(), novafs::HealthCounts::default());
     Arc::into_inner(fs).unwrap().unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// What no live inode covers: the superblock copies, an inode-table head
+/// and chunk footer, a free slot's record (made to look live), page 2's
+/// reserved records. One scrub makes every copy whole again.
+#[test]
+fn a_scrub_also_repairs_the_tables_free_slots_and_superblock() {
+    use novafs::layout::{decode, Bounds, Superblock, CHUNK_FOOTER_OFF, INODE_HEADS_OFF, INODE_SIZE};
+
+    let (region, _) = populated();
+    let mut buf = vec![0u8; std::mem::size_of::<Superblock>()];
+    region.read(0, &mut buf).unwrap();
+    let sb: Superblock = decode(&buf).unwrap();
+    let bounds = Bounds {
+        data_start: sb.data_start,
+        data_end: sb.data_end,
+        replicas: true,
+        dead_zone_pages: sb.dead_zone_pages,
+        stale: false,
+    };
+    let mirror = |off| bounds.mirror(off).unwrap();
+    let chunk = region.load_u64(INODE_HEADS_OFF).unwrap();
+    let free_slot = chunk + 200 * INODE_SIZE;
+    let scribble = [0x01, 0, 0, 0, 0, 0, 0, 0, 0xEE, 0xEE, 0xEE];
+    // Replicas: the shard 1 head, a chunk footer, page 2's recovery record.
+    region.write(mirror(INODE_HEADS_OFF + 8), &[0x42; 8]).unwrap();
+    region.write(mirror(chunk + CHUNK_FOOTER_OFF + 20), &[7; 4]).unwrap();
+    region.write(mirror(sb.recovery_inode_off + 40), &[9; 8]).unwrap();
+    // A primary: a free slot that now reads as live, which the mount's
+    // saved state does not notice (only a scrub or the next scan would).
+    region.write(free_slot, &scribble).unwrap();
+    region.fence();
+    let fs = mount(&region);
+    // The superblock replica, damaged while mounted (a mount rewrites it).
+    region.write(sb.replica_off + 64, &[3; 8]).unwrap();
+    let rep = scrub(&fs);
+    assert!(rep.damaged.is_empty(), "{rep:?}");
+    assert_eq!(rep.metadata_repaired, 1, "the free slot: {rep:?}");
+    // Head, footer, page 2, superblock replica.
+    assert_eq!(rep.replicas_rewritten, 4, "{rep:?}");
+    let again = scrub(&fs);
+    assert_eq!((again.metadata_repaired, again.replicas_rewritten), (0, 0), "{again:?}");
+    let read = |off, len| {
+        let mut b = vec![0u8; len];
+        region.read(off, &mut b).unwrap();
+        b
+    };
+    assert_eq!(read(free_slot, 128), read(mirror(free_slot), 128));
+    assert_eq!(
+        read(free_slot, 128)[..8],
+        [0; 8],
+        "kept from the replica, which reads as free"
+    );
+    assert_eq!(
+        region.load_u64(mirror(INODE_HEADS_OFF + 8)).unwrap(),
+        region.load_u64(INODE_HEADS_OFF + 8).unwrap()
+    );
+    fs.unmount().unwrap();
     assert_fsck_clean(&region);
 }
