@@ -268,3 +268,38 @@ fn attributes_links_and_symlinks_round_trip() {
     assert_eq!(s, "data");
     m.finish();
 }
+
+/// A time before 1970 keeps its nanoseconds (stored and returned exactly,
+/// as on tmpfs), across a remount; a rename sets the moved file's ctime.
+#[test]
+fn times_before_1970_are_exact_and_rename_sets_ctime() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("32M", &[]);
+    let f = m.path("f");
+    fs::write(&f, "x").expect("write");
+    // 1960-05-01 12:00:00.123456789 UTC.
+    let when = std::time::UNIX_EPOCH - std::time::Duration::new(305_812_799, 876_543_211);
+    File::options()
+        .write(true)
+        .open(&f)
+        .expect("open")
+        .set_modified(when)
+        .expect("utimens");
+    let st = fs::metadata(&f).expect("stat");
+    assert_eq!((st.mtime(), st.mtime_nsec()), (-305_812_800, 123_456_789));
+    let before = (st.ctime(), st.ctime_nsec());
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    fs::rename(&f, m.path("g")).expect("rename");
+    let st = fs::metadata(m.path("g")).expect("stat");
+    assert!(
+        (st.ctime(), st.ctime_nsec()) > before,
+        "rename left ctime at {before:?}"
+    );
+    m.umount();
+    m.mount(&[]);
+    let st = fs::metadata(m.path("g")).expect("stat");
+    assert_eq!((st.mtime(), st.mtime_nsec()), (-305_812_800, 123_456_789));
+    m.finish();
+}

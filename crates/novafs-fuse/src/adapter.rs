@@ -99,9 +99,29 @@ fn nanos(t: SystemTime) -> i64 {
     }
 }
 
+/// Nanoseconds since the epoch of a time the kernel sent in a request.
+/// The kernel's timespec has whole seconds rounded down and nanoseconds in
+/// 0..1e9; for a time before 1970 fuser 0.18 builds the epoch minus
+/// (|seconds| + nanoseconds), applying the nanoseconds the wrong way (its
+/// own TODO). This reads the pair back and applies them forwards, so
+/// 1960-05-01 12:00:00.123456789 is stored as itself. Replies are right:
+/// fuser converts a pre-1970 `SystemTime` back to a pair correctly.
+fn requested_nanos(t: SystemTime) -> i64 {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(_) => nanos(t),
+        Err(e) => {
+            let d = e.duration();
+            i64::try_from(d.as_secs())
+                .ok()
+                .and_then(|s| s.checked_mul(-1_000_000_000))
+                .map_or(i64::MIN, |s| s + i64::from(d.subsec_nanos()))
+        }
+    }
+}
+
 fn time_or_now(t: TimeOrNow) -> i64 {
     match t {
-        TimeOrNow::SpecificTime(t) => nanos(t),
+        TimeOrNow::SpecificTime(t) => requested_nanos(t),
         TimeOrNow::Now => nanos(SystemTime::now()),
     }
 }
@@ -238,7 +258,7 @@ impl Filesystem for FuseFs {
             size,
             atime: atime.map(time_or_now),
             mtime: mtime.map(time_or_now),
-            ctime: ctime.map(nanos),
+            ctime: ctime.map(requested_nanos),
         };
         match self.fs.setattr(ino.0, &set) {
             Ok(a) => reply.attr(&ATTR_TTL, &file_attr(&a)),
@@ -530,6 +550,16 @@ mod tests {
         for ns in [0i64, 1, 1_700_000_000_123_456_789, -1, -86_400_000_000_007] {
             assert_eq!(nanos(system_time(ns)), ns);
         }
+    }
+
+    #[test]
+    fn a_requested_time_before_1970_keeps_its_nanoseconds_forwards() {
+        // What fuser hands over for the kernel's (-305_812_800, 123_456_789).
+        let sent = UNIX_EPOCH - Duration::new(305_812_800, 123_456_789);
+        assert_eq!(requested_nanos(sent), -305_812_800_000_000_000 + 123_456_789);
+        assert_eq!(requested_nanos(UNIX_EPOCH - Duration::new(1, 0)), -1_000_000_000);
+        assert_eq!(requested_nanos(UNIX_EPOCH + Duration::new(5, 7)), 5_000_000_007);
+        assert_eq!(requested_nanos(UNIX_EPOCH - Duration::new(10_000_000_000, 0)), i64::MIN);
     }
 
     #[test]

@@ -623,6 +623,16 @@ impl Namespace<'_> {
                 vec![dentry(e, true, b"..", &spec(r.newparent, 0, dir_ft, nlink))],
             ));
         }
+        // rename(2) changes the moved inode's ctime (and the other one's
+        // when exchanged), as tmpfs and ext4 do.
+        let moved = [Some(src.ino), dst.filter(|_| r.exchange).map(|d| d.ino)];
+        for ino in moved.into_iter().flatten() {
+            let ctime = link_entry(e, l.get(ino).meta.attr.nlink, now);
+            match parts.iter_mut().find(|p| p.ino == ino) {
+                Some(p) => p.entries.push(ctime),
+                None => parts.push(Part::new(ino, vec![ctime])),
+            }
+        }
         if cross {
             parts.push(Part::new(r.parent, parent_entries));
             parts.push(Part::new(r.newparent, new_entries));

@@ -134,6 +134,34 @@ fn rename_forms() {
     assert_fsck_clean(&region);
 }
 
+/// rename(2) sets the ctime of what it moves, both inodes of an exchange,
+/// and keeps it across a crash, as tmpfs and ext4 do (xfstests generic/003).
+#[test]
+fn rename_changes_the_moved_inodes_ctime() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    let g = fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap();
+    let old = SetAttr {
+        ctime: Some(1_000_000_000),
+        ..SetAttr::default()
+    };
+    for ino in [d.ino, f.ino, g.ino] {
+        fs.setattr(ino, &old).unwrap();
+    }
+    let ctime = |fs: &novafs::Fs, ino| fs.getattr(ino).unwrap().ctime;
+    fs.rename(ROOT_INO, b"f", ROOT_INO, b"f2", 0).unwrap();
+    fs.rename(ROOT_INO, b"d", ROOT_INO, b"g", RENAME_EXCHANGE).unwrap();
+    let moved = [ctime(&fs, f.ino), ctime(&fs, d.ino), ctime(&fs, g.ino)];
+    assert!(moved.iter().all(|&c| c > 1_000_000_000), "{moved:?}");
+    drop(fs); // a crash
+    let fs = mount(&region);
+    assert_eq!([ctime(&fs, f.ino), ctime(&fs, d.ino), ctime(&fs, g.ino)], moved);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
 #[test]
 fn hard_links_and_open_unlinked_files() {
     let region = fresh(64, 2);
