@@ -303,3 +303,23 @@ fn times_before_1970_are_exact_and_rename_sets_ctime() {
     assert_eq!((st.mtime(), st.mtime_nsec()), (-305_812_800, 123_456_789));
     m.finish();
 }
+
+/// /proc/mounts and `df -T` name the type `fuse.novafs`; a directory's
+/// st_size and st_blocks are not 0.
+#[test]
+fn the_mount_is_typed_fuse_novafs_and_directories_have_a_size() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("32M", &[]);
+    let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+    let line = mounts
+        .lines()
+        .find(|l| l.split(' ').nth(1) == m.mnt.to_str())
+        .expect("the mount is listed");
+    assert_eq!(line.split(' ').nth(2), Some("fuse.novafs"), "{line}");
+    fs::create_dir(m.path("d")).expect("mkdir");
+    let st = fs::metadata(m.path("d")).expect("stat");
+    assert_eq!((st.size(), st.blocks()), (4096, 8));
+    m.finish();
+}

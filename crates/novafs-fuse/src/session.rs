@@ -4,10 +4,14 @@
 
 use std::fs::OpenOptions;
 use std::io;
-use std::path::Path;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
+use nix::mount::{umount2, MntFlags, MsFlags};
+use nix::unistd::{geteuid, getgid, getuid};
 use novafs::Fs;
 
 use crate::adapter::FuseFs;
@@ -29,6 +33,9 @@ pub struct MountConfig {
 pub struct Mounted {
     session: Session<FuseFs>,
     fs: Arc<Fs>,
+    /// The mount point when the kernel mount was made here (as root), so
+    /// unmounting it is ours too.
+    own_mount: Option<PathBuf>,
 }
 
 /// A mount that failed; the `Fs` comes back for a clean unmount.
@@ -40,13 +47,18 @@ pub struct MountError {
 impl Mounted {
     /// Mounts `fs` on `mountpoint` and completes the FUSE handshake. Always
     /// with `default_permissions` (the kernel checks access against the
-    /// attributes we return) and `nodev,nosuid` (fuser's defaults).
+    /// attributes we return) and `nodev,nosuid`.
+    ///
+    /// As root the kernel mount is made here, with mount(2) and the type
+    /// `fuse.novafs`, so /proc/mounts and `df -T` name the file system
+    /// (fuser's own mount(2) says only `fuse`). Otherwise fuser goes
+    /// through fusermount3, which turns the subtype into the same type.
     pub fn mount(fs: Fs, mountpoint: &Path, cfg: &MountConfig) -> Result<Mounted, Box<MountError>> {
         let fs = Arc::new(fs);
         let mut config = Config::default();
         config.mount_options = vec![
             MountOption::FSName(cfg.fsname.clone()),
-            MountOption::Subtype("novafs".into()),
+            MountOption::Subtype(SUBTYPE.into()),
             MountOption::DefaultPermissions,
             if cfg.read_only {
                 MountOption::RO
@@ -64,8 +76,23 @@ impl Mounted {
         // be openable by us, which an unprivileged user of fusermount3 may
         // not have; then the workers share one descriptor.
         config.clone_fd = cfg.threads > 1 && OpenOptions::new().read(true).write(true).open("/dev/fuse").is_ok();
-        match Session::new(FuseFs::new(fs.clone()), mountpoint, &config) {
-            Ok(session) => Ok(Mounted { session, fs }),
+        let session = if geteuid().is_root() {
+            kernel_mount(mountpoint, cfg).and_then(|fd| {
+                let acl = config.acl;
+                Session::from_fd(FuseFs::new(fs.clone()), fd, acl, config).inspect_err(|_| {
+                    // The handshake failed: take the mount down again.
+                    let _ = umount2(mountpoint, MntFlags::MNT_DETACH);
+                })
+            })
+        } else {
+            Session::new(FuseFs::new(fs.clone()), mountpoint, &config)
+        };
+        match session {
+            Ok(session) => Ok(Mounted {
+                session,
+                fs,
+                own_mount: geteuid().is_root().then(|| mountpoint.to_path_buf()),
+            }),
             // The session and its FuseFs are gone: we hold the last Arc.
             Err(error) => Err(Box::new(MountError {
                 error,
@@ -77,7 +104,10 @@ impl Mounted {
     /// A handle that unmounts the kernel side from another thread (e.g. on
     /// a signal), ending [`Mounted::serve`].
     pub fn unmounter(&mut self) -> Unmounter {
-        Unmounter(self.session.unmount_callable())
+        match &self.own_mount {
+            Some(path) => Unmounter::Kernel(path.clone()),
+            None => Unmounter::Fuser(self.session.unmount_callable()),
+        }
     }
 
     /// The mounted file system, for work beside the requests (a scrub
@@ -91,14 +121,19 @@ impl Mounted {
     /// which no request can reach any more; the caller takes it back from
     /// the `Arc` once any other holder ([`Mounted::fs`]) is done.
     pub fn serve(self) -> (io::Result<()>, Arc<Fs>) {
-        let Mounted { session, fs } = self;
+        let Mounted { session, fs, .. } = self;
         let result = session.run();
         (result, fs)
     }
 }
 
 /// Unmounts a [`Mounted`] from another thread.
-pub struct Unmounter(SessionUnmounter);
+pub enum Unmounter {
+    /// The kernel mount made here as root: umount(2).
+    Kernel(PathBuf),
+    /// fuser's (through fusermount3).
+    Fuser(SessionUnmounter),
+}
 
 impl Unmounter {
     /// Unmounts the kernel mount (as root with umount(2), which fails with
@@ -107,6 +142,41 @@ impl Unmounter {
     /// mount point again when the session ends (fuser 0.18 does so even
     /// when the mount is already gone, which could hit a newer mount).
     pub fn unmount(&mut self) -> io::Result<()> {
-        self.0.unmount()
+        match self {
+            Unmounter::Kernel(path) => Ok(umount2(path.as_path(), MntFlags::empty())?),
+            Unmounter::Fuser(u) => u.unmount(),
+        }
     }
+}
+
+/// The mount's type is `fuse.` and this.
+const SUBTYPE: &str = "novafs";
+
+/// Opens /dev/fuse and mounts it on `mountpoint` as `fuse.novafs` (needs
+/// root); returns the descriptor to serve.
+fn kernel_mount(mountpoint: &Path, cfg: &MountConfig) -> io::Result<OwnedFd> {
+    let dev = OpenOptions::new().read(true).write(true).open("/dev/fuse")?;
+    let root_type = std::fs::metadata(mountpoint)?.mode() & libc::S_IFMT;
+    let mut options = format!(
+        "fd={},rootmode={root_type:o},user_id={},group_id={},default_permissions",
+        dev.as_raw_fd(),
+        getuid(),
+        getgid()
+    );
+    if cfg.allow_other {
+        options.push_str(",allow_other");
+    }
+    let mut flags = MsFlags::MS_NODEV | MsFlags::MS_NOSUID;
+    if cfg.read_only {
+        flags |= MsFlags::MS_RDONLY;
+    }
+    let fstype = format!("fuse.{SUBTYPE}");
+    nix::mount::mount(
+        Some(cfg.fsname.as_str()),
+        mountpoint,
+        Some(fstype.as_str()),
+        flags,
+        Some(options.as_str()),
+    )?;
+    Ok(OwnedFd::from(dev))
 }

@@ -318,7 +318,15 @@ impl InodeState {
     }
 
     pub fn attr(&self) -> Attr {
-        self.meta.attr
+        let mut a = self.meta.attr;
+        if let Body::Dir(_) = self.meta.body {
+            // A directory's storage is its log: its size and blocks count
+            // the log's pages, as ext4 counts a directory's blocks.
+            let pages = self.log.pages().len() as u64;
+            a.size = pages * PAGE_SIZE;
+            a.blocks = pages * (PAGE_SIZE / 512);
+        }
+        a
     }
 
     pub fn dir(&self) -> Result<&DirIndex> {

@@ -162,6 +162,23 @@ fn rename_changes_the_moved_inodes_ctime() {
     assert_fsck_clean(&region);
 }
 
+/// A directory's size and blocks are those of its log, as ext4 reports a
+/// directory's blocks: one page when new, more as names are added.
+#[test]
+fn a_directory_reports_the_pages_its_log_takes() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    assert_eq!((d.size, d.blocks), (4096, 8));
+    for i in 0..200 {
+        fs.create(d.ino, format!("{i:0>100}").as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    let a = fs.getattr(d.ino).unwrap();
+    assert!(a.size > 4096 && a.size % 4096 == 0, "{}", a.size);
+    assert_eq!(a.blocks, a.size / 512);
+    fs.unmount().unwrap();
+}
+
 #[test]
 fn hard_links_and_open_unlinked_files() {
     let region = fresh(64, 2);
