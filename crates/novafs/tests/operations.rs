@@ -174,7 +174,7 @@ fn a_directory_reports_the_pages_its_log_takes() {
         fs.create(d.ino, format!("{i:0>100}").as_bytes(), 0o644, 0, 0).unwrap();
     }
     let a = fs.getattr(d.ino).unwrap();
-    assert!(a.size > 4096 && a.size % 4096 == 0, "{}", a.size);
+    assert!(a.size > 4096 && a.size.is_multiple_of(4096), "{}", a.size);
     assert_eq!(a.blocks, a.size / 512);
     fs.unmount().unwrap();
 }
