@@ -323,3 +323,38 @@ fn the_mount_is_typed_fuse_novafs_and_directories_have_a_size() {
     assert_eq!((st.size(), st.blocks()), (4096, 8));
     m.finish();
 }
+
+/// A removed directory that is still some process's working directory
+/// lists as empty and takes no names; one still open answers fstat with
+/// nlink 0 (xfstests generic/035). Once nothing holds them, their space
+/// comes back.
+#[test]
+fn a_removed_directory_still_in_use_answers_like_tmpfs() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("32M", &[]);
+    let free_before = free_blocks(&m.mnt);
+    fs::create_dir(m.path("cwd")).expect("mkdir");
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("cd cwd && rmdir ../cwd && ls -a . && stat -c %h . && ! touch new 2>/dev/null && echo refused")
+        .current_dir(&m.mnt)
+        .output()
+        .expect("sh");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(text, "0\nrefused\n", "ls lists nothing, the link count is 0");
+    fs::create_dir(m.path("open")).expect("mkdir");
+    let dir = File::open(m.path("open")).expect("open the directory");
+    fs::remove_dir(m.path("open")).expect("rmdir");
+    assert_eq!(dir.metadata().expect("fstat").nlink(), 0);
+    drop(dir);
+    // The kernel's forget comes shortly after the last reference goes.
+    let back = (0..50).any(|_| {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        free_blocks(&m.mnt) == free_before
+    });
+    assert!(back, "{} free, {free_before} before", free_blocks(&m.mnt));
+    m.finish();
+}

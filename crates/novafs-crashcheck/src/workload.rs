@@ -364,6 +364,20 @@ pub fn catalog() -> Vec<Workload> {
             vec![Op::Open("/f".into()), Op::Unlink("/f".into()), Op::Release("/f".into())],
         ),
         w(
+            // A removed directory someone still holds stays, empty and
+            // with no links, until released (or a crash reclaims it).
+            "rmdir_open_dir",
+            vec![Op::mkdir("/d"), Op::mkdir("/d/e")],
+            vec![
+                Op::Open("/d/e".into()),
+                Op::Rmdir("/d/e".into()),
+                Op::Open("/d".into()),
+                Op::Rmdir("/d".into()),
+                Op::Release("/d/e".into()),
+                Op::Release("/d".into()),
+            ],
+        ),
+        w(
             "remount",
             vec![Op::create("/f")],
             vec![Op::write("/f", 0, 100, 24), Op::Remount, Op::create("/g"), Op::Unmount],

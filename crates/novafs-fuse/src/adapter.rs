@@ -159,10 +159,6 @@ fn file_attr(a: &Attr) -> FileAttr {
     }
 }
 
-fn entry(reply: ReplyEntry, a: &Attr) {
-    reply.entry(&ATTR_TTL, &file_attr(a), Generation(a.generation));
-}
-
 /// A cacheable "no such name": node id 0 with a timeout (FUSE protocol).
 fn negative_entry(reply: ReplyEntry) {
     let none = FileAttr {
@@ -185,17 +181,30 @@ fn negative_entry(reply: ReplyEntry) {
     reply.entry(&ATTR_TTL, &none, Generation(0));
 }
 
-fn reply_entry(op: &str, reply: ReplyEntry, r: Result<Attr, Error>) {
-    match r {
-        Ok(a) => entry(reply, &a),
-        Err(e) => reply.error(errno(op, &e)),
-    }
-}
-
 fn reply_empty(op: &str, reply: ReplyEmpty, r: Result<(), Error>) {
     match r {
         Ok(()) => reply.ok(),
         Err(e) => reply.error(errno(op, &e)),
+    }
+}
+
+impl FuseFs {
+    /// Answers with an entry, which the kernel counts as one lookup of it;
+    /// a directory's count is kept ([`Fs::remember`]) until it forgets.
+    fn entry(&self, op: &str, reply: ReplyEntry, a: &Attr) {
+        if a.kind == FileType::Directory {
+            if let Err(e) = self.fs.remember(a.ino) {
+                return reply.error(errno(op, &e));
+            }
+        }
+        reply.entry(&ATTR_TTL, &file_attr(a), Generation(a.generation));
+    }
+
+    fn reply_entry(&self, op: &str, reply: ReplyEntry, r: Result<Attr, Error>) {
+        match r {
+            Ok(a) => self.entry(op, reply, &a),
+            Err(e) => reply.error(errno(op, &e)),
+        }
     }
 }
 
@@ -220,7 +229,7 @@ impl Filesystem for FuseFs {
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         match self.fs.lookup(parent.0, name_bytes(name)) {
-            Ok(a) => entry(reply, &a),
+            Ok(a) => self.entry("lookup", reply, &a),
             Err(Error::NotFound) => negative_entry(reply),
             Err(e) => reply.error(errno("lookup", &e)),
         }
@@ -286,12 +295,12 @@ impl Filesystem for FuseFs {
         let r = self
             .fs
             .mknod(parent.0, name_bytes(name), mode, u64::from(rdev), req.uid(), req.gid());
-        reply_entry("mknod", reply, r);
+        self.reply_entry("mknod", reply, r);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let r = self.fs.mkdir(parent.0, name_bytes(name), mode, req.uid(), req.gid());
-        reply_entry("mkdir", reply, r);
+        self.reply_entry("mkdir", reply, r);
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -307,7 +316,7 @@ impl Filesystem for FuseFs {
         let r = self
             .fs
             .symlink(parent.0, name_bytes(link_name), target, req.uid(), req.gid());
-        reply_entry("symlink", reply, r);
+        self.reply_entry("symlink", reply, r);
     }
 
     fn rename(
@@ -332,7 +341,7 @@ impl Filesystem for FuseFs {
 
     fn link(&self, _req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
         let r = self.fs.link(ino.0, newparent.0, name_bytes(newname));
-        reply_entry("link", reply, r);
+        self.reply_entry("link", reply, r);
     }
 
     /// Registers the handle with the core, which keeps an unlinked file
@@ -418,18 +427,33 @@ impl Filesystem for FuseFs {
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
         let r = self.fs.readdir_plus(ino.0, offset, |e, a| {
-            reply.add(
+            // Each entry but "." and ".." counts as a lookup (as `entry`).
+            let counted = a.kind == FileType::Directory && e.name != b"." && e.name != b"..";
+            if counted && self.fs.remember(e.ino).is_err() {
+                return false; // gone meanwhile: left out
+            }
+            let full = reply.add(
                 INodeNo(e.ino),
                 e.next_offset,
                 OsStr::from_bytes(&e.name),
                 &ATTR_TTL,
                 &file_attr(a),
                 Generation(a.generation),
-            )
+            );
+            if full && counted {
+                let _ = self.fs.forget(e.ino, 1); // not sent after all
+            }
+            full
         });
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("readdirplus", &e)),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if let Err(e) = self.fs.forget(ino.0, nlookup) {
+            tracing::debug!(ino = ino.0, error = %e, "forget");
         }
     }
 

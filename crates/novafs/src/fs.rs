@@ -19,7 +19,7 @@ use crate::commit::Ctx;
 use crate::error::{Error, Result};
 use crate::file;
 use crate::health::HealthCounts;
-use crate::inode::{setattr_entry, Attr, FileType, Ino, ROOT_INO};
+use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
 use crate::journal::Update;
 use crate::layout::{Superblock, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::mkfs::{self, FormatOptions};
@@ -230,7 +230,7 @@ impl Fs {
 
     /// Frees an unlinked inode whose last handle went away: one 8-byte
     /// store of its state word (R5), then its pages and slot (R3).
-    fn free_inode(&self, st: &mut crate::inode::InodeState) -> Result<()> {
+    fn free_inode(&self, st: &mut InodeState) -> Result<()> {
         let proof = self
             .ctx
             .journal
@@ -490,6 +490,9 @@ impl Fs {
         let st = cell.state.read();
         alive(&st)?;
         let dir = st.dir()?;
+        if st.meta.attr.nlink == 0 {
+            return Ok(()); // removed, still someone's: lists nothing, as on tmpfs
+        }
         let dots = [(b".".as_slice(), ino, 1u64), (b"..".as_slice(), dir.parent(), 2)];
         for (name, target, next) in dots {
             if offset < next
@@ -572,11 +575,44 @@ impl Fs {
     /// Releases a handle; frees the inode if it was the last one of an
     /// unlinked file.
     pub fn release_handle(&self, ino: Ino) -> Result<()> {
+        self.drop_refs(ino, 1, |_| true)
+    }
+
+    /// The kernel took a reference to inode `ino` (a FUSE lookup). A
+    /// directory's references keep it alive past rmdir, as handles keep
+    /// an unlinked file: a removed working directory, or one still open,
+    /// answers stat with nlink 0 and lists nothing until [`Fs::forget`]
+    /// drops the last reference (tmpfs behaves so). A file's lookups are
+    /// not counted: its handles do that job, and the space of an unlinked
+    /// file that nobody has open comes back at once.
+    pub fn remember(&self, ino: Ino) -> Result<()> {
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
-        st.open = st.open.saturating_sub(1);
-        if st.open == 0 && st.meta.attr.nlink == 0 && !self.read_only {
+        if st.meta.attr.kind == FileType::Directory {
+            st.open += 1;
+        }
+        Ok(())
+    }
+
+    /// The kernel dropped `n` references to `ino` (see [`Fs::remember`]);
+    /// a removed directory goes with the last.
+    pub fn forget(&self, ino: Ino, n: u64) -> Result<()> {
+        self.drop_refs(ino, n, |st| st.meta.attr.kind == FileType::Directory)
+    }
+
+    /// Drops `n` references (handles, or a directory's lookups) of `ino`
+    /// when `counted` says they were counted, and frees the inode when
+    /// the last goes and no name is left.
+    fn drop_refs(&self, ino: Ino, n: u64, counted: impl Fn(&InodeState) -> bool) -> Result<()> {
+        let cell = self.cell(ino)?;
+        let mut st = cell.state.write();
+        alive(&st)?;
+        if !counted(&st) {
+            return Ok(());
+        }
+        st.open = st.open.saturating_sub(u32::try_from(n).unwrap_or(u32::MAX));
+        if st.open == 0 && st.meta.attr.nlink == 0 && st.meta.attr.ino != ROOT_INO && !self.read_only {
             self.free_inode(&mut st)?;
         }
         Ok(())

@@ -282,6 +282,9 @@ impl Namespace<'_> {
         if p.dir()?.get(newname).is_some() {
             return Err(Error::Exists);
         }
+        if p.meta.attr.nlink == 0 {
+            return Err(Error::NotFound); // a removed directory takes no names
+        }
         let spec = DentrySpec {
             ino,
             seq: p.dir()?.next_seq(),
@@ -428,9 +431,10 @@ impl Namespace<'_> {
     /// One link of `st` goes away, leaving `nlink`: either the inode is
     /// freed in the same transaction (returns the update of its state
     /// word), or a link-change entry records the new count (NOVA keeps an
-    /// unlinked but open file until its last release).
+    /// unlinked but open file until its last release, and a removed
+    /// directory the kernel still holds until it forgets it).
     fn drop_link(&self, parts: &mut Vec<Part>, st: &InodeState, nlink: u32, now: i64) -> Vec<Update> {
-        if nlink == 0 && (st.open == 0 || st.meta.attr.kind == FileType::Directory) {
+        if nlink == 0 && st.open == 0 {
             vec![Update::word(st.off + INODE_STATE_OFF, 0)]
         } else {
             parts.push(Part::new(
@@ -509,6 +513,9 @@ impl Namespace<'_> {
         let dir_ft = ftype_of_mode(libc::S_IFDIR);
         let src_dir = r.src.ftype == dir_ft;
         let dst_dir = r.dst.is_some_and(|d| d.ftype == dir_ft);
+        if l.get(r.newparent).meta.attr.nlink == 0 {
+            return Err(Error::NotFound); // a removed directory takes no names
+        }
         if let Some(d) = r.dst.filter(|_| !r.exchange) {
             if src_dir && !dst_dir {
                 return Err(Error::NotDir);

@@ -179,6 +179,51 @@ fn a_directory_reports_the_pages_its_log_takes() {
     fs.unmount().unwrap();
 }
 
+/// A removed directory the kernel still holds (a lookup: someone's working
+/// directory; or an open handle) stays until the last reference goes:
+/// stat says nlink 0, it lists nothing and takes no names. Then it is
+/// gone; after a crash while held, the next mount reclaims it.
+#[test]
+fn a_removed_directory_lives_until_its_last_reference() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    let e = fs.mkdir(ROOT_INO, b"e", 0o755, 0, 0).unwrap();
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    fs.remember(d.ino).unwrap();
+    fs.open_handle(e.ino).unwrap();
+    // A file's lookups are not counted: forgetting them changes nothing.
+    fs.remember(f.ino).unwrap();
+    fs.forget(f.ino, 5).unwrap();
+    fs.rmdir(ROOT_INO, b"d").unwrap();
+    fs.rmdir(ROOT_INO, b"e").unwrap();
+    for ino in [d.ino, e.ino] {
+        assert_eq!(fs.getattr(ino).unwrap().nlink, 0);
+        let mut listed = 0;
+        fs.readdir(ino, 0, |_| {
+            listed += 1;
+            false
+        })
+        .unwrap();
+        assert_eq!(listed, 0, "not even . and ..");
+        assert!(matches!(fs.create(ino, b"x", 0o644, 0, 0), Err(Error::NotFound)));
+        assert!(matches!(fs.mkdir(ino, b"x", 0o755, 0, 0), Err(Error::NotFound)));
+        assert!(matches!(fs.link(f.ino, ino, b"x"), Err(Error::NotFound)));
+        assert!(matches!(fs.rename(ROOT_INO, b"f", ino, b"x", 0), Err(Error::NotFound)));
+    }
+    assert!(matches!(fs.lookup(ROOT_INO, b"d"), Err(Error::NotFound)));
+    fs.forget(d.ino, 1).unwrap();
+    assert!(matches!(fs.getattr(d.ino), Err(Error::NotFound)));
+    assert_eq!(fs.getattr(f.ino).unwrap().nlink, 1);
+    drop(fs); // a crash while e is still held
+    let fs = mount(&region);
+    assert_eq!(fs.mount_report().orphans_reclaimed, 1);
+    assert!(matches!(fs.getattr(e.ino), Err(Error::NotFound)));
+    assert_eq!(names(&fs, ROOT_INO), ["f"]);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
 #[test]
 fn hard_links_and_open_unlinked_files() {
     let region = fresh(64, 2);
