@@ -39,7 +39,9 @@ pub struct MountArgs {
     /// background daemon.
     #[arg(long)]
     foreground: bool,
-    /// Comma-separated mount options: ro, rw, allow_other, threads=N
+    /// Comma-separated mount options: ro, rw, allow_other, dev, nodev,
+    /// suid, nosuid (dev and suid from root only; default nodev,nosuid),
+    /// exec, noexec, threads=N
     /// (default: one per CPU), eadr (the platform's caches are persistent),
     /// protect=off|auto|pkey|mprotect (keep the image read-only outside
     /// novafs' own stores; default auto: memory protection keys where the
@@ -63,19 +65,25 @@ pub struct MountArgs {
 struct Options {
     read_only: bool,
     allow_other: bool,
+    devices: bool,
+    setuid: bool,
+    exec: bool,
     threads: usize,
     eadr: bool,
     protect: WriteProtect,
     meta_replicas: MetaReplicas,
 }
 
-const KNOWN_OPTIONS: &str =
-    "ro, rw, allow_other, threads=N, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off";
+const KNOWN_OPTIONS: &str = "ro, rw, allow_other, dev, nodev, suid, nosuid, exec, noexec, threads=N, eadr, \
+     protect=off|auto|pkey|mprotect, meta_protection=on|off";
 
 fn parse_options(list: &[String]) -> Result<Options> {
     let mut o = Options {
         read_only: false,
         allow_other: false,
+        devices: false,
+        setuid: false,
+        exec: true,
         threads: thread::available_parallelism().map_or(1, |n| n.get()),
         eadr: false,
         protect: WriteProtect::default(),
@@ -86,6 +94,15 @@ fn parse_options(list: &[String]) -> Result<Options> {
             "ro" => o.read_only = true,
             "rw" => o.read_only = false,
             "allow_other" => o.allow_other = true,
+            "dev" | "suid" if !nix::unistd::geteuid().is_root() => {
+                bail!("{opt} needs root: a mount by another user is always nodev,nosuid")
+            }
+            "dev" => o.devices = true,
+            "nodev" => o.devices = false,
+            "suid" => o.setuid = true,
+            "nosuid" => o.setuid = false,
+            "exec" => o.exec = true,
+            "noexec" => o.exec = false,
             "eadr" => o.eadr = true,
             "meta_protection=on" => o.meta_replicas = MetaReplicas::Required,
             "meta_protection=off" => o.meta_replicas = MetaReplicas::Skipped,
@@ -354,6 +371,9 @@ impl Daemon {
         let cfg = MountConfig {
             read_only: opts.read_only,
             allow_other: opts.allow_other,
+            devices: opts.devices,
+            setuid: opts.setuid,
+            exec: opts.exec,
             threads: opts.threads,
             fsname: fsname(&image),
         };
@@ -874,7 +894,17 @@ mod tests {
     fn options_parse_and_reject_unknown_ones() {
         let o = parse_options(&["ro,threads=3".into(), "allow_other".into()]).expect("valid");
         assert!(o.read_only && o.allow_other && !o.eadr);
+        assert!(!o.devices && !o.setuid && o.exec, "safe defaults: nodev, nosuid, exec");
         assert_eq!(o.threads, 3);
+        let o = parse_options(&["noexec,exec,noexec".into()]).expect("valid");
+        assert!(!o.exec, "the last one wins");
+        if nix::unistd::geteuid().is_root() {
+            let o = parse_options(&["dev,suid".into()]).expect("root may");
+            assert!(o.devices && o.setuid);
+        } else {
+            let e = parse_options(&["suid".into()]).expect_err("root only");
+            assert!(e.to_string().contains("suid needs root"), "{e}");
+        }
         assert!(parse_options(&["threads=0".into()]).is_err());
         let e = parse_options(&["sync".into()]).expect_err("unknown");
         assert!(e.to_string().contains("unknown mount option 'sync'"));

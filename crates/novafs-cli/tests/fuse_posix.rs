@@ -358,3 +358,45 @@ fn a_removed_directory_still_in_use_answers_like_tmpfs() {
     assert!(back, "{} free, {free_before} before", free_blocks(&m.mnt));
     m.finish();
 }
+
+/// Root may mount with dev and suid (device nodes then work) and noexec
+/// (programs then do not run); the defaults stay nodev,nosuid.
+#[test]
+fn root_may_mount_with_dev_suid_and_noexec() {
+    if !fuse_available() || !nix::unistd::geteuid().is_root() {
+        return;
+    }
+    let flags = |m: &Mount| {
+        let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+        let line = mounts
+            .lines()
+            .find(|l| l.split(' ').nth(1) == m.mnt.to_str())
+            .expect("listed")
+            .to_string();
+        line.split(' ').nth(3).expect("options").to_string()
+    };
+    let mut m = Mount::new("32M", &[]);
+    let defaults = flags(&m);
+    assert!(defaults.contains("nosuid") && defaults.contains("nodev"), "{defaults}");
+    m.umount();
+    m.mount(&["dev,suid,noexec"]);
+    let f = flags(&m);
+    assert!(
+        !f.contains("nosuid") && !f.contains("nodev") && f.contains("noexec"),
+        "{f}"
+    );
+    // A device node opens the device: a copy of /dev/null.
+    let null = cstr(&m.path("null"));
+    // SAFETY: a valid path; makedev(1, 3) is /dev/null's number.
+    check(unsafe { libc::mknod(null.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) }).expect("mknod");
+    fs::write(m.path("null"), b"into the void").expect("write to the device");
+    assert_eq!(fs::read(m.path("null")).expect("read the device"), b"");
+    // noexec: a script with its execute bits does not run.
+    fs::write(m.path("run.sh"), "#!/bin/sh\nexit 0\n").expect("write");
+    fs::set_permissions(m.path("run.sh"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let e = std::process::Command::new(m.path("run.sh"))
+        .status()
+        .expect_err("noexec");
+    assert_eq!(e.raw_os_error(), Some(libc::EACCES));
+    m.finish();
+}

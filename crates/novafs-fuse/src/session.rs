@@ -23,6 +23,12 @@ pub struct MountConfig {
     pub read_only: bool,
     /// Let users other than the one mounting use the file system.
     pub allow_other: bool,
+    /// Device nodes on the mount open devices (`dev`; root only).
+    pub devices: bool,
+    /// Set-user-ID and set-group-ID bits take effect (`suid`; root only).
+    pub setuid: bool,
+    /// Programs on the mount may be executed (`exec`, the default).
+    pub exec: bool,
     /// Worker threads, each reading requests from its own descriptor.
     pub threads: usize,
     /// The mount's source as shown in /proc/mounts (e.g. the image path).
@@ -47,7 +53,7 @@ pub struct MountError {
 impl Mounted {
     /// Mounts `fs` on `mountpoint` and completes the FUSE handshake. Always
     /// with `default_permissions` (the kernel checks access against the
-    /// attributes we return) and `nodev,nosuid`.
+    /// attributes we return); `nodev,nosuid` unless root asks otherwise.
     ///
     /// As root the kernel mount is made here, with mount(2) and the type
     /// `fuse.novafs`, so /proc/mounts and `df -T` name the file system
@@ -64,6 +70,11 @@ impl Mounted {
                 MountOption::RO
             } else {
                 MountOption::RW
+            },
+            if cfg.exec {
+                MountOption::Exec
+            } else {
+                MountOption::NoExec
             },
         ];
         config.acl = if cfg.allow_other {
@@ -166,9 +177,16 @@ fn kernel_mount(mountpoint: &Path, cfg: &MountConfig) -> io::Result<OwnedFd> {
     if cfg.allow_other {
         options.push_str(",allow_other");
     }
-    let mut flags = MsFlags::MS_NODEV | MsFlags::MS_NOSUID;
-    if cfg.read_only {
-        flags |= MsFlags::MS_RDONLY;
+    let mut flags = MsFlags::empty();
+    for (wanted, flag) in [
+        (!cfg.devices, MsFlags::MS_NODEV),
+        (!cfg.setuid, MsFlags::MS_NOSUID),
+        (!cfg.exec, MsFlags::MS_NOEXEC),
+        (cfg.read_only, MsFlags::MS_RDONLY),
+    ] {
+        if wanted {
+            flags |= flag;
+        }
     }
     let fstype = format!("fuse.{SUBTYPE}");
     nix::mount::mount(
