@@ -400,3 +400,30 @@ fn root_may_mount_with_dev_suid_and_noexec() {
     assert_eq!(e.raw_os_error(), Some(libc::EACCES));
     m.finish();
 }
+
+/// readdir(3) through the mount while every entry it returns is renamed
+/// within the directory: the listing ends, each original name exactly
+/// once, none of the new names (xfstests generic/736).
+#[test]
+fn a_listing_ends_while_its_entries_are_renamed() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("64M", &[]);
+    fs::create_dir(m.path("d")).expect("mkdir");
+    for i in 0..2000 {
+        File::create(m.path(&format!("d/f{i}"))).expect("create");
+    }
+    let mut seen = Vec::new();
+    for entry in fs::read_dir(m.path("d")).expect("opendir") {
+        let name = entry.expect("readdir").file_name().into_string().expect("utf-8");
+        assert!(name.starts_with('f'), "a renamed entry came back: {name}");
+        fs::rename(m.path(&format!("d/{name}")), m.path(&format!("d/r{name}"))).expect("rename");
+        seen.push(name);
+        assert!(seen.len() <= 2000, "the listing goes on");
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 2000);
+    m.finish();
+}

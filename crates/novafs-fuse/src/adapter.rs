@@ -30,11 +30,13 @@
 //! because every reply is sent only after the operation is durable. This
 //! is NOVA's "fsync is free" without a round trip.
 
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -59,11 +61,30 @@ const BLOCK_SIZE: u32 = novafs::layout::PAGE_SIZE as u32;
 /// novafs behind the FUSE protocol.
 pub struct FuseFs {
     fs: Arc<Fs>,
+    /// Per open directory handle: where its listing ends
+    /// ([`Fs::listing_end`]), taken when it lists from the start.
+    listings: Mutex<HashMap<u64, u64>>,
+    next_handle: AtomicU64,
 }
 
 impl FuseFs {
     pub fn new(fs: Arc<Fs>) -> FuseFs {
-        FuseFs { fs }
+        FuseFs {
+            fs,
+            listings: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
+        }
+    }
+
+    /// Where the listing through handle `fh` of directory `ino` ends:
+    /// fixed when it starts (offset 0: opendir, or a rewind), so renames
+    /// beside it cannot make it endless.
+    fn listing_end(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Result<u64, Error> {
+        let mut listings = self.listings.lock().unwrap_or_else(|p| p.into_inner());
+        if offset == 0 || !listings.contains_key(&fh.0) {
+            listings.insert(fh.0, self.fs.listing_end(ino.0)?);
+        }
+        Ok(listings.get(&fh.0).copied().unwrap_or(u64::MAX))
     }
 }
 
@@ -413,11 +434,23 @@ impl Filesystem for FuseFs {
         reply.error(Errno::ENOSYS);
     }
 
-    fn readdir(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let r = self.fs.readdir(ino.0, offset, |e| {
-            // `add` returns true when the entry did not fit: stop there,
-            // the kernel asks again from the last entry's offset.
-            reply.add(INodeNo(e.ino), e.next_offset, kind(e.kind), OsStr::from_bytes(&e.name))
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        reply.opened(FileHandle(fh), FopenFlags::empty());
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.listings.lock().unwrap_or_else(|p| p.into_inner()).remove(&fh.0);
+        reply.ok();
+    }
+
+    fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let r = self.listing_end(ino, fh, offset).and_then(|end| {
+            self.fs.readdir_to(ino.0, offset, end, |e| {
+                // `add` returns true when the entry did not fit: stop
+                // there, the kernel asks again from the last entry's offset.
+                reply.add(INodeNo(e.ino), e.next_offset, kind(e.kind), OsStr::from_bytes(&e.name))
+            })
         });
         match r {
             Ok(()) => reply.ok(),
@@ -425,8 +458,12 @@ impl Filesystem for FuseFs {
         }
     }
 
-    fn readdirplus(&self, _req: &Request, ino: INodeNo, _fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let r = self.fs.readdir_plus(ino.0, offset, |e, a| {
+    fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
+        let end = match self.listing_end(ino, fh, offset) {
+            Ok(end) => end,
+            Err(e) => return reply.error(errno("readdirplus", &e)),
+        };
+        let r = self.fs.readdir_plus(ino.0, offset, end, |e, a| {
             // Each entry but "." and ".." counts as a lookup (as `entry`).
             let counted = a.kind == FileType::Directory && e.name != b"." && e.name != b"..";
             if counted && self.fs.remember(e.ino).is_err() {

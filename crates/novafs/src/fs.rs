@@ -485,7 +485,25 @@ impl Fs {
     /// Lists directory `ino` from `offset` (0 to start; then the
     /// `next_offset` of the last entry seen). `emit` returns true to stop.
     /// Offsets stay valid while the directory changes.
-    pub fn readdir(&self, ino: Ino, offset: u64, mut emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
+    pub fn readdir(&self, ino: Ino, offset: u64, emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
+        self.readdir_to(ino, offset, u64::MAX, emit)
+    }
+
+    /// Where a listing of directory `ino` started now ends: a name added,
+    /// or renamed within or into it, afterwards gets a larger offset.
+    pub fn listing_end(&self, ino: Ino) -> Result<u64> {
+        let cell = self.cell(ino)?;
+        let st = cell.state.read();
+        alive(&st)?;
+        Ok(st.dir()?.next_seq())
+    }
+
+    /// [`Fs::readdir`] of the entries with offsets below `end` (from
+    /// [`Fs::listing_end`] when the listing started): a listing that stops
+    /// there ends, and returns each entry that stayed put exactly once,
+    /// however many renames run beside it (a renamed entry comes back with
+    /// a new offset: xfstests generic/736).
+    pub fn readdir_to(&self, ino: Ino, offset: u64, end: u64, mut emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
         let cell = self.cell(ino)?;
         let st = cell.state.read();
         alive(&st)?;
@@ -506,7 +524,7 @@ impl Fs {
                 return Ok(());
             }
         }
-        for (name, d) in dir.entries_after(offset.max(2)) {
+        for (name, d) in dir.entries_after(offset.max(2)).take_while(|(_, d)| d.seq < end) {
             if emit(DirEntry {
                 ino: d.ino,
                 kind: kind_of_ftype(d.ftype),
@@ -526,14 +544,21 @@ impl Fs {
     /// inode order. An entry removed in between is left out, as if listed
     /// before its removal. An error after some entries were emitted ends
     /// the listing early with Ok: the caller's next call meets it again.
-    pub fn readdir_plus(&self, ino: Ino, offset: u64, mut emit: impl FnMut(DirEntry, &Attr) -> bool) -> Result<()> {
+    /// Entries stop below `end` as in [`Fs::readdir_to`].
+    pub fn readdir_plus(
+        &self,
+        ino: Ino,
+        offset: u64,
+        end: u64,
+        mut emit: impl FnMut(DirEntry, &Attr) -> bool,
+    ) -> Result<()> {
         const BATCH: usize = 64;
         let mut next = offset;
         let mut emitted = false;
         let stop = |e: Error, emitted: bool| if emitted { Ok(()) } else { Err(e) };
         loop {
             let mut batch: Vec<DirEntry> = Vec::with_capacity(BATCH);
-            if let Err(e) = self.readdir(ino, next, |e| {
+            if let Err(e) = self.readdir_to(ino, next, end, |e| {
                 batch.push(e);
                 batch.len() >= BATCH
             }) {

@@ -1525,7 +1525,7 @@ impl Probe<'_> {
                 continue;
             }
             let mut n = 0;
-            if let Err(e) = fs.readdir_plus(dir, 0, |_, _| {
+            if let Err(e) = fs.readdir_plus(dir, 0, u64::MAX, |_, _| {
                 n += 1;
                 n >= 10_000
             }) {

@@ -224,6 +224,43 @@ fn a_removed_directory_lives_until_its_last_reference() {
     assert_fsck_clean(&region);
 }
 
+/// A listing bounded where it started ends, and returns every entry that
+/// stayed put once, while each entry it returns is renamed within the
+/// directory (which gives it a new offset) as it goes (generic/736).
+#[test]
+fn a_listing_ends_while_its_entries_are_renamed() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    for i in 0..500 {
+        fs.create(d.ino, format!("f{i}").as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    let end = fs.listing_end(d.ino).unwrap();
+    let (mut offset, mut seen) = (0, Vec::new());
+    loop {
+        let mut batch = Vec::new();
+        fs.readdir_to(d.ino, offset, end, |e| {
+            batch.push(e);
+            batch.len() == 32
+        })
+        .unwrap();
+        let Some(last) = batch.last() else { break };
+        offset = last.next_offset;
+        for e in batch.into_iter().filter(|e| e.name.starts_with(b"f")) {
+            let name = String::from_utf8(e.name).unwrap();
+            fs.rename(d.ino, name.as_bytes(), d.ino, format!("renamed-{name}").as_bytes(), 0)
+                .unwrap();
+            seen.push(name);
+        }
+        assert!(seen.len() <= 500, "the listing goes on");
+    }
+    seen.sort();
+    seen.dedup();
+    assert_eq!(seen.len(), 500);
+    assert_eq!(names(&fs, d.ino).len(), 500);
+    fs.unmount().unwrap();
+}
+
 #[test]
 fn hard_links_and_open_unlinked_files() {
     let region = fresh(64, 2);
@@ -433,7 +470,7 @@ fn readdir_plus_lists_every_entry_once_with_its_attributes() {
         fs.write(f.ino, 0, &vec![1u8; i as usize]).unwrap();
     }
     let mut seen = Vec::new();
-    fs.readdir_plus(d.ino, 0, |e, a| {
+    fs.readdir_plus(d.ino, 0, u64::MAX, |e, a| {
         assert_eq!(e.ino, a.ino);
         seen.push((String::from_utf8(e.name).unwrap(), a.uid, a.size, e.next_offset));
         false
@@ -447,14 +484,14 @@ fn readdir_plus_lists_every_entry_once_with_its_attributes() {
     // Stop after 100, resume from the last offset: the rest, once each.
     let mut first = 0;
     let mut resume = 0;
-    fs.readdir_plus(d.ino, 0, |e, _| {
+    fs.readdir_plus(d.ino, 0, u64::MAX, |e, _| {
         first += 1;
         resume = e.next_offset;
         first == 100
     })
     .unwrap();
     let mut rest = 0;
-    fs.readdir_plus(d.ino, resume, |_, _| {
+    fs.readdir_plus(d.ino, resume, u64::MAX, |_, _| {
         rest += 1;
         false
     })
@@ -464,5 +501,8 @@ fn readdir_plus_lists_every_entry_once_with_its_attributes() {
         152,
         "resuming after the last entry seen lists the rest once"
     );
-    assert!(matches!(fs.readdir_plus(99_999, 0, |_, _| false), Err(Error::NotFound)));
+    assert!(matches!(
+        fs.readdir_plus(99_999, 0, u64::MAX, |_, _| false),
+        Err(Error::NotFound)
+    ));
 }
