@@ -427,3 +427,29 @@ fn a_listing_ends_while_its_entries_are_renamed() {
     assert_eq!(seen.len(), 2000);
     m.finish();
 }
+
+/// fallocate FALLOC_FL_ZERO_RANGE through the mount: the range reads as
+/// zeros, the bytes around it stay, and without KEEP_SIZE the file grows.
+#[test]
+fn zero_range_through_the_mount() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("32M", &[]);
+    let data: Vec<u8> = (0..3 * 4096).map(|i| (i % 250) as u8 + 1).collect();
+    fs::write(m.path("f"), &data).expect("write");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(m.path("f"))
+        .expect("open");
+    fallocate(&f, libc::FALLOC_FL_ZERO_RANGE | libc::FALLOC_FL_KEEP_SIZE, 100, 5000).expect("zero range");
+    fallocate(&f, libc::FALLOC_FL_ZERO_RANGE, 10_000, 10_000).expect("zero range past the end");
+    drop(f);
+    let mut want = data;
+    want[100..5100].fill(0);
+    want[10_000..].fill(0);
+    want.resize(20_000, 0);
+    assert_eq!(fs::read(m.path("f")).expect("read"), want);
+    m.finish();
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use novafs::op::{Op, Runner};
 use novafs::{FormatOptions, RENAME_EXCHANGE, RENAME_NOREPLACE};
-use novafs::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
+use novafs::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 use pm::{MemRegion, Region};
 
 use crate::rng::Rng;
@@ -229,6 +229,14 @@ pub fn catalog() -> Vec<Workload> {
                 Op::fallocate("/f", FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096, 4096),
                 Op::fallocate("/f", FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 100, 5000),
                 Op::fallocate("/f", FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 3 * 4096 + 10, 20),
+            ],
+        ),
+        w(
+            "zero_range",
+            f_with(4 * 4096),
+            vec![
+                Op::fallocate("/f", FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 100, 9000),
+                Op::fallocate("/f", FALLOC_FL_ZERO_RANGE, 3 * 4096 + 10, 20_000),
             ],
         ),
         w(

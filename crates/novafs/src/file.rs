@@ -233,6 +233,7 @@ pub fn shrink_prep(ctx: &Ctx, st: &InodeState, new_size: u64) -> Result<(Vec<Ent
 /// fallocate modes (Linux values).
 pub const FALLOC_FL_KEEP_SIZE: u32 = 0x01;
 pub const FALLOC_FL_PUNCH_HOLE: u32 = 0x02;
+pub const FALLOC_FL_ZERO_RANGE: u32 = 0x10;
 
 /// fallocate: mode 0 and KEEP_SIZE allocate zeroed pages for holes in the
 /// range; PUNCH_HOLE|KEEP_SIZE frees whole pages and zeroes partial ones.
@@ -248,6 +249,8 @@ pub fn fallocate(ctx: &Ctx, st: &mut InodeState, mode: u32, off: u64, len: u64) 
     match mode {
         0 | FALLOC_FL_KEEP_SIZE => preallocate(ctx, st, off, end, mode == FALLOC_FL_KEEP_SIZE),
         m if m == FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE => punch(ctx, st, off, end),
+        FALLOC_FL_ZERO_RANGE => zero_range(ctx, st, off, end, false),
+        m if m == FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE => zero_range(ctx, st, off, end, true),
         FALLOC_FL_PUNCH_HOLE => Err(Error::Invalid("PUNCH_HOLE needs KEEP_SIZE")),
         _ => Err(Error::NotSupported("this fallocate mode")),
     }
@@ -279,27 +282,107 @@ fn preallocate(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: bo
         return commit_file(ctx, st, Budget::Normal, &[setattr_entry(ctx.epoch, &attr)]);
     }
     with_pages(ctx, holes.len() as u64, Budget::Normal, |extents| {
-        let mut entries = Vec::new();
-        let mut pages = extents
-            .iter()
-            .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE));
-        for &pg in &holes {
-            let block = pages.next().ok_or(Error::NoSpace)?;
-            put_block(ctx, block, &ZERO_PAGE)?;
-            entries.push((pg, block));
+        let entries = zeroed(ctx, &holes, &mut blocks_of(extents), size, now)?;
+        commit_file(ctx, st, Budget::Normal, &entries)
+    })
+}
+
+/// The pages of `extents`, one by one.
+fn blocks_of(extents: &[Extent]) -> impl Iterator<Item = u64> + '_ {
+    extents
+        .iter()
+        .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
+}
+
+/// Zeroed pages from `blocks` for the file pages `pages` (ascending), as
+/// write entries: one per run contiguous in the file and on the media.
+fn zeroed(ctx: &Ctx, pages: &[u64], blocks: &mut dyn Iterator<Item = u64>, size: u64, now: i64) -> Result<Vec<Entry>> {
+    let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+    for &pg in pages {
+        let block = blocks.next().ok_or(Error::NoSpace)?;
+        put_block(ctx, block, &ZERO_PAGE)?;
+        match runs.last_mut() {
+            Some((p, b, n)) if *p + *n == pg && *b + *n * PAGE_SIZE == block => *n += 1,
+            _ => runs.push((pg, block, 1)),
         }
-        // Merge runs contiguous in file and media into one entry each.
-        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
-        for (pg, block) in entries {
-            match runs.last_mut() {
-                Some((p, b, n)) if *p + *n == pg && *b + *n * PAGE_SIZE == block => *n += 1,
-                _ => runs.push((pg, block, 1)),
+    }
+    Ok(runs
+        .iter()
+        .map(|&(p, b, n)| write_entry(ctx, p, b, n, size, now))
+        .collect())
+}
+
+/// The mapped pages that `[off, end)` covers only in part.
+fn partial_pages(map: &FileMap, off: u64, end: u64) -> Vec<u64> {
+    let mut partial: Vec<u64> = Vec::new();
+    if !off.is_multiple_of(PAGE_SIZE) {
+        partial.push(off / PAGE_SIZE);
+    }
+    if !end.is_multiple_of(PAGE_SIZE) && (partial.is_empty() || end / PAGE_SIZE != off / PAGE_SIZE) {
+        partial.push(end / PAGE_SIZE);
+    }
+    partial.retain(|&pg| map.lookup(pg).is_some());
+    partial
+}
+
+/// Rewrites each of the `partial` pages from `blocks` with its part of
+/// `[off, end)` zeroed, as write entries.
+fn zero_partial(
+    ctx: &Ctx,
+    map: &FileMap,
+    partial: &[u64],
+    blocks: &mut dyn Iterator<Item = u64>,
+    (off, end): (u64, u64),
+    size: u64,
+    now: i64,
+) -> Result<Vec<Entry>> {
+    let mut entries = Vec::new();
+    for &pg in partial {
+        let block = blocks.next().ok_or(Error::NoSpace)?;
+        let pstart = pg * PAGE_SIZE;
+        let lo = (off.max(pstart) - pstart) as usize;
+        let hi = (end.min(pstart + PAGE_SIZE) - pstart) as usize;
+        fill_pages(ctx, map, pg, &[Extent { off: block, npages: 1 }], |_, page| {
+            page[lo..hi].fill(0);
+            true
+        })?;
+        entries.push(write_entry(ctx, pg, block, 1, size, now));
+    }
+    Ok(entries)
+}
+
+/// FALLOC_FL_ZERO_RANGE: `[off, end)` reads as zeros and is allocated,
+/// in one commit. Pages it covers whole get fresh zeroed pages (the old
+/// ones go back to the allocator with the commit, as any overwrite's);
+/// the mapped pages it covers in part are rewritten with their part
+/// zeroed. Without `keep_size` the file grows to `end`.
+fn zero_range(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: bool) -> Result<()> {
+    let size = if keep_size {
+        st.meta.attr.size
+    } else {
+        st.meta.attr.size.max(end)
+    };
+    let whole: Vec<u64> = (off.div_ceil(PAGE_SIZE)..end / PAGE_SIZE).collect();
+    let partial = partial_pages(file_map(st)?, off, end);
+    let now = now_ns();
+    with_pages(ctx, (whole.len() + partial.len()) as u64, Budget::Normal, |extents| {
+        let map = file_map(st)?;
+        let mut blocks = blocks_of(extents);
+        let mut entries = zero_partial(ctx, map, &partial, &mut blocks, (off, end), size, now)?;
+        entries.extend(zeroed(ctx, &whole, &mut blocks, size, now)?);
+        if entries.is_empty() {
+            // Only holes in part: nothing to zero, the size may change.
+            if size == st.meta.attr.size {
+                return Ok(());
             }
+            let attr = Attr {
+                size,
+                mtime: now,
+                ctime: now,
+                ..st.meta.attr
+            };
+            entries.push(setattr_entry(ctx.epoch, &attr));
         }
-        let entries: Vec<Entry> = runs
-            .iter()
-            .map(|&(p, b, n)| write_entry(ctx, p, b, n, size, now))
-            .collect();
         commit_file(ctx, st, Budget::Normal, &entries)
     })
 }
@@ -309,38 +392,17 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
     let first_full = off.div_ceil(PAGE_SIZE);
     let end_full = end / PAGE_SIZE;
     // Partial pages at either edge are rewritten with the range zeroed.
-    let mut partial: Vec<u64> = Vec::new();
-    if !off.is_multiple_of(PAGE_SIZE) {
-        partial.push(off / PAGE_SIZE);
-    }
-    if !end.is_multiple_of(PAGE_SIZE) && (partial.is_empty() || end / PAGE_SIZE != off / PAGE_SIZE) {
-        partial.push(end / PAGE_SIZE);
-    }
-    let any_full = {
+    let (partial, any_full) = {
         let map = file_map(st)?;
-        partial.retain(|&pg| map.lookup(pg).is_some());
         // Hole entries need not reach past the last mapped page.
         let last = map.end();
-        (first_full < end_full.min(last)).then(|| end_full.min(last))
+        let any_full = (first_full < end_full.min(last)).then(|| end_full.min(last));
+        (partial_pages(map, off, end), any_full)
     };
     let now = now_ns();
     with_pages(ctx, partial.len() as u64, Budget::Reserve, |extents| {
         let map = file_map(st)?;
-        let mut entries = Vec::new();
-        let mut blocks = extents
-            .iter()
-            .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE));
-        for &pg in &partial {
-            let block = blocks.next().ok_or(Error::NoSpace)?;
-            let pstart = pg * PAGE_SIZE;
-            let lo = (off.max(pstart) - pstart) as usize;
-            let hi = (end.min(pstart + PAGE_SIZE) - pstart) as usize;
-            fill_pages(ctx, map, pg, &[Extent { off: block, npages: 1 }], |_, page| {
-                page[lo..hi].fill(0);
-                true
-            })?;
-            entries.push(write_entry(ctx, pg, block, 1, size, now));
-        }
+        let mut entries = zero_partial(ctx, map, &partial, &mut blocks_of(extents), (off, end), size, now)?;
         if let Some(stop) = any_full {
             for from in (first_full..stop).step_by(u32::MAX as usize) {
                 entries.push(write_entry(

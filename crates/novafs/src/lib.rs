@@ -61,7 +61,7 @@ pub mod time;
 pub mod tune;
 
 pub use error::{Error, Result};
-pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
+pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use fs::{
     DirEntry, Fs, GcStats, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE,
 };

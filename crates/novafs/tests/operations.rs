@@ -5,7 +5,10 @@
 mod common;
 
 use common::*;
-use novafs::{Error, FileType, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE, ROOT_INO, SEEK_DATA, SEEK_HOLE};
+use novafs::{
+    Error, FileType, SetAttr, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE, RENAME_EXCHANGE,
+    RENAME_NOREPLACE, ROOT_INO, SEEK_DATA, SEEK_HOLE,
+};
 
 #[test]
 fn create_write_read_survives_remount_and_crash() {
@@ -259,6 +262,44 @@ fn a_listing_ends_while_its_entries_are_renamed() {
     assert_eq!(seen.len(), 500);
     assert_eq!(names(&fs, d.ino).len(), 500);
     fs.unmount().unwrap();
+}
+
+/// FALLOC_FL_ZERO_RANGE: the range reads as zeros and is allocated, the
+/// bytes around it stay, with KEEP_SIZE the size too; without it the file
+/// grows; all in one commit that survives a crash.
+#[test]
+fn zero_range_zeroes_allocates_and_grows() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    let data: Vec<u8> = (0..4 * 4096 + 100).map(|i| (i % 251) as u8 + 1).collect();
+    fs.write(f, 0, &data).unwrap();
+    let mut want = data.clone();
+    fs.fallocate(f, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, 1000, 9000)
+        .unwrap();
+    want[1000..10_000].fill(0);
+    assert_eq!(read_all(&fs, f), want);
+    // Past the end, without KEEP_SIZE: the file grows, all of it zeros
+    // and allocated (no hole to seek to before the end).
+    fs.fallocate(f, FALLOC_FL_ZERO_RANGE, 20_000, 30_000).unwrap();
+    want.resize(50_000, 0);
+    assert_eq!(read_all(&fs, f), want);
+    let a = fs.getattr(f).unwrap();
+    assert_eq!(a.size, 50_000);
+    assert_eq!(
+        fs.lseek(f, 20_480, SEEK_HOLE).unwrap(),
+        49_152,
+        "zeroed whole pages are allocated"
+    );
+    assert!(matches!(
+        fs.fallocate(f, FALLOC_FL_ZERO_RANGE | FALLOC_FL_PUNCH_HOLE, 0, 10),
+        Err(Error::NotSupported(_))
+    ));
+    drop(fs); // a crash
+    let fs = mount(&region);
+    assert_eq!(read_all(&fs, f), want);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
 }
 
 #[test]
