@@ -42,6 +42,16 @@ fn fallocate(f: &File, mode: i32, off: i64, len: i64) -> io::Result<()> {
     check(unsafe { libc::fallocate(f.as_raw_fd(), mode, off, len) })
 }
 
+/// The mount's line in /proc/mounts.
+fn mounts_line(m: &Mount) -> String {
+    let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+    mounts
+        .lines()
+        .find(|l| l.split(' ').nth(1) == m.mnt.to_str())
+        .expect("the mount is listed")
+        .to_string()
+}
+
 fn free_blocks(p: &Path) -> u64 {
     let c = cstr(p);
     // SAFETY: an all-zero statvfs is valid storage for the result.
@@ -93,7 +103,7 @@ fn failing_operations_return_the_exact_errno() {
     assert_eq!(errno(f.write_at(b"z", 1 << 52)), libc::EFBIG);
     assert_eq!(errno(f.set_len(1 << 53)), libc::EFBIG);
     assert_eq!(
-        errno(fallocate(&f, libc::FALLOC_FL_ZERO_RANGE, 0, 4096)),
+        errno(fallocate(&f, libc::FALLOC_FL_COLLAPSE_RANGE, 0, 4096)),
         libc::EOPNOTSUPP
     );
     // SAFETY: lseek on a descriptor `f` keeps open.
@@ -312,11 +322,7 @@ fn the_mount_is_typed_fuse_novafs_and_directories_have_a_size() {
         return;
     }
     let m = Mount::new("32M", &[]);
-    let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
-    let line = mounts
-        .lines()
-        .find(|l| l.split(' ').nth(1) == m.mnt.to_str())
-        .expect("the mount is listed");
+    let line = mounts_line(&m);
     assert_eq!(line.split(' ').nth(2), Some("fuse.novafs"), "{line}");
     fs::create_dir(m.path("d")).expect("mkdir");
     let st = fs::metadata(m.path("d")).expect("stat");
@@ -366,15 +372,7 @@ fn root_may_mount_with_dev_suid_and_noexec() {
     if !fuse_available() || !nix::unistd::geteuid().is_root() {
         return;
     }
-    let flags = |m: &Mount| {
-        let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
-        let line = mounts
-            .lines()
-            .find(|l| l.split(' ').nth(1) == m.mnt.to_str())
-            .expect("listed")
-            .to_string();
-        line.split(' ').nth(3).expect("options").to_string()
-    };
+    let flags = |m: &Mount| mounts_line(m).split(' ').nth(3).expect("options").to_string();
     let mut m = Mount::new("32M", &[]);
     let defaults = flags(&m);
     assert!(defaults.contains("nosuid") && defaults.contains("nodev"), "{defaults}");

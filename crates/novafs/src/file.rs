@@ -270,20 +270,27 @@ fn preallocate(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: bo
     };
     let now = now_ns();
     if holes.is_empty() {
-        if size == st.meta.attr.size {
-            return Ok(());
-        }
+        return match resized(ctx, st, size, now) {
+            Some(e) => commit_file(ctx, st, Budget::Normal, &[e]),
+            None => Ok(()),
+        };
+    }
+    with_pages(ctx, holes.len() as u64, Budget::Normal, |extents| {
+        let entries = zeroed(ctx, &holes, &mut blocks_of(extents), size, now)?;
+        commit_file(ctx, st, Budget::Normal, &entries)
+    })
+}
+
+/// The entry that makes `st`'s size `size`, unless it is already.
+fn resized(ctx: &Ctx, st: &InodeState, size: u64, now: i64) -> Option<Entry> {
+    (size != st.meta.attr.size).then(|| {
         let attr = Attr {
             size,
             mtime: now,
             ctime: now,
             ..st.meta.attr
         };
-        return commit_file(ctx, st, Budget::Normal, &[setattr_entry(ctx.epoch, &attr)]);
-    }
-    with_pages(ctx, holes.len() as u64, Budget::Normal, |extents| {
-        let entries = zeroed(ctx, &holes, &mut blocks_of(extents), size, now)?;
-        commit_file(ctx, st, Budget::Normal, &entries)
+        setattr_entry(ctx.epoch, &attr)
     })
 }
 
@@ -372,16 +379,10 @@ fn zero_range(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: boo
         entries.extend(zeroed(ctx, &whole, &mut blocks, size, now)?);
         if entries.is_empty() {
             // Only holes in part: nothing to zero, the size may change.
-            if size == st.meta.attr.size {
-                return Ok(());
+            match resized(ctx, st, size, now) {
+                Some(e) => entries.push(e),
+                None => return Ok(()),
             }
-            let attr = Attr {
-                size,
-                mtime: now,
-                ctime: now,
-                ..st.meta.attr
-            };
-            entries.push(setattr_entry(ctx.epoch, &attr));
         }
         commit_file(ctx, st, Budget::Normal, &entries)
     })
