@@ -272,14 +272,21 @@ fn node(fs: &Fs, a: &novafs::Attr, path: &str, first: &mut HashMap<Ino, String>)
         }
         _ => {}
     }
+    // A directory's size and blocks count its log pages, which log growth
+    // and GC change apart from anything a program does: not part of the
+    // state an operation must change atomically.
+    let (size, blocks) = match a.kind {
+        FileType::Directory => (0, 0),
+        _ => (a.size, a.blocks),
+    };
     Ok(Node {
         kind: format!("{:?}", a.kind),
         perm: a.perm,
         uid: a.uid,
         gid: a.gid,
         nlink: a.nlink,
-        size: a.size,
-        blocks: a.blocks,
+        size,
+        blocks,
         rdev: a.rdev,
         atime: a.atime,
         mtime: a.mtime,
