@@ -451,3 +451,78 @@ fn zero_range_through_the_mount() {
     assert_eq!(fs::read(m.path("f")).expect("read"), want);
     m.finish();
 }
+
+/// A file handle (name_to_handle_at) stays valid after the kernel drops
+/// its caches and across a remount, and goes stale once the file is gone
+/// (xfstests generic/426, 467, 477: export support).
+#[test]
+fn file_handles_survive_dropped_caches_and_remounts() {
+    if !fuse_available() || !nix::unistd::geteuid().is_root() {
+        return; // open_by_handle_at needs CAP_DAC_READ_SEARCH
+    }
+    /// struct file_handle with room for the handle.
+    #[repr(C)]
+    struct Handle {
+        bytes: libc::c_uint,
+        kind: libc::c_int,
+        data: [u8; 120],
+    }
+    let drop_caches = || fs::write("/proc/sys/vm/drop_caches", "2").expect("drop caches");
+    let open_by = |m: &Mount, h: &mut Handle| -> io::Result<File> {
+        let mnt = File::open(&m.mnt).expect("open the mount point");
+        // SAFETY: `h` is a file_handle with its advertised room behind it.
+        let fd = unsafe { libc::open_by_handle_at(mnt.as_raw_fd(), (h as *mut Handle).cast(), libc::O_RDONLY) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: a descriptor just opened, owned by nobody else.
+        Ok(unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    };
+    let mut m = Mount::new("32M", &[]);
+    fs::create_dir(m.path("d")).expect("mkdir");
+    fs::write(m.path("d/f"), b"by handle").expect("write");
+    let mut handles = Vec::new();
+    for path in ["d", "d/f"] {
+        let mut h = Handle {
+            bytes: 120,
+            kind: 0,
+            data: [0; 120],
+        };
+        let mut mount_id = 0;
+        let name = cstr(&m.path(path));
+        // SAFETY: a valid path and a handle buffer of the stated room.
+        check(unsafe {
+            libc::name_to_handle_at(
+                libc::AT_FDCWD,
+                name.as_ptr(),
+                (&mut h as *mut Handle).cast(),
+                &mut mount_id,
+                0,
+            )
+        })
+        .expect("name_to_handle_at");
+        handles.push(h);
+    }
+    drop_caches();
+    let mut read_f = |m: &Mount, h: &mut Handle| {
+        let mut s = String::new();
+        open_by(m, h)
+            .expect("open by handle")
+            .read_to_string(&mut s)
+            .expect("read");
+        s
+    };
+    assert_eq!(read_f(&m, &mut handles[1]), "by handle");
+    assert!(open_by(&m, &mut handles[0])
+        .expect("the directory")
+        .metadata()
+        .expect("fstat")
+        .is_dir());
+    m.umount();
+    m.mount(&[]);
+    assert_eq!(read_f(&m, &mut handles[1]), "by handle", "after a remount");
+    fs::remove_file(m.path("d/f")).expect("rm");
+    drop_caches();
+    assert_eq!(errno(open_by(&m, &mut handles[1])), libc::ESTALE);
+    m.finish();
+}

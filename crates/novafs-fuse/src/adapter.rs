@@ -240,6 +240,10 @@ impl Filesystem for FuseFs {
             InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_PARALLEL_DIROPS,
             InitFlags::FUSE_CACHE_SYMLINKS,
+            // File handles (open_by_handle_at, NFS export) that stay valid
+            // after the kernel drops an inode and across remounts: inode
+            // numbers and generations are persistent.
+            InitFlags::FUSE_EXPORT_SUPPORT,
         ] {
             if config.add_capabilities(cap).is_err() {
                 tracing::info!("kernel lacks FUSE capability {cap:?}");
@@ -249,7 +253,13 @@ impl Filesystem for FuseFs {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        match self.fs.lookup(parent.0, name_bytes(name)) {
+        // "." of any inode is how the kernel finds one by a file handle
+        // once it has dropped it (export support).
+        let found = match name.as_bytes() {
+            b"." => self.fs.getattr(parent.0),
+            name => self.fs.lookup(parent.0, name),
+        };
+        match found {
             Ok(a) => self.entry("lookup", reply, &a),
             Err(Error::NotFound) => negative_entry(reply),
             Err(e) => reply.error(errno("lookup", &e)),
