@@ -504,7 +504,7 @@ fn file_handles_survive_dropped_caches_and_remounts() {
         handles.push(h);
     }
     drop_caches();
-    let mut read_f = |m: &Mount, h: &mut Handle| {
+    let read_f = |m: &Mount, h: &mut Handle| {
         let mut s = String::new();
         open_by(m, h)
             .expect("open by handle")
