@@ -18,6 +18,13 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
 fi
 cargo build --release
 NOVAFS=target/release/novafs
+# mount(8)'s helpers, so that /etc/fstab lines of type novafs (or
+# fuse.novafs) and `mount -t fuse.novafs IMAGE DIR` work.
+if [ "$(id -u)" = 0 ]; then
+  for helper in /sbin/mount.novafs /sbin/mount.fuse.novafs; do
+    ln -sf "$(pwd)/$NOVAFS" "$helper"
+  done
+fi
 
 if mountpoint -q "$MNT" 2>/dev/null; then
   "$NOVAFS" umount "$MNT"

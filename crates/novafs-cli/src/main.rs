@@ -68,7 +68,24 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // Called as mount(8)'s helper: /sbin/mount.novafs for fstab lines of
+    // type novafs, /sbin/mount.fuse.novafs for type fuse.novafs (`mount -t
+    // novafs` cannot reach a helper: mount(8) reads a type that starts
+    // with "no" as "every type but vafs").
+    let called = args.first().map(PathBuf::from);
+    let name = called.as_deref().and_then(|p| p.file_name()).and_then(|n| n.to_str());
+    if matches!(name, Some("mount.novafs" | "mount.fuse.novafs")) {
+        match mount::helper_command_line(&args) {
+            Ok(Some(line)) => args = line,
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("{e:#}");
+                return ExitCode::from(32); // mount(8)'s "mount failure"
+            }
+        }
+    }
+    let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         // A value its parser refused (a size, a mode): one line, as for
         // every other failure, with clap's exit status for bad usage.

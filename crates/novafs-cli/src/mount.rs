@@ -15,6 +15,7 @@
 //! for that, so when it returns the image is clean. After SIGKILL the flock
 //! dies with the process and the next mount recovers (NOVA §4.7).
 
+use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::os::unix::ffi::OsStrExt;
@@ -74,8 +75,8 @@ struct Options {
     meta_replicas: MetaReplicas,
 }
 
-const KNOWN_OPTIONS: &str = "ro, rw, allow_other, dev, nodev, suid, nosuid, exec, noexec, threads=N, eadr, \
-     protect=off|auto|pkey|mprotect, meta_protection=on|off";
+const KNOWN_OPTIONS: &str = "ro, rw, allow_other, dev, nodev, suid, nosuid, exec, noexec, noatime, sync, \
+     threads=N, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off (and fstab's defaults, noauto, nofail, x-*)";
 
 fn parse_options(list: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -104,6 +105,18 @@ fn parse_options(list: &[String]) -> Result<Options> {
             "exec" => o.exec = true,
             "noexec" => o.exec = false,
             "eadr" => o.eadr = true,
+            // What /etc/fstab and mount(8) pass along that is theirs, not
+            // the file system's.
+            "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "user" | "users" | "owner" | "group" => {}
+            _ if opt.starts_with("x-") || opt.starts_with("comment=") => {}
+            // Every operation is durable when it returns (strict mode):
+            // as synchronous as sync and dirsync ask, which async allows.
+            "sync" | "dirsync" | "async" => {}
+            // Access times are not updated: what these two ask for.
+            "noatime" | "nodiratime" => {}
+            "atime" | "relatime" | "strictatime" | "lazytime" => {
+                bail!("{opt}: novafs does not update access times yet (it behaves as noatime); leave {opt} out")
+            }
             "meta_protection=on" => o.meta_replicas = MetaReplicas::Required,
             "meta_protection=off" => o.meta_replicas = MetaReplicas::Skipped,
             _ if opt.starts_with("meta_protection=") => {
@@ -125,6 +138,54 @@ fn parse_options(list: &[String]) -> Result<Options> {
         }
     }
     Ok(o)
+}
+
+/// The command line `mount.novafs` (mount(8)'s helper for `-t novafs` and
+/// fstab lines of type novafs) was called with, as the `novafs mount`
+/// command line that does the work: `mount.novafs SOURCE TARGET [-sfnv]
+/// [-N NAMESPACE] [-o OPTIONS] [-t TYPE]`. None for `-f` (fake: nothing to
+/// do). `-s` (sloppy) is not honoured: an option novafs does not know
+/// still fails the mount, so that none is silently dropped.
+pub fn helper_command_line(args: &[OsString]) -> Result<Option<Vec<OsString>>> {
+    let mut positional = Vec::new();
+    let mut options = Vec::new();
+    let mut verbose = false;
+    let mut rest = args.iter().skip(1);
+    while let Some(a) = rest.next() {
+        match a.to_str() {
+            Some("-o") => options.push(rest.next().context("mount.novafs: -o needs options")?.clone()),
+            Some("-t") => {
+                let t = rest.next().context("mount.novafs: -t needs a type")?;
+                if t != "novafs" && t != "fuse.novafs" {
+                    bail!("mount.novafs mounts type novafs, not {}", t.to_string_lossy());
+                }
+            }
+            Some("-N") => bail!("mount.novafs: -N (another mount namespace) is not supported"),
+            Some(flags) if flags.starts_with('-') && flags.len() > 1 => {
+                for f in flags[1..].chars() {
+                    match f {
+                        'f' => return Ok(None),
+                        'v' => verbose = true,
+                        's' | 'n' => {}
+                        _ => bail!("mount.novafs: unknown flag -{f}"),
+                    }
+                }
+            }
+            _ => positional.push(a.clone()),
+        }
+    }
+    let [source, target] = <[OsString; 2]>::try_from(positional)
+        .map_err(|_| anyhow!("usage: mount.novafs IMAGE MOUNTPOINT [-o OPTIONS]"))?;
+    let mut line: Vec<OsString> = vec!["novafs".into(), "mount".into()];
+    if verbose {
+        line.push("-v".into());
+    }
+    for o in options {
+        line.push("-o".into());
+        line.push(o);
+    }
+    line.extend([source, target]);
+    Ok(Some(line))
 }
 
 pub fn run(args: &MountArgs) -> ExitCode {
@@ -906,8 +967,13 @@ mod tests {
             assert!(e.to_string().contains("suid needs root"), "{e}");
         }
         assert!(parse_options(&["threads=0".into()]).is_err());
-        let e = parse_options(&["sync".into()]).expect_err("unknown");
-        assert!(e.to_string().contains("unknown mount option 'sync'"));
+        let e = parse_options(&["data=journal".into()]).expect_err("unknown");
+        assert!(e.to_string().contains("unknown mount option 'data=journal'"));
+        // fstab's and mount(8)'s own, and what strict mode already gives.
+        let o = parse_options(&["defaults,nofail,x-systemd.automount,sync,noatime".into()]).expect("accepted");
+        assert!(!o.read_only);
+        let e = parse_options(&["relatime".into()]).expect_err("not honoured");
+        assert!(e.to_string().contains("does not update access times"), "{e}");
         assert_eq!(o.protect, WriteProtect::Auto);
         let o = parse_options(&["protect=mprotect".into()]).expect("valid");
         assert_eq!(o.protect, WriteProtect::Mprotect);

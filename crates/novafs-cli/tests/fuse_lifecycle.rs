@@ -73,8 +73,8 @@ fn bad_mount_points_are_refused_in_one_line_and_the_image_is_untouched() {
     let other = Mount::new("64M", &[]);
     refused(&mut mount_cmd(&image, &other.mnt), "already a mount point");
     refused(
-        novafs(["mount", "-o", "sync"]).arg(&image).arg(dir.path()),
-        "unknown mount option 'sync'",
+        novafs(["mount", "-o", "data=journal"]).arg(&image).arg(dir.path()),
+        "unknown mount option 'data=journal'",
     );
     refused(
         novafs(["mount", "-o", "threads=zero"]).arg(&image).arg(dir.path()),
@@ -286,4 +286,67 @@ fn setpriv_as_root() -> Option<&'static Path> {
 /// Sends `sig` to a process this test started.
 fn signal(pid: i32, sig: Signal) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), sig).expect("kill");
+}
+
+/// mount(8) mounts novafs through its helpers: an /etc/fstab-style line of
+/// type novafs, and `mount -t fuse.novafs`, with options it passes along
+/// (noexec) and fstab's own (defaults, nofail, x-*) accepted; plain
+/// umount(8) then leaves the image clean. One it cannot honour fails the
+/// mount with a clear message.
+#[test]
+fn mount_8_mounts_through_the_helpers() {
+    if !fuse_available() || !nix::unistd::geteuid().is_root() {
+        return; // the helpers live in /sbin
+    }
+    let exe = fs::canonicalize(fuse_common::NOVAFS).expect("the novafs binary");
+    for helper in ["/sbin/mount.novafs", "/sbin/mount.fuse.novafs"] {
+        let _ = fs::remove_file(helper);
+        std::os::unix::fs::symlink(&exe, helper).expect("install the helper");
+    }
+    let mut m = Mount::new("32M", &[]);
+    m.umount();
+    let fstab = m.image.with_extension("fstab");
+    let line = format!(
+        "{} {} novafs defaults,nofail,x-test=1,noexec 0 0\n",
+        m.image.display(),
+        m.mnt.display()
+    );
+    fs::write(&fstab, line).expect("fstab");
+    let ok = |cmd: &mut Command| {
+        let out = cmd.output().expect("run mount(8)");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    // umount(8) returns before the daemon has marked the image clean.
+    let wait_clean = || {
+        wait_until("a clean image", Duration::from_secs(5), || {
+            let out = novafs(["fsck"]).arg(&m.image).output().expect("fsck");
+            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("cleanly unmounted")
+        })
+    };
+    ok(Command::new("mount").arg("--fstab").arg(&fstab).arg(&m.mnt));
+    let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+    let line = mounts
+        .lines()
+        .find(|l| l.contains(m.mnt.to_str().expect("utf-8")))
+        .expect("mounted");
+    assert!(line.contains(" fuse.novafs ") && line.contains("noexec"), "{line}");
+    fs::write(m.path("f"), "x").expect("write");
+    ok(Command::new("umount").arg(&m.mnt));
+    wait_clean();
+    ok(Command::new("mount")
+        .args(["-t", "fuse.novafs", "-o", "ro"])
+        .arg(&m.image)
+        .arg(&m.mnt));
+    assert_eq!(fs::read_to_string(m.path("f")).expect("read"), "x");
+    ok(Command::new("umount").arg(&m.mnt));
+    wait_clean();
+    let out = Command::new("mount")
+        .args(["-t", "fuse.novafs", "-o", "strictatime"])
+        .arg(&m.image)
+        .arg(&m.mnt)
+        .output()
+        .expect("run mount(8)");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not update access times"));
+    wait_clean();
 }
