@@ -526,3 +526,50 @@ fn file_handles_survive_dropped_caches_and_remounts() {
     assert_eq!(errno(open_by(&m, &mut handles[1])), libc::ESTALE);
     m.finish();
 }
+
+/// chattr through the mount (FS_IOC_SETFLAGS, as chattr(1) sends it):
+/// +i stops writes, unlink and rename; +a lets only appends through;
+/// lsattr (FS_IOC_GETFLAGS) reads them back after a remount.
+#[test]
+fn chattr_immutable_and_append_only_through_the_mount() {
+    if !fuse_available() || !nix::unistd::geteuid().is_root() {
+        return; // setting +i and +a needs CAP_LINUX_IMMUTABLE
+    }
+    fn set_flags(p: &Path, flags: libc::c_int) -> io::Result<()> {
+        let f = File::open(p)?;
+        // SAFETY: an open descriptor and a pointer to an int, as the
+        // ioctl takes.
+        check(unsafe { libc::ioctl(f.as_raw_fd(), libc::FS_IOC_SETFLAGS, &flags) })
+    }
+    fn get_flags(p: &Path) -> libc::c_int {
+        let f = File::open(p).expect("open");
+        let mut flags: libc::c_int = 0;
+        // SAFETY: as above, the int written to.
+        check(unsafe { libc::ioctl(f.as_raw_fd(), libc::FS_IOC_GETFLAGS, &mut flags) }).expect("FS_IOC_GETFLAGS");
+        flags
+    }
+    let (immutable, append) = (0x10, 0x20);
+    let mut m = Mount::new("32M", &[]);
+    let f = m.path("f");
+    fs::write(&f, "abc").expect("write");
+    set_flags(&f, immutable).expect("chattr +i");
+    assert_eq!(errno(OpenOptions::new().append(true).open(&f)), libc::EPERM);
+    assert_eq!(errno(fs::remove_file(&f)), libc::EPERM);
+    assert_eq!(errno(fs::rename(&f, m.path("g"))), libc::EPERM);
+    set_flags(&f, append).expect("chattr -i +a");
+    OpenOptions::new()
+        .append(true)
+        .open(&f)
+        .expect("open to append")
+        .write_all(b"def")
+        .expect("append");
+    assert_eq!(errno(fs::write(&f, "x")), libc::EPERM, "truncating");
+    assert_eq!(errno(set_flags(&f, 0x4000)), libc::EOPNOTSUPP);
+    m.umount();
+    m.mount(&[]);
+    assert_eq!(get_flags(&f), append);
+    assert_eq!(fs::read(&f).expect("read"), b"abcdef");
+    set_flags(&f, 0).expect("chattr -a");
+    fs::remove_file(&f).expect("rm");
+    m.finish();
+}

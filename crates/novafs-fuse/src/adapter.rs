@@ -40,9 +40,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
-    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileAttr, FileHandle, Filesystem, FopenFlags, Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig,
+    LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
+    ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use novafs::{Attr, Error, FileType, Fs, SetAttr};
 
@@ -138,6 +139,26 @@ fn requested_nanos(t: SystemTime) -> i64 {
                 .map_or(i64::MIN, |s| s + i64::from(d.subsec_nanos()))
         }
     }
+}
+
+/// The chattr flags novafs keeps, as FS_IOC_GETFLAGS bits and as their
+/// FS_IOC_FSGETXATTR equivalents (FS_XFLAG_*).
+const FLAG_BITS: [(u32, u32); 3] = [
+    (novafs::layout::FLAG_IMMUTABLE, 0x08),
+    (novafs::layout::FLAG_APPEND, 0x10),
+    (novafs::layout::FLAG_NODUMP, 0x80),
+];
+
+fn xflags_of(flags: u32) -> u32 {
+    FLAG_BITS.iter().filter(|(f, _)| flags & f != 0).map(|(_, x)| x).sum()
+}
+
+/// FS_XFLAG_* bits as chattr flags; one novafs does not keep stays set
+/// outside them, so that setting it is refused.
+fn flags_of_xflags(xflags: u32) -> u32 {
+    let known: u32 = FLAG_BITS.iter().map(|(_, x)| x).sum();
+    let flags: u32 = FLAG_BITS.iter().filter(|(_, x)| xflags & x != 0).map(|(f, _)| f).sum();
+    flags | if xflags & !known != 0 { 1 << 31 } else { 0 }
 }
 
 fn time_or_now(t: TimeOrNow) -> i64 {
@@ -299,6 +320,7 @@ impl Filesystem for FuseFs {
             atime: atime.map(time_or_now),
             mtime: mtime.map(time_or_now),
             ctime: ctime.map(requested_nanos),
+            flags: None, // chattr comes as an ioctl
         };
         match self.fs.setattr(ino.0, &set) {
             Ok(a) => reply.attr(&ATTR_TTL, &file_attr(&a)),
@@ -377,8 +399,14 @@ impl Filesystem for FuseFs {
 
     /// Registers the handle with the core, which keeps an unlinked file
     /// alive until its last release.
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.fs.open_handle(ino.0) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let writing = flags.0 & libc::O_ACCMODE != libc::O_RDONLY || flags.0 & libc::O_TRUNC != 0;
+        let appending = flags.0 & libc::O_APPEND != 0 && flags.0 & libc::O_TRUNC == 0;
+        match self
+            .fs
+            .check_open(ino.0, writing, appending)
+            .and_then(|()| self.fs.open_handle(ino.0))
+        {
             Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
             Err(e) => reply.error(errno("open", &e)),
         }
@@ -495,6 +523,54 @@ impl Filesystem for FuseFs {
         match r {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno("readdirplus", &e)),
+        }
+    }
+
+    /// chattr and lsattr: FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (a 4-byte
+    /// int each way), and their XFS-style twins FS_IOC_FSGETXATTR and
+    /// FS_IOC_FSSETXATTR (a `struct fsxattr`), which the kernel's fileattr
+    /// code also asks for. The kernel checks who may set immutable and
+    /// append-only before asking.
+    fn ioctl(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        _out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        const FS_IOC_GETFLAGS: u32 = 0x8008_6601;
+        const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+        const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
+        const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+        let word = |at: usize| {
+            in_data
+                .get(at..at + 4)
+                .and_then(|b| b.try_into().ok())
+                .map(u32::from_ne_bytes)
+        };
+        let set = |flags: Option<u32>, reply: ReplyIoctl| match flags.map(|f| self.fs.set_flags(ino.0, f)) {
+            Some(Ok(_)) => reply.ioctl(0, &[]),
+            Some(Err(e)) => reply.error(errno("ioctl", &e)),
+            None => reply.error(Errno::EINVAL),
+        };
+        match cmd {
+            FS_IOC_GETFLAGS | FS_IOC_FSGETXATTR => match self.fs.getattr(ino.0) {
+                Ok(a) if cmd == FS_IOC_GETFLAGS => reply.ioctl(0, &a.flags.to_ne_bytes()),
+                // struct fsxattr: fsx_xflags first, 24 bytes of zeros after.
+                Ok(a) => {
+                    let mut fsx = [0u8; 28];
+                    fsx[..4].copy_from_slice(&xflags_of(a.flags).to_ne_bytes());
+                    reply.ioctl(0, &fsx)
+                }
+                Err(e) => reply.error(errno("ioctl", &e)),
+            },
+            FS_IOC_SETFLAGS => set(word(0), reply),
+            FS_IOC_FSSETXATTR => set(word(0).map(flags_of_xflags), reply),
+            _ => reply.error(Errno::ENOTTY),
         }
     }
 
@@ -624,6 +700,18 @@ mod tests {
     }
 
     #[test]
+    fn chattr_flags_map_to_fsxattr_flags_and_back() {
+        use novafs::layout::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
+        let all = FLAG_IMMUTABLE | FLAG_APPEND | FLAG_NODUMP;
+        assert_eq!(xflags_of(all), 0x08 | 0x10 | 0x80);
+        assert_eq!(flags_of_xflags(xflags_of(all)), all);
+        assert_eq!(flags_of_xflags(0x10), FLAG_APPEND);
+        // One novafs does not keep (FS_XFLAG_SYNC) is kept visible, so the
+        // core refuses it.
+        assert_ne!(flags_of_xflags(0x20) & !all, 0);
+    }
+
+    #[test]
     fn a_requested_time_before_1970_keeps_its_nanoseconds_forwards() {
         // What fuser hands over for the kernel's (-305_812_800, 123_456_789).
         let sent = UNIX_EPOCH - Duration::new(305_812_800, 123_456_789);
@@ -649,6 +737,7 @@ mod tests {
             ctime: 3,
             rdev: 0,
             generation: 7,
+            flags: 0,
         };
         let f = file_attr(&a);
         assert_eq!(f.ino, INodeNo(42));

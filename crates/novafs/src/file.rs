@@ -13,7 +13,7 @@ use crate::commit::{self, Ctx};
 use crate::error::{Error, Result};
 use crate::gc;
 use crate::inode::{setattr_entry, Attr, Body, InodeState};
-use crate::layout::{EntryType, WriteEntry, MAX_FILE_SIZE, PAGE_SIZE};
+use crate::layout::{EntryType, WriteEntry, FLAG_APPEND, FLAG_IMMUTABLE, MAX_FILE_SIZE, PAGE_SIZE};
 use crate::log::Entry;
 use crate::pagemap::FileMap;
 use crate::time::now_ns;
@@ -158,6 +158,11 @@ fn with_pages<T>(ctx: &Ctx, npages: u64, budget: Budget, f: impl FnOnce(&[Extent
 /// Copy-on-write of `data` at `off` (NOVA §4.4).
 pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<usize> {
     file_map(st)?;
+    // chattr +i: no change; +a: appends only.
+    let a = &st.meta.attr;
+    if a.flags & FLAG_IMMUTABLE != 0 || (a.flags & FLAG_APPEND != 0 && off != a.size) {
+        return Err(Error::NotPermitted);
+    }
     if data.is_empty() {
         return Ok(0);
     }
@@ -239,6 +244,11 @@ pub const FALLOC_FL_ZERO_RANGE: u32 = 0x10;
 /// range; PUNCH_HOLE|KEEP_SIZE frees whole pages and zeroes partial ones.
 pub fn fallocate(ctx: &Ctx, st: &mut InodeState, mode: u32, off: u64, len: u64) -> Result<()> {
     file_map(st)?;
+    // chattr +i: no change; +a: only allocation, which changes no byte.
+    let flags = st.meta.attr.flags;
+    if flags & FLAG_IMMUTABLE != 0 || (flags & FLAG_APPEND != 0 && mode & !FALLOC_FL_KEEP_SIZE != 0) {
+        return Err(Error::NotPermitted);
+    }
     let end = off
         .checked_add(len)
         .filter(|&e| e <= MAX_FILE_SIZE)

@@ -21,7 +21,7 @@ use crate::file;
 use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
 use crate::journal::Update;
-use crate::layout::{Superblock, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
+use crate::layout::{Superblock, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas, MountReport};
@@ -44,7 +44,7 @@ pub struct MountOptions {
 }
 
 /// Attribute changes for [`Fs::setattr`]; `None` leaves a field alone.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SetAttr {
     /// Permission bits; the file type cannot change.
     pub mode: Option<u32>,
@@ -54,6 +54,8 @@ pub struct SetAttr {
     pub atime: Option<i64>,
     pub mtime: Option<i64>,
     pub ctime: Option<i64>,
+    /// chattr flags (`layout::INODE_FLAGS`; any other is EOPNOTSUPP).
+    pub flags: Option<u32>,
 }
 
 /// lseek whence values for holes (Linux values).
@@ -209,6 +211,18 @@ impl Fs {
         Ok(())
     }
 
+    /// chattr: sets inode `ino`'s flags (`layout::INODE_FLAGS`: immutable,
+    /// append-only, no-dump; any other is EOPNOTSUPP), enforced from then
+    /// on by every operation. Who may is the caller's to check: the kernel
+    /// does for FUSE (CAP_LINUX_IMMUTABLE for the first two).
+    pub fn set_flags(&self, ino: Ino, flags: u32) -> Result<Attr> {
+        let set = SetAttr {
+            flags: Some(flags),
+            ..SetAttr::default()
+        };
+        self.setattr(ino, &set)
+    }
+
     /// What redundancy repaired and what was lost, since mkfs.
     pub fn health(&self) -> HealthCounts {
         self.ctx.health.counts()
@@ -286,7 +300,18 @@ impl Fs {
         alive(&st)?;
         let now = now_ns();
         let old = st.attr();
+        // chattr +i/+a leave only the flags themselves to change.
+        let flags_only = SetAttr { flags: None, ..*set };
+        if flags_only != SetAttr::default() {
+            old.check_changeable()?;
+        }
         let mut a = old;
+        if let Some(flags) = set.flags {
+            if flags & !INODE_FLAGS != 0 {
+                return Err(Error::NotSupported("this chattr flag"));
+            }
+            a.flags = flags;
+        }
         if let Some(m) = set.mode {
             a.perm = m & 0o7777;
         }
@@ -595,6 +620,19 @@ impl Fs {
         alive(&st)?;
         st.open += 1;
         Ok(st.attr())
+    }
+
+    /// EPERM when chattr flags forbid opening `ino` so: immutable, for
+    /// writing; append-only, for writing other than appending (O_APPEND,
+    /// without O_TRUNC). The kernel checks this itself for file systems
+    /// whose flags it sees, which FUSE's it does not.
+    pub fn check_open(&self, ino: Ino, writing: bool, appending: bool) -> Result<()> {
+        let flags = self.getattr(ino)?.flags;
+        let forbidden = (flags & FLAG_IMMUTABLE != 0 && writing) || (flags & FLAG_APPEND != 0 && writing && !appending);
+        if forbidden {
+            return Err(Error::NotPermitted);
+        }
+        Ok(())
     }
 
     /// Releases a handle; frees the inode if it was the last one of an

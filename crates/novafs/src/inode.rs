@@ -14,8 +14,8 @@ use crate::journal::{Check, Update};
 use crate::layout::Bounds;
 use crate::layout::{
     decode, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, SetattrEntry, WriteEntry, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, INODE_CSUM_END, INODE_CSUM_WORD_OFF, INODE_HEAD_OFF, INODE_LIVE, INODE_STATE_OFF, MAX_FILE_PAGES,
-    MAX_FILE_SIZE, PAGE_SIZE,
+    ENTRY_INVALID, FLAG_APPEND, FLAG_IMMUTABLE, INODE_CSUM_END, INODE_CSUM_WORD_OFF, INODE_FLAGS, INODE_HEAD_OFF,
+    INODE_LIVE, INODE_STATE_OFF, MAX_FILE_PAGES, MAX_FILE_SIZE, PAGE_SIZE,
 };
 use crate::log::{Committed, Entry, Log};
 use crate::pagemap::FileMap;
@@ -85,12 +85,31 @@ pub struct Attr {
     pub ctime: i64,
     pub rdev: u64,
     pub generation: u64,
+    /// chattr flags (`layout::INODE_FLAGS`).
+    pub flags: u32,
 }
 
 impl Attr {
     /// The full mode: type bits and permission bits.
     pub fn mode(&self) -> u32 {
         self.kind.mode_bits() | self.perm
+    }
+
+    /// EPERM when chattr's immutable or append-only flag forbids changing
+    /// the inode's attributes or removing a name of it.
+    pub fn check_changeable(&self) -> Result<()> {
+        if self.flags & (FLAG_IMMUTABLE | FLAG_APPEND) != 0 {
+            return Err(Error::NotPermitted);
+        }
+        Ok(())
+    }
+
+    /// EPERM when the directory is immutable: no name is added to it.
+    pub fn check_names_added(&self) -> Result<()> {
+        if self.flags & FLAG_IMMUTABLE != 0 {
+            return Err(Error::NotPermitted);
+        }
+        Ok(())
     }
 }
 
@@ -174,6 +193,10 @@ impl Meta {
                         map.truncate(log, e.size.div_ceil(PAGE_SIZE), freed);
                     }
                 }
+                if e.flags & !INODE_FLAGS != 0 {
+                    return Err(corrupt!("setattr entry at {off:#x} sets unknown flags {:#x}", e.flags));
+                }
+                self.attr.flags = e.flags;
                 self.attr.perm = e.mode & 0o7777;
                 self.attr.uid = e.uid;
                 self.attr.gid = e.gid;
@@ -348,6 +371,7 @@ pub fn setattr_entry(epoch: u64, a: &Attr) -> Entry {
         atime: a.atime,
         mtime: a.mtime,
         ctime: a.ctime,
+        flags: a.flags,
         ..SetattrEntry::default()
     };
     Entry::new(EntryType::Setattr, epoch, &e)
@@ -391,6 +415,7 @@ pub fn attr_of_record(rec: &Inode) -> Result<Attr> {
         ctime: rec.ctime,
         rdev: rec.rdev,
         generation: rec.generation,
+        flags: 0,
     })
 }
 

@@ -342,13 +342,26 @@ pub struct SetattrEntry {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
-    pub pad: u32,
+    /// chattr flags ([`INODE_FLAGS`]; 0 in images made before they were
+    /// kept).
+    pub flags: u32,
     pub size: u64,
     pub atime: i64,
     pub mtime: i64,
     pub ctime: i64,
 }
 const _: () = assert!(size_of::<SetattrEntry>() == 64);
+
+/// chattr's immutable flag (FS_IMMUTABLE_FL): nothing about the inode
+/// changes but its flags; no name of it goes or comes.
+pub const FLAG_IMMUTABLE: u32 = 0x10;
+/// chattr's append-only flag (FS_APPEND_FL): data is only appended, the
+/// attributes stay, no name of it goes.
+pub const FLAG_APPEND: u32 = 0x20;
+/// chattr's no-dump flag (FS_NODUMP_FL): kept for backup tools.
+pub const FLAG_NODUMP: u32 = 0x40;
+/// The chattr flags novafs keeps.
+pub const INODE_FLAGS: u32 = FLAG_IMMUTABLE | FLAG_APPEND | FLAG_NODUMP;
 
 /// Link count change (link, unlink of one of several names, rename victim).
 #[repr(C)]

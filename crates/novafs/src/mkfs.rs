@@ -240,6 +240,7 @@ fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
         ctime: now,
         rdev: 0,
         generation: 1,
+        flags: 0,
     };
     let mut st = InodeState::new(attr, off);
     let spec = DentrySpec {

@@ -167,6 +167,7 @@ impl Namespace<'_> {
         if pst.meta.attr.nlink == 0 {
             return Err(Error::NotFound);
         }
+        pst.meta.attr.check_names_added()?;
         if is_dir && pst.meta.attr.nlink >= MAX_LINKS {
             return Err(Error::TooManyLinks);
         }
@@ -191,6 +192,7 @@ impl Namespace<'_> {
             ctime: now,
             rdev: n.rdev,
             generation: n.identity.map_or(now as u64, |(_, generation)| generation),
+            flags: 0,
         };
         let mut st = InodeState::new(attr, off);
         let built = (|| -> Result<()> {
@@ -278,7 +280,9 @@ impl Namespace<'_> {
         if target.nlink >= MAX_LINKS {
             return Err(Error::TooManyLinks);
         }
+        target.check_changeable()?;
         let p = l.get(newparent);
+        p.meta.attr.check_names_added()?;
         if p.dir()?.get(newname).is_some() {
             return Err(Error::Exists);
         }
@@ -326,6 +330,8 @@ impl Namespace<'_> {
                 (false, true) => return Err(Error::IsDir),
                 _ => {}
             }
+            child.check_changeable()?;
+            l.get(parent).meta.attr.check_changeable()?;
             if is_dir && !l.get(d.ino).dir()?.is_empty() {
                 return Err(Error::NotEmpty);
             }
@@ -515,6 +521,17 @@ impl Namespace<'_> {
         let dst_dir = r.dst.is_some_and(|d| d.ftype == dir_ft);
         if l.get(r.newparent).meta.attr.nlink == 0 {
             return Err(Error::NotFound); // a removed directory takes no names
+        }
+        // chattr +i/+a: the moved inodes, and the directories names leave,
+        // must allow it; the one a name comes to must not be immutable.
+        l.get(r.src.ino).meta.attr.check_changeable()?;
+        l.get(r.parent).meta.attr.check_changeable()?;
+        l.get(r.newparent).meta.attr.check_names_added()?;
+        if let Some(d) = r.dst {
+            l.get(d.ino).meta.attr.check_changeable()?;
+            if r.exchange {
+                l.get(r.newparent).meta.attr.check_changeable()?;
+            }
         }
         if let Some(d) = r.dst.filter(|_| !r.exchange) {
             if src_dir && !dst_dir {

@@ -178,6 +178,9 @@ fn copy_tree(src: &Fs, dst: &Fs, progress: &dyn Fn(u64)) -> Result<Rebuilt> {
                 atime: Some(a.atime),
                 mtime: Some(a.mtime),
                 ctime: Some(a.ctime),
+                // Last, with the times: an immutable directory takes no
+                // more names, an immutable file no more data.
+                flags: Some(a.flags),
             },
         )?;
     }

@@ -302,6 +302,81 @@ fn zero_range_zeroes_allocates_and_grows() {
     assert_fsck_clean(&region);
 }
 
+/// chattr +i and +a, enforced by every operation, kept across a crash and
+/// changeable (only the flags) while set; an unknown flag is EOPNOTSUPP.
+#[test]
+fn immutable_and_append_only_flags_are_enforced() {
+    use novafs::layout::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
+    fn eperm<T>(r: novafs::Result<T>) -> bool {
+        matches!(r, Err(Error::NotPermitted))
+    }
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    let f = fs.create(d, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(f, 0, b"abc").unwrap();
+    let other = fs.create(ROOT_INO, b"other", 0o644, 0, 0).unwrap().ino;
+    let chmod = SetAttr {
+        mode: Some(0o600),
+        ..SetAttr::default()
+    };
+    // Immutable file: no data, attribute, name or link change.
+    assert_eq!(fs.set_flags(f, FLAG_IMMUTABLE).unwrap().flags, FLAG_IMMUTABLE);
+    assert!(eperm(fs.write(f, 3, b"d")));
+    assert!(eperm(fs.setattr(f, &chmod)));
+    assert!(eperm(fs.fallocate(f, 0, 0, 4096)));
+    assert!(eperm(fs.unlink(d, b"f")));
+    assert!(eperm(fs.rename(d, b"f", d, b"g", 0)));
+    assert!(eperm(fs.rename(ROOT_INO, b"other", d, b"f", 0)), "replacing it");
+    assert!(eperm(fs.link(f, ROOT_INO, b"f2")));
+    assert!(eperm(fs.check_open(f, true, true)));
+    fs.check_open(f, false, false).unwrap();
+    // Append-only file: appends only.
+    fs.set_flags(f, FLAG_APPEND | FLAG_NODUMP).unwrap();
+    assert!(eperm(fs.check_open(f, true, false)));
+    fs.check_open(f, true, true).unwrap();
+    fs.write(f, 3, b"def").unwrap();
+    assert!(eperm(fs.write(f, 0, b"X")));
+    assert!(eperm(fs.setattr(
+        f,
+        &SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        }
+    )));
+    assert!(eperm(fs.fallocate(
+        f,
+        FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+        0,
+        4096
+    )));
+    fs.fallocate(f, FALLOC_FL_KEEP_SIZE, 0, 8192).unwrap();
+    assert!(eperm(fs.unlink(d, b"f")));
+    // Immutable directory: no name added or removed; its files still change.
+    fs.set_flags(f, 0).unwrap();
+    fs.set_flags(d, FLAG_IMMUTABLE).unwrap();
+    assert!(eperm(fs.create(d, b"new", 0o644, 0, 0)));
+    assert!(eperm(fs.unlink(d, b"f")));
+    assert!(eperm(fs.rename(ROOT_INO, b"other", d, b"o", 0)));
+    fs.write(f, 0, b"ABC").unwrap();
+    // Append-only directory: names come, none go.
+    fs.set_flags(d, FLAG_APPEND).unwrap();
+    fs.rename(ROOT_INO, b"other", d, b"o", 0).unwrap();
+    assert!(eperm(fs.unlink(d, b"o")));
+    assert!(matches!(fs.set_flags(f, 0x4000), Err(Error::NotSupported(_))));
+    fs.set_flags(other, FLAG_NODUMP).unwrap();
+    drop(fs); // a crash
+    let fs = mount(&region);
+    assert_eq!(fs.getattr(d).unwrap().flags, FLAG_APPEND);
+    assert_eq!(fs.getattr(other).unwrap().flags, FLAG_NODUMP);
+    assert_eq!(read_all(&fs, f), b"ABCdef");
+    assert!(eperm(fs.unlink(d, b"o")));
+    fs.set_flags(d, 0).unwrap();
+    fs.unlink(d, b"o").unwrap();
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
 #[test]
 fn hard_links_and_open_unlinked_files() {
     let region = fresh(64, 2);
