@@ -175,6 +175,25 @@ fn scrub_of_a_mount_point_repairs_damage_made_while_mounted() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
 }
 
+/// A fresh mount with file `a` holding `data` and file `b` holding
+/// "untouched", after `novafs inject` (with `inject`, and `--poison` when
+/// asked) changed something of `a` while it was unmounted.
+fn damaged(data: &[u8], inject: &[&str], poison: bool) -> Mount {
+    let mut m = Mount::new("32M", &[]);
+    fs::write(m.path("a"), data).unwrap();
+    fs::write(m.path("b"), b"untouched").unwrap();
+    let a = fs::metadata(m.path("a")).unwrap().ino().to_string();
+    m.umount();
+    let mut cmd = novafs(["inject", "--ino", &a]);
+    cmd.args(inject);
+    if poison {
+        cmd.arg("--poison");
+    }
+    ok(cmd.arg(&m.image));
+    m.mount(&[]);
+    m
+}
+
 /// Every metadata structure of a file (record, log entry, log page), each
 /// copy and both, damaged or poisoned, seen through FUSE on a fresh
 /// mount: one copy is read around, both make that file an error (EIO; a
@@ -194,21 +213,9 @@ fn each_structure_and_copy_damaged_or_poisoned_through_fuse() {
             ("both", true),
         ] {
             let why = format!("{target} {which}{}", if poison { " poisoned" } else { "" });
-            let mut m = Mount::new("32M", &[]);
-            fs::write(m.path("a"), &data).unwrap();
-            fs::write(m.path("b"), b"untouched").unwrap();
-            let a = fs::metadata(m.path("a")).unwrap().ino().to_string();
-            m.umount();
             // A whole log page: a few bytes of one may lie past the tail.
             let bytes = if target == "log-page" { "4096" } else { "16" };
-            let mut cmd = novafs([
-                "inject", "--target", target, "--which", which, "--ino", &a, "--bytes", bytes,
-            ]);
-            if poison {
-                cmd.arg("--poison");
-            }
-            ok(cmd.arg(&m.image));
-            m.mount(&[]);
+            let mut m = damaged(&data, &["--target", target, "--which", which, "--bytes", bytes], poison);
             match fs::read(m.path("a")) {
                 Ok(got) => assert!(which != "both" && got == data, "{why}"),
                 Err(e) => {
@@ -247,19 +254,7 @@ fn each_data_protection_damaged_or_poisoned_through_fuse() {
             "{target} {which} {bytes} bytes{}",
             if poison { " poisoned" } else { "" }
         );
-        let mut m = Mount::new("32M", &[]);
-        fs::write(m.path("a"), &data).unwrap();
-        fs::write(m.path("b"), b"untouched").unwrap();
-        let a = fs::metadata(m.path("a")).unwrap().ino().to_string();
-        m.umount();
-        let mut cmd = novafs([
-            "inject", "--target", target, "--which", which, "--ino", &a, "--bytes", bytes,
-        ]);
-        if poison {
-            cmd.arg("--poison");
-        }
-        ok(cmd.arg(&m.image));
-        m.mount(&[]);
+        let mut m = damaged(&data, &["--target", target, "--which", which, "--bytes", bytes], poison);
         match fs::read(m.path("a")) {
             Ok(got) => assert!(readable && got == data, "{why}: read back different bytes"),
             Err(e) => assert!(!readable && e.raw_os_error() == Some(libc::EIO), "{why}: {e}"),
