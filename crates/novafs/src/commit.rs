@@ -68,6 +68,21 @@ impl Ctx {
         &*self.data
     }
 
+    /// Reads `out.len()` bytes at `in_page` of data page `block`, each strip
+    /// checked against its checksums and a bad one rebuilt from parity
+    /// (Fortis §4.3; `strips`), written back unless the mount is read-only.
+    pub fn read_block(&self, block: u64, in_page: usize, out: &mut [u8]) -> Result<()> {
+        let checked = self.strips.read(self.data(), block, in_page, out, !self.read_only)?;
+        self.health.data_repaired(checked.repaired);
+        Ok(())
+    }
+
+    /// Writes the whole new contents of the free page `block` with its
+    /// checksums and parity: all durable with the commit's R1 fence.
+    pub fn put_block(&self, block: u64, bytes: &[u8]) -> Result<()> {
+        self.strips.write(self.data(), block, bytes)
+    }
+
     /// The live record of inode `ino` at `off`, verified (Fortis §4.2): a
     /// primary that is not that live inode or fails its checksum gives way
     /// to a replica that is, and a writable mount copies the replica back.

@@ -47,6 +47,14 @@ pub enum Error {
     NoSuchOffset,
     #[error("operation not permitted")]
     NotPermitted,
+    #[error("permission denied: {0}")]
+    Access(&'static str),
+    #[error("no such attribute")]
+    NoData,
+    #[error("result does not fit the buffer, or the name is empty or too long")]
+    Range,
+    #[error("attribute value larger than 64 KiB")]
+    TooBig,
     #[error(transparent)]
     Pm(#[from] PmError),
 }
@@ -71,6 +79,10 @@ impl Error {
             Error::TooSmall { .. } => libc::ENOSPC,
             Error::NoSuchOffset => libc::ENXIO,
             Error::NotPermitted => libc::EPERM,
+            Error::Access(_) => libc::EACCES,
+            Error::NoData => libc::ENODATA,
+            Error::Range => libc::ERANGE,
+            Error::TooBig => libc::E2BIG,
             Error::Corrupt(_) | Error::NotNovafs(_) | Error::TooNew { .. } => libc::EIO,
             Error::Pm(e) => e.errno(),
         }

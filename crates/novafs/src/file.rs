@@ -21,21 +21,6 @@ use crate::time::now_ns;
 const PS: usize = PAGE_SIZE as usize;
 static ZERO_PAGE: [u8; PS] = [0; PS];
 
-/// Reads `out.len()` bytes at `in_page` of data page `block`, each strip
-/// checked against its checksums and a bad one rebuilt from parity
-/// (Fortis §4.3; `strips`), written back unless the mount is read-only.
-fn read_block(ctx: &Ctx, block: u64, in_page: usize, out: &mut [u8]) -> Result<()> {
-    let checked = ctx.strips.read(ctx.data(), block, in_page, out, !ctx.read_only)?;
-    ctx.health.data_repaired(checked.repaired);
-    Ok(())
-}
-
-/// Writes the whole new contents of the free page `block` with its
-/// checksums and parity: all durable with the commit's R1 fence.
-fn put_block(ctx: &Ctx, block: u64, bytes: &[u8]) -> Result<()> {
-    ctx.strips.write(ctx.data(), block, bytes)
-}
-
 fn file_map(st: &InodeState) -> Result<&FileMap> {
     match &st.meta.body {
         Body::File(m) => Ok(m),
@@ -80,7 +65,7 @@ fn read_checked(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<
         let in_pg = (pos % PAGE_SIZE) as usize;
         let mut len = (PS - in_pg).min(n - done);
         match map.lookup(pg) {
-            Some(block) if ctx.strips.enabled() => read_block(ctx, block, in_pg, &mut buf[done..done + len])?,
+            Some(block) if ctx.strips.enabled() => ctx.read_block(block, in_pg, &mut buf[done..done + len])?,
             Some(block) => {
                 // Coalesce pages that are contiguous on media into one copy.
                 let mut next = pg + 1;
@@ -113,11 +98,11 @@ fn fill_pages(
             // `fill` returns false when it wrote the whole page itself.
             let dst = e.off + i * PAGE_SIZE;
             match map.lookup(pg) {
-                Some(b) => read_block(ctx, b, 0, &mut page)?,
+                Some(b) => ctx.read_block(b, 0, &mut page)?,
                 None => page.fill(0),
             }
             if fill(pg, &mut page) {
-                put_block(ctx, dst, &page)?;
+                ctx.put_block(dst, &page)?;
             }
             pg += 1;
         }
@@ -183,7 +168,7 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
                 let hi = end.min(pstart + PAGE_SIZE);
                 let src = &data[(lo - off) as usize..(hi - off) as usize];
                 if hi - lo == PAGE_SIZE {
-                    put_block(ctx, e.off + i * PAGE_SIZE, src)?;
+                    ctx.put_block(e.off + i * PAGE_SIZE, src)?;
                 } else {
                     fill_pages(
                         ctx,
@@ -317,7 +302,7 @@ fn zeroed(ctx: &Ctx, pages: &[u64], blocks: &mut dyn Iterator<Item = u64>, size:
     let mut runs: Vec<(u64, u64, u64)> = Vec::new();
     for &pg in pages {
         let block = blocks.next().ok_or(Error::NoSpace)?;
-        put_block(ctx, block, &ZERO_PAGE)?;
+        ctx.put_block(block, &ZERO_PAGE)?;
         match runs.last_mut() {
             Some((p, b, n)) if *p + *n == pg && *b + *n * PAGE_SIZE == block => *n += 1,
             _ => runs.push((pg, block, 1)),

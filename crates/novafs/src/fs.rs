@@ -28,6 +28,9 @@ use crate::recovery::{self, MetaReplicas, MountReport};
 use crate::scrub::{self, ScrubOptions, ScrubReport};
 use crate::superblock::{copies_differ, write_superblock};
 use crate::time::now_ns;
+use crate::xattr;
+
+pub use crate::xattr::{XATTR_CREATE, XATTR_REPLACE};
 
 pub use crate::namespace::{MAX_LINKS, RENAME_EXCHANGE, RENAME_NOREPLACE};
 
@@ -56,6 +59,36 @@ pub struct SetAttr {
     pub ctime: Option<i64>,
     /// chattr flags (`layout::INODE_FLAGS`; any other is EOPNOTSUPP).
     pub flags: Option<u32>,
+}
+
+/// A new node for [`Fs::make`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Make {
+    /// Type and permission bits, as asked (before the umask).
+    pub mode: u32,
+    /// A device node's number.
+    pub rdev: u64,
+    /// The creating process's user and group.
+    pub uid: u32,
+    pub gid: u32,
+    /// Permission bits to clear unless the directory has a default ACL.
+    pub umask: u32,
+    /// Register an open handle at once (open with O_CREAT).
+    pub opened: bool,
+}
+
+impl Make {
+    /// A node of `mode` owned by `uid`:`gid`, no umask, not opened.
+    pub fn new(mode: u32, uid: u32, gid: u32) -> Make {
+        Make {
+            mode,
+            rdev: 0,
+            uid,
+            gid,
+            umask: 0,
+            opened: false,
+        }
+    }
 }
 
 /// lseek whence values for holes (Linux values).
@@ -336,7 +369,21 @@ impl Fs {
                 prep = file::shrink_prep(&self.ctx, &st, size)?;
             }
         }
-        let (mut entries, extents) = prep;
+        let (mut entries, mut extents) = prep;
+        if a.perm != old.perm {
+            // The access ACL follows the mode, in the same commit.
+            match xattr::chmod(&self.ctx, &st, a.perm, a.ctime) {
+                Ok(acl) => {
+                    let (e, pages) = acl.into_parts();
+                    entries.extend(e);
+                    extents.extend(pages);
+                }
+                Err(e) => {
+                    self.ctx.alloc.abandon(&extents);
+                    return Err(e);
+                }
+            }
+        }
         entries.push(setattr_entry(self.ctx.epoch, &a));
         // A shrink frees space: it may use the reserve (alloc.rs `Budget`).
         let budget = if a.size < old.size {
@@ -351,6 +398,46 @@ impl Fs {
         Ok(st.attr())
     }
 
+    // ---- extended attributes ----
+
+    /// getxattr(2): the value of attribute `name` of inode `ino` (ENODATA
+    /// when it has none).
+    pub fn getxattr(&self, ino: Ino, name: &[u8]) -> Result<Vec<u8>> {
+        let cell = self.cell(ino)?;
+        let st = cell.state.read();
+        alive(&st)?;
+        xattr::get(&self.ctx, &st, name)
+    }
+
+    /// listxattr(2): every attribute name of inode `ino`, each ending in NUL.
+    pub fn listxattr(&self, ino: Ino) -> Result<Vec<u8>> {
+        let cell = self.cell(ino)?;
+        let st = cell.state.read();
+        alive(&st)?;
+        Ok(xattr::list(&st))
+    }
+
+    /// setxattr(2): sets attribute `name` (namespaces `user.`, `trusted.`,
+    /// `security.` and the two POSIX ACLs) to `value`, atomically and
+    /// durably; `flags` is 0, [`XATTR_CREATE`] or [`XATTR_REPLACE`]. Setting
+    /// `system.posix_acl_access` also sets the permission bits it implies.
+    pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
+        self.writable()?;
+        let cell = self.cell(ino)?;
+        let mut st = cell.state.write();
+        alive(&st)?;
+        xattr::set(&self.ctx, &mut st, name, value, flags, now_ns())
+    }
+
+    /// removexattr(2).
+    pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
+        self.writable()?;
+        let cell = self.cell(ino)?;
+        let mut st = cell.state.write();
+        alive(&st)?;
+        xattr::remove(&self.ctx, &mut st, name, now_ns())
+    }
+
     // ---- namespace ----
 
     fn ns(&self) -> Namespace<'_> {
@@ -361,29 +448,32 @@ impl Fs {
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn make_node(
-        &self,
-        parent: Ino,
-        name: &[u8],
-        mode: u32,
-        rdev: u64,
-        (uid, gid): (u32, u32),
-        target: Option<&[u8]>,
-        opened: bool,
-    ) -> Result<Attr> {
+    fn make_node(&self, parent: Ino, name: &[u8], m: &Make, target: Option<&[u8]>) -> Result<Attr> {
         self.writable()?;
         self.ns().create(&NewNode {
             parent,
             name,
-            mode,
-            rdev,
-            uid,
-            gid,
+            mode: m.mode,
+            rdev: m.rdev,
+            uid: m.uid,
+            gid: m.gid,
+            umask: m.umask,
             target,
-            opened,
+            opened: m.opened,
             identity: None,
         })
+    }
+
+    /// Creates a regular file, directory or special node as [`Make`]
+    /// describes: the general form of [`Fs::create`], [`Fs::mkdir`] and
+    /// [`Fs::mknod`], with the umask applied here (it gives way to the
+    /// directory's default ACL, as POSIX asks).
+    pub fn make(&self, parent: Ino, name: &[u8], m: &Make) -> Result<Attr> {
+        match FileType::from_mode(m.mode) {
+            None => Err(Error::Invalid("unknown file type in mode")),
+            Some(FileType::Symlink) => Err(Error::Invalid("a symlink needs its target: use symlink")),
+            Some(_) => self.make_node(parent, name, m, None),
+        }
     }
 
     /// Creates a node like `like` (type, permissions, owner, device, and
@@ -399,6 +489,7 @@ impl Fs {
             rdev: like.rdev,
             uid: like.uid,
             gid: like.gid,
+            umask: 0,
             target,
             opened: false,
             identity: Some((like.ino, like.generation)),
@@ -409,45 +500,31 @@ impl Fs {
     /// in a set-group-ID directory the file takes the directory's group
     /// (and a new directory its set-group-ID bit too), as POSIX asks.
     pub fn create(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(
-            parent,
-            name,
-            libc::S_IFREG | (perm & 0o7777),
-            0,
-            (uid, gid),
-            None,
-            false,
-        )
+        self.make(parent, name, &Make::new(libc::S_IFREG | (perm & 0o7777), uid, gid))
     }
 
     /// Creates a regular file with an open handle already registered (as
     /// open(O_CREAT) does), so no unlink can come in between.
     pub fn create_open(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(parent, name, libc::S_IFREG | (perm & 0o7777), 0, (uid, gid), None, true)
+        let m = Make {
+            opened: true,
+            ..Make::new(libc::S_IFREG | (perm & 0o7777), uid, gid)
+        };
+        self.make(parent, name, &m)
     }
 
     /// Creates a directory.
     pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make_node(
-            parent,
-            name,
-            libc::S_IFDIR | (perm & 0o7777),
-            0,
-            (uid, gid),
-            None,
-            false,
-        )
+        self.make(parent, name, &Make::new(libc::S_IFDIR | (perm & 0o7777), uid, gid))
     }
 
     /// Creates a node of any non-directory type from a full `mode`: regular
     /// file, FIFO, socket, or device (rdev is kept as metadata).
     pub fn mknod(&self, parent: Ino, name: &[u8], mode: u32, rdev: u64, uid: u32, gid: u32) -> Result<Attr> {
-        match FileType::from_mode(mode) {
-            None => Err(Error::Invalid("unknown file type in mode")),
-            Some(FileType::Directory) => Err(Error::Invalid("mknod cannot make directories")),
-            Some(FileType::Symlink) => Err(Error::Invalid("mknod cannot make symlinks")),
-            Some(_) => self.make_node(parent, name, mode, rdev, (uid, gid), None, false),
+        if mode & libc::S_IFMT == libc::S_IFDIR {
+            return Err(Error::Invalid("mknod cannot make directories"));
         }
+        self.make(parent, name, &Make { rdev, ..Make::new(mode, uid, gid) })
     }
 
     /// Creates a symbolic link to `target`.
@@ -458,7 +535,7 @@ impl Fs {
         if target.len() > MAX_SYMLINK {
             return Err(Error::NameTooLong);
         }
-        self.make_node(parent, name, libc::S_IFLNK | 0o777, 0, (uid, gid), Some(target), false)
+        self.make_node(parent, name, &Make::new(libc::S_IFLNK | 0o777, uid, gid), Some(target))
     }
 
     /// Reads a symlink's target.

@@ -330,6 +330,7 @@ fn reconnect(
                 rdev: 0,
                 uid: 0,
                 gid: 0,
+                umask: 0,
                 target: None,
                 opened: false,
                 identity: None,

@@ -6,7 +6,8 @@
 //! Departure from the paper: thorough GC writes the inode's *current state*
 //! (one setattr, one link change, one write entry per mapped run or one add
 //! per name) rather than copying surviving entries, and switches head and
-//! tail together in one journal transaction. The result is never larger than
+//! tail together in one journal transaction. Extended attributes are
+//! rewritten as one entry per name; removals disappear. The result is never larger than
 //! the copied entries, and hole, truncate and dentry-remove entries (which
 //! fast GC must keep) disappear.
 
@@ -20,6 +21,7 @@ use crate::inode::{link_entry, setattr_entry, Body, InodeState};
 use crate::journal::Update;
 use crate::layout::{ftype_of_mode, EntryType, WriteEntry, INODE_HEAD_OFF, INODE_TAIL_OFF};
 use crate::log::{Entry, Log};
+use crate::xattrmap;
 
 /// Logs shorter than this are never compacted: there is nothing to gain.
 const THOROUGH_MIN_PAGES: usize = 2;
@@ -94,6 +96,10 @@ fn compact_entries(ctx: &Ctx, st: &InodeState) -> Vec<Entry> {
             }
         }
         Body::Special => {}
+    }
+    // Values in pages keep their pages: only the entries are rewritten.
+    for (name, value) in st.meta.xattrs.iter() {
+        out.push(xattrmap::entry(ctx.epoch, name, Some(value), a.ctime));
     }
     out.push(link_entry(ctx.epoch, a.nlink, a.ctime));
     out.push(setattr_entry(ctx.epoch, &a));

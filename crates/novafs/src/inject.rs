@@ -654,6 +654,7 @@ fn entry_name(t: EntryType) -> &'static str {
         EntryType::LinkChange => "link change",
         EntryType::Mmap => "mmap",
         EntryType::SnapshotInfo => "snapshot info",
+        EntryType::Xattr => "xattr",
     }
 }
 

@@ -19,6 +19,7 @@ use crate::layout::{
 };
 use crate::log::{Committed, Entry, Log};
 use crate::pagemap::FileMap;
+use crate::xattrmap::XattrMap;
 
 pub use crate::layout::{Ino, ROOT_INO};
 
@@ -126,6 +127,8 @@ pub enum Body {
 pub struct Meta {
     pub attr: Attr,
     pub body: Body,
+    /// Extended attributes, whatever the type.
+    pub xattrs: XattrMap,
     /// The latest non-shrinking setattr entry (dead once superseded, §4.6).
     last_setattr: Option<u64>,
     /// The latest link-change entry.
@@ -143,6 +146,7 @@ impl Meta {
         Meta {
             attr,
             body,
+            xattrs: XattrMap::default(),
             last_setattr: None,
             last_link: None,
         }
@@ -244,6 +248,9 @@ impl Meta {
                 self.attr.mtime = d.dir_mtime;
                 self.attr.ctime = d.dir_mtime;
             }
+            EntryType::Xattr => {
+                self.attr.ctime = self.xattrs.apply(log, bounds, off, bytes, freed)?;
+            }
             // Reserved for the mmap and snapshot waves: kept, never applied.
             EntryType::Mmap | EntryType::SnapshotInfo => {}
         }
@@ -255,7 +262,8 @@ impl Meta {
 
     /// Entries a compacted log would hold: the thorough-GC yardstick.
     pub fn live_estimate(&self) -> u64 {
-        2 + match &self.body {
+        2 + self.xattrs.len() as u64
+            + match &self.body {
             Body::File(m) => m.live_entries(),
             Body::Dir(d) => d.len() as u64 + 1,
             Body::Special => 0,
@@ -308,12 +316,13 @@ impl InodeState {
     }
 
     /// Every page the inode occupies: its log pages, their mirrors (the
-    /// replicas, `replica`) and its data pages.
+    /// replicas, `replica`), its data pages and its xattr values' pages.
     pub fn pages(&self, bounds: Bounds) -> Vec<u64> {
         let mut v: Vec<u64> = self.log.pages().iter().flat_map(|&p| bounds.copies(p)).collect();
         if let Body::File(map) = &self.meta.body {
             v.extend(map.blocks());
         }
+        v.extend(self.meta.xattrs.blocks());
         v
     }
 
@@ -322,11 +331,11 @@ impl InodeState {
     /// Returns the log pages (freed with their mirrors) and the data pages.
     pub fn take_pages(&mut self) -> (Vec<Extent>, Vec<Extent>) {
         let log = runs(self.log.take_pages());
-        let data = match std::mem::replace(&mut self.meta.body, Body::Special) {
-            Body::File(map) => runs(map.into_blocks().collect()),
-            _ => Vec::new(),
-        };
-        (log, data)
+        let mut data: Vec<u64> = std::mem::take(&mut self.meta.xattrs).blocks().collect();
+        if let Body::File(map) = std::mem::replace(&mut self.meta.body, Body::Special) {
+            data.extend(map.into_blocks());
+        }
+        (log, runs(data))
     }
 
     /// A brand-new inode with an empty log.

@@ -242,6 +242,7 @@ pub enum EntryType {
     LinkChange = 5,
     Mmap = 6,
     SnapshotInfo = 7,
+    Xattr = 8,
 }
 
 impl EntryType {
@@ -254,6 +255,7 @@ impl EntryType {
             5 => Self::LinkChange,
             6 => Self::Mmap,
             7 => Self::SnapshotInfo,
+            8 => Self::Xattr,
             _ => return None,
         })
     }
@@ -374,6 +376,48 @@ pub struct LinkChangeEntry {
     pub reserved: [u64; 4],
 }
 const _: () = assert!(size_of::<LinkChangeEntry>() == 64);
+
+/// Extended attribute set or removal (FORMAT.md "Extended attributes").
+/// The fixed head is followed by the name, then, from the next 8-byte
+/// boundary, either the value itself (`npages` 0: an inline value) or the
+/// offsets of the `npages` data pages that hold it, as u64s. The latest
+/// entry for a name supersedes every earlier one; a removal stays until
+/// thorough GC drops it with the entries it cancels.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct XattrHead {
+    pub hdr: EntryHeader,
+    /// The inode's ctime after the change.
+    pub ctime: i64,
+    pub value_len: u32,
+    /// CRC32C of the value, checked on every read of value pages.
+    pub value_crc: u32,
+    pub name_len: u8,
+    /// [`XATTR_SET`] or [`XATTR_REMOVE`].
+    pub op: u8,
+    /// Data pages holding the value; 0 when the value is inline.
+    pub npages: u8,
+    pub pad: [u8; 5],
+    pub reserved: u64,
+}
+pub const XATTR_HEAD_SIZE: usize = 48;
+const _: () = assert!(size_of::<XattrHead>() == XATTR_HEAD_SIZE);
+pub const XATTR_SET: u8 = 1;
+pub const XATTR_REMOVE: u8 = 2;
+/// Longest attribute name, prefix included (Linux XATTR_NAME_MAX).
+pub const XATTR_NAME_MAX: usize = 255;
+/// Largest value (Linux XATTR_SIZE_MAX).
+pub const XATTR_SIZE_MAX: usize = 65536;
+/// Largest sum of a listing: every name and its NUL (Linux XATTR_LIST_MAX).
+pub const XATTR_LIST_MAX: usize = 65536;
+/// Largest xattr entry with its value inline; larger values go to pages.
+pub const XATTR_INLINE_MAX: usize = 1024;
+
+/// Where an xattr entry's value or page list starts: after the name, at
+/// the next 8-byte boundary.
+pub fn xattr_payload_off(name_len: usize) -> usize {
+    (XATTR_HEAD_SIZE + name_len).next_multiple_of(8)
+}
 
 /// Atomic-mmap record (NOVA §4.5); reserved for the mmap wave.
 #[repr(C)]

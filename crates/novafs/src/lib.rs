@@ -11,11 +11,11 @@
 //! | 2 | `superblock`, `alloc`, `replica`, `health`, `strips` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3) |
 //! | 3 | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
 //! | 4 | `log` | per-inode logs: append, the tail-store commit, fast GC's relinking |
-//! | 5 | `dir`, `pagemap`, `itable` | DRAM indexes (directory, file pages) and the inode tables |
+//! | 5 | `dir`, `pagemap`, `xattrmap`, `itable` | DRAM indexes (directory, file pages, extended attributes) and the inode tables |
 //! | 6 | `inode` | an inode's DRAM state, replayed from its log |
 //! | 7 | `commit` | the shared context and the commit paths, which alone make the proofs that publishing and freeing need |
 //! | 8 | `gc`, `cache` | fast and thorough log GC (NOVA §4.6); the inode cache and lock order |
-//! | 9 | `file` | copy-on-write file data (NOVA §4.4) |
+//! | 9 | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
 //! | 10 | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 11 | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
 //! | 12 | `mkfs`, [`fsck`], `scrub` | formatting; the offline check; reading and repairing everything redundancy protects, online |
@@ -59,11 +59,14 @@ mod strips;
 mod superblock;
 pub mod time;
 pub mod tune;
+mod xattr;
+mod xattrmap;
 
 pub use error::{Error, Result};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use fs::{
-    DirEntry, Fs, GcStats, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE,
+    DirEntry, Fs, GcStats, Make, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE,
+    XATTR_CREATE, XATTR_REPLACE,
 };
 pub use health::HealthCounts;
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
@@ -89,12 +92,14 @@ mod layering {
         ("log", 4, include_str!("log.rs")),
         ("dir", 5, include_str!("dir.rs")),
         ("pagemap", 5, include_str!("pagemap/mod.rs")),
+        ("xattrmap", 5, include_str!("xattrmap.rs")),
         ("itable", 5, include_str!("itable.rs")),
         ("inode", 6, include_str!("inode.rs")),
         ("commit", 7, include_str!("commit.rs")),
         ("gc", 8, include_str!("gc.rs")),
         ("cache", 8, include_str!("cache.rs")),
         ("file", 9, include_str!("file.rs")),
+        ("xattr", 9, include_str!("xattr.rs")),
         ("namespace", 10, include_str!("namespace.rs")),
         ("recovery", 11, include_str!("recovery.rs")),
         ("mkfs", 12, include_str!("mkfs.rs")),

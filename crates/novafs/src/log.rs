@@ -14,16 +14,21 @@ use crate::error::{corrupt, Result};
 use crate::hash::U64Map;
 use crate::journal::{Check, Durable, TxnId};
 use crate::layout::{
-    entry_csum, Bounds, DentryHead, EntryHeader, EntryType, ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF,
-    LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT,
+    entry_csum, xattr_payload_off, Bounds, DentryHead, EntryHeader, EntryType, XattrHead, ENTRY_CSUM_OFF,
+    INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT, XATTR_HEAD_SIZE,
 };
 
 /// The largest number of pages a log grows by at once; below it the log
 /// doubles (NOVA §4.1 "allocates sufficient new pages to double the log").
 pub const LOG_GROW_MAX: u64 = 64;
 
-/// The largest entry: a dentry with a 255-byte name.
-const MAX_ENTRY: u64 = (crate::layout::DENTRY_HEAD_SIZE as u64 + crate::layout::NAME_MAX as u64).div_ceil(SLOT) * SLOT;
+/// The largest entry: an extended attribute with its value inline (larger
+/// than a dentry with a 255-byte name).
+const MAX_ENTRY: u64 = crate::layout::XATTR_INLINE_MAX as u64;
+const _: () = assert!(
+    MAX_ENTRY.is_multiple_of(SLOT)
+        && MAX_ENTRY >= (crate::layout::DENTRY_HEAD_SIZE as u64 + crate::layout::NAME_MAX as u64).div_ceil(SLOT) * SLOT
+);
 
 /// An encoded log entry: whole slots, header filled in, checksum set.
 #[derive(Clone, Debug)]
@@ -38,6 +43,16 @@ impl Entry {
     /// Encodes a dentry: its fixed head followed by the name.
     pub fn dentry(etype: EntryType, epoch: u64, head: &DentryHead, name: &[u8]) -> Entry {
         Self::with_tail(etype, epoch, head.as_bytes(), name)
+    }
+
+    /// Encodes an extended attribute entry: its head, the name, and from
+    /// the next 8-byte boundary the payload (inline value or page list).
+    pub fn xattr(epoch: u64, head: &XattrHead, name: &[u8], payload: &[u8]) -> Entry {
+        let at = xattr_payload_off(name.len()) - XATTR_HEAD_SIZE;
+        let mut tail = vec![0u8; at + payload.len()];
+        tail[..name.len()].copy_from_slice(name);
+        tail[at..].copy_from_slice(payload);
+        Self::with_tail(EntryType::Xattr, epoch, head.as_bytes(), &tail)
     }
 
     fn with_tail(etype: EntryType, epoch: u64, fixed: &[u8], tail: &[u8]) -> Entry {

@@ -22,6 +22,7 @@ use crate::journal::{Durable, Update};
 use crate::layout::{ftype_of_mode, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF};
 use crate::log::Entry;
 use crate::time::now_ns;
+use crate::xattr::{self, Staged};
 
 /// Most hard links one inode may have.
 pub const MAX_LINKS: u32 = 65_000;
@@ -41,6 +42,8 @@ pub struct NewNode<'a> {
     /// the directory's: [`inherited_group`]).
     pub uid: u32,
     pub gid: u32,
+    /// Permission bits to clear unless `parent` has a default ACL.
+    pub umask: u32,
     /// A symlink's target.
     pub target: Option<&'a [u8]>,
     /// Register an open handle at once (open with O_CREAT), so no unlink
@@ -173,11 +176,18 @@ impl Namespace<'_> {
         }
         let (gid, mode) = inherited_group(&pst.meta.attr, n.gid, n.mode);
         let ctx = self.ctx;
-        let (ino, off) = match n.identity {
-            Some((ino, _)) => (ino, ctx.tables.claim_exact(ctx.region(), &ctx.alloc, ino)?),
-            None => ctx.tables.claim(ctx.region(), &ctx.alloc)?,
-        };
         let now = now_ns();
+        // A restored node brings its own attributes (`tune` copies them).
+        let (mode, acls) = match n.identity {
+            Some(_) => (mode, Staged::default()),
+            None => xattr::inherit(ctx, &pst, mode, n.umask, now)?,
+        };
+        let (acl_entries, acl_pages) = acls.into_parts();
+        let claimed = match n.identity {
+            Some((ino, _)) => ctx.tables.claim_exact(ctx.region(), &ctx.alloc, ino).map(|off| (ino, off)),
+            None => ctx.tables.claim(ctx.region(), &ctx.alloc),
+        };
+        let (ino, off) = claimed.inspect_err(|_| ctx.alloc.abandon(&acl_pages))?;
         let attr = Attr {
             ino,
             kind,
@@ -202,14 +212,12 @@ impl Namespace<'_> {
                 ctx.region().write(off, rec)?;
                 Ok(ctx.region().flush(off, INODE_SIZE)?)
             };
-            // A directory's ".." and a symlink's target are committed in the
-            // new inode's own log first, over the record: that commit's R1
-            // fence makes the whole record persistent before the parent's
-            // transaction begins, so it only has to set the valid bit.
-            let has_init = is_dir || n.target.is_some();
-            if has_init {
-                write_record()?;
-            }
+            // A directory's "..", inherited ACLs and a symlink's target are
+            // committed in the new inode's own log first, over the record:
+            // that commit's R1 fence makes the whole record persistent
+            // before the parent's transaction begins, so it only has to set
+            // the valid bit.
+            let mut init = Vec::new();
             if is_dir {
                 let spec = DentrySpec {
                     ino: n.parent,
@@ -218,8 +226,15 @@ impl Namespace<'_> {
                     dir_nlink: 2,
                     dir_mtime: now,
                 };
-                let dots = [dentry(ctx.epoch, true, b"..", &spec)];
-                commit::single_published(ctx, &mut st, Budget::Normal, &dots)?;
+                init.push(dentry(ctx.epoch, true, b"..", &spec));
+            }
+            init.extend(acl_entries);
+            let has_init = !init.is_empty() || n.target.is_some();
+            if has_init {
+                write_record()?;
+            }
+            if !init.is_empty() {
+                commit::single_published(ctx, &mut st, Budget::Normal, &init)?;
             }
             if let Some(t) = n.target {
                 file::write(ctx, &mut st, 0, t)?;
@@ -252,6 +267,9 @@ impl Namespace<'_> {
         })();
         if let Err(e) = built {
             // The slot never became live: nothing durable reaches its pages.
+            if st.meta.xattrs.len() == 0 {
+                ctx.alloc.abandon(&acl_pages); // Never published.
+            }
             let (log, data) = st.take_pages();
             ctx.alloc.abandon_meta(&log);
             ctx.alloc.abandon(&data);
