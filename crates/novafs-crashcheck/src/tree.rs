@@ -59,6 +59,8 @@ pub struct Node {
     pub content: Content,
     /// Symlink target.
     pub target: Option<String>,
+    /// Extended attributes by name.
+    pub xattrs: Vec<(String, Content)>,
 }
 
 /// Which attributes take part in comparisons.
@@ -103,6 +105,9 @@ fn brief(n: &Node) -> String {
     }
     if n.content != Content::None {
         s += &format!(" data {:?}", n.content);
+    }
+    for (name, v) in &n.xattrs {
+        s += &format!(" {name}={v:?}");
     }
     s += &format!(" times {}/{}/{}", n.atime, n.mtime, n.ctime);
     s
@@ -237,6 +242,7 @@ fn describe_diff(a: &Node, b: &Node) -> String {
     field!(ctime);
     field!(first_name);
     field!(target);
+    field!(xattrs);
     if a.content != b.content {
         let mut s = format!("content {:?} (expected {:?})", a.content, b.content);
         if let (Content::Bytes(x), Content::Bytes(y)) = (&a.content, &b.content) {
@@ -260,17 +266,21 @@ fn node(fs: &Fs, a: &novafs::Attr, path: &str, first: &mut HashMap<Ino, String>)
             if n != buf.len() {
                 return Err(format!("{path}: read {n} of {} bytes", buf.len()));
             }
-            content = if buf.len() <= KEEP_BYTES {
-                Content::Bytes(buf)
-            } else {
-                Content::Hash(buf.len() as u64, hash_bytes(&buf))
-            };
+            content = content_of(buf);
         }
         FileType::Symlink => {
             let t = fs.readlink(a.ino).map_err(|e| format!("readlink {path}: {e}"))?;
             target = Some(String::from_utf8_lossy(&t).into_owned());
         }
         _ => {}
+    }
+    let list = fs.listxattr(a.ino).map_err(|e| format!("listxattr {path}: {e}"))?;
+    let mut xattrs = Vec::new();
+    for name in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+        let v = fs
+            .getxattr(a.ino, name)
+            .map_err(|e| format!("getxattr {path} {}: {e}", String::from_utf8_lossy(name)))?;
+        xattrs.push((String::from_utf8_lossy(name).into_owned(), content_of(v)));
     }
     // A directory's size and blocks count its log pages, which log growth
     // and GC change apart from anything a program does: not part of the
@@ -294,7 +304,17 @@ fn node(fs: &Fs, a: &novafs::Attr, path: &str, first: &mut HashMap<Ino, String>)
         first_name,
         content,
         target,
+        xattrs,
     })
+}
+
+/// Small contents in full, large ones as a hash.
+fn content_of(buf: Vec<u8>) -> Content {
+    if buf.len() <= KEEP_BYTES {
+        Content::Bytes(buf)
+    } else {
+        Content::Hash(buf.len() as u64, hash_bytes(&buf))
+    }
 }
 
 #[cfg(test)]

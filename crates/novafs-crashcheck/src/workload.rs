@@ -123,6 +123,24 @@ pub fn gc_count(r: &Runner, kind: GcKind) -> u64 {
     }
 }
 
+/// Sets ACL `name` of `path` to `(tag, perm)` entries; named users'
+/// entries (tag 2) are for uid 1001, the others take no id.
+fn set_acl(path: &str, name: &str, entries: &[(u16, u16)]) -> Op {
+    let mut value = 2u32.to_le_bytes().to_vec();
+    for &(tag, perm) in entries {
+        let id = if tag == 2 { 1001 } else { u32::MAX };
+        value.extend_from_slice(&tag.to_le_bytes());
+        value.extend_from_slice(&perm.to_le_bytes());
+        value.extend_from_slice(&id.to_le_bytes());
+    }
+    Op::SetXattr {
+        at: path.into(),
+        name: name.into(),
+        value,
+        flags: 0,
+    }
+}
+
 /// The hand-written scenarios: one per operation type and form, plus a few
 /// multi-operation sequences. Log growth, GC and journal wrap-around
 /// workloads are built by [`generated`] (they need a trial run).
@@ -364,6 +382,37 @@ pub fn catalog() -> Vec<Workload> {
                 Op::chown("/f", 7, 8),
                 Op::utimens("/f", 1_000_000_000, 2_000_000_000),
                 Op::chmod("/d", 0o700),
+            ],
+        ),
+        w(
+            // Inline values, a value in data pages, replacing one by the
+            // other (the old pages freed after the commit) and removals.
+            "xattr",
+            vec![Op::create("/f"), Op::mkdir("/d"), Op::symlink("/l", "f")],
+            vec![
+                Op::setxattr("/f", "user.a", 10, 40),
+                Op::setxattr("/f", "user.a", 300, 41),
+                Op::setxattr("/f", "user.big", 9000, 42),
+                Op::setxattr("/d", "trusted.t", 0, 0),
+                Op::setxattr("/l", "security.s", 20, 43),
+                Op::removexattr("/f", "user.a"),
+                Op::setxattr("/f", "user.big", 100, 44),
+                Op::setxattr("/d", "user.big", 60_000, 45),
+                Op::removexattr("/d", "user.big"),
+            ],
+        ),
+        w(
+            // POSIX ACLs: the access ACL and the mode change together, a
+            // chmod rewrites the ACL, new nodes inherit a default ACL.
+            "acl",
+            vec![Op::create("/f"), Op::mkdir("/d")],
+            vec![
+                set_acl("/f", "system.posix_acl_access", &[(1, 6), (2, 4), (4, 4), (0x10, 6), (0x20, 0)]),
+                Op::chmod("/f", 0o640),
+                set_acl("/d", "system.posix_acl_default", &[(1, 7), (2, 5), (4, 5), (0x10, 7), (0x20, 0)]),
+                Op::create("/d/g"),
+                Op::mkdir("/d/e"),
+                set_acl("/f", "system.posix_acl_access", &[(1, 6), (4, 4), (0x20, 4)]),
             ],
         ),
         w(
@@ -647,6 +696,24 @@ pub fn generated() -> Vec<Workload> {
             out.push(w);
         }
     }
+    // Thorough GC of a log of xattr entries: three names set over and
+    // over, one value in data pages that the compacted log must keep.
+    let churn = |i: usize| match i {
+        0 => Op::setxattr("/f", "user.pages", 6000, 50),
+        _ => Op::setxattr("/f", ["user.a", "user.b", "user.c"][i % 3], 40, 60 + i as u64),
+    };
+    if let Some(mut w) = around(
+        "thorough_gc_xattr",
+        vec![Op::create("/f"), Op::write("/f", 0, 100, 49)],
+        churn,
+        5000,
+        |r| gc_count(r, GcKind::Thorough) > 0,
+        2,
+        1,
+    ) {
+        w.gc = Some(GcKind::Thorough);
+        out.push(w);
+    }
     // A journal transaction that wraps around the end of the ring.
     let pair = |i: usize| {
         let a = format!("/x{}", (i / 3) % 5);
@@ -770,7 +837,7 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
         let join = |d: &str, n: &str| if d == "/" { format!("/{n}") } else { format!("{d}/{n}") };
         let fresh = join(&dir, names[rng.below(names.len() as u64) as usize]);
         let seed_i = seed.wrapping_mul(1000) + i as u64;
-        let op = match rng.below(20) {
+        let op = match rng.below(22) {
             0..=2 => Op::create(fresh),
             3 => Op::mkdir(fresh),
             4 => Op::symlink(fresh, format!("t{}", rng.below(100))),
@@ -824,6 +891,18 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
             18 => match rng.pick(&any) {
                 Some(p) => Op::chown(p.clone(), rng.below(5) as u32, rng.below(5) as u32),
                 None => Op::mkdir(fresh),
+            },
+            20 | 21 => match rng.pick(&any) {
+                // Values inline, and large enough for data pages.
+                Some(p) => {
+                    let name = ["user.a", "user.b", "trusted.c"][rng.below(3) as usize];
+                    if rng.chance(1, 3) {
+                        Op::removexattr(p.clone(), name)
+                    } else {
+                        Op::setxattr(p.clone(), name, [0, 10, 900, 5000][rng.below(4) as usize], seed_i)
+                    }
+                }
+                None => Op::create(fresh),
             },
             _ => {
                 if rng.chance(1, 4) {

@@ -173,6 +173,25 @@ pub enum Op {
         at: At,
         set: SetAttr,
     },
+    /// setxattr(2) with its flags ([`crate::XATTR_CREATE`],
+    /// [`crate::XATTR_REPLACE`]).
+    SetXattr {
+        at: At,
+        name: Vec<u8>,
+        value: Vec<u8>,
+        flags: u32,
+    },
+    RemoveXattr {
+        at: At,
+        name: Vec<u8>,
+    },
+    /// An attribute's value.
+    GetXattr {
+        at: At,
+        name: Vec<u8>,
+    },
+    /// Every attribute name, each ending in NUL.
+    ListXattr(At),
     /// Opens a handle, kept until [`Op::Release`]: an unlinked open file
     /// lives on.
     Open(At),
@@ -312,6 +331,23 @@ impl Op {
         Op::Setattr { at: at.into(), set }
     }
 
+    /// Sets attribute `name` to the `len` bytes of [`data`]`(seed, len)`.
+    pub fn setxattr(at: impl Into<At>, name: &str, len: u64, seed: u64) -> Op {
+        Op::SetXattr {
+            at: at.into(),
+            name: name.into(),
+            value: data(seed, len),
+            flags: 0,
+        }
+    }
+
+    pub fn removexattr(at: impl Into<At>, name: &str) -> Op {
+        Op::RemoveXattr {
+            at: at.into(),
+            name: name.into(),
+        }
+    }
+
     /// The open handle this operation names, if any: a generator must not
     /// emit it while fewer handles are open.
     pub fn handle(&self) -> Option<usize> {
@@ -325,6 +361,10 @@ impl Op {
             | Op::Lseek { at, .. }
             | Op::Fsync(at)
             | Op::Setattr { at, .. }
+            | Op::SetXattr { at, .. }
+            | Op::RemoveXattr { at, .. }
+            | Op::GetXattr { at, .. }
+            | Op::ListXattr(at)
             | Op::Open(at)
             | Op::Release(at) => at,
             Op::Create { .. }
@@ -461,6 +501,16 @@ impl fmt::Display for Op {
             }
             Op::Fsync(at) => write!(f, "fsync {at}"),
             Op::Setattr { at, set } => fmt_setattr(f, at, set),
+            Op::SetXattr { at, name, value, flags } => {
+                write!(f, "setxattr {at} {} ({} bytes)", String::from_utf8_lossy(name), value.len())?;
+                match flags {
+                    0 => Ok(()),
+                    _ => write!(f, " flags {flags}"),
+                }
+            }
+            Op::RemoveXattr { at, name } => write!(f, "removexattr {at} {}", String::from_utf8_lossy(name)),
+            Op::GetXattr { at, name } => write!(f, "getxattr {at} {}", String::from_utf8_lossy(name)),
+            Op::ListXattr(at) => write!(f, "listxattr {at}"),
             Op::Open(at) => write!(f, "open {at}"),
             Op::Release(at) => write!(f, "release {at}"),
             Op::Mount => write!(f, "mount"),
@@ -544,6 +594,8 @@ mod tests {
             (Op::Open("/f".into()), "open /f"),
             (Op::Release("/f".into()), "release /f"),
             (Op::Remount, "remount"),
+            (Op::setxattr("/f", "user.a", 3, 1), "setxattr /f user.a (3 bytes)"),
+            (Op::removexattr("/f", "user.a"), "removexattr /f user.a"),
             (Op::MountUnprotected, "mount meta_protection=off"),
         ];
         for (op, text) in shown {

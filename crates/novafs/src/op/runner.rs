@@ -226,6 +226,16 @@ impl Runner {
                 Observed::Done
             }
             Op::Setattr { at, set } => Observed::Attr(fs.setattr(ino(fs, handles, at)?, set)?),
+            Op::SetXattr { at, name, value, flags } => {
+                fs.setxattr(ino(fs, handles, at)?, name, value, *flags)?;
+                Observed::Done
+            }
+            Op::RemoveXattr { at, name } => {
+                fs.removexattr(ino(fs, handles, at)?, name)?;
+                Observed::Done
+            }
+            Op::GetXattr { at, name } => Observed::Data(fs.getxattr(ino(fs, handles, at)?, name)?),
+            Op::ListXattr(at) => Observed::Data(fs.listxattr(ino(fs, handles, at)?)?),
             Op::Open(at) => {
                 let i = ino(fs, handles, at)?;
                 let attr = fs.open_handle(i)?;
