@@ -166,6 +166,12 @@ fn copy_tree(src: &Fs, dst: &Fs, progress: &dyn Fn(u64)) -> Result<Rebuilt> {
         }
     }
     for a in &attrs {
+        // Extended attributes (ACLs among them) before the attributes:
+        // setting them changes ctime.
+        let list = src.listxattr(a.ino)?;
+        for name in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+            dst.setxattr(a.ino, name, &src.getxattr(a.ino, name)?, 0)?;
+        }
         let is_file = a.kind == FileType::RegularFile;
         dst.setattr(
             a.ino,
@@ -269,6 +275,20 @@ mod tests {
         fs.symlink(d.ino, b"to-a", b"../a", 5, 6).unwrap();
         fs.mknod(ROOT_INO, b"fifo", libc::S_IFIFO | 0o640, 0, 0, 0).unwrap();
         fs.mknod(ROOT_INO, b"null", libc::S_IFCHR | 0o666, 0x103, 0, 0).unwrap();
+        // Extended attributes: inline, in pages, and ACLs (access with a
+        // named user and mask; a default one on a directory).
+        fs.setxattr(a.ino, b"user.k", b"v", 0).unwrap();
+        fs.setxattr(big.ino, b"trusted.big", &[9u8; 20_000], 0).unwrap();
+        let acl = |tags: [(u16, u16, u32); 5]| {
+            let mut v = 2u32.to_le_bytes().to_vec();
+            for (tag, perm, id) in tags {
+                v.extend([tag.to_le_bytes().as_slice(), &perm.to_le_bytes(), &id.to_le_bytes()].concat());
+            }
+            v
+        };
+        let named = acl([(1, 7, !0), (2, 5, 1000), (4, 0, !0), (0x10, 5, !0), (0x20, 0, !0)]);
+        fs.setxattr(e.ino, b"system.posix_acl_access", &named, 0).unwrap();
+        fs.setxattr(e.ino, b"system.posix_acl_default", &named, 0).unwrap();
         // A freed slot below the others: numbers must not close the gap.
         let gone = fs.create(ROOT_INO, b"gone", 0o600, 0, 0).unwrap();
         fs.create(ROOT_INO, b"after", 0o600, 0, 0).unwrap();
@@ -313,6 +333,11 @@ mod tests {
                 }
                 _ => Vec::new(),
             };
+            let mut body = body;
+            let list = fs.listxattr(ino).unwrap();
+            for name in list.split(|&b| b == 0).filter(|n| !n.is_empty()) {
+                body.extend([name, b"=", &fs.getxattr(ino, name).unwrap()].concat());
+            }
             out.push((path, a, body));
         }
         out.sort_by(|x, y| x.0.cmp(&y.0));
