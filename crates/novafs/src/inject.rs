@@ -53,7 +53,8 @@ pub enum Target {
     /// The used parts of pages 1–2: journal headers, reserved inode slots,
     /// inode-table heads.
     FixedArea,
-    /// A data page a file maps now (the last write of each file page wins).
+    /// A data page a file maps now (the last write of each file page wins),
+    /// or one holding an extended attribute's value.
     DataPage,
     /// The strip checksums of such a data page: two copies, in the two
     /// checksum areas (Fortis §4.3).
@@ -357,7 +358,7 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
             .collect(),
         Target::DataPage => data_pages(region, &sb, ino)?
             .into_iter()
-            .map(|(pgoff, block)| Located::one(format!("data page (file page {pgoff})"), Some(ino), block, PAGE_SIZE))
+            .map(|(what, block)| Located::one(format!("data page ({what})"), Some(ino), block, PAGE_SIZE))
             .collect(),
         Target::DataChecksums => {
             if sb.csum_off[0] == 0 {
@@ -367,10 +368,10 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
             }
             data_pages(region, &sb, ino)?
                 .into_iter()
-                .map(|(pgoff, block)| {
+                .map(|(what, block)| {
                     let at = (block - sb.data_start) / PAGE_SIZE * CSUM_BYTES;
                     Located {
-                        what: format!("checksums of data page (file page {pgoff})"),
+                        what: format!("checksums of data page ({what})"),
                         ino: Some(ino),
                         len: CSUM_BYTES,
                         copies: vec![
@@ -389,10 +390,10 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
             }
             data_pages(region, &sb, ino)?
                 .into_iter()
-                .map(|(pgoff, block)| {
+                .map(|(what, block)| {
                     let at = sb.parity_off + (block - sb.data_start) / PAGE_SIZE * STRIP_SIZE;
                     Located::one(
-                        format!("parity of data page (file page {pgoff})"),
+                        format!("parity of data page ({what})"),
                         Some(ino),
                         at,
                         STRIP_SIZE,
@@ -439,23 +440,24 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
     })
 }
 
-/// `(file page, data page)` for every page file `ino` maps: the file
-/// system's own replay of its log, which verifies every entry.
-fn data_pages(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<Vec<(u64, u64)>> {
+/// `(what it holds, data page)` for every page file `ino` maps and every
+/// page holding one of its extended attribute values: the file system's
+/// own replay of its log, which verifies every entry.
+fn data_pages(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<Vec<(String, u64)>> {
     let st = load_inode(region, sb, ino).map_err(|e| {
         in_context(
             e,
             format_args!("the data pages of inode {ino} are found by replaying its log"),
         )
     })?;
-    let Body::File(map) = &st.meta.body else {
-        return Ok(Vec::new()); // a directory or a special file
-    };
-    Ok(map
-        .runs()
-        .into_iter()
-        .flat_map(|(pgoff, block, n)| (0..n).map(move |i| (pgoff + i, block + i * PAGE_SIZE)))
-        .collect())
+    let mut out = Vec::new();
+    if let Body::File(map) = &st.meta.body {
+        for (pgoff, block, n) in map.runs() {
+            out.extend((0..n).map(|i| (format!("file page {}", pgoff + i), block + i * PAGE_SIZE)));
+        }
+    }
+    out.extend(st.meta.xattrs.blocks().map(|b| ("an extended attribute value".to_string(), b)));
+    Ok(out)
 }
 
 /// Picks what [`corrupt`] would change, without writing: one instance of
@@ -496,7 +498,7 @@ fn plan_with(region: &dyn Region, spec: &Spec, rng: &mut Rng) -> Result<Vec<Dama
             Target::LogPage => "the inode has no log pages",
             Target::LogEntry => "the inode has no committed log entries",
             Target::DataPage | Target::DataChecksums | Target::Parity => {
-                "the inode maps no data pages (not a file, or an empty one)"
+                "the inode maps no data pages (no file data and no extended attribute values in pages)"
             }
             _ => "no such structure on this image",
         }));

@@ -134,6 +134,19 @@ fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, paced:
         ctx.data().fence(); // The rewritten replicas are durable before the lock goes.
     }
     let mut page = vec![0u8; PAGE_SIZE as usize];
+    {
+        // Extended attribute values in data pages (at most 16 a name).
+        let st = cell.state.read();
+        alive(&st)?;
+        let mut checked_pages = 0;
+        for block in st.meta.xattrs.blocks() {
+            scrub_block(ctx, block, &mut page)?;
+            checked_pages += 1;
+        }
+        drop(st);
+        rep.pages += checked_pages;
+        paced(checked_pages * PAGE_SIZE);
+    }
     let mut from = 0u64;
     loop {
         let st = cell.state.read();
@@ -145,8 +158,7 @@ fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, paced:
         let mut checked_pages = 0;
         while let Some(pg) = next.filter(|_| checked_pages < BATCH) {
             if let Some(block) = map.lookup(pg) {
-                let checked = ctx.strips.scrub_page(ctx.data(), block, &mut page, !ctx.read_only)?;
-                ctx.health.data_repaired(checked.repaired);
+                scrub_block(ctx, block, &mut page)?;
                 checked_pages += 1;
             }
             next = map.next_mapped(pg + 1);
@@ -159,6 +171,14 @@ fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, paced:
             None => return Ok(()),
         }
     }
+}
+
+/// Checks data page `block` against its checksums and parity, repairing
+/// what it can (Fortis §4.3), counted in `health`.
+fn scrub_block(ctx: &Ctx, block: u64, page: &mut [u8]) -> Result<()> {
+    let checked = ctx.strips.scrub_page(ctx.data(), block, page, !ctx.read_only)?;
+    ctx.health.data_repaired(checked.repaired);
+    Ok(())
 }
 
 /// The inode tables' redundancy no live inode covers (Fortis §4.2). Each

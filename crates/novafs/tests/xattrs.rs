@@ -306,3 +306,75 @@ fn new_nodes_inherit_a_default_acl_and_else_take_the_umask() {
     fs.unmount().unwrap();
     assert_fsck_clean(&region);
 }
+
+/// A value in data pages is covered like file data: one damaged strip is
+/// rebuilt from parity (by the read or by scrub); damage parity cannot
+/// undo is EIO for that attribute only, never a wrong value.
+#[test]
+fn a_damaged_value_is_repaired_or_eio_never_wrong() {
+    use novafs::inject::{corrupt, Spec, Target, Which};
+    use novafs::ScrubOptions;
+    let region = fresh(32, 1);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    let big = value(3, 9000);
+    fs.setxattr(f, b"user.big", &big, 0).unwrap();
+    fs.setxattr(f, b"user.small", b"inline", 0).unwrap();
+    fs.unmount().unwrap();
+    let damage = |seed, bytes| {
+        let spec = Spec {
+            which: Which::Primary,
+            ino: f,
+            seed,
+            bytes,
+            ..Spec::new(Target::DataPage)
+        };
+        corrupt(&*region, &spec).unwrap()
+    };
+    // One strip: a scrub repairs it, a second finds nothing.
+    let d = damage(1, 8);
+    assert!(d[0].what.contains("extended attribute"), "{:?}", d[0].what);
+    let fs = mount(&region);
+    let rep = fs.scrub(ScrubOptions::default(), &|_, _| true).unwrap();
+    assert_eq!(rep.data_repaired, 1, "{rep:?}");
+    assert_eq!(fs.getxattr(f, b"user.big").unwrap(), big);
+    assert_eq!(fs.scrub(ScrubOptions::default(), &|_, _| true).unwrap().data_repaired, 0);
+    fs.unmount().unwrap();
+    // Two strips of one page: EIO for that value, the rest reads.
+    damage(2, 600);
+    let fs = mount(&region);
+    assert_eq!(fs.getxattr(f, b"user.big").err().map(|e| e.errno()), Some(libc::EIO));
+    assert_eq!(fs.getxattr(f, b"user.small").unwrap(), b"inline");
+    assert_eq!(names(&fs, f), ["user.big", "user.small"]);
+    // Setting it anew heals it.
+    fs.setxattr(f, b"user.big", &big, 0).unwrap();
+    assert_eq!(fs.getxattr(f, b"user.big").unwrap(), big);
+}
+
+/// Without data protection the value's own CRC32C still catches damage.
+#[test]
+fn without_data_protection_the_value_checksum_catches_damage() {
+    use novafs::inject::{corrupt, Spec, Target, Which};
+    let region: std::sync::Arc<dyn pm::Region> = std::sync::Arc::new(pm::MemRegion::new(32 << 20));
+    let opts = novafs::FormatOptions {
+        data_csum: false,
+        data_parity: false,
+        ..Default::default()
+    };
+    Fs::format(region.clone(), &opts).unwrap();
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.setxattr(f, b"user.big", &value(5, 5000), 0).unwrap();
+    fs.unmount().unwrap();
+    let spec = Spec {
+        which: Which::Primary,
+        ino: f,
+        seed: 3,
+        bytes: 4096, // a whole page: value bytes for sure
+        ..Spec::new(Target::DataPage)
+    };
+    corrupt(&*region, &spec).unwrap();
+    let fs = mount(&region);
+    assert_eq!(fs.getxattr(f, b"user.big").err().map(|e| e.errno()), Some(libc::EIO));
+    assert_eq!(fs.health().losses, 1);
+}
