@@ -192,13 +192,17 @@ fn check_changeable(st: &InodeState, name: &[u8]) -> Result<()> {
 /// setxattr(2): sets attribute `name` of `st` to `value`; `flags` may ask
 /// that it exist ([`XATTR_REPLACE`]) or not ([`XATTR_CREATE`]) already.
 pub fn set(ctx: &Ctx, st: &mut InodeState, name: &[u8], value: &[u8], flags: u32, now: i64) -> Result<()> {
-    check_name(name)?;
+    // Linux's order: flags, the name's length, the value's, the namespace.
     if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
         return Err(Error::Invalid("unknown setxattr flags"));
+    }
+    if name.is_empty() || name.len() > XATTR_NAME_MAX {
+        return Err(Error::Range);
     }
     if value.len() > XATTR_SIZE_MAX {
         return Err(Error::TooBig);
     }
+    check_name(name)?;
     check_changeable(st, name)?;
     let exists = st.meta.xattrs.get(name).is_some();
     if flags & XATTR_CREATE != 0 && exists {

@@ -153,6 +153,8 @@ struct Node {
     links: u32,
     /// Parent of a directory.
     parent: Id,
+    /// Extended attributes.
+    xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
 }
 
 impl Node {
@@ -233,6 +235,11 @@ fn err<T>(e: i32) -> Result<T, Expect> {
     Err(Expect::Err(vec![e]))
 }
 
+/// What listxattr gives for `n`: every name, NUL-terminated, in byte order.
+fn xattr_list(n: &Node) -> Vec<u8> {
+    n.xattrs.keys().flat_map(|k| k.iter().copied().chain([0])).collect()
+}
+
 fn dots(name: &str) -> bool {
     name == "." || name == ".."
 }
@@ -256,6 +263,7 @@ impl Model {
             mtime: None,
             links: 0,
             parent: ROOT,
+            xattrs: BTreeMap::new(),
         };
         Model {
             nodes: BTreeMap::from([(ROOT, root)]),
@@ -403,6 +411,7 @@ impl Model {
                 mtime: None,
                 links: u32::from(!dir),
                 parent,
+                xattrs: BTreeMap::new(),
             },
         );
         self.children_mut(parent).insert(name.to_string(), id);
@@ -581,10 +590,65 @@ impl Model {
                 Expect::Listing(id)
             }
             Op::Statfs => Expect::Statfs,
+            Op::SetXattr { at, name, value, flags } => {
+                let id = self.target(at)?;
+                if value.len() > 65_536 && !name.is_empty() && name.len() <= 255 {
+                    return err(libc::E2BIG);
+                }
+                let present = self.xattr_checks(id, name, true)?;
+                match (*flags, present) {
+                    (novafs::XATTR_CREATE, true) => return err(libc::EEXIST),
+                    (novafs::XATTR_REPLACE, false) => return err(libc::ENODATA),
+                    _ => {}
+                }
+                self.node_mut(id).xattrs.insert(name.clone(), value.clone());
+                Expect::Ok
+            }
+            Op::RemoveXattr { at, name } => {
+                let id = self.target(at)?;
+                if !self.xattr_checks(id, name, true)? {
+                    return err(libc::ENODATA);
+                }
+                self.node_mut(id).xattrs.remove(name);
+                Expect::Ok
+            }
+            Op::GetXattr { at, name } => {
+                let id = self.target(at)?;
+                self.xattr_checks(id, name, false)?;
+                match self.node(id).xattrs.get(name) {
+                    Some(v) => Expect::Data(v.clone()),
+                    None => return err(libc::ENODATA),
+                }
+            }
+            Op::ListXattr(at) => Expect::Data(xattr_list(self.node(self.target(at)?))),
             Op::Mount | Op::MountReadOnly | Op::MountUnprotected | Op::Unmount | Op::Crash | Op::Remount | Op::Mkfs => {
                 unreachable!("the model remounts by Step::Remount, Step::Crash and Step::ReadOnly")
             }
         })
+    }
+
+    /// The name checks of the xattr calls, in novafs's order: ERANGE for
+    /// an empty or long name, EOPNOTSUPP for another namespace, EINVAL
+    /// for a bare prefix; `user.` only on files and directories (EPERM to
+    /// change, ENODATA to read). Returns whether the name has a value.
+    fn xattr_checks(&self, id: Id, name: &[u8], changing: bool) -> Result<bool, Expect> {
+        if name.is_empty() || name.len() > 255 {
+            return err(libc::ERANGE);
+        }
+        let Some(prefix) = [&b"user."[..], b"trusted.", b"security."]
+            .into_iter()
+            .find(|p| name.starts_with(p))
+        else {
+            return err(libc::EOPNOTSUPP);
+        };
+        if name.len() == prefix.len() {
+            return err(libc::EINVAL);
+        }
+        let n = self.node(id);
+        if prefix == b"user." && !matches!(n.body, Body::File(_) | Body::Dir(_)) {
+            return err(if changing { libc::EPERM } else { libc::ENODATA });
+        }
+        Ok(n.xattrs.contains_key(name))
     }
 
     fn transition(&mut self, step: &Step) -> Result<Expect, Expect> {
@@ -906,6 +970,17 @@ fn name() -> BoxedStrategy<String> {
     .boxed()
 }
 
+/// Attribute names: a few of each namespace kept, now and then one that
+/// is refused.
+fn xattr_name() -> BoxedStrategy<Vec<u8>> {
+    prop_oneof![
+        20 => select(&["user.a", "user.b", "trusted.t", "security.s"][..]).prop_map(|n| n.as_bytes().to_vec()),
+        1 => select(&["foo.x", "user.", ""][..]).prop_map(|n| n.as_bytes().to_vec()),
+        1 => Just([b"user.".as_slice(), &[b'n'; 251]].concat()),
+    ]
+    .boxed()
+}
+
 fn weighted<T: fmt::Debug + 'static>(arms: Vec<(u32, BoxedStrategy<T>)>) -> BoxedStrategy<T> {
     Union::new_weighted(arms).boxed()
 }
@@ -1096,6 +1171,36 @@ impl ReferenceStateMachine for Reference {
             ),
             (1, op(target.clone().prop_map(Op::Fsync).boxed())),
             (
+                4,
+                op((
+                    target.clone(),
+                    xattr_name(),
+                    select(&[0usize, 10, 900, 5000, 65_536, 65_537][..]),
+                    any::<u8>(),
+                    select(&[0u32, 0, novafs::XATTR_CREATE, novafs::XATTR_REPLACE][..]),
+                )
+                    .prop_map(|(at, name, len, seed, flags)| Op::SetXattr {
+                        at,
+                        name,
+                        value: op::data(u64::from(seed) + 1, len as u64),
+                        flags,
+                    })
+                    .boxed()),
+            ),
+            (
+                2,
+                op((target.clone(), xattr_name())
+                    .prop_map(|(at, name)| Op::RemoveXattr { at, name })
+                    .boxed()),
+            ),
+            (
+                2,
+                op((target.clone(), xattr_name())
+                    .prop_map(|(at, name)| Op::GetXattr { at, name })
+                    .boxed()),
+            ),
+            (1, op(target.clone().prop_map(Op::ListXattr).boxed())),
+            (
                 2,
                 (target.clone(), 1..=255u8, 50..300usize)
                     .prop_map(|(at, seed, count)| Step::WriteMany { at, seed, count })
@@ -1279,6 +1384,18 @@ impl Sut {
                 .getattr(ino)
                 .unwrap_or_else(|e| panic!("getattr of model node {id} (ino {ino}) after {ctx:?}: {e}"));
             self.check_attr(m, id, &a, ctx);
+            assert_eq!(
+                fs.listxattr(ino).unwrap(),
+                xattr_list(n),
+                "xattr names of model node {id} after {ctx:?}"
+            );
+            for (name, v) in &n.xattrs {
+                assert!(
+                    fs.getxattr(ino, name).unwrap() == *v,
+                    "xattr {} of model node {id} after {ctx:?}",
+                    String::from_utf8_lossy(name)
+                );
+            }
             if let Some(children) = n.children() {
                 let want: Vec<(Vec<u8>, Ino)> = children
                     .iter()
@@ -1483,6 +1600,8 @@ impl Sut {
             },
             Op::write(file.as_str(), 0, 2, 1),
             Op::fallocate(file.as_str(), 0, 0, 4096),
+            Op::setxattr("/", "user.ro", 3, 1),
+            Op::removexattr("/", "user.ro"),
         ];
         for op in &changes {
             match self.runner.apply(op) {
