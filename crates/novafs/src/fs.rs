@@ -21,7 +21,7 @@ use crate::file;
 use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
 use crate::journal::Update;
-use crate::layout::{Superblock, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
+use crate::layout::{Superblock, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
 use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas, MountReport};
@@ -423,10 +423,22 @@ impl Fs {
     /// `system.posix_acl_access` also sets the permission bits it implies.
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
         self.writable()?;
+        self.mark_xattrs()?;
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
         xattr::set(&self.ctx, &mut st, name, value, flags, now_ns())
+    }
+
+    /// Sets the XATTR feature bit before the image's first xattr entry
+    /// (rule R4: the superblock is durable before anything relies on it).
+    fn mark_xattrs(&self) -> Result<()> {
+        let mut sb = self.sb.lock();
+        if sb.features_incompat & FEATURE_INCOMPAT_XATTR == 0 {
+            sb.features_incompat |= FEATURE_INCOMPAT_XATTR;
+            write_superblock(self.ctx.region(), &mut sb)?;
+        }
+        Ok(())
     }
 
     /// removexattr(2).

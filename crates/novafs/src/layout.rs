@@ -68,8 +68,13 @@ pub const FEATURE_INCOMPAT_DATA_PARITY: u64 = 1 << 2;
 /// without metadata protection. Incompatible, so that no novafs that does
 /// not know it trusts (repairs from) a stale replica.
 pub const FEATURE_INCOMPAT_REPLICAS_STALE: u64 = 1 << 3;
+/// Some log holds xattr entries (type 8): set, durably, before the first
+/// is written, so a novafs that does not know them refuses the image
+/// instead of taking them for damage.
+pub const FEATURE_INCOMPAT_XATTR: u64 = 1 << 4;
 pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA
     | FEATURE_INCOMPAT_REPLICAS_STALE
+    | FEATURE_INCOMPAT_XATTR
     | FEATURE_INCOMPAT_DATA_CSUM
     | FEATURE_INCOMPAT_DATA_PARITY;
 /// Default dead zone between a metadata page and its replica (Fortis §4.4).

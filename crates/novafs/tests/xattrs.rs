@@ -55,10 +55,13 @@ fn every_namespace_and_size_reads_back_after_remount_and_crash() {
         (l, b"trusted.link", value(6, 10)),
     ];
     let before = fs.getattr(f).unwrap().ctime;
+    let xattr_bit = novafs::layout::FEATURE_INCOMPAT_XATTR;
+    assert_eq!(fs.superblock().features_incompat & xattr_bit, 0, "set by the first xattr only");
     for (ino, name, v) in &cases {
         fs.setxattr(*ino, name, v, 0).unwrap();
     }
     assert!(fs.getattr(f).unwrap().ctime > before, "setxattr changes ctime");
+    assert_ne!(fs.superblock().features_incompat & xattr_bit, 0);
     let check = |fs: &Fs| {
         for (ino, name, v) in &cases {
             assert_eq!(&fs.getxattr(*ino, name).unwrap(), v, "{}", String::from_utf8_lossy(name));
