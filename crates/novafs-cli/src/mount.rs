@@ -27,7 +27,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use novafs::{Fs, MetaReplicas, MountOptions};
+use novafs::{Atime, Fs, MetaReplicas, MountOptions};
 use novafs_fuse::{MountConfig, MountError, Mounted, Unmounter};
 use pm::{MapOptions, MmapRegion, WriteProtect};
 
@@ -73,9 +73,12 @@ struct Options {
     eadr: bool,
     protect: WriteProtect,
     meta_replicas: MetaReplicas,
+    atime: Atime,
+    no_dir_atime: bool,
 }
 
-const KNOWN_OPTIONS: &str = "ro, rw, allow_other, dev, nodev, suid, nosuid, exec, noexec, noatime, sync, \
+const KNOWN_OPTIONS: &str = "ro, rw, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
+     relatime, noatime, strictatime, atime, lazytime, nodiratime, sync, \
      threads=N, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off (and fstab's defaults, noauto, nofail, x-*)";
 
 fn parse_options(list: &[String]) -> Result<Options> {
@@ -89,6 +92,8 @@ fn parse_options(list: &[String]) -> Result<Options> {
         eadr: false,
         protect: WriteProtect::default(),
         meta_replicas: MetaReplicas::AsFormatted,
+        atime: Atime::Relative,
+        no_dir_atime: false,
     };
     for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
         match opt {
@@ -112,11 +117,15 @@ fn parse_options(list: &[String]) -> Result<Options> {
             // Every operation is durable when it returns (strict mode):
             // as synchronous as sync and dirsync ask, which async allows.
             "sync" | "dirsync" | "async" => {}
-            // Access times are not updated: what these two ask for.
-            "noatime" | "nodiratime" => {}
-            "atime" | "relatime" | "strictatime" | "lazytime" => {
-                bail!("{opt}: novafs does not update access times yet (it behaves as noatime); leave {opt} out")
-            }
+            // Access times, as Linux: relatime unless asked otherwise.
+            "noatime" => o.atime = Atime::Never,
+            "relatime" | "atime" => o.atime = Atime::Relative,
+            "strictatime" => o.atime = Atime::Strict,
+            "nodiratime" => o.no_dir_atime = true,
+            "diratime" => o.no_dir_atime = false,
+            // Every update novafs makes is durable at once (one log
+            // entry); there is nothing to keep in memory for later.
+            "lazytime" | "nolazytime" => {}
             "meta_protection=on" => o.meta_replicas = MetaReplicas::Required,
             "meta_protection=off" => o.meta_replicas = MetaReplicas::Skipped,
             _ if opt.starts_with("meta_protection=") => {
@@ -419,6 +428,8 @@ impl Daemon {
                 let opts = MountOptions {
                     read_only: opts.read_only,
                     meta_replicas: opts.meta_replicas,
+                    atime: opts.atime,
+                    no_dir_atime: opts.no_dir_atime,
                 };
                 Fs::open(Arc::new(region), opts).map_err(|e| explain_fs(&image, e))
             });
@@ -972,8 +983,11 @@ mod tests {
         // fstab's and mount(8)'s own, and what strict mode already gives.
         let o = parse_options(&["defaults,nofail,x-systemd.automount,sync,noatime".into()]).expect("accepted");
         assert!(!o.read_only);
-        let e = parse_options(&["relatime".into()]).expect_err("not honoured");
-        assert!(e.to_string().contains("does not update access times"), "{e}");
+        assert_eq!(o.atime, Atime::Never);
+        let o = parse_options(&[String::new()]).expect("none");
+        assert_eq!((o.atime, o.no_dir_atime), (Atime::Relative, false), "relatime by default, as Linux");
+        let o = parse_options(&["strictatime,lazytime,nodiratime".into()]).expect("accepted");
+        assert_eq!((o.atime, o.no_dir_atime), (Atime::Strict, true));
         assert_eq!(o.protect, WriteProtect::Auto);
         let o = parse_options(&["protect=mprotect".into()]).expect("valid");
         assert_eq!(o.protect, WriteProtect::Mprotect);

@@ -44,7 +44,29 @@ pub struct MountOptions {
     /// Keep the metadata replicas current (the default where the image
     /// has them), require them, or skip them on this mount.
     pub meta_replicas: MetaReplicas,
+    /// When reads update access times.
+    pub atime: Atime,
+    /// Directories' access times stay (nodiratime).
+    pub no_dir_atime: bool,
 }
+
+/// When a read (of file data, or a directory listing) updates the access
+/// time; each update is one setattr entry, durable like any other.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Atime {
+    /// Never: a read writes nothing. The library's default, for speed;
+    /// `novafs mount` follows Linux and mounts with [`Atime::Relative`].
+    #[default]
+    Never,
+    /// Linux's relatime: when the access time is not after the last change
+    /// (mtime or ctime), or is a day old.
+    Relative,
+    /// Every read (strictatime).
+    Strict,
+}
+
+/// A relatime access time is renewed at least this often.
+const RELATIME_PERIOD_NS: i64 = 24 * 3600 * 1_000_000_000;
 
 /// Attribute changes for [`Fs::setattr`]; `None` leaves a field alone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -136,6 +158,8 @@ pub struct Fs {
     cache: Cache,
     rename_lock: Mutex<()>,
     read_only: bool,
+    atime: Atime,
+    no_dir_atime: bool,
     report: MountReport,
 }
 
@@ -158,6 +182,8 @@ impl Fs {
             cache: Cache::new(),
             rename_lock: Mutex::new(()),
             read_only: opts.read_only,
+            atime: if opts.read_only { Atime::Never } else { opts.atime },
+            no_dir_atime: opts.no_dir_atime,
             report,
         })
     }
@@ -617,10 +643,20 @@ impl Fs {
     /// there ends, and returns each entry that stayed put exactly once,
     /// however many renames run beside it (a renamed entry comes back with
     /// a new offset: xfstests generic/736).
-    pub fn readdir_to(&self, ino: Ino, offset: u64, end: u64, mut emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
+    pub fn readdir_to(&self, ino: Ino, offset: u64, end: u64, emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
         let cell = self.cell(ino)?;
         let st = cell.state.read();
         alive(&st)?;
+        let due = self.atime_due_for(&st.meta.attr, now_ns());
+        Self::list(&st, ino, offset, end, emit)?;
+        drop(st);
+        if due {
+            self.accessed(&cell);
+        }
+        Ok(())
+    }
+
+    fn list(st: &InodeState, ino: Ino, offset: u64, end: u64, mut emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
         let dir = st.dir()?;
         if st.meta.attr.nlink == 0 {
             return Ok(()); // removed, still someone's: lists nothing, as on tmpfs
@@ -775,7 +811,53 @@ impl Fs {
         let cell = self.cell(ino)?;
         let st = cell.state.read();
         alive(&st)?;
-        file::read(&self.ctx, &st, off, buf)
+        let n = file::read(&self.ctx, &st, off, buf)?;
+        let due = self.atime_due_for(&st.meta.attr, now_ns());
+        drop(st);
+        if due {
+            self.accessed(&cell);
+        }
+        Ok(n)
+    }
+
+    /// Whether a read of inode `ino` now would update its access time (the
+    /// mount's [`Atime`] rule): a FUSE daemon lets such a read reach it
+    /// instead of the kernel's page cache.
+    pub fn atime_due(&self, ino: Ino) -> Result<bool> {
+        let cell = self.cell(ino)?;
+        let st = cell.state.read();
+        alive(&st)?;
+        Ok(self.atime_due_for(&st.meta.attr, now_ns()))
+    }
+
+    fn atime_due_for(&self, a: &Attr, now: i64) -> bool {
+        if a.flags & FLAG_IMMUTABLE != 0 || (self.no_dir_atime && a.kind == FileType::Directory) {
+            return false;
+        }
+        match self.atime {
+            Atime::Never => false,
+            Atime::Strict => a.atime != now,
+            Atime::Relative => {
+                a.atime <= a.mtime || a.atime <= a.ctime || now.saturating_sub(a.atime) >= RELATIME_PERIOD_NS
+            }
+        }
+    }
+
+    /// Sets the access time of the inode in `cell` to now, if the rule
+    /// still says so under its write lock. A failure (a full device) is
+    /// only logged: the read it follows succeeded.
+    fn accessed(&self, cell: &Cell) {
+        let mut st = cell.state.write();
+        let now = now_ns();
+        if alive(&st).is_err() || !self.atime_due_for(&st.meta.attr, now) {
+            return;
+        }
+        let mut a = st.attr();
+        a.atime = now;
+        let entries = [setattr_entry(self.ctx.epoch, &a)];
+        if let Err(e) = file::commit_file(&self.ctx, &mut st, Budget::Normal, &entries) {
+            tracing::debug!(ino = a.ino, error = %e, "access time not updated");
+        }
     }
 
     /// Writes `data` at `off`: atomic and durable when it returns.

@@ -622,3 +622,77 @@ fn readdir_plus_lists_every_entry_once_with_its_attributes() {
         Err(Error::NotFound)
     ));
 }
+
+/// Access times: never by default; relatime as Linux (after a change, or
+/// a day old); strictatime on every read; nodiratime leaves directories;
+/// an update is durable like any change.
+#[test]
+fn reads_update_access_times_as_the_mount_asks() {
+    use novafs::{Atime, MountOptions};
+    let region = fresh(64, 1);
+    let with = |atime, no_dir_atime| {
+        let o = MountOptions {
+            atime,
+            no_dir_atime,
+            ..MountOptions::default()
+        };
+        novafs::Fs::open(region.clone(), o).unwrap()
+    };
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    fs.write(f, 0, b"data").unwrap();
+    let mut buf = [0u8; 4];
+    let atime = |fs: &novafs::Fs, ino| fs.getattr(ino).unwrap().atime;
+    let written = fs.getattr(f).unwrap();
+    fs.read(f, 0, &mut buf).unwrap();
+    fs.readdir(d, 0, |_| false).unwrap();
+    assert_eq!(atime(&fs, f), written.atime, "the library's default is noatime");
+    fs.unmount().unwrap();
+
+    let fs = with(Atime::Relative, false);
+    fs.read(f, 0, &mut buf).unwrap();
+    let first = fs.getattr(f).unwrap();
+    assert!(first.atime > first.mtime && first.atime > first.ctime, "{first:?}");
+    assert_eq!((first.mtime, first.ctime), (written.mtime, written.ctime), "a read changes only atime");
+    fs.read(f, 0, &mut buf).unwrap();
+    assert_eq!(atime(&fs, f), first.atime, "relatime: not again until a change");
+    fs.write(f, 0, b"more").unwrap();
+    fs.read(f, 0, &mut buf).unwrap();
+    assert!(atime(&fs, f) > fs.getattr(f).unwrap().mtime, "relatime: again after a write");
+    let dir_before = atime(&fs, d);
+    fs.readdir(d, 0, |_| false).unwrap();
+    assert!(atime(&fs, d) > dir_before, "a listing is a read of the directory");
+    let kept = atime(&fs, f);
+    drop(fs); // crash: the update was durable
+    let fs = mount(&region);
+    assert_eq!(atime(&fs, f), kept);
+    fs.unmount().unwrap();
+
+    let fs = with(Atime::Strict, true);
+    let d_before = atime(&fs, d);
+    let mut last = atime(&fs, f);
+    for _ in 0..3 {
+        fs.read(f, 0, &mut buf).unwrap();
+        let now = atime(&fs, f);
+        assert!(now > last, "strictatime: every read");
+        last = now;
+    }
+    fs.readdir(d, 0, |_| false).unwrap();
+    assert_eq!(atime(&fs, d), d_before, "nodiratime");
+    fs.unmount().unwrap();
+
+    let ro = novafs::Fs::open(
+        region.clone(),
+        MountOptions {
+            read_only: true,
+            atime: Atime::Strict,
+            ..MountOptions::default()
+        },
+    )
+    .unwrap();
+    ro.read(f, 0, &mut buf).unwrap();
+    assert_eq!(atime(&ro, f), last, "a read-only mount writes nothing");
+    drop(ro);
+    assert_fsck_clean(&region);
+}
