@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use novafs::op::{Op, Runner};
-use novafs::{FormatOptions, RENAME_EXCHANGE, RENAME_NOREPLACE};
+use novafs::{FormatOptions, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
 use novafs::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 use pm::{MemRegion, Region};
 
@@ -362,6 +362,22 @@ pub fn catalog() -> Vec<Workload> {
             vec![
                 Op::rename("/e1/x", "/e2/y", RENAME_EXCHANGE),
                 Op::rename("/e1/x/z", "/e2/y/f", RENAME_EXCHANGE),
+            ],
+        ),
+        w(
+            // The old name becomes a whiteout (a new inode) in the rename's
+            // own transaction: across directories over a file, and in place.
+            "rename_whiteout",
+            vec![
+                Op::mkdir("/d"),
+                Op::create("/a"),
+                Op::write("/a", 0, 100, 27),
+                Op::create("/d/b"),
+                Op::create("/c"),
+            ],
+            vec![
+                Op::rename("/a", "/d/b", RENAME_WHITEOUT),
+                Op::rename("/c", "/c2", RENAME_WHITEOUT),
             ],
         ),
         w(

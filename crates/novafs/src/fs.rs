@@ -32,7 +32,7 @@ use crate::xattr;
 
 pub use crate::xattr::{XATTR_CREATE, XATTR_REPLACE};
 
-pub use crate::namespace::{MAX_LINKS, RENAME_EXCHANGE, RENAME_NOREPLACE};
+pub use crate::namespace::{MAX_LINKS, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
 
 /// Longest symlink target (PATH_MAX less the terminating NUL).
 pub const MAX_SYMLINK: usize = 4095;
@@ -615,11 +615,28 @@ impl Fs {
         self.ns().remove(parent, name, true)
     }
 
-    /// rename(2) with RENAME_NOREPLACE and RENAME_EXCHANGE, atomic whatever
-    /// it changes.
+    /// rename(2) with RENAME_NOREPLACE, RENAME_EXCHANGE and
+    /// RENAME_WHITEOUT, atomic whatever it changes. A whiteout is owned by
+    /// root; [`Fs::rename_as`] names its owner.
     pub fn rename(&self, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: u32) -> Result<()> {
+        self.rename_as(parent, name, newparent, newname, flags, 0, 0)
+    }
+
+    /// [`Fs::rename`] by the process `uid`:`gid`, the owner of the whiteout
+    /// RENAME_WHITEOUT leaves.
+    #[allow(clippy::too_many_arguments)]
+    pub fn rename_as(
+        &self,
+        parent: Ino,
+        name: &[u8],
+        newparent: Ino,
+        newname: &[u8],
+        flags: u32,
+        uid: u32,
+        gid: u32,
+    ) -> Result<()> {
         self.writable()?;
-        self.ns().rename(parent, name, newparent, newname, flags)
+        self.ns().rename((parent, name), (newparent, newname), flags, (uid, gid))
     }
 
     /// Lists directory `ino` from `offset` (0 to start; then the

@@ -18,8 +18,8 @@ use crate::error::{Error, Result};
 use crate::file;
 use crate::gc;
 use crate::inode::{link_entry, record_of_attr, record_publish, Attr, FileType, Ino, InodeState, ROOT_INO};
-use crate::journal::{Durable, Update};
-use crate::layout::{ftype_of_mode, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF};
+use crate::journal::{Check, Durable, Update};
+use crate::layout::{ftype_of_mode, Inode, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF};
 use crate::log::Entry;
 use crate::time::now_ns;
 use crate::xattr::{self, Staged};
@@ -30,6 +30,9 @@ pub const MAX_LINKS: u32 = 65_000;
 /// `rename` flags (Linux values).
 pub const RENAME_NOREPLACE: u32 = 1;
 pub const RENAME_EXCHANGE: u32 = 2;
+/// rename(2)'s RENAME_WHITEOUT: the old name is left to a whiteout, a
+/// character device 0:0 (overlayfs's mark of a deleted lower file).
+pub const RENAME_WHITEOUT: u32 = 4;
 
 /// A node to create: what `create`, `mkdir`, `mknod` and `symlink` ask for.
 pub struct NewNode<'a> {
@@ -63,6 +66,8 @@ struct Rename<'a> {
     src: Dent,
     dst: Option<Dent>,
     exchange: bool,
+    /// The owner of the whiteout RENAME_WHITEOUT leaves at the old name.
+    whiteout: Option<(u32, u32)>,
 }
 
 impl Rename<'_> {
@@ -134,11 +139,13 @@ impl Namespace<'_> {
         parts: &[Part],
         cancel: &[(Ino, &[u8])],
         extra: &[Update],
+        records: &[Check],
     ) -> Result<Durable> {
         for p in parts {
             gc::make_room(self.ctx, l.get(p.ino), &p.entries)?;
         }
         let mut m = Multi::begin(self.ctx);
+        m.depends_on(records);
         let mut pending = Vec::with_capacity(parts.len());
         for p in parts {
             pending.push(m.append(l.get(p.ino), budget, &p.entries)?);
@@ -320,7 +327,7 @@ impl Namespace<'_> {
             Part::new(ino, vec![link_entry(e, target.nlink + 1, now)]),
         ];
         // A link frees nothing: its proof has no further use.
-        let _ = self.commit_parts(&mut l, Budget::Normal, &parts, &[], &[])?;
+        let _ = self.commit_parts(&mut l, Budget::Normal, &parts, &[], &[], &[])?;
         Ok(l.get(ino).attr())
     }
 
@@ -364,7 +371,7 @@ impl Namespace<'_> {
             let mut parts = vec![Part::new(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
             let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
             let extra = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
-            let durable = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &extra)?;
+            let durable = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &extra, &[])?;
             if !extra.is_empty() {
                 self.cache.forget(self.ctx, l.get(d.ino), &durable);
             }
@@ -389,7 +396,7 @@ impl Namespace<'_> {
             dir_mtime: now_ns(),
         };
         let parts = [Part::new(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
-        let _ = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &[])?;
+        let _ = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &[], &[])?;
         Ok(())
     }
 
@@ -432,7 +439,7 @@ impl Namespace<'_> {
             Part::new(dir, vec![dentry(e, true, name, &spec)]),
             Part::new(ino, vec![own]),
         ];
-        let _ = self.commit_parts(&mut l, Budget::Reserve, &parts, &[], &[])?;
+        let _ = self.commit_parts(&mut l, Budget::Reserve, &parts, &[], &[], &[])?;
         if is_dir {
             self.cache.get(self.ctx, ino)?.parent.store(dir, Ordering::Release);
         }
@@ -469,11 +476,19 @@ impl Namespace<'_> {
         }
     }
 
-    /// rename(2) with RENAME_NOREPLACE and RENAME_EXCHANGE: every change —
-    /// both directories, a replaced target, a moved directory's ".." — is
-    /// committed by one journal transaction.
-    pub fn rename(&self, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: u32) -> Result<()> {
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 || flags == RENAME_NOREPLACE | RENAME_EXCHANGE {
+    /// rename(2) with RENAME_NOREPLACE, RENAME_EXCHANGE and RENAME_WHITEOUT
+    /// (the whiteout owned by `owner`): every change — both directories, a
+    /// replaced target, a moved directory's "..", a whiteout — is committed
+    /// by one journal transaction.
+    pub fn rename(
+        &self,
+        (parent, name): (Ino, &[u8]),
+        (newparent, newname): (Ino, &[u8]),
+        flags: u32,
+        owner: (u32, u32),
+    ) -> Result<()> {
+        let known = RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT;
+        if flags & !known != 0 || (flags & RENAME_EXCHANGE != 0 && flags != RENAME_EXCHANGE) {
             return Err(Error::Invalid("rename flags"));
         }
         for n in [name, newname] {
@@ -511,6 +526,7 @@ impl Namespace<'_> {
                 src,
                 dst,
                 exchange,
+                whiteout: (flags & RENAME_WHITEOUT != 0).then_some(owner),
             };
             return self.rename_locked(&mut l, &r);
         }
@@ -612,6 +628,55 @@ impl Namespace<'_> {
 
     fn rename_locked(&self, l: &mut Locked<'_>, r: &Rename<'_>) -> Result<()> {
         self.check_rename(l, r)?;
+        let Some(owner) = r.whiteout else {
+            return self.rename_checked(l, r, None);
+        };
+        // The whiteout's record is written to a free slot, flushed, and
+        // published by the rename's transaction (as create does without
+        // an init commit): a crash before it leaves the slot free.
+        let ctx = self.ctx;
+        let (ino, off) = ctx.tables.claim(ctx.region(), &ctx.alloc)?;
+        let now = now_ns();
+        let attr = Attr {
+            ino,
+            kind: FileType::CharDevice,
+            perm: 0,
+            nlink: 1,
+            uid: owner.0,
+            gid: owner.1,
+            size: 0,
+            blocks: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: 0,
+            generation: now as u64,
+            flags: 0,
+        };
+        let record = record_of_attr(&attr, ctx.epoch);
+        let written = ctx
+            .region()
+            .write(off, zerocopy::IntoBytes::as_bytes(&record))
+            .and_then(|()| ctx.region().flush(off, INODE_SIZE));
+        let done = match written {
+            Ok(()) => self.rename_checked(l, r, Some((&record, off))),
+            Err(e) => Err(e.into()),
+        };
+        match done {
+            Ok(()) => {
+                self.cache.insert(InodeState::new(attr, off), 0);
+                Ok(())
+            }
+            Err(e) => {
+                ctx.tables.release(ino);
+                Err(e)
+            }
+        }
+    }
+
+    /// The rename itself, its checks passed; `whiteout` is the record (and
+    /// its slot) of the whiteout to leave at the old name.
+    fn rename_checked(&self, l: &mut Locked<'_>, r: &Rename<'_>, whiteout: Option<(&Inode, u64)>) -> Result<()> {
         let dir_ft = ftype_of_mode(libc::S_IFDIR);
         let (src, dst, cross) = (r.src, r.dst, r.cross());
         let src_dir = src.ftype == dir_ft;
@@ -647,7 +712,18 @@ impl Namespace<'_> {
                 ));
             }
         } else {
-            parent_entries.push(dentry(e, false, r.name, &spec(src.ino, src.seq, src.ftype, p_final)));
+            match whiteout {
+                Some((w, _)) => {
+                    let seq = if cross {
+                        l.get(r.parent).dir()?.next_seq()
+                    } else {
+                        np_seq + 1
+                    };
+                    let ftype = ftype_of_mode(libc::S_IFCHR);
+                    parent_entries.push(dentry(e, true, r.name, &spec(w.ino, seq, ftype, p_final)));
+                }
+                None => parent_entries.push(dentry(e, false, r.name, &spec(src.ino, src.seq, src.ftype, p_final))),
+            }
             if let Some(d) = dst {
                 let victim = l.get(d.ino);
                 let nlink = if dst_dir {
@@ -685,8 +761,15 @@ impl Namespace<'_> {
         // NOVA §4.6: the adds of both old names are invalidated in place.
         let cancel = [(r.parent, r.name), (r.newparent, r.newname)];
         let cancel = &cancel[..1 + usize::from(dst.is_some())];
-        let durable = self.commit_parts(l, Budget::Reserve, &parts, cancel, &extra)?;
-        if let Some(d) = dst.filter(|_| !extra.is_empty()) {
+        let victim_freed = !extra.is_empty();
+        let mut records = Vec::new();
+        if let Some((w, off)) = whiteout {
+            let (check, words) = record_publish(off, w);
+            records.push(check);
+            extra.extend(words);
+        }
+        let durable = self.commit_parts(l, Budget::Reserve, &parts, cancel, &extra, &records)?;
+        if let Some(d) = dst.filter(|_| victim_freed) {
             self.cache.forget(self.ctx, l.get(d.ino), &durable);
         }
         if cross {

@@ -696,3 +696,66 @@ fn reads_update_access_times_as_the_mount_asks() {
     drop(ro);
     assert_fsck_clean(&region);
 }
+
+/// RENAME_WHITEOUT (overlayfs): the old name becomes a character device
+/// 0:0 owned by the caller, in the same commit as the rename.
+#[test]
+fn rename_whiteout_leaves_a_whiteout_at_the_old_name() {
+    use novafs::RENAME_WHITEOUT;
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    let a = fs.create(ROOT_INO, b"a", 0o644, 0, 0).unwrap().ino;
+    fs.write(a, 0, b"lower").unwrap();
+    let b = fs.create(d, b"b", 0o644, 0, 0).unwrap().ino;
+    let files_free = fs.statfs().files_free;
+    fs.rename_as(ROOT_INO, b"a", d, b"b", RENAME_WHITEOUT, 7, 8).unwrap();
+    let check = |fs: &novafs::Fs| {
+        let w = fs.lookup(ROOT_INO, b"a").unwrap();
+        assert_eq!(
+            (w.kind, w.perm, w.rdev, w.uid, w.gid, w.nlink),
+            (FileType::CharDevice, 0, 0, 7, 8, 1)
+        );
+        let moved = fs.lookup(d, b"b").unwrap();
+        assert_eq!(moved.ino, a);
+        assert_eq!(read_all(fs, a), b"lower");
+        let listed: Vec<(Vec<u8>, u64)> = {
+            let mut v = Vec::new();
+            fs.readdir(ROOT_INO, 0, |e| {
+                v.push((e.name, e.ino));
+                false
+            })
+            .unwrap();
+            v
+        };
+        assert!(listed.contains(&(b"a".to_vec(), w.ino)), "{listed:?}");
+        w.ino
+    };
+    let w = check(&fs);
+    assert!(matches!(fs.getattr(b), Err(Error::NotFound)), "the replaced file is gone");
+    assert_eq!(fs.statfs().files_free, files_free, "one inode in (the whiteout), one out (b)");
+    // Refused combinations change nothing and leak no slot.
+    let c = fs.create(ROOT_INO, b"c", 0o644, 0, 0).unwrap().ino;
+    let free = fs.statfs().files_free;
+    assert!(matches!(
+        fs.rename(ROOT_INO, b"c", d, b"b", RENAME_WHITEOUT | RENAME_NOREPLACE),
+        Err(Error::Exists)
+    ));
+    assert!(matches!(
+        fs.rename(ROOT_INO, b"c", d, b"b", RENAME_WHITEOUT | RENAME_EXCHANGE),
+        Err(Error::Invalid(_))
+    ));
+    assert_eq!(fs.statfs().files_free, free);
+    assert_eq!(fs.lookup(ROOT_INO, b"c").unwrap().ino, c);
+    // A whiteout in the same directory, over nothing.
+    fs.rename(ROOT_INO, b"c", ROOT_INO, b"c2", RENAME_WHITEOUT).unwrap();
+    assert_eq!(fs.lookup(ROOT_INO, b"c").unwrap().kind, FileType::CharDevice);
+    assert_eq!(fs.lookup(ROOT_INO, b"c2").unwrap().ino, c);
+    drop(fs); // crash
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(check(&fs), w);
+    assert_eq!(fs.lookup(ROOT_INO, b"c").unwrap().kind, FileType::CharDevice);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
