@@ -141,3 +141,28 @@ fn link_is_atomic_at_every_crash_point() {
 fn setattr_is_atomic_at_every_crash_point() {
     assert_atomic("setattr");
 }
+
+#[test]
+fn xattr_set_replace_and_remove_inline_and_in_pages_is_atomic_at_every_crash_point() {
+    assert_atomic("xattr");
+}
+
+#[test]
+fn acl_set_chmod_and_inheritance_is_atomic_at_every_crash_point() {
+    assert_atomic("acl");
+}
+
+#[test]
+fn rename_whiteout_is_atomic_at_every_crash_point() {
+    assert_atomic("rename_whiteout");
+}
+
+#[test]
+fn zero_range_is_atomic_at_every_crash_point() {
+    assert_atomic("zero_range");
+}
+
+#[test]
+fn rmdir_of_a_directory_still_held_is_atomic_at_every_crash_point() {
+    assert_atomic("rmdir_open_dir");
+}

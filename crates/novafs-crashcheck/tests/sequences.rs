@@ -74,6 +74,11 @@ fn thorough_gc_of_a_directory_is_atomic_at_every_crash_point() {
     assert_atomic("thorough_gc_dir");
 }
 
+#[test]
+fn thorough_gc_of_a_log_of_xattrs_is_atomic_at_every_crash_point() {
+    assert_atomic("thorough_gc_xattr");
+}
+
 /// Regression: an unlink whose append compacted the directory invalidated
 /// the cancelled add at its old, freed place.
 #[test]
