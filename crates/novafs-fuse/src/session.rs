@@ -12,7 +12,7 @@ use std::sync::Arc;
 use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
 use nix::mount::{umount2, MntFlags, MsFlags};
 use nix::unistd::{geteuid, getgid, getuid};
-use novafs::Fs;
+use novafs::{Atime, Fs};
 
 use crate::adapter::FuseFs;
 
@@ -88,7 +88,7 @@ impl Mounted {
         // not have; then the workers share one descriptor.
         config.clone_fd = cfg.threads > 1 && OpenOptions::new().read(true).write(true).open("/dev/fuse").is_ok();
         let session = if geteuid().is_root() {
-            kernel_mount(mountpoint, cfg).and_then(|fd| {
+            kernel_mount(mountpoint, cfg, fs.atime()).and_then(|fd| {
                 let acl = config.acl;
                 Session::from_fd(FuseFs::new(fs.clone()), fd, acl, config).inspect_err(|_| {
                     // The handshake failed: take the mount down again.
@@ -165,7 +165,7 @@ const SUBTYPE: &str = "novafs";
 
 /// Opens /dev/fuse and mounts it on `mountpoint` as `fuse.novafs` (needs
 /// root); returns the descriptor to serve.
-fn kernel_mount(mountpoint: &Path, cfg: &MountConfig) -> io::Result<OwnedFd> {
+fn kernel_mount(mountpoint: &Path, cfg: &MountConfig, (atime, no_dir_atime): (Atime, bool)) -> io::Result<OwnedFd> {
     let dev = OpenOptions::new().read(true).write(true).open("/dev/fuse")?;
     let root_type = std::fs::metadata(mountpoint)?.mode() & libc::S_IFMT;
     let mut options = format!(
@@ -177,9 +177,15 @@ fn kernel_mount(mountpoint: &Path, cfg: &MountConfig) -> io::Result<OwnedFd> {
     if cfg.allow_other {
         options.push_str(",allow_other");
     }
-    // No access time is ever updated (yet): say so in /proc/mounts.
-    let mut flags = MsFlags::MS_NOATIME;
+    // The access-time rule novafs follows (the kernel leaves FUSE's atimes
+    // to the file system), as /proc/mounts should show it.
+    let mut flags = match atime {
+        Atime::Never => MsFlags::MS_NOATIME,
+        Atime::Relative => MsFlags::MS_RELATIME,
+        Atime::Strict => MsFlags::MS_STRICTATIME,
+    };
     for (wanted, flag) in [
+        (no_dir_atime, MsFlags::MS_NODIRATIME),
         (!cfg.devices, MsFlags::MS_NODEV),
         (!cfg.setuid, MsFlags::MS_NOSUID),
         (!cfg.exec, MsFlags::MS_NOEXEC),

@@ -837,6 +837,11 @@ impl Fs {
         Ok(n)
     }
 
+    /// The mount's access-time rule, and whether directories are left out.
+    pub fn atime(&self) -> (Atime, bool) {
+        (self.atime, self.no_dir_atime)
+    }
+
     /// Whether a read of inode `ino` now would update its access time (the
     /// mount's [`Atime`] rule): a FUSE daemon lets such a read reach it
     /// instead of the kernel's page cache.
