@@ -9,14 +9,16 @@
 //! invalidates what it caches: create/mkdir/link/rename/unlink update the
 //! dentry cache and invalidate the parents' (and a victim's) attributes;
 //! write, truncate and fallocate update the size and invalidate times and
-//! block counts; the core never changes an attribute on its own (reads do
-//! not touch atime). Hence:
+//! block counts; the core changes no attribute on its own but the access
+//! time a read updates (the mount's relatime rule), which the next getattr
+//! reports once the TTL lets it. Hence:
 //!
 //! - entries, negative entries and attributes are cached for [`ATTR_TTL`]:
 //!   the TTL only bounds how long a bug elsewhere could stay visible;
 //! - file pages stay cached across opens (`FOPEN_KEEP_CACHE`): every write
 //!   passes through this kernel's page cache, and truncate and hole punching
-//!   drop the affected pages;
+//!   drop the affected pages; but an open when a read must update the
+//!   access time drops them, so that read reaches the core;
 //! - symlink targets are cached (`FUSE_CACHE_SYMLINKS`): they never change;
 //! - there is no writeback cache: `write(2)` returns only after
 //!   [`Fs::write`] has made the data durable (strict mode, NOVA §4.4).
@@ -45,7 +47,7 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
     WriteFlags,
 };
-use novafs::{Attr, Error, FileType, Fs, SetAttr};
+use novafs::{Attr, Error, FileType, Fs, Make, SetAttr};
 
 /// How long the kernel may keep entries and attributes (see the module
 /// docs: nothing can change them behind its back).
@@ -66,6 +68,10 @@ pub struct FuseFs {
     /// ([`Fs::listing_end`]), taken when it lists from the start.
     listings: Mutex<HashMap<u64, u64>>,
     next_handle: AtomicU64,
+    /// The kernel took FUSE_DONT_MASK: it passes the umask along instead
+    /// of applying it, for the core to apply unless a default ACL says
+    /// otherwise ([`Make`]).
+    dont_mask: bool,
 }
 
 impl FuseFs {
@@ -74,6 +80,39 @@ impl FuseFs {
             fs,
             listings: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
+            dont_mask: false,
+        }
+    }
+
+    /// The umask the core must apply: the request's when the kernel
+    /// leaves it to us, else none (the kernel applied it).
+    fn umask(&self, umask: u32) -> u32 {
+        if self.dont_mask {
+            umask
+        } else {
+            0
+        }
+    }
+
+    /// Makes a node as the request asks ([`Fs::make`]).
+    fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, m: Make) -> Result<Attr, Error> {
+        let m = Make {
+            uid: req.uid(),
+            gid: req.gid(),
+            umask: self.umask(m.umask),
+            ..m
+        };
+        self.fs.make(parent.0, name_bytes(name), &m)
+    }
+
+    /// Open flags for a file: its pages stay cached across opens, unless
+    /// a read now must update its access time (the mount's atime rule),
+    /// which only a read that reaches us can do.
+    fn open_flags(&self, ino: u64) -> FopenFlags {
+        if self.fs.atime_due(ino).unwrap_or(false) {
+            FopenFlags::empty()
+        } else {
+            FopenFlags::FOPEN_KEEP_CACHE
         }
     }
 
@@ -230,6 +269,17 @@ fn reply_empty(op: &str, reply: ReplyEmpty, r: Result<(), Error>) {
     }
 }
 
+/// The xattr size protocol: asked with size 0, the length; else the bytes
+/// if they fit, ERANGE if not.
+fn reply_xattr(op: &str, reply: ReplyXattr, size: u32, r: Result<Vec<u8>, Error>) {
+    match r {
+        Ok(v) if size == 0 => reply.size(v.len() as u32),
+        Ok(v) if v.len() <= size as usize => reply.data(&v),
+        Ok(_) => reply.error(Errno::ERANGE),
+        Err(e) => reply.error(errno(op, &e)),
+    }
+}
+
 impl FuseFs {
     /// Answers with an entry, which the kernel counts as one lookup of it;
     /// a directory's count is kept ([`Fs::remember`]) until it forgets.
@@ -269,6 +319,14 @@ impl Filesystem for FuseFs {
             if config.add_capabilities(cap).is_err() {
                 tracing::info!("kernel lacks FUSE capability {cap:?}");
             }
+        }
+        // POSIX ACLs: the kernel checks them (with default_permissions) and
+        // caches them; keeping the mode in step, inheriting default ACLs
+        // and so the umask are the core's (`xattr`).
+        if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
+            tracing::warn!("kernel lacks FUSE POSIX ACL support: ACLs are stored but not enforced");
+        } else {
+            self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
         }
         Ok(())
     }
@@ -341,18 +399,29 @@ impl Filesystem for FuseFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let r = self
-            .fs
-            .mknod(parent.0, name_bytes(name), mode, u64::from(rdev), req.uid(), req.gid());
+        let r = if mode & libc::S_IFMT == libc::S_IFDIR {
+            Err(Error::Invalid("mknod cannot make directories"))
+        } else {
+            let m = Make {
+                rdev: u64::from(rdev),
+                umask,
+                ..Make::new(mode, 0, 0)
+            };
+            self.make(req, parent, name, m)
+        };
         self.reply_entry("mknod", reply, r);
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        let r = self.fs.mkdir(parent.0, name_bytes(name), mode, req.uid(), req.gid());
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
+        let m = Make {
+            umask,
+            ..Make::new(libc::S_IFDIR | (mode & 0o7777), 0, 0)
+        };
+        let r = self.make(req, parent, name, m);
         self.reply_entry("mkdir", reply, r);
     }
 
@@ -374,7 +443,7 @@ impl Filesystem for FuseFs {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -382,12 +451,15 @@ impl Filesystem for FuseFs {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let r = self.fs.rename(
+        // A whiteout (RENAME_WHITEOUT) is the caller's, as on ext4.
+        let r = self.fs.rename_as(
             parent.0,
             name_bytes(name),
             newparent.0,
             name_bytes(newname),
             flags.bits(),
+            req.uid(),
+            req.gid(),
         );
         reply_empty("rename", reply, r);
     }
@@ -407,7 +479,7 @@ impl Filesystem for FuseFs {
             .check_open(ino.0, writing, appending)
             .and_then(|()| self.fs.open_handle(ino.0))
         {
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(_) => reply.opened(FileHandle(0), self.open_flags(ino.0)),
             Err(e) => reply.error(errno("open", &e)),
         }
     }
@@ -531,6 +603,35 @@ impl Filesystem for FuseFs {
     /// FS_IOC_FSSETXATTR (a `struct fsxattr`), which the kernel's fileattr
     /// code also asks for. The kernel checks who may set immutable and
     /// append-only before asking.
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let r = match (u32::try_from(flags), position) {
+            (Ok(flags), 0) => self.fs.setxattr(ino.0, name_bytes(name), value, flags),
+            _ => Err(Error::Invalid("setxattr flags or position")),
+        };
+        reply_empty("setxattr", reply, r);
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        reply_xattr("getxattr", reply, size, self.fs.getxattr(ino.0, name_bytes(name)));
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        reply_xattr("listxattr", reply, size, self.fs.listxattr(ino.0));
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        reply_empty("removexattr", reply, self.fs.removexattr(ino.0, name_bytes(name)));
+    }
+
     fn ioctl(
         &self,
         _req: &Request,
@@ -601,48 +702,22 @@ impl Filesystem for FuseFs {
         );
     }
 
-    // Extended attributes are not supported. ENOSYS makes the kernel
-    // answer EOPNOTSUPP itself from then on, which cp, tar, rsync and git
-    // all accept as "no xattrs here".
-
-    fn setxattr(
-        &self,
-        _req: &Request,
-        _ino: INodeNo,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
-        _position: u32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(Errno::ENOSYS);
-    }
-
-    fn getxattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, _size: u32, reply: ReplyXattr) {
-        reply.error(Errno::ENOSYS);
-    }
-
-    fn listxattr(&self, _req: &Request, _ino: INodeNo, _size: u32, reply: ReplyXattr) {
-        reply.error(Errno::ENOSYS);
-    }
-
-    fn removexattr(&self, _req: &Request, _ino: INodeNo, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(Errno::ENOSYS);
-    }
-
     fn create(
         &self,
         req: &Request,
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let r = self
-            .fs
-            .create_open(parent.0, name_bytes(name), mode, req.uid(), req.gid());
+        let m = Make {
+            umask,
+            opened: true,
+            ..Make::new(libc::S_IFREG | (mode & 0o7777), 0, 0)
+        };
+        let r = self.make(req, parent, name, m);
         match r {
             Ok(a) => reply.created(
                 &ATTR_TTL,
