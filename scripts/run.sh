@@ -14,7 +14,7 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   apt-get update -qq
   # fuse3 for the mount; the rest are what README's test command runs on
   # the mount (the same list as .ci/run; tests/setup_installs.rs checks both).
-  apt-get install -y -qq fuse3 sqlite3 rsync git tar diffutils util-linux mount >/dev/null
+  apt-get install -y -qq fuse3 sqlite3 rsync git tar diffutils util-linux mount acl attr >/dev/null
 fi
 cargo build --release
 NOVAFS=target/release/novafs

@@ -1,0 +1,334 @@
+//! Extended attributes, POSIX ACLs, the umask, access times and whiteouts
+//! through a FUSE mount, with the programs people use on them: setfattr,
+//! getfattr, setfacl, getfacl, cp -a, rsync -X, tar --xattrs, overlayfs.
+
+mod fuse_common;
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+use std::thread::sleep;
+use std::time::Duration;
+
+use fuse_common::{fuse_available, ok, run, shm_dir, Mount};
+
+/// setfattr's base64 form of a value ("0s..."): short enough that 64 KiB
+/// fits one argument (a single one may not pass 128 KiB).
+fn encoded(bytes: &[u8]) -> String {
+    const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut s = String::from("0s");
+    for chunk in bytes.chunks(3) {
+        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        for i in 0..4 {
+            if i <= chunk.len() {
+                s.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                s.push('=');
+            }
+        }
+    }
+    s
+}
+
+fn value(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed)).collect()
+}
+
+fn setfattr(path: &Path, name: &str, v: &[u8]) -> std::process::Output {
+    run(Command::new("setfattr").args(["-h", "-n", name, "-v", &encoded(v)]).arg(path))
+}
+
+/// getfattr's value of `name`, raw.
+fn getfattr(path: &Path, name: &str) -> Vec<u8> {
+    let out = run(Command::new("getfattr").args(["-h", "--only-values", "-n", name]).arg(path));
+    assert!(out.status.success(), "getfattr {name}: {}", String::from_utf8_lossy(&out.stderr));
+    out.stdout
+}
+
+/// Asserts the command failed with `message` (strerror's text).
+fn fails_with(out: std::process::Output, message: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(message), "want {message:?}, got {err:?}");
+}
+
+/// Every name and value under `root` as getfattr dumps them, paths
+/// relative to `root`.
+fn dump(root: &Path) -> String {
+    let out = ok(Command::new("getfattr")
+        .args(["-R", "-d", "-m", "-", "-e", "hex", "."])
+        .current_dir(root));
+    let mut blocks: Vec<&str> = out.split("\n\n").map(str::trim).filter(|b| !b.is_empty()).collect();
+    blocks.sort();
+    blocks.join("\n\n")
+}
+
+#[test]
+fn xattrs_of_every_namespace_round_trip_and_fail_as_on_linux() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("256M", &[]);
+    let f = m.path("f");
+    fs::write(&f, b"data").unwrap();
+    fs::create_dir(m.path("d")).unwrap();
+    std::os::unix::fs::symlink("f", m.path("l")).unwrap();
+    let cases: Vec<(&Path, &str, Vec<u8>)> = vec![
+        (&f, "user.small", value(1, 100)),
+        (&f, "user.pages", value(2, 60_000)),
+        (&f, "trusted.t", value(3, 900)),
+        (&f, "security.s", value(4, 30)),
+    ];
+    let d = m.path("d");
+    let l = m.path("l");
+    let more: Vec<(&Path, &str, Vec<u8>)> = vec![(&d, "user.dir", value(5, 5000)), (&l, "trusted.link", value(6, 7))];
+    for (p, name, v) in cases.iter().chain(&more) {
+        let out = setfattr(p, name, v);
+        assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    ok(Command::new("setfattr").args(["-n", "user.empty"]).arg(&f));
+    let check = |m: &Mount| {
+        for (p, name, v) in cases.iter().chain(&more) {
+            assert!(getfattr(p, name) == *v, "{name} reads back whole");
+        }
+        assert_eq!(getfattr(&m.path("f"), "user.empty"), b"");
+        let names = ok(Command::new("getfattr").args(["-d", "-m", "-", "--absolute-names"]).arg(m.path("f")));
+        let names: Vec<&str> = names
+            .lines()
+            .filter_map(|l| l.split('=').next().filter(|n| n.contains('.')))
+            .collect();
+        assert_eq!(names, ["security.s", "trusted.t", "user.empty", "user.pages", "user.small"]);
+    };
+    check(&m);
+    // What Linux answers, through strerror.
+    fails_with(
+        run(Command::new("getfattr").args(["-n", "user.none"]).arg(&f)),
+        "No such attribute",
+    );
+    fails_with(run(Command::new("setfattr").args(["-x", "user.none"]).arg(&f)), "No such attribute");
+    fails_with(setfattr(&f, "user.huge", &value(7, 65_537)), "Argument list too long");
+    fails_with(setfattr(&f, &format!("user.{}", "n".repeat(251)), b"x"), "Numerical result out of range");
+    fails_with(setfattr(&f, "foo.bar", b"x"), "Operation not supported");
+    fails_with(setfattr(&l, "user.a", b"x"), "Operation not permitted");
+    ok(Command::new("setfattr").args(["-x", "user.small"]).arg(&f));
+    fails_with(
+        run(Command::new("getfattr").args(["-n", "user.small"]).arg(&f)),
+        "No such attribute",
+    );
+    ok(Command::new("setfattr").args(["-n", "user.small", "-v", &encoded(&value(1, 100))]).arg(&f));
+    m.umount();
+    m.mount(&[]);
+    check(&m);
+    m.finish();
+}
+
+#[test]
+fn cp_rsync_and_tar_keep_xattrs_both_ways() {
+    if !fuse_available() {
+        return;
+    }
+    let src = shm_dir();
+    let tree = src.path().join("tree");
+    fs::create_dir_all(tree.join("sub")).unwrap();
+    fs::write(tree.join("a"), b"aaa").unwrap();
+    fs::write(tree.join("sub/b"), value(9, 10_000)).unwrap();
+    for (p, name, v) in [
+        ("a", "user.one", value(1, 10)),
+        ("a", "user.two", value(2, 3000)),
+        ("sub", "user.dir", value(3, 5)),
+        ("sub/b", "user.x", value(4, 1)),
+    ] {
+        let out = setfattr(&tree.join(p), name, &v);
+        if !out.status.success() {
+            eprintln!("skipped: /dev/shm takes no user xattrs here");
+            return;
+        }
+    }
+    let want = dump(&tree);
+    assert!(want.contains("user.two=0x"), "{want}");
+    let m = Mount::new("256M", &[]);
+    ok(Command::new("cp").arg("-a").arg(&tree).arg(m.path("cp")));
+    assert_eq!(dump(&m.path("cp")), want, "cp -a into the mount");
+    ok(Command::new("rsync").arg("-aX").arg(format!("{}/", tree.display())).arg(m.path("rsync")));
+    assert_eq!(dump(&m.path("rsync")), want, "rsync -aX into the mount");
+    let archive = m.path("tree.tar");
+    ok(Command::new("tar")
+        .args(["--xattrs", "--xattrs-include=*", "-cf"])
+        .arg(&archive)
+        .arg("-C")
+        .arg(m.path("rsync"))
+        .arg("."));
+    let back = shm_dir();
+    ok(Command::new("tar")
+        .args(["--xattrs", "--xattrs-include=*", "-xf"])
+        .arg(&archive)
+        .arg("-C")
+        .arg(back.path()));
+    assert_eq!(dump(back.path()), want, "tar --xattrs out of the mount");
+    let out = shm_dir();
+    ok(Command::new("rsync").arg("-aX").arg(format!("{}/", m.path("cp").display())).arg(out.path()));
+    assert_eq!(dump(out.path()), want, "rsync -aX out of the mount");
+    m.finish();
+}
+
+fn as_nobody(args: &[&str]) -> std::process::Output {
+    run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(args))
+}
+
+fn getfacl(path: &Path) -> String {
+    ok(Command::new("getfacl").args(["-c", "-E"]).arg(path)).trim_end().to_string() + "\n"
+}
+
+#[test]
+fn acls_grant_deny_inherit_and_follow_chmod() {
+    if !fuse_available() || !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs FUSE and root (another user's access)");
+        return;
+    }
+    let m = Mount::new("256M", &["allow_other"]);
+    // Let another user reach the mount point.
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = m.path("secret");
+    fs::write(&secret, b"hidden\n").unwrap();
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    let path = secret.to_str().unwrap();
+    fails_with(as_nobody(&["cat", path]), "Permission denied");
+    ok(Command::new("setfacl").args(["-m", "u:nobody:r"]).arg(&secret));
+    assert_eq!(getfacl(&secret), "user::rw-\nuser:nobody:r--\ngroup::---\nmask::r--\nother::---\n");
+    assert_eq!(fs::metadata(&secret).unwrap().mode() & 0o777, 0o640, "the mask is the group bits");
+    assert_eq!(as_nobody(&["cat", path]).stdout, b"hidden\n");
+    // chmod moves the mask, and with it what nobody may do.
+    fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(getfacl(&secret), "user::rw-\nuser:nobody:r--\ngroup::---\nmask::---\nother::---\n");
+    fails_with(as_nobody(&["cat", path]), "Permission denied");
+    ok(Command::new("setfacl").args(["-x", "u:nobody"]).arg(&secret));
+    // A default ACL: new files and directories inherit it, the umask
+    // gives way, and a new directory passes it on.
+    let d = m.path("d");
+    fs::create_dir(&d).unwrap();
+    ok(Command::new("setfacl").args(["-d", "-m", "u:nobody:rwx"]).arg(&d));
+    ok(Command::new("sh")
+        .arg("-c")
+        .arg("umask 022 && touch f && mkdir sub && touch sub/g")
+        .current_dir(&d));
+    assert_eq!(
+        getfacl(&d.join("f")),
+        "user::rw-\nuser:nobody:rwx\ngroup::r-x\nmask::rw-\nother::r--\n"
+    );
+    assert_eq!(fs::metadata(d.join("f")).unwrap().mode() & 0o777, 0o664);
+    let sub = getfacl(&d.join("sub"));
+    assert!(sub.contains("default:user:nobody:rwx"), "{sub}");
+    assert_eq!(fs::metadata(d.join("sub")).unwrap().mode() & 0o777, 0o775);
+    assert!(getfacl(&d.join("sub/g")).contains("user:nobody:rwx"));
+    let wrote = as_nobody(&["sh", "-c", &format!("echo by-nobody >> {}/f", d.display())]);
+    assert!(wrote.status.success(), "the inherited ACL lets nobody write: {wrote:?}");
+    m.finish();
+}
+
+#[test]
+fn the_umask_applies_where_no_default_acl_is() {
+    if !fuse_available() {
+        return;
+    }
+    let m = Mount::new("256M", &[]);
+    ok(Command::new("sh")
+        .arg("-c")
+        .arg("umask 022 && touch a && mkdir b && umask 077 && touch c && mkdir e")
+        .current_dir(&m.mnt));
+    let mode = |n: &str| fs::metadata(m.path(n)).unwrap().mode() & 0o777;
+    assert_eq!((mode("a"), mode("b"), mode("c"), mode("e")), (0o644, 0o755, 0o600, 0o700));
+    m.finish();
+}
+
+#[test]
+fn access_times_follow_relatime_noatime_and_strictatime() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("256M", &[]);
+    let f = m.path("f");
+    let atime = |f: &Path| {
+        let md = fs::metadata(f).unwrap();
+        (md.atime(), md.atime_nsec(), md.mtime(), md.mtime_nsec())
+    };
+    fs::write(&f, b"data").unwrap();
+    let (a0, a0n, m0, m0n) = atime(&f);
+    sleep(Duration::from_millis(20));
+    fs::read(&f).unwrap();
+    let (a1, a1n, _, _) = atime(&f);
+    assert!((a1, a1n) > (m0, m0n) && (a1, a1n) > (a0, a0n), "relatime: the first read after a write");
+    sleep(Duration::from_millis(20));
+    fs::read(&f).unwrap();
+    let again = atime(&f);
+    assert_eq!((again.0, again.1), (a1, a1n), "relatime: not again until a change");
+    let mounts = fs::read_to_string("/proc/mounts").unwrap();
+    if nix::unistd::geteuid().is_root() {
+        let line = mounts.lines().find(|l| l.contains(m.mnt.to_str().unwrap())).unwrap();
+        assert!(line.contains("relatime"), "{line}");
+    }
+    m.umount();
+    m.mount(&["noatime"]);
+    fs::write(&f, b"more").unwrap();
+    let before = atime(&f);
+    fs::read(&f).unwrap();
+    assert_eq!(atime(&f), before, "noatime");
+    m.umount();
+    m.mount(&["strictatime"]);
+    let mut last = atime(&f);
+    for _ in 0..2 {
+        sleep(Duration::from_millis(20));
+        // A new open: the read reaches novafs.
+        fs::read(&f).unwrap();
+        let now = atime(&f);
+        assert!((now.0, now.1) > (last.0, last.1), "strictatime: every read");
+        last = now;
+    }
+    m.finish();
+}
+
+#[test]
+fn overlayfs_with_its_upper_layer_on_novafs_whites_out_deleted_files() {
+    if !fuse_available() || !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs FUSE and root (overlayfs)");
+        return;
+    }
+    let m = Mount::new("256M", &[]);
+    let lower = shm_dir();
+    fs::write(lower.path().join("keep"), b"lower\n").unwrap();
+    fs::write(lower.path().join("gone"), b"lower\n").unwrap();
+    for d in ["up", "work"] {
+        fs::create_dir(m.path(d)).unwrap();
+    }
+    let merged = shm_dir();
+    let opts = format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.path().display(),
+        m.path("up").display(),
+        m.path("work").display()
+    );
+    let mounted = run(Command::new("mount")
+        .args(["-t", "overlay", "overlay", "-o", &opts])
+        .arg(merged.path()));
+    if !mounted.status.success() {
+        eprintln!("skipped: overlayfs unavailable: {}", String::from_utf8_lossy(&mounted.stderr));
+        m.finish();
+        return;
+    }
+    fs::remove_file(merged.path().join("gone")).unwrap();
+    fs::write(merged.path().join("new"), b"upper\n").unwrap();
+    let mut names: Vec<String> = fs::read_dir(merged.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    ok(Command::new("umount").arg(merged.path()));
+    assert_eq!(names, ["keep", "new"]);
+    // The whiteout overlayfs left in the upper layer: a 0:0 device.
+    let w = fs::symlink_metadata(m.path("up/gone")).unwrap();
+    assert_eq!((w.mode() & libc::S_IFMT, w.rdev()), (libc::S_IFCHR, 0));
+    let xattrs = ok(Command::new("getfattr").args(["-d", "-m", "trusted.overlay"]).arg(m.path("up")));
+    assert!(xattrs.contains("trusted.overlay."), "{xattrs}");
+    m.finish();
+}
