@@ -985,7 +985,11 @@ mod tests {
         assert!(!o.read_only);
         assert_eq!(o.atime, Atime::Never);
         let o = parse_options(&[String::new()]).expect("none");
-        assert_eq!((o.atime, o.no_dir_atime), (Atime::Relative, false), "relatime by default, as Linux");
+        assert_eq!(
+            (o.atime, o.no_dir_atime),
+            (Atime::Relative, false),
+            "relatime by default, as Linux"
+        );
         let o = parse_options(&["strictatime,lazytime,nodiratime".into()]).expect("accepted");
         assert_eq!((o.atime, o.no_dir_atime), (Atime::Strict, true));
         assert_eq!(o.protect, WriteProtect::Auto);

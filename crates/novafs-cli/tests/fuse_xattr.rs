@@ -19,7 +19,10 @@ fn encoded(bytes: &[u8]) -> String {
     const ABC: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     let mut s = String::from("0s");
     for chunk in bytes.chunks(3) {
-        let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        let n = chunk
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
         for i in 0..4 {
             if i <= chunk.len() {
                 s.push(ABC[(n >> (18 - 6 * i) & 63) as usize] as char);
@@ -32,24 +35,37 @@ fn encoded(bytes: &[u8]) -> String {
 }
 
 fn value(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed))
+        .collect()
 }
 
 fn setfattr(path: &Path, name: &str, v: &[u8]) -> std::process::Output {
-    run(Command::new("setfattr").args(["-h", "-n", name, "-v", &encoded(v)]).arg(path))
+    run(Command::new("setfattr")
+        .args(["-h", "-n", name, "-v", &encoded(v)])
+        .arg(path))
 }
 
 /// getfattr's value of `name`, raw.
 fn getfattr(path: &Path, name: &str) -> Vec<u8> {
-    let out = run(Command::new("getfattr").args(["-h", "--only-values", "-n", name]).arg(path));
-    assert!(out.status.success(), "getfattr {name}: {}", String::from_utf8_lossy(&out.stderr));
+    let out = run(Command::new("getfattr")
+        .args(["-h", "--only-values", "-n", name])
+        .arg(path));
+    assert!(
+        out.status.success(),
+        "getfattr {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     out.stdout
 }
 
 /// Asserts the command failed with `message` (strerror's text).
 fn fails_with(out: std::process::Output, message: &str) {
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains(message), "want {message:?}, got {err:?}");
+    assert!(
+        !out.status.success() && err.contains(message),
+        "want {message:?}, got {err:?}"
+    );
 }
 
 /// Every name and value under `root` as getfattr dumps them, paths
@@ -92,12 +108,17 @@ fn xattrs_of_every_namespace_round_trip_and_fail_as_on_linux() {
             assert!(getfattr(p, name) == *v, "{name} reads back whole");
         }
         assert_eq!(getfattr(&m.path("f"), "user.empty"), b"");
-        let names = ok(Command::new("getfattr").args(["-d", "-m", "-", "--absolute-names"]).arg(m.path("f")));
+        let names = ok(Command::new("getfattr")
+            .args(["-d", "-m", "-", "--absolute-names"])
+            .arg(m.path("f")));
         let names: Vec<&str> = names
             .lines()
             .filter_map(|l| l.split('=').next().filter(|n| n.contains('.')))
             .collect();
-        assert_eq!(names, ["security.s", "trusted.t", "user.empty", "user.pages", "user.small"]);
+        assert_eq!(
+            names,
+            ["security.s", "trusted.t", "user.empty", "user.pages", "user.small"]
+        );
     };
     check(&m);
     // What Linux answers, through strerror.
@@ -105,9 +126,15 @@ fn xattrs_of_every_namespace_round_trip_and_fail_as_on_linux() {
         run(Command::new("getfattr").args(["-n", "user.none"]).arg(&f)),
         "No such attribute",
     );
-    fails_with(run(Command::new("setfattr").args(["-x", "user.none"]).arg(&f)), "No such attribute");
+    fails_with(
+        run(Command::new("setfattr").args(["-x", "user.none"]).arg(&f)),
+        "No such attribute",
+    );
     fails_with(setfattr(&f, "user.huge", &value(7, 65_537)), "Argument list too long");
-    fails_with(setfattr(&f, &format!("user.{}", "n".repeat(251)), b"x"), "Numerical result out of range");
+    fails_with(
+        setfattr(&f, &format!("user.{}", "n".repeat(251)), b"x"),
+        "Numerical result out of range",
+    );
     fails_with(setfattr(&f, "foo.bar", b"x"), "Operation not supported");
     fails_with(setfattr(&l, "user.a", b"x"), "Operation not permitted");
     ok(Command::new("setfattr").args(["-x", "user.small"]).arg(&f));
@@ -115,7 +142,9 @@ fn xattrs_of_every_namespace_round_trip_and_fail_as_on_linux() {
         run(Command::new("getfattr").args(["-n", "user.small"]).arg(&f)),
         "No such attribute",
     );
-    ok(Command::new("setfattr").args(["-n", "user.small", "-v", &encoded(&value(1, 100))]).arg(&f));
+    ok(Command::new("setfattr")
+        .args(["-n", "user.small", "-v", &encoded(&value(1, 100))])
+        .arg(&f));
     m.umount();
     m.mount(&[]);
     check(&m);
@@ -149,7 +178,10 @@ fn cp_rsync_and_tar_keep_xattrs_both_ways() {
     let m = Mount::new("256M", &[]);
     ok(Command::new("cp").arg("-a").arg(&tree).arg(m.path("cp")));
     assert_eq!(dump(&m.path("cp")), want, "cp -a into the mount");
-    ok(Command::new("rsync").arg("-aX").arg(format!("{}/", tree.display())).arg(m.path("rsync")));
+    ok(Command::new("rsync")
+        .arg("-aX")
+        .arg(format!("{}/", tree.display()))
+        .arg(m.path("rsync")));
     assert_eq!(dump(&m.path("rsync")), want, "rsync -aX into the mount");
     let archive = m.path("tree.tar");
     ok(Command::new("tar")
@@ -166,7 +198,10 @@ fn cp_rsync_and_tar_keep_xattrs_both_ways() {
         .arg(back.path()));
     assert_eq!(dump(back.path()), want, "tar --xattrs out of the mount");
     let out = shm_dir();
-    ok(Command::new("rsync").arg("-aX").arg(format!("{}/", m.path("cp").display())).arg(out.path()));
+    ok(Command::new("rsync")
+        .arg("-aX")
+        .arg(format!("{}/", m.path("cp").display()))
+        .arg(out.path()));
     assert_eq!(dump(out.path()), want, "rsync -aX out of the mount");
     m.finish();
 }
@@ -178,7 +213,10 @@ fn as_nobody(args: &[&str]) -> std::process::Output {
 }
 
 fn getfacl(path: &Path) -> String {
-    ok(Command::new("getfacl").args(["-c", "-E"]).arg(path)).trim_end().to_string() + "\n"
+    ok(Command::new("getfacl").args(["-c", "-E"]).arg(path))
+        .trim_end()
+        .to_string()
+        + "\n"
 }
 
 #[test]
@@ -196,12 +234,22 @@ fn acls_grant_deny_inherit_and_follow_chmod() {
     let path = secret.to_str().unwrap();
     fails_with(as_nobody(&["cat", path]), "Permission denied");
     ok(Command::new("setfacl").args(["-m", "u:nobody:r"]).arg(&secret));
-    assert_eq!(getfacl(&secret), "user::rw-\nuser:nobody:r--\ngroup::---\nmask::r--\nother::---\n");
-    assert_eq!(fs::metadata(&secret).unwrap().mode() & 0o777, 0o640, "the mask is the group bits");
+    assert_eq!(
+        getfacl(&secret),
+        "user::rw-\nuser:nobody:r--\ngroup::---\nmask::r--\nother::---\n"
+    );
+    assert_eq!(
+        fs::metadata(&secret).unwrap().mode() & 0o777,
+        0o640,
+        "the mask is the group bits"
+    );
     assert_eq!(as_nobody(&["cat", path]).stdout, b"hidden\n");
     // chmod moves the mask, and with it what nobody may do.
     fs::set_permissions(&secret, fs::Permissions::from_mode(0o600)).unwrap();
-    assert_eq!(getfacl(&secret), "user::rw-\nuser:nobody:r--\ngroup::---\nmask::---\nother::---\n");
+    assert_eq!(
+        getfacl(&secret),
+        "user::rw-\nuser:nobody:r--\ngroup::---\nmask::---\nother::---\n"
+    );
     fails_with(as_nobody(&["cat", path]), "Permission denied");
     ok(Command::new("setfacl").args(["-x", "u:nobody"]).arg(&secret));
     // A default ACL: new files and directories inherit it, the umask
@@ -238,7 +286,10 @@ fn the_umask_applies_where_no_default_acl_is() {
         .arg("umask 022 && touch a && mkdir b && umask 077 && touch c && mkdir e")
         .current_dir(&m.mnt));
     let mode = |n: &str| fs::metadata(m.path(n)).unwrap().mode() & 0o777;
-    assert_eq!((mode("a"), mode("b"), mode("c"), mode("e")), (0o644, 0o755, 0o600, 0o700));
+    assert_eq!(
+        (mode("a"), mode("b"), mode("c"), mode("e")),
+        (0o644, 0o755, 0o600, 0o700)
+    );
     m.finish();
 }
 
@@ -258,7 +309,10 @@ fn access_times_follow_relatime_noatime_and_strictatime() {
     sleep(Duration::from_millis(20));
     fs::read(&f).unwrap();
     let (a1, a1n, _, _) = atime(&f);
-    assert!((a1, a1n) > (m0, m0n) && (a1, a1n) > (a0, a0n), "relatime: the first read after a write");
+    assert!(
+        (a1, a1n) > (m0, m0n) && (a1, a1n) > (a0, a0n),
+        "relatime: the first read after a write"
+    );
     sleep(Duration::from_millis(20));
     fs::read(&f).unwrap();
     let again = atime(&f);
@@ -312,7 +366,10 @@ fn overlayfs_with_its_upper_layer_on_novafs_whites_out_deleted_files() {
         .args(["-t", "overlay", "overlay", "-o", &opts])
         .arg(merged.path()));
     if !mounted.status.success() {
-        eprintln!("skipped: overlayfs unavailable: {}", String::from_utf8_lossy(&mounted.stderr));
+        eprintln!(
+            "skipped: overlayfs unavailable: {}",
+            String::from_utf8_lossy(&mounted.stderr)
+        );
         m.finish();
         return;
     }
@@ -328,7 +385,9 @@ fn overlayfs_with_its_upper_layer_on_novafs_whites_out_deleted_files() {
     // The whiteout overlayfs left in the upper layer: a 0:0 device.
     let w = fs::symlink_metadata(m.path("up/gone")).unwrap();
     assert_eq!((w.mode() & libc::S_IFMT, w.rdev()), (libc::S_IFCHR, 0));
-    let xattrs = ok(Command::new("getfattr").args(["-d", "-m", "trusted.overlay"]).arg(m.path("up")));
+    let xattrs = ok(Command::new("getfattr")
+        .args(["-d", "-m", "trusted.overlay"])
+        .arg(m.path("up")));
     assert!(xattrs.contains("trusted.overlay."), "{xattrs}");
     m.finish();
 }

@@ -423,9 +423,17 @@ pub fn catalog() -> Vec<Workload> {
             "acl",
             vec![Op::create("/f"), Op::mkdir("/d")],
             vec![
-                set_acl("/f", "system.posix_acl_access", &[(1, 6), (2, 4), (4, 4), (0x10, 6), (0x20, 0)]),
+                set_acl(
+                    "/f",
+                    "system.posix_acl_access",
+                    &[(1, 6), (2, 4), (4, 4), (0x10, 6), (0x20, 0)],
+                ),
                 Op::chmod("/f", 0o640),
-                set_acl("/d", "system.posix_acl_default", &[(1, 7), (2, 5), (4, 5), (0x10, 7), (0x20, 0)]),
+                set_acl(
+                    "/d",
+                    "system.posix_acl_default",
+                    &[(1, 7), (2, 5), (4, 5), (0x10, 7), (0x20, 0)],
+                ),
                 Op::create("/d/g"),
                 Op::mkdir("/d/e"),
                 set_acl("/f", "system.posix_acl_access", &[(1, 6), (4, 4), (0x20, 4)]),

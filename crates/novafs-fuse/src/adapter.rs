@@ -393,16 +393,7 @@ impl Filesystem for FuseFs {
         }
     }
 
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         let r = if mode & libc::S_IFMT == libc::S_IFDIR {
             Err(Error::Invalid("mknod cannot make directories"))
         } else {

@@ -21,7 +21,10 @@ use crate::file;
 use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
 use crate::journal::Update;
-use crate::layout::{Superblock, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE};
+use crate::layout::{
+    Superblock, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS, INODE_SIZE, INODE_STATE_OFF,
+    PAGE_SIZE,
+};
 use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas, MountReport};
@@ -562,7 +565,14 @@ impl Fs {
         if mode & libc::S_IFMT == libc::S_IFDIR {
             return Err(Error::Invalid("mknod cannot make directories"));
         }
-        self.make(parent, name, &Make { rdev, ..Make::new(mode, uid, gid) })
+        self.make(
+            parent,
+            name,
+            &Make {
+                rdev,
+                ..Make::new(mode, uid, gid)
+            },
+        )
     }
 
     /// Creates a symbolic link to `target`.
@@ -636,7 +646,8 @@ impl Fs {
         gid: u32,
     ) -> Result<()> {
         self.writable()?;
-        self.ns().rename((parent, name), (newparent, newname), flags, (uid, gid))
+        self.ns()
+            .rename((parent, name), (newparent, newname), flags, (uid, gid))
     }
 
     /// Lists directory `ino` from `offset` (0 to start; then the

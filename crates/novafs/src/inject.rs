@@ -392,12 +392,7 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
                 .into_iter()
                 .map(|(what, block)| {
                     let at = sb.parity_off + (block - sb.data_start) / PAGE_SIZE * STRIP_SIZE;
-                    Located::one(
-                        format!("parity of data page ({what})"),
-                        Some(ino),
-                        at,
-                        STRIP_SIZE,
-                    )
+                    Located::one(format!("parity of data page ({what})"), Some(ino), at, STRIP_SIZE)
                 })
                 .collect()
         }
@@ -456,7 +451,12 @@ fn data_pages(region: &dyn Region, sb: &Superblock, ino: Ino) -> Result<Vec<(Str
             out.extend((0..n).map(|i| (format!("file page {}", pgoff + i), block + i * PAGE_SIZE)));
         }
     }
-    out.extend(st.meta.xattrs.blocks().map(|b| ("an extended attribute value".to_string(), b)));
+    out.extend(
+        st.meta
+            .xattrs
+            .blocks()
+            .map(|b| ("an extended attribute value".to_string(), b)),
+    );
     Ok(out)
 }
 

@@ -264,10 +264,10 @@ impl Meta {
     pub fn live_estimate(&self) -> u64 {
         2 + self.xattrs.len() as u64
             + match &self.body {
-            Body::File(m) => m.live_entries(),
-            Body::Dir(d) => d.len() as u64 + 1,
-            Body::Special => 0,
-        }
+                Body::File(m) => m.live_entries(),
+                Body::Dir(d) => d.len() as u64 + 1,
+                Body::Special => 0,
+            }
     }
 }
 

@@ -65,8 +65,8 @@ mod xattrmap;
 pub use error::{Error, Result};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use fs::{
-    Atime, DirEntry, Fs, GcStats, Make, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT, SEEK_DATA, SEEK_HOLE,
-    XATTR_CREATE, XATTR_REPLACE,
+    Atime, DirEntry, Fs, GcStats, Make, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE,
+    RENAME_WHITEOUT, SEEK_DATA, SEEK_HOLE, XATTR_CREATE, XATTR_REPLACE,
 };
 pub use health::HealthCounts;
 pub use inode::{Attr, FileType, Ino, ROOT_INO};

@@ -191,7 +191,10 @@ impl Namespace<'_> {
         };
         let (acl_entries, acl_pages) = acls.into_parts();
         let claimed = match n.identity {
-            Some((ino, _)) => ctx.tables.claim_exact(ctx.region(), &ctx.alloc, ino).map(|off| (ino, off)),
+            Some((ino, _)) => ctx
+                .tables
+                .claim_exact(ctx.region(), &ctx.alloc, ino)
+                .map(|off| (ino, off)),
             None => ctx.tables.claim(ctx.region(), &ctx.alloc),
         };
         let (ino, off) = claimed.inspect_err(|_| ctx.alloc.abandon(&acl_pages))?;

@@ -502,7 +502,12 @@ impl fmt::Display for Op {
             Op::Fsync(at) => write!(f, "fsync {at}"),
             Op::Setattr { at, set } => fmt_setattr(f, at, set),
             Op::SetXattr { at, name, value, flags } => {
-                write!(f, "setxattr {at} {} ({} bytes)", String::from_utf8_lossy(name), value.len())?;
+                write!(
+                    f,
+                    "setxattr {at} {} ({} bytes)",
+                    String::from_utf8_lossy(name),
+                    value.len()
+                )?;
                 match flags {
                     0 => Ok(()),
                     _ => write!(f, " flags {flags}"),

@@ -92,7 +92,9 @@ fn read_value(ctx: &Ctx, ino: u64, v: &Value) -> Result<Vec<u8>> {
             ctx.read_block(page, 0, chunk)?;
         }
         if crc32c::crc32c(&out) != *crc {
-            return Err(corrupt!("an extended attribute value of inode {ino} fails its checksum"));
+            return Err(corrupt!(
+                "an extended attribute value of inode {ino} fails its checksum"
+            ));
         }
         Ok(())
     })();
@@ -117,7 +119,7 @@ impl Staged {
         let value = match value {
             None => None,
             Some(v) if fits_inline(name.len(), v.len()) => Some(Value::Inline(v.into())),
-            Some(v) => Some(self.to_pages(ctx, v)?),
+            Some(v) => Some(self.store_pages(ctx, v)?),
         };
         self.entries
             .push(xattrmap::entry(ctx.epoch, name, value.as_ref(), ctime));
@@ -126,7 +128,7 @@ impl Staged {
 
     /// Writes `value` to fresh data pages (durable with the commit's R1
     /// fence, like file data).
-    fn to_pages(&mut self, ctx: &Ctx, value: &[u8]) -> Result<Value> {
+    fn store_pages(&mut self, ctx: &Ctx, value: &[u8]) -> Result<Value> {
         let npages = value.len().div_ceil(PAGE_SIZE as usize);
         let extents = ctx.alloc.alloc(npages as u64, Budget::Normal)?;
         self.pages.extend_from_slice(&extents);
@@ -338,7 +340,7 @@ mod acl {
         /// users, owning group, named groups, mask, other; a mask when
         /// any named entry is there). None for an ACL of no entries.
         pub fn parse(v: &[u8]) -> Result<Option<Acl>> {
-            if v.len() < 4 || (v.len() - 4) % 8 != 0 || v[..4] != VERSION.to_le_bytes() {
+            if v.len() < 4 || !(v.len() - 4).is_multiple_of(8) || v[..4] != VERSION.to_le_bytes() {
                 return Err(BAD);
             }
             let aces: Vec<Ace> = v[4..]

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use crate::alloc::Extent;
 use crate::error::{corrupt, Result};
 use crate::layout::{
-    decode, xattr_payload_off, Bounds, XattrHead, PAGE_SIZE, XATTR_INLINE_MAX, XATTR_NAME_MAX, XATTR_REMOVE,
-    XATTR_SET, XATTR_SIZE_MAX,
+    decode, xattr_payload_off, Bounds, XattrHead, PAGE_SIZE, XATTR_INLINE_MAX, XATTR_NAME_MAX, XATTR_REMOVE, XATTR_SET,
+    XATTR_SIZE_MAX,
 };
 use crate::log::{Entry, Log};
 
@@ -91,7 +91,14 @@ impl XattrMap {
     /// Applies the committed xattr entry `bytes` at `off`; returns the
     /// inode's ctime it carries. Pages of the value it supersedes go to
     /// `freed`.
-    pub fn apply(&mut self, log: &mut Log, bounds: Bounds, off: u64, bytes: &[u8], freed: &mut Vec<Extent>) -> Result<i64> {
+    pub fn apply(
+        &mut self,
+        log: &mut Log,
+        bounds: Bounds,
+        off: u64,
+        bytes: &[u8],
+        freed: &mut Vec<Extent>,
+    ) -> Result<i64> {
         let h: XattrHead = decode(bytes)?;
         let bad = |what: &str| corrupt!("xattr entry at {off:#x}: {what}");
         let name_len = usize::from(h.name_len);
@@ -105,7 +112,9 @@ impl XattrMap {
             XATTR_REMOVE => None,
             XATTR_SET if len > XATTR_SIZE_MAX => return Err(bad("value larger than 64 KiB")),
             XATTR_SET if h.npages == 0 => {
-                let v = bytes.get(start..start + len).ok_or_else(|| bad("value past the entry"))?;
+                let v = bytes
+                    .get(start..start + len)
+                    .ok_or_else(|| bad("value past the entry"))?;
                 Some(Value::Inline(v.into()))
             }
             XATTR_SET => {
@@ -113,7 +122,9 @@ impl XattrMap {
                 if n > MAX_VALUE_PAGES || len.div_ceil(PAGE_SIZE as usize) != n {
                     return Err(bad("page count does not match the value length"));
                 }
-                let list = bytes.get(start..start + 8 * n).ok_or_else(|| bad("page list past the entry"))?;
+                let list = bytes
+                    .get(start..start + 8 * n)
+                    .ok_or_else(|| bad("page list past the entry"))?;
                 let pages: Box<[u64]> = list
                     .chunks_exact(8)
                     .map(|c| u64::from_le_bytes(c.try_into().unwrap_or_default()))
@@ -207,7 +218,16 @@ mod tests {
         };
         let mut e = super::entry(0, name, (op != XATTR_REMOVE).then_some(&v), 7);
         if op != XATTR_SET && op != XATTR_REMOVE {
-            e = Entry::xattr(0, &XattrHead { op, name_len: name.len() as u8, ..XattrHead::default() }, name, &[]);
+            e = Entry::xattr(
+                0,
+                &XattrHead {
+                    op,
+                    name_len: name.len() as u8,
+                    ..XattrHead::default()
+                },
+                name,
+                &[],
+            );
         }
         e
     }
@@ -215,7 +235,10 @@ mod tests {
     fn apply_all(m: &mut XattrMap, log: &mut Log, entries: &[Entry]) -> Vec<Extent> {
         let mut freed = Vec::new();
         let offs: Vec<u64> = (0..entries.len() as u64).map(|i| (1 << 20) + i * 1024).collect();
-        log.committed(&Committed::for_test(offs.clone(), (1 << 20) + entries.len() as u64 * 1024));
+        log.committed(&Committed::for_test(
+            offs.clone(),
+            (1 << 20) + entries.len() as u64 * 1024,
+        ));
         for (e, off) in entries.iter().zip(offs) {
             assert_eq!(e.bytes()[0], EntryType::Xattr as u8);
             assert_eq!(m.apply(log, BOUNDS, off, e.bytes(), &mut freed).unwrap(), 7);

@@ -654,12 +654,19 @@ fn reads_update_access_times_as_the_mount_asks() {
     fs.read(f, 0, &mut buf).unwrap();
     let first = fs.getattr(f).unwrap();
     assert!(first.atime > first.mtime && first.atime > first.ctime, "{first:?}");
-    assert_eq!((first.mtime, first.ctime), (written.mtime, written.ctime), "a read changes only atime");
+    assert_eq!(
+        (first.mtime, first.ctime),
+        (written.mtime, written.ctime),
+        "a read changes only atime"
+    );
     fs.read(f, 0, &mut buf).unwrap();
     assert_eq!(atime(&fs, f), first.atime, "relatime: not again until a change");
     fs.write(f, 0, b"more").unwrap();
     fs.read(f, 0, &mut buf).unwrap();
-    assert!(atime(&fs, f) > fs.getattr(f).unwrap().mtime, "relatime: again after a write");
+    assert!(
+        atime(&fs, f) > fs.getattr(f).unwrap().mtime,
+        "relatime: again after a write"
+    );
     let dir_before = atime(&fs, d);
     fs.readdir(d, 0, |_| false).unwrap();
     assert!(atime(&fs, d) > dir_before, "a listing is a read of the directory");
@@ -732,8 +739,15 @@ fn rename_whiteout_leaves_a_whiteout_at_the_old_name() {
         w.ino
     };
     let w = check(&fs);
-    assert!(matches!(fs.getattr(b), Err(Error::NotFound)), "the replaced file is gone");
-    assert_eq!(fs.statfs().files_free, files_free, "one inode in (the whiteout), one out (b)");
+    assert!(
+        matches!(fs.getattr(b), Err(Error::NotFound)),
+        "the replaced file is gone"
+    );
+    assert_eq!(
+        fs.statfs().files_free,
+        files_free,
+        "one inode in (the whiteout), one out (b)"
+    );
     // Refused combinations change nothing and leak no slot.
     let c = fs.create(ROOT_INO, b"c", 0o644, 0, 0).unwrap().ino;
     let free = fs.statfs().files_free;

@@ -9,7 +9,9 @@ use common::*;
 use novafs::{Error, Fs, Make, SetAttr, ROOT_INO, XATTR_CREATE, XATTR_REPLACE};
 
 fn value(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 fn names(fs: &Fs, ino: u64) -> Vec<String> {
@@ -56,7 +58,11 @@ fn every_namespace_and_size_reads_back_after_remount_and_crash() {
     ];
     let before = fs.getattr(f).unwrap().ctime;
     let xattr_bit = novafs::layout::FEATURE_INCOMPAT_XATTR;
-    assert_eq!(fs.superblock().features_incompat & xattr_bit, 0, "set by the first xattr only");
+    assert_eq!(
+        fs.superblock().features_incompat & xattr_bit,
+        0,
+        "set by the first xattr only"
+    );
     for (ino, name, v) in &cases {
         fs.setxattr(*ino, name, v, 0).unwrap();
     }
@@ -64,7 +70,12 @@ fn every_namespace_and_size_reads_back_after_remount_and_crash() {
     assert_ne!(fs.superblock().features_incompat & xattr_bit, 0);
     let check = |fs: &Fs| {
         for (ino, name, v) in &cases {
-            assert_eq!(&fs.getxattr(*ino, name).unwrap(), v, "{}", String::from_utf8_lossy(name));
+            assert_eq!(
+                &fs.getxattr(*ino, name).unwrap(),
+                v,
+                "{}",
+                String::from_utf8_lossy(name)
+            );
         }
         assert_eq!(
             names(fs, f),
@@ -171,7 +182,10 @@ fn the_list_is_bounded_and_a_full_device_loses_nothing() {
     };
     assert!(matches!(err, Error::NoSpace), "{err}");
     assert_eq!(names(&fs, g).len(), stored);
-    assert!(matches!(fs.getxattr(g, format!("user.v{stored}").as_bytes()), Err(Error::NoData)));
+    assert!(matches!(
+        fs.getxattr(g, format!("user.v{stored}").as_bytes()),
+        Err(Error::NoData)
+    ));
     // Removing them gives the space back.
     for i in 0..stored {
         fs.removexattr(g, format!("user.v{i}").as_bytes()).unwrap();
@@ -221,7 +235,10 @@ fn thorough_gc_keeps_every_attribute() {
         assert_eq!(fs.getxattr(f, b"user.pages").unwrap(), value(1, 7000));
         for k in 0..4u32 {
             let last = 1996 + k;
-            assert_eq!(fs.getxattr(f, format!("user.k{k}").as_bytes()).unwrap(), last.to_le_bytes());
+            assert_eq!(
+                fs.getxattr(f, format!("user.k{k}").as_bytes()).unwrap(),
+                last.to_le_bytes()
+            );
         }
         assert_eq!(names(fs, f), ["user.k0", "user.k1", "user.k2", "user.k3", "user.pages"]);
     };
@@ -239,7 +256,13 @@ fn an_access_acl_and_the_mode_move_together() {
     let fs = mount(&region);
     let f = fs.create(ROOT_INO, b"f", 0o4644, 0, 0).unwrap().ino;
     // A named user and a mask: kept, and the group bits are the mask's.
-    let full = acl(&[(1, 6, NONE), (2, 4, 1001), (4, 4, NONE), (0x10, 6, NONE), (0x20, 0, NONE)]);
+    let full = acl(&[
+        (1, 6, NONE),
+        (2, 4, 1001),
+        (4, 4, NONE),
+        (0x10, 6, NONE),
+        (0x20, 0, NONE),
+    ]);
     fs.setxattr(f, ACCESS, &full, 0).unwrap();
     assert_eq!(fs.getattr(f).unwrap().perm, 0o4660);
     assert_eq!(fs.getxattr(f, ACCESS).unwrap(), full);
@@ -249,7 +272,13 @@ fn an_access_acl_and_the_mode_move_together() {
         ..SetAttr::default()
     };
     fs.setattr(f, &set).unwrap();
-    let after = acl(&[(1, 7, NONE), (2, 4, 1001), (4, 4, NONE), (0x10, 5, NONE), (0x20, 1, NONE)]);
+    let after = acl(&[
+        (1, 7, NONE),
+        (2, 4, 1001),
+        (4, 4, NONE),
+        (0x10, 5, NONE),
+        (0x20, 1, NONE),
+    ]);
     assert_eq!(fs.getxattr(f, ACCESS).unwrap(), after);
     // An ACL the mode alone says is not kept: only the mode changes.
     let plain = acl(&[(1, 6, NONE), (4, 0, NONE), (0x20, 4, NONE)]);
@@ -279,19 +308,37 @@ fn new_nodes_inherit_a_default_acl_and_else_take_the_umask() {
     // No default ACL: the umask applies.
     assert_eq!(mk(d, b"plain", libc::S_IFREG | 0o666, 0o022).perm, 0o644);
     assert_eq!(mk(d, b"plaindir", libc::S_IFDIR | 0o777, 0o077).perm, 0o700);
-    let default = acl(&[(1, 7, NONE), (2, 7, 1001), (4, 5, NONE), (0x10, 7, NONE), (0x20, 0, NONE)]);
+    let default = acl(&[
+        (1, 7, NONE),
+        (2, 7, 1001),
+        (4, 5, NONE),
+        (0x10, 7, NONE),
+        (0x20, 0, NONE),
+    ]);
     fs.setxattr(d, DEFAULT, &default, 0).unwrap();
     // A file asking 0o666 under umask 022: the umask gives way to the ACL.
     let f = mk(d, b"f", libc::S_IFREG | 0o666, 0o022);
     assert_eq!(f.perm, 0o660);
-    let f_acl = acl(&[(1, 6, NONE), (2, 7, 1001), (4, 5, NONE), (0x10, 6, NONE), (0x20, 0, NONE)]);
+    let f_acl = acl(&[
+        (1, 6, NONE),
+        (2, 7, 1001),
+        (4, 5, NONE),
+        (0x10, 6, NONE),
+        (0x20, 0, NONE),
+    ]);
     assert_eq!(fs.getxattr(f.ino, ACCESS).unwrap(), f_acl);
     assert!(matches!(fs.getxattr(f.ino, DEFAULT), Err(Error::NoData)));
     // A directory inherits the default ACL as its own default too.
     let sub = mk(d, b"sub", libc::S_IFDIR | 0o777, 0o022);
     assert_eq!(sub.perm, 0o770);
     assert_eq!(fs.getxattr(sub.ino, DEFAULT).unwrap(), default);
-    let sub_acl = acl(&[(1, 7, NONE), (2, 7, 1001), (4, 5, NONE), (0x10, 7, NONE), (0x20, 0, NONE)]);
+    let sub_acl = acl(&[
+        (1, 7, NONE),
+        (2, 7, 1001),
+        (4, 5, NONE),
+        (0x10, 7, NONE),
+        (0x20, 0, NONE),
+    ]);
     assert_eq!(fs.getxattr(sub.ino, ACCESS).unwrap(), sub_acl);
     // ... and passes it on.
     assert_eq!(mk(sub.ino, b"deeper", libc::S_IFREG | 0o600, 0o077).perm, 0o600);
@@ -341,7 +388,10 @@ fn a_damaged_value_is_repaired_or_eio_never_wrong() {
     let rep = fs.scrub(ScrubOptions::default(), &|_, _| true).unwrap();
     assert_eq!(rep.data_repaired, 1, "{rep:?}");
     assert_eq!(fs.getxattr(f, b"user.big").unwrap(), big);
-    assert_eq!(fs.scrub(ScrubOptions::default(), &|_, _| true).unwrap().data_repaired, 0);
+    assert_eq!(
+        fs.scrub(ScrubOptions::default(), &|_, _| true).unwrap().data_repaired,
+        0
+    );
     fs.unmount().unwrap();
     // Two strips of one page: EIO for that value, the rest reads.
     damage(2, 600);
