@@ -13,7 +13,9 @@ use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 
-use fuse_common::{fuse_available, Mount};
+use std::process::Command;
+
+use fuse_common::{as_nobody, fuse_available, run, Mount};
 
 fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
     r.expect_err("should fail").raw_os_error().expect("an errno")
@@ -450,6 +452,58 @@ fn zero_range_through_the_mount() {
     want[10_000..].fill(0);
     want.resize(20_000, 0);
     assert_eq!(fs::read(m.path("f")).expect("read"), want);
+    m.finish();
+}
+
+/// fallocate or a write by a user without CAP_FSETID clears set-ID bits
+/// as on ext4 (xfstests generic/683 and 684, whose table this follows):
+/// set-group-ID goes too unless the group may not execute and the mode
+/// does not change otherwise; root's keeps them.
+#[test]
+fn fallocate_by_another_user_clears_set_id_bits() {
+    if !fuse_available() || !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs FUSE and root (another user's fallocate)");
+        return;
+    }
+    let m = Mount::new("32M", &["allow_other"]);
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
+    let f = m.path("f");
+    let path = f.to_str().expect("utf-8");
+    let mode = || fs::metadata(&f).expect("stat").mode() & 0o7777;
+    // (mode before, who, fallocate's arguments, mode after)
+    let cases: [(u32, bool, &[&str], u32); 8] = [
+        (0o6666, true, &["-l", "128k"], 0o666),
+        (0o6676, true, &["-p", "-o", "4096", "-l", "4096"], 0o676),
+        (0o6766, true, &["-l", "128k"], 0o766),
+        (0o2666, true, &["-p", "-o", "4096", "-l", "4096"], 0o2666),
+        (0o2676, true, &["-l", "128k"], 0o676),
+        (0o2766, true, &["-z", "-o", "0", "-l", "4096"], 0o2766),
+        (0o6777, false, &["-l", "128k"], 0o6777),
+        (0o6666, false, &["-p", "-o", "4096", "-l", "4096"], 0o6666),
+    ];
+    for (before, by_nobody, args, after) in cases {
+        fs::write(&f, vec![b'X'; 64 << 10]).expect("write");
+        fs::set_permissions(&f, fs::Permissions::from_mode(before)).expect("chmod");
+        let mut argv = vec!["fallocate"];
+        argv.extend_from_slice(args);
+        argv.push(path);
+        let out = if by_nobody {
+            as_nobody(&argv)
+        } else {
+            run(Command::new(argv[0]).args(&argv[1..]))
+        };
+        assert!(
+            out.status.success(),
+            "{argv:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            mode(),
+            after,
+            "{before:o} by {}",
+            if by_nobody { "nobody" } else { "root" }
+        );
+    }
     m.finish();
 }
 

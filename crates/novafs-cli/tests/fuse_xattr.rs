@@ -11,7 +11,7 @@ use std::process::Command;
 use std::thread::sleep;
 use std::time::Duration;
 
-use fuse_common::{fuse_available, ok, run, shm_dir, Mount};
+use fuse_common::{as_nobody, fuse_available, ok, run, shm_dir, Mount};
 
 /// setfattr's base64 form of a value ("0s..."): short enough that 64 KiB
 /// fits one argument (a single one may not pass 128 KiB).
@@ -204,12 +204,6 @@ fn cp_rsync_and_tar_keep_xattrs_both_ways() {
         .arg(out.path()));
     assert_eq!(dump(out.path()), want, "rsync -aX out of the mount");
     m.finish();
-}
-
-fn as_nobody(args: &[&str]) -> std::process::Output {
-    run(Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
-        .args(args))
 }
 
 fn getfacl(path: &Path) -> String {

@@ -49,6 +49,8 @@ use fuser::{
 };
 use novafs::{Attr, Error, FileType, Fs, Make, SetAttr};
 
+use crate::caller::Caller;
+
 /// How long the kernel may keep entries and attributes (see the module
 /// docs: nothing can change them behind its back).
 pub const ATTR_TTL: Duration = Duration::from_secs(3600);
@@ -114,6 +116,16 @@ impl FuseFs {
         } else {
             FopenFlags::FOPEN_KEEP_CACHE
         }
+    }
+
+    /// Whether a mode the request sets on `ino` keeps set-group-ID: see
+    /// [`Caller`]. `new_gid` is the group the same request gives it.
+    fn group_id_kept(&self, req: &Request, ino: u64, new_gid: Option<u32>) -> Result<bool, Error> {
+        let gid = match new_gid {
+            Some(g) => g,
+            None => self.fs.getattr(ino)?.gid,
+        };
+        Ok(Caller::of_process(req.pid(), req.uid(), req.gid()).may_set_group_id(gid))
     }
 
     /// Where the listing through handle `fh` of directory `ino` ends:
@@ -354,7 +366,7 @@ impl Filesystem for FuseFs {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -370,6 +382,14 @@ impl Filesystem for FuseFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        let mode = match mode {
+            Some(m) if m & libc::S_ISGID != 0 => match self.group_id_kept(req, ino.0, gid) {
+                Ok(true) => Some(m),
+                Ok(false) => Some(m & !libc::S_ISGID),
+                Err(e) => return reply.error(errno("setattr", &e)),
+            },
+            m => m,
+        };
         let set = SetAttr {
             mode,
             uid,

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 mod adapter;
+mod caller;
 mod session;
 
 pub use adapter::{FuseFs, ATTR_TTL};

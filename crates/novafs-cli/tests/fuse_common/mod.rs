@@ -45,6 +45,14 @@ pub fn ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Runs a program as user and group 65534 (nobody) with no other
+/// groups, through setpriv; the test must run as root.
+pub fn as_nobody(args: &[&str]) -> Output {
+    run(Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .args(args))
+}
+
 pub fn novafs<I, S>(args: I) -> Command
 where
     I: IntoIterator<Item = S>,
