@@ -81,12 +81,17 @@ impl Default for Compare {
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Tree {
     pub nodes: BTreeMap<String, Node>,
+    /// The snapshot list: names and epochs, oldest first.
+    pub snapshots: Vec<(String, u64)>,
 }
 
 impl fmt::Debug for Tree {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (p, n) in &self.nodes {
             writeln!(f, "  {p}: {}", brief(n))?;
+        }
+        if !self.snapshots.is_empty() {
+            writeln!(f, "  snapshots {:?}", self.snapshots)?;
         }
         Ok(())
     }
@@ -164,6 +169,11 @@ impl Tree {
         for n in tree.nodes.values_mut() {
             n.first_name = smallest[&n.first_name].clone();
         }
+        tree.snapshots = fs
+            .snapshots()
+            .into_iter()
+            .map(|s| (String::from_utf8_lossy(&s.name).into_owned(), s.epoch))
+            .collect();
         Ok(tree)
     }
 
@@ -174,12 +184,14 @@ impl Tree {
             p.hash(&mut h);
             masked(n, cmp).hash(&mut h);
         }
+        self.snapshots.hash(&mut h);
         h.finish()
     }
 
     /// Equality under `cmp`.
     pub fn same(&self, other: &Tree, cmp: Compare) -> bool {
-        self.nodes.len() == other.nodes.len()
+        self.snapshots == other.snapshots
+            && self.nodes.len() == other.nodes.len()
             && self
                 .nodes
                 .iter()
@@ -191,6 +203,12 @@ impl Tree {
     /// `other` does not), at most `max` lines.
     pub fn diff(&self, other: &Tree, cmp: Compare, max: usize) -> Vec<String> {
         let mut out = Vec::new();
+        if self.snapshots != other.snapshots {
+            out.push(format!(
+                "snapshots {:?} (expected {:?})",
+                self.snapshots, other.snapshots
+            ));
+        }
         for (p, a) in &self.nodes {
             match other.nodes.get(p) {
                 None => out.push(format!("{p} exists ({})", brief(a))),

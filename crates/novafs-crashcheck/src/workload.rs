@@ -418,6 +418,22 @@ pub fn catalog() -> Vec<Workload> {
             ],
         ),
         w(
+            // Snapshots (Fortis §3.1): each record is one tail commit of
+            // the list's log, whose first append also sets its head; a
+            // long name takes several slots; a deletion is a record too.
+            "snapshot",
+            vec![Op::create("/f"), Op::write("/f", 0, 5000, 1)],
+            vec![
+                Op::Snapshot("a".into()),
+                Op::write("/f", 100, 200, 2),
+                Op::Snapshot("b".repeat(200)),
+                Op::DeleteSnapshot("a".into()),
+                Op::create("/g"),
+                Op::Snapshot("c".into()),
+                Op::DeleteSnapshot("b".repeat(200)),
+            ],
+        ),
+        w(
             // POSIX ACLs: the access ACL and the mode change together, a
             // chmod rewrites the ACL, new nodes inherit a default ACL.
             "acl",

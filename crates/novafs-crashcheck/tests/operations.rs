@@ -153,6 +153,11 @@ fn acl_set_chmod_and_inheritance_is_atomic_at_every_crash_point() {
 }
 
 #[test]
+fn snapshot_take_and_delete_are_atomic_at_every_crash_point() {
+    assert_atomic("snapshot");
+}
+
+#[test]
 fn rename_whiteout_is_atomic_at_every_crash_point() {
     assert_atomic("rename_whiteout");
 }

@@ -28,6 +28,7 @@ use crate::journal::{Check, Durable, Journal, Txn, Update};
 use crate::layout::{decode, invalidated_word, Ino, Inode, INODE_HEAD_OFF, INODE_LIVE, INODE_SIZE, INODE_TAIL_OFF};
 use crate::layout::{Bounds, Strips};
 use crate::log::{Committed, Entry, Pending};
+use crate::snapshot::Snapshots;
 
 pub struct Ctx {
     /// The region as metadata is written: through the mirroring view when
@@ -41,8 +42,8 @@ pub struct Ctx {
     pub tables: InodeTables,
     pub journal: Journal,
     pub bounds: Bounds,
-    /// Snapshot epoch stamped into new entries (Fortis §3).
-    pub epoch: u64,
+    /// The snapshot list and the epoch new entries carry (Fortis §3).
+    pub snapshots: Snapshots,
     /// What log GC reclaimed on this mount (NOVA Table 3).
     pub gc: GcCounters,
     /// What redundancy repaired and what was lost, since mkfs.
@@ -60,6 +61,12 @@ pub struct GcCounters {
 }
 
 impl Ctx {
+    /// The epoch new entries carry: stable while the operation holds the
+    /// epoch gate (`snapshot`).
+    pub fn epoch(&self) -> u64 {
+        self.snapshots.epochs.current()
+    }
+
     pub fn region(&self) -> &dyn Region {
         &*self.region
     }

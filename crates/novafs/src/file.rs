@@ -38,7 +38,7 @@ fn write_entry(ctx: &Ctx, pgoff: u64, block: u64, npages: u64, size: u64, mtime:
         mtime,
         ..WriteEntry::default()
     };
-    Entry::new(EntryType::Write, ctx.epoch, &e)
+    Entry::new(EntryType::Write, ctx.epoch(), &e)
 }
 
 /// Reads up to `buf.len()` bytes at `off`; holes read as zeros. A page
@@ -285,7 +285,7 @@ fn resized(ctx: &Ctx, st: &InodeState, size: u64, now: i64) -> Option<Entry> {
             ctime: now,
             ..st.meta.attr
         };
-        setattr_entry(ctx.epoch, &attr)
+        setattr_entry(ctx.epoch(), &attr)
     })
 }
 

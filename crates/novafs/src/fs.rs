@@ -22,13 +22,14 @@ use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
 use crate::journal::Update;
 use crate::layout::{
-    Superblock, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS, INODE_SIZE, INODE_STATE_OFF,
-    PAGE_SIZE,
+    Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS,
+    INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE,
 };
 use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas, MountReport};
 use crate::scrub::{self, ScrubOptions, ScrubReport};
+use crate::snapshot::{EpochGuard, Snapshot};
 use crate::superblock::{copies_differ, write_superblock};
 use crate::time::now_ns;
 use crate::xattr;
@@ -218,11 +219,14 @@ impl Fs {
         *self.sb.lock()
     }
 
-    fn writable(&self) -> Result<()> {
+    /// Fails on a read-only mount; else enters the epoch gate for one
+    /// operation that writes (`snapshot`: no snapshot is taken until it
+    /// has published).
+    fn writable(&self) -> Result<EpochGuard<'_>> {
         if self.read_only {
             Err(Error::ReadOnly)
         } else {
-            Ok(())
+            Ok(self.ctx.snapshots.epochs.enter())
         }
     }
 
@@ -356,7 +360,7 @@ impl Fs {
 
     /// Changes attributes; a size change truncates or extends the file.
     pub fn setattr(&self, ino: Ino, set: &SetAttr) -> Result<Attr> {
-        self.writable()?;
+        let _op = self.writable()?;
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
@@ -413,7 +417,7 @@ impl Fs {
                 }
             }
         }
-        entries.push(setattr_entry(self.ctx.epoch, &a));
+        entries.push(setattr_entry(self.ctx.epoch(), &a));
         // A shrink frees space: it may use the reserve (alloc.rs `Budget`).
         let budget = if a.size < old.size {
             Budget::Reserve
@@ -451,28 +455,56 @@ impl Fs {
     /// durably; `flags` is 0, [`XATTR_CREATE`] or [`XATTR_REPLACE`]. Setting
     /// `system.posix_acl_access` also sets the permission bits it implies.
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
-        self.writable()?;
-        self.mark_xattrs()?;
+        let _op = self.writable()?;
+        self.mark_feature(FEATURE_INCOMPAT_XATTR)?;
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
         xattr::set(&self.ctx, &mut st, name, value, flags, now_ns())
     }
 
-    /// Sets the XATTR feature bit before the image's first xattr entry
-    /// (rule R4: the superblock is durable before anything relies on it).
-    fn mark_xattrs(&self) -> Result<()> {
+    /// Sets incompatible feature bit `bit` (XATTR, SNAPSHOTS) before the
+    /// image's first entry that needs it (rule R4: the superblock is
+    /// durable before anything relies on it).
+    fn mark_feature(&self, bit: u64) -> Result<()> {
         let mut sb = self.sb.lock();
-        if sb.features_incompat & FEATURE_INCOMPAT_XATTR == 0 {
-            sb.features_incompat |= FEATURE_INCOMPAT_XATTR;
+        if sb.features_incompat & bit == 0 {
+            sb.features_incompat |= bit;
             write_superblock(self.ctx.region(), &mut sb)?;
         }
         Ok(())
     }
 
+    // ---- snapshots (Fortis §3; `snapshot`) ----
+
+    /// Takes snapshot `name` of everything committed so far, in constant
+    /// time: it waits only for the operations in flight.
+    pub fn take_snapshot(&self, name: &[u8]) -> Result<Snapshot> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.mark_feature(FEATURE_INCOMPAT_SNAPSHOTS)?;
+        self.ctx
+            .snapshots
+            .take(self.ctx.region(), &self.ctx.alloc, name, now_ns())
+    }
+
+    /// The snapshots, oldest first.
+    pub fn snapshots(&self) -> Vec<Snapshot> {
+        self.ctx.snapshots.list()
+    }
+
+    /// Deletes snapshot `name`.
+    pub fn delete_snapshot(&self, name: &[u8]) -> Result<Snapshot> {
+        if self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        self.ctx.snapshots.delete(self.ctx.region(), &self.ctx.alloc, name)
+    }
+
     /// removexattr(2).
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
-        self.writable()?;
+        let _op = self.writable()?;
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
@@ -490,7 +522,7 @@ impl Fs {
     }
 
     fn make_node(&self, parent: Ino, name: &[u8], m: &Make, target: Option<&[u8]>) -> Result<Attr> {
-        self.writable()?;
+        let _op = self.writable()?;
         self.ns().create(&NewNode {
             parent,
             name,
@@ -522,7 +554,7 @@ impl Fs {
     /// symlink takes `target`. For restoring a tree with its numbers
     /// (`tune`): times, size and contents are the caller's to copy.
     pub fn restore_node(&self, parent: Ino, name: &[u8], like: &Attr, target: Option<&[u8]>) -> Result<Attr> {
-        self.writable()?;
+        let _op = self.writable()?;
         self.ns().create(&NewNode {
             parent,
             name,
@@ -609,19 +641,19 @@ impl Fs {
 
     /// Adds the name `newname` in `newparent` for inode `ino`.
     pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
-        self.writable()?;
+        let _op = self.writable()?;
         self.ns().link(ino, newparent, newname)
     }
 
     /// Removes a non-directory name.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        self.writable()?;
+        let _op = self.writable()?;
         self.ns().remove(parent, name, false)
     }
 
     /// Removes an empty directory.
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        self.writable()?;
+        let _op = self.writable()?;
         self.ns().remove(parent, name, true)
     }
 
@@ -645,7 +677,7 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<()> {
-        self.writable()?;
+        let _op = self.writable()?;
         self.ns()
             .rename((parent, name), (newparent, newname), flags, (uid, gid))
     }
@@ -821,6 +853,7 @@ impl Fs {
     /// when `counted` says they were counted, and frees the inode when
     /// the last goes and no name is left.
     fn drop_refs(&self, ino: Ino, n: u64, counted: impl Fn(&InodeState) -> bool) -> Result<()> {
+        let _op = self.ctx.snapshots.epochs.enter();
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
@@ -880,6 +913,7 @@ impl Fs {
     /// still says so under its write lock. A failure (a full device) is
     /// only logged: the read it follows succeeded.
     fn accessed(&self, cell: &Cell) {
+        let _op = self.ctx.snapshots.epochs.enter();
         let mut st = cell.state.write();
         let now = now_ns();
         if alive(&st).is_err() || !self.atime_due_for(&st.meta.attr, now) {
@@ -887,7 +921,7 @@ impl Fs {
         }
         let mut a = st.attr();
         a.atime = now;
-        let entries = [setattr_entry(self.ctx.epoch, &a)];
+        let entries = [setattr_entry(self.ctx.epoch(), &a)];
         if let Err(e) = file::commit_file(&self.ctx, &mut st, Budget::Normal, &entries) {
             tracing::debug!(ino = a.ino, error = %e, "access time not updated");
         }
@@ -895,7 +929,7 @@ impl Fs {
 
     /// Writes `data` at `off`: atomic and durable when it returns.
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
-        self.writable()?;
+        let _op = self.writable()?;
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
@@ -904,7 +938,7 @@ impl Fs {
 
     /// fallocate(2): mode 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE.
     pub fn fallocate(&self, ino: Ino, mode: u32, off: u64, len: u64) -> Result<()> {
-        self.writable()?;
+        let _op = self.writable()?;
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;

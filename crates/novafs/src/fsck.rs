@@ -108,6 +108,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             own(&mut rep, p, 0);
         }
     }
+    // The snapshot list's log (inode 0, like the tables: no file's).
+    for p in ctx.snapshots.log_pages().into_iter().flat_map(|p| bounds.copies(p)) {
+        own(&mut rep, p, 0);
+    }
     let mut seen: HashMap<Ino, Seen> = HashMap::new();
     let mut free_slots: Vec<Ino> = Vec::new();
     let total: u64 = (0..tables.shard_count() as usize)

@@ -19,7 +19,7 @@ use crate::dir::{dentry, DentrySpec};
 use crate::error::Result;
 use crate::inode::{link_entry, setattr_entry, Body, InodeState};
 use crate::journal::Update;
-use crate::layout::{ftype_of_mode, EntryType, WriteEntry, INODE_HEAD_OFF, INODE_TAIL_OFF};
+use crate::layout::{ftype_of_mode, EntryType, WriteEntry, ENTRY_EPOCH_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF};
 use crate::log::{Entry, Log};
 use crate::xattrmap;
 
@@ -30,10 +30,28 @@ const THOROUGH_MIN_PAGES: usize = 2;
 /// (NOVA §4.6: GC runs as logs grow). Thorough GC commits through the
 /// journal, so this runs before the operation's own commit begins.
 pub fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Result<()> {
-    if st.log.needs_growth(entries) {
+    if st.log.needs_growth(entries) && !covered_by_snapshot(ctx, st)? {
         collect(ctx, st)?;
     }
     Ok(())
+}
+
+/// Whether a snapshot may need entries of `st`'s log: some snapshot is at
+/// least as new as its oldest entry. Such a log is not collected, so that
+/// every entry a snapshot replays stays (Fortis §3.2), including the later
+/// entries that tell which of its dentries a snapshot still sees; it
+/// grows instead, until the snapshots that cover it are deleted.
+/// (Departure from the paper: a dead entry that died before every
+/// snapshot is kept too, while a newer snapshot covers its log.)
+fn covered_by_snapshot(ctx: &Ctx, st: &InodeState) -> Result<bool> {
+    let Some(newest) = ctx.snapshots.newest() else {
+        return Ok(false);
+    };
+    let head = st.log.head();
+    if head == 0 {
+        return Ok(false);
+    }
+    Ok(ctx.region().load_u64(head + ENTRY_EPOCH_OFF)? <= newest)
 }
 
 fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
@@ -74,7 +92,7 @@ fn compact_entries(ctx: &Ctx, st: &InodeState) -> Vec<Entry> {
                     mtime: a.mtime,
                     ..WriteEntry::default()
                 };
-                out.push(Entry::new(EntryType::Write, ctx.epoch, &e));
+                out.push(Entry::new(EntryType::Write, ctx.epoch(), &e));
             }
         }
         Body::Dir(dir) => {
@@ -86,23 +104,23 @@ fn compact_entries(ctx: &Ctx, st: &InodeState) -> Vec<Entry> {
                 dir_mtime: a.mtime,
             };
             out.push(dentry(
-                ctx.epoch,
+                ctx.epoch(),
                 true,
                 b"..",
                 &spec(dir.parent(), 0, ftype_of_mode(libc::S_IFDIR)),
             ));
             for (name, d) in dir.iter() {
-                out.push(dentry(ctx.epoch, true, name, &spec(d.ino, d.seq, d.ftype)));
+                out.push(dentry(ctx.epoch(), true, name, &spec(d.ino, d.seq, d.ftype)));
             }
         }
         Body::Special => {}
     }
     // Values in pages keep their pages: only the entries are rewritten.
     for (name, value) in st.meta.xattrs.iter() {
-        out.push(xattrmap::entry(ctx.epoch, name, Some(value), a.ctime));
+        out.push(xattrmap::entry(ctx.epoch(), name, Some(value), a.ctime));
     }
-    out.push(link_entry(ctx.epoch, a.nlink, a.ctime));
-    out.push(setattr_entry(ctx.epoch, &a));
+    out.push(link_entry(ctx.epoch(), a.nlink, a.ctime));
+    out.push(setattr_entry(ctx.epoch(), &a));
     out
 }
 

@@ -72,7 +72,12 @@ pub const FEATURE_INCOMPAT_REPLICAS_STALE: u64 = 1 << 3;
 /// is written, so a novafs that does not know them refuses the image
 /// instead of taking them for damage.
 pub const FEATURE_INCOMPAT_XATTR: u64 = 1 << 4;
+/// The image has (or had) snapshots: entries and inodes are kept for them
+/// (Fortis §3), which a novafs that does not know them would free. Set,
+/// durably, before the first snapshot record is written.
+pub const FEATURE_INCOMPAT_SNAPSHOTS: u64 = 1 << 5;
 pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA
+    | FEATURE_INCOMPAT_SNAPSHOTS
     | FEATURE_INCOMPAT_REPLICAS_STALE
     | FEATURE_INCOMPAT_XATTR
     | FEATURE_INCOMPAT_DATA_CSUM
@@ -281,6 +286,8 @@ pub struct EntryHeader {
 }
 const _: () = assert!(size_of::<EntryHeader>() == 16);
 pub const ENTRY_CSUM_OFF: usize = std::mem::offset_of!(EntryHeader, csum);
+/// Where an entry's epoch is, from its start.
+pub const ENTRY_EPOCH_OFF: u64 = std::mem::offset_of!(EntryHeader, epoch) as u64;
 
 /// Header flag: the entry was invalidated in place (NOVA §4.6: a dentry
 /// add cancelled by a later remove or replace). Set through the journal, in
@@ -436,17 +443,30 @@ pub struct MmapEntry {
 }
 const _: () = assert!(size_of::<MmapEntry>() == 64);
 
-/// Snapshot creation record in the snapshot inode's log (Fortis §3.2);
-/// reserved for the snapshot wave.
+/// A snapshot record in the snapshot list's log (reserved slot
+/// [`SNAPSHOT_LIST_OFF`]; Fortis §3.1): [`SNAPSHOT_TAKE`] names snapshot
+/// `epoch`, [`SNAPSHOT_DELETE`] ends it. The name follows the head.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct SnapshotInfoEntry {
     pub hdr: EntryHeader,
+    /// The snapshot's epoch: it holds every entry of this epoch or older.
     pub epoch: u64,
-    pub timestamp: i64,
-    pub reserved: [u64; 4],
+    /// When it was taken (nanoseconds since the Unix epoch).
+    pub created_ns: i64,
+    pub op: u8,
+    pub name_len: u8,
+    pub pad: [u8; 6],
 }
-const _: () = assert!(size_of::<SnapshotInfoEntry>() == 64);
+pub const SNAPSHOT_HEAD_SIZE: usize = 40;
+const _: () = assert!(size_of::<SnapshotInfoEntry>() == SNAPSHOT_HEAD_SIZE);
+pub const SNAPSHOT_TAKE: u8 = 1;
+pub const SNAPSHOT_DELETE: u8 = 2;
+/// Longest snapshot name.
+pub const SNAPSHOT_NAME_MAX: usize = 255;
+/// The reserved inode slot whose log lists the snapshots: only its state,
+/// head and tail words are used.
+pub const SNAPSHOT_LIST_OFF: u64 = RESERVED_INODES_OFF + INODE_SIZE;
 
 /// Per-shard journal header (one cache line each). `head` is a
 /// monotonically increasing byte counter, position = counter % ring size:

@@ -11,7 +11,7 @@
 //! | 2 | `superblock`, `alloc`, `replica`, `health`, `strips` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3) |
 //! | 3 | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
 //! | 4 | `log` | per-inode logs: append, the tail-store commit, fast GC's relinking |
-//! | 5 | `dir`, `pagemap`, `xattrmap`, `itable` | DRAM indexes (directory, file pages, extended attributes) and the inode tables |
+//! | 5 | `dir`, `pagemap`, `xattrmap`, `itable`, `snapshot` | DRAM indexes (directory, file pages, extended attributes), the inode tables, and the snapshot list with the epoch gate (Fortis §3) |
 //! | 6 | `inode` | an inode's DRAM state, replayed from its log |
 //! | 7 | `commit` | the shared context and the commit paths, which alone make the proofs that publishing and freeing need |
 //! | 8 | `gc`, `cache` | fast and thorough log GC (NOVA §4.6); the inode cache and lock order |
@@ -55,6 +55,7 @@ pub mod probe;
 mod recovery;
 mod replica;
 mod scrub;
+mod snapshot;
 mod strips;
 mod superblock;
 pub mod time;
@@ -74,6 +75,7 @@ pub use layout::MAX_FILE_SIZE;
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
 pub use recovery::{inspect, Inspect, MetaReplicas, MountReport};
 pub use scrub::{ScrubOptions, ScrubReport};
+pub use snapshot::Snapshot;
 
 #[cfg(test)]
 mod layering {
@@ -94,6 +96,7 @@ mod layering {
         ("pagemap", 5, include_str!("pagemap/mod.rs")),
         ("xattrmap", 5, include_str!("xattrmap.rs")),
         ("itable", 5, include_str!("itable.rs")),
+        ("snapshot", 5, include_str!("snapshot.rs")),
         ("inode", 6, include_str!("inode.rs")),
         ("commit", 7, include_str!("commit.rs")),
         ("gc", 8, include_str!("gc.rs")),

@@ -14,8 +14,8 @@ use crate::error::{corrupt, Result};
 use crate::hash::U64Map;
 use crate::journal::{Check, Durable, TxnId};
 use crate::layout::{
-    entry_csum, xattr_payload_off, Bounds, DentryHead, EntryHeader, EntryType, XattrHead, ENTRY_CSUM_OFF,
-    INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT, XATTR_HEAD_SIZE,
+    entry_csum, xattr_payload_off, Bounds, DentryHead, EntryHeader, EntryType, SnapshotInfoEntry, XattrHead,
+    ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT, XATTR_HEAD_SIZE,
 };
 
 /// The largest number of pages a log grows by at once; below it the log
@@ -53,6 +53,11 @@ impl Entry {
         tail[..name.len()].copy_from_slice(name);
         tail[at..].copy_from_slice(payload);
         Self::with_tail(EntryType::Xattr, epoch, head.as_bytes(), &tail)
+    }
+
+    /// Encodes a snapshot record: its head followed by the name.
+    pub fn snapshot(head: &SnapshotInfoEntry, name: &[u8]) -> Entry {
+        Self::with_tail(EntryType::SnapshotInfo, head.epoch, head.as_bytes(), name)
     }
 
     fn with_tail(etype: EntryType, epoch: u64, fixed: &[u8], tail: &[u8]) -> Entry {

@@ -24,6 +24,7 @@ use crate::layout::{
 };
 use crate::recovery::{allocator_of, save_state};
 use crate::replica::Mirrored;
+use crate::snapshot::Snapshots;
 use crate::superblock::{bounds_of, geometry, strips_of};
 use crate::time::now_ns;
 
@@ -177,6 +178,7 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
     let meta = Mirrored::view(region.clone(), bounds);
     let tables = InodeTables::create(&*meta, &alloc, shards)?;
     let journal = Journal::open(&*meta, &sb)?;
+    let snapshots = Snapshots::load(&*meta, &*region, bounds, 0)?;
     let ctx = Ctx {
         region: meta,
         data: region.clone(),
@@ -185,7 +187,7 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         tables,
         journal,
         bounds,
-        epoch: 0,
+        snapshots,
         gc: GcCounters::default(),
         health: Health::default(),
         strips: strips_of(&sb),

@@ -216,7 +216,7 @@ impl Namespace<'_> {
         };
         let mut st = InodeState::new(attr, off);
         let built = (|| -> Result<()> {
-            let record = record_of_attr(&attr, ctx.epoch);
+            let record = record_of_attr(&attr, ctx.epoch());
             let rec = zerocopy::IntoBytes::as_bytes(&record);
             let write_record = || -> Result<()> {
                 ctx.region().write(off, rec)?;
@@ -236,7 +236,7 @@ impl Namespace<'_> {
                     dir_nlink: 2,
                     dir_mtime: now,
                 };
-                init.push(dentry(ctx.epoch, true, b"..", &spec));
+                init.push(dentry(ctx.epoch(), true, b"..", &spec));
             }
             init.extend(acl_entries);
             let has_init = !init.is_empty() || n.target.is_some();
@@ -256,7 +256,7 @@ impl Namespace<'_> {
                 dir_nlink: pst.meta.attr.nlink + u32::from(is_dir),
                 dir_mtime: now,
             };
-            let entries = [dentry(ctx.epoch, true, n.name, &spec)];
+            let entries = [dentry(ctx.epoch(), true, n.name, &spec)];
             gc::make_room(ctx, &mut pst, &entries)?;
             let mut m = Multi::begin(ctx);
             if has_init {
@@ -324,7 +324,7 @@ impl Namespace<'_> {
             dir_nlink: p.meta.attr.nlink,
             dir_mtime: now,
         };
-        let e = self.ctx.epoch;
+        let e = self.ctx.epoch();
         let parts = [
             Part::new(newparent, vec![dentry(e, true, newname, &spec)]),
             Part::new(ino, vec![link_entry(e, target.nlink + 1, now)]),
@@ -371,7 +371,7 @@ impl Namespace<'_> {
                 dir_nlink: l.get(parent).meta.attr.nlink - u32::from(is_dir),
                 dir_mtime: now,
             };
-            let mut parts = vec![Part::new(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
+            let mut parts = vec![Part::new(parent, vec![dentry(self.ctx.epoch(), false, name, &spec)])];
             let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
             let extra = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
             let durable = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &extra, &[])?;
@@ -398,7 +398,7 @@ impl Namespace<'_> {
             dir_nlink: p.nlink - u32::from(d.ftype == ftype_of_mode(libc::S_IFDIR) && p.nlink > 2),
             dir_mtime: now_ns(),
         };
-        let parts = [Part::new(parent, vec![dentry(self.ctx.epoch, false, name, &spec)])];
+        let parts = [Part::new(parent, vec![dentry(self.ctx.epoch(), false, name, &spec)])];
         let _ = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &[], &[])?;
         Ok(())
     }
@@ -418,7 +418,7 @@ impl Namespace<'_> {
             return Err(Error::Exists);
         }
         let now = now_ns();
-        let e = self.ctx.epoch;
+        let e = self.ctx.epoch();
         let spec = DentrySpec {
             ino,
             seq: p.dir()?.next_seq(),
@@ -458,7 +458,7 @@ impl Namespace<'_> {
         if st.meta.attr.kind == FileType::Directory || names == 0 {
             return Err(Error::Invalid("only a named file's link count is set"));
         }
-        let entries = [link_entry(self.ctx.epoch, names, now_ns())];
+        let entries = [link_entry(self.ctx.epoch(), names, now_ns())];
         commit::single_published(self.ctx, &mut st, Budget::Reserve, &entries)
     }
 
@@ -473,7 +473,7 @@ impl Namespace<'_> {
         } else {
             parts.push(Part::new(
                 st.meta.attr.ino,
-                vec![link_entry(self.ctx.epoch, nlink, now)],
+                vec![link_entry(self.ctx.epoch(), nlink, now)],
             ));
             Vec::new()
         }
@@ -656,7 +656,7 @@ impl Namespace<'_> {
             generation: now as u64,
             flags: 0,
         };
-        let record = record_of_attr(&attr, ctx.epoch);
+        let record = record_of_attr(&attr, ctx.epoch());
         let written = ctx
             .region()
             .write(off, zerocopy::IntoBytes::as_bytes(&record))
@@ -686,7 +686,7 @@ impl Namespace<'_> {
         let dst_dir = dst.is_some_and(|d| d.ftype == dir_ft);
         let (p_final, np_final) = Self::renamed_link_counts(l, r, src_dir, dst_dir)?;
         let now = now_ns();
-        let e = self.ctx.epoch;
+        let e = self.ctx.epoch();
         let np_seq = l.get(r.newparent).dir()?.next_seq();
         let spec = |ino, seq, ftype, nlink: u32| DentrySpec {
             ino,

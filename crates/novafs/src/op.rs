@@ -192,6 +192,10 @@ pub enum Op {
     },
     /// Every attribute name, each ending in NUL.
     ListXattr(At),
+    /// Takes snapshot NAME of everything committed so far (Fortis §3).
+    Snapshot(String),
+    /// Deletes snapshot NAME.
+    DeleteSnapshot(String),
     /// Opens a handle, kept until [`Op::Release`]: an unlinked open file
     /// lives on.
     Open(At),
@@ -376,6 +380,8 @@ impl Op {
             | Op::Rename { .. }
             | Op::Readdir { .. }
             | Op::Statfs
+            | Op::Snapshot(_)
+            | Op::DeleteSnapshot(_)
             | Op::Mount
             | Op::MountReadOnly
             | Op::MountUnprotected
@@ -516,6 +522,8 @@ impl fmt::Display for Op {
             Op::RemoveXattr { at, name } => write!(f, "removexattr {at} {}", String::from_utf8_lossy(name)),
             Op::GetXattr { at, name } => write!(f, "getxattr {at} {}", String::from_utf8_lossy(name)),
             Op::ListXattr(at) => write!(f, "listxattr {at}"),
+            Op::Snapshot(name) => write!(f, "snapshot {name}"),
+            Op::DeleteSnapshot(name) => write!(f, "delete snapshot {name}"),
             Op::Open(at) => write!(f, "open {at}"),
             Op::Release(at) => write!(f, "release {at}"),
             Op::Mount => write!(f, "mount"),

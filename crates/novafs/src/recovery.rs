@@ -27,6 +27,7 @@ use crate::layout::{
     LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
 use crate::replica::{sync, Mirrored};
+use crate::snapshot::Snapshots;
 use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, strips_of, write_superblock};
 use crate::time::now_ns;
 
@@ -165,7 +166,7 @@ pub(crate) fn open_ctx(region: Arc<dyn Region>, sb: &Superblock, read_only: bool
         tables: InodeTables::load(&*meta, sb, bounds)?,
         journal: Journal::open(&*meta, sb)?,
         bounds,
-        epoch: sb.epoch,
+        snapshots: Snapshots::load(&*meta, &*region, bounds, sb.epoch)?,
         gc: GcCounters::default(),
         health: Health::since(sb),
         strips: strips_of(sb),
@@ -360,6 +361,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
         .all_chunks()
         .iter()
         .flat_map(|&c| (0..CHUNK_PAGES).flat_map(move |i| bounds.copies(c + i * PAGE_SIZE)))
+        .chain(ctx.snapshots.log_pages().into_iter().flat_map(|p| bounds.copies(p)))
         .map(|p| p >> PAGE_SHIFT)
         .collect();
     let mut result = ScanResult { live: 0, orphans: 0 };

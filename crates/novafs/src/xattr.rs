@@ -122,7 +122,7 @@ impl Staged {
             Some(v) => Some(self.store_pages(ctx, v)?),
         };
         self.entries
-            .push(xattrmap::entry(ctx.epoch, name, value.as_ref(), ctime));
+            .push(xattrmap::entry(ctx.epoch(), name, value.as_ref(), ctime));
         Ok(())
     }
 
@@ -235,7 +235,7 @@ pub fn set(ctx: &Ctx, st: &mut InodeState, name: &[u8], value: &[u8], flags: u32
             staged.put(ctx, name, kept, now)?;
         }
         if name == ACL_ACCESS {
-            staged.entries.push(setattr_entry(ctx.epoch, &a));
+            staged.entries.push(setattr_entry(ctx.epoch(), &a));
         }
     } else {
         staged.put(ctx, name, Some(value), now)?;

@@ -229,6 +229,8 @@ struct Model {
     expect: Expect,
     /// Nodes the last transition freed.
     freed: Vec<Id>,
+    /// Names of the live snapshots, oldest first.
+    snapshots: Vec<String>,
 }
 
 fn err<T>(e: i32) -> Result<T, Expect> {
@@ -271,6 +273,7 @@ impl Model {
             handles: Vec::new(),
             expect: Expect::None,
             freed: Vec::new(),
+            snapshots: Vec::new(),
         }
     }
 
@@ -621,6 +624,18 @@ impl Model {
                 }
             }
             Op::ListXattr(at) => Expect::Data(xattr_list(self.node(self.target(at)?))),
+            Op::Snapshot(name) => {
+                if self.snapshots.contains(name) {
+                    return err(libc::EEXIST);
+                }
+                self.snapshots.push(name.clone());
+                Expect::Ok
+            }
+            Op::DeleteSnapshot(name) => {
+                let i = self.snapshots.iter().position(|n| n == name);
+                self.snapshots.remove(i.ok_or(Expect::Err(vec![libc::ENOENT]))?);
+                Expect::Ok
+            }
             Op::Mount | Op::MountReadOnly | Op::MountUnprotected | Op::Unmount | Op::Crash | Op::Remount | Op::Mkfs => {
                 unreachable!("the model remounts by Step::Remount, Step::Crash and Step::ReadOnly")
             }
@@ -1220,6 +1235,16 @@ impl ReferenceStateMachine for Reference {
                     .boxed()),
             ),
             (1, Just(Step::Op(Op::Statfs)).boxed()),
+            (
+                1,
+                op(select(&POOL[..]).prop_map(|n| Op::Snapshot(format!("s-{n}"))).boxed()),
+            ),
+            (
+                1,
+                op(select(&POOL[..])
+                    .prop_map(|n| Op::DeleteSnapshot(format!("s-{n}")))
+                    .boxed()),
+            ),
             (2, Just(Step::Remount).boxed()),
             (2, Just(Step::Crash).boxed()),
             (1, any::<bool>().prop_map(|crash| Step::ReadOnly { crash }).boxed()),
@@ -1670,6 +1695,12 @@ impl StateMachineTest for NovaTest {
         }
         sut.check_shape(m, &"the last transition");
         sut.check_contents(m, &"the last transition");
+        let names: Vec<String> = fs
+            .snapshots()
+            .into_iter()
+            .map(|s| String::from_utf8(s.name).unwrap())
+            .collect();
+        assert_eq!(names, m.snapshots, "the snapshot list after the last transition");
     }
 
     fn teardown(mut sut: Sut) {

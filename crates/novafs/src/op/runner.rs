@@ -236,6 +236,14 @@ impl Runner {
             }
             Op::GetXattr { at, name } => Observed::Data(fs.getxattr(ino(fs, handles, at)?, name)?),
             Op::ListXattr(at) => Observed::Data(fs.listxattr(ino(fs, handles, at)?)?),
+            Op::Snapshot(name) => {
+                fs.take_snapshot(name.as_bytes())?;
+                Observed::Done
+            }
+            Op::DeleteSnapshot(name) => {
+                fs.delete_snapshot(name.as_bytes())?;
+                Observed::Done
+            }
             Op::Open(at) => {
                 let i = ino(fs, handles, at)?;
                 let attr = fs.open_handle(i)?;

@@ -1,0 +1,300 @@
+//! Snapshots (NOVA-Fortis §3): epochs, the cut, and the persistent list.
+//!
+//! Every log entry carries the epoch it was written in. Taking a snapshot
+//! records the current epoch E in the snapshot list and moves the file
+//! system on to E + 1, in constant time (§3.1): snapshot E is then every
+//! entry of epoch E or older, read back by replaying only those.
+//!
+//! The cut must be consistent: an operation that read epoch E must not
+//! commit after snapshot E was recorded, or the snapshot would miss a
+//! change whose effects later operations of E + 1 already saw. Every
+//! operation that writes therefore holds one shard of the epoch gate
+//! ([`Epochs::enter`]) from the moment it reads the epoch until it has
+//! published; taking a snapshot takes every shard ([`Epochs::cut`]),
+//! which waits only for the operations in flight, records the snapshot
+//! with one log commit and advances the epoch.
+//!
+//! The list is the log of reserved inode slot [`SNAPSHOT_LIST_OFF`]: one
+//! [`SnapshotInfoEntry`] per snapshot taken or deleted, committed by its
+//! tail store (R1, R5). Its head and tail words are its only state; a
+//! head without a tail (a crash before the first commit) is an empty list.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+
+use crate::alloc::{current_shard, Budget, PageAllocator};
+use crate::error::{corrupt, Error, Result};
+use crate::layout::{
+    decode, Bounds, EntryType, SnapshotInfoEntry, INODE_HEAD_OFF, INODE_TAIL_OFF, SNAPSHOT_DELETE, SNAPSHOT_HEAD_SIZE,
+    SNAPSHOT_LIST_OFF, SNAPSHOT_NAME_MAX, SNAPSHOT_TAKE,
+};
+use crate::log::{Entry, Log};
+use pm::Region;
+
+/// One snapshot in the list.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub name: Vec<u8>,
+    /// It holds every entry of this epoch or older.
+    pub epoch: u64,
+    /// When it was taken, in nanoseconds since the Unix epoch.
+    pub created_ns: i64,
+}
+
+/// Shards of the epoch gate: writers spread over them, a cut takes all.
+const GATES: usize = 16;
+
+/// The current epoch and the gate that makes a cut consistent (module
+/// docs).
+pub struct Epochs {
+    current: AtomicU64,
+    gates: Box<[RwLock<()>]>,
+}
+
+/// Held by an operation that writes, from reading the epoch until it has
+/// published: no snapshot is taken meanwhile.
+#[must_use = "an operation holds the epoch gate until it has published"]
+pub struct EpochGuard<'a>(#[allow(dead_code)] RwLockReadGuard<'a, ()>);
+
+impl Epochs {
+    pub fn new(current: u64) -> Epochs {
+        Epochs {
+            current: AtomicU64::new(current),
+            gates: (0..GATES).map(|_| RwLock::new(())).collect(),
+        }
+    }
+
+    /// The epoch new entries carry. Stable while an [`EpochGuard`] is held.
+    pub fn current(&self) -> u64 {
+        self.current.load(Ordering::Acquire)
+    }
+
+    /// Enters the gate for one operation. Recursive: an operation that
+    /// calls another never waits for a cut that is waiting for it.
+    pub fn enter(&self) -> EpochGuard<'_> {
+        EpochGuard(self.gates[current_shard(GATES)].read_recursive())
+    }
+
+    /// Runs `record(epoch)` with no operation in flight and, if it
+    /// succeeds, moves on to the next epoch.
+    fn cut<T>(&self, record: impl FnOnce(u64) -> Result<T>) -> Result<T> {
+        let _all: Vec<_> = self.gates.iter().map(|g| g.write()).collect();
+        let epoch = self.current();
+        let r = record(epoch)?;
+        self.current.store(epoch + 1, Ordering::Release);
+        Ok(r)
+    }
+}
+
+/// The snapshot list and the epochs, shared by every operation (`Ctx`).
+pub struct Snapshots {
+    pub epochs: Epochs,
+    list: Mutex<List>,
+    /// The newest live snapshot's epoch + 1; 0 when there is none. Read
+    /// without the list's lock on every path that frees something.
+    newest: AtomicU64,
+}
+
+/// The list in DRAM, and its log.
+struct List {
+    log: Log,
+    live: BTreeMap<u64, Snapshot>,
+}
+
+impl Snapshots {
+    /// Loads the list from slot [`SNAPSHOT_LIST_OFF`] (through its replica
+    /// when the primary's log does not load). The current epoch is past
+    /// every snapshot ever taken and at least `sb_epoch`.
+    pub fn load(region: &dyn Region, data: &dyn Region, bounds: Bounds, sb_epoch: u64) -> Result<Snapshots> {
+        let primary = load_list(region, bounds, SNAPSHOT_LIST_OFF);
+        let (list, last) = match (primary, bounds.replica(SNAPSHOT_LIST_OFF)) {
+            (Ok(l), _) => l,
+            (Err(e), None) => return Err(e),
+            (Err(e), Some(m)) => load_list(data, bounds, m).map_err(|_| e)?,
+        };
+        let newest = list.live.keys().next_back().map_or(0, |e| e + 1);
+        Ok(Snapshots {
+            epochs: Epochs::new(sb_epoch.max(last.map_or(0, |e| e + 1))),
+            list: Mutex::new(list),
+            newest: AtomicU64::new(newest),
+        })
+    }
+
+    /// The newest live snapshot's epoch.
+    pub fn newest(&self) -> Option<u64> {
+        self.newest.load(Ordering::Acquire).checked_sub(1)
+    }
+
+    /// The live snapshots, oldest first.
+    pub fn list(&self) -> Vec<Snapshot> {
+        self.list.lock().live.values().cloned().collect()
+    }
+
+    /// The pages of the list's log (with their mirrors: `bounds.copies`).
+    pub fn log_pages(&self) -> Vec<u64> {
+        self.list.lock().log.pages().to_vec()
+    }
+
+    /// Takes snapshot `name` of everything committed so far (module docs).
+    pub fn take(&self, region: &dyn Region, alloc: &PageAllocator, name: &[u8], now_ns: i64) -> Result<Snapshot> {
+        check_name(name)?;
+        let mut list = self.list.lock();
+        if list.live.values().any(|s| s.name == name) {
+            return Err(Error::Exists);
+        }
+        self.epochs.cut(|epoch| {
+            list.record(region, alloc, SNAPSHOT_TAKE, epoch, now_ns, name)?;
+            let snap = Snapshot {
+                name: name.to_vec(),
+                epoch,
+                created_ns: now_ns,
+            };
+            list.live.insert(epoch, snap.clone());
+            self.newest.store(epoch + 1, Ordering::Release);
+            Ok(snap)
+        })
+    }
+
+    /// Deletes snapshot `name` from the list; returns it.
+    pub fn delete(&self, region: &dyn Region, alloc: &PageAllocator, name: &[u8]) -> Result<Snapshot> {
+        let mut list = self.list.lock();
+        let snap = list
+            .live
+            .values()
+            .find(|s| s.name == name)
+            .cloned()
+            .ok_or(Error::NotFound)?;
+        list.record(region, alloc, SNAPSHOT_DELETE, snap.epoch, snap.created_ns, name)?;
+        list.live.remove(&snap.epoch);
+        let newest = list.live.keys().next_back().map_or(0, |e| e + 1);
+        self.newest.store(newest, Ordering::Release);
+        Ok(snap)
+    }
+}
+
+impl List {
+    /// Appends one record and commits it with the slot's tail store (R1,
+    /// R5); the first record also sets the head, before the fence.
+    fn record(
+        &mut self,
+        region: &dyn Region,
+        alloc: &PageAllocator,
+        op: u8,
+        epoch: u64,
+        created_ns: i64,
+        name: &[u8],
+    ) -> Result<()> {
+        let head = SnapshotInfoEntry {
+            epoch,
+            created_ns,
+            op,
+            name_len: name.len() as u8,
+            ..SnapshotInfoEntry::default()
+        };
+        let entry = Entry::snapshot(&head, name);
+        let p = self.log.append(region, alloc, Budget::Reserve, &[entry])?;
+        let proof = self.log.commit(region, SNAPSHOT_LIST_OFF, p)?;
+        self.log.committed(&proof);
+        Ok(())
+    }
+}
+
+/// A snapshot name: a file name's rules (it names a directory of
+/// `.snapshots` and a mount).
+fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > SNAPSHOT_NAME_MAX {
+        return Err(Error::NameTooLong);
+    }
+    if name.is_empty() || name == b"." || name == b".." || name.iter().any(|&b| b == b'/' || b == 0) {
+        return Err(Error::Invalid(
+            "a snapshot name is a file name: not empty, '.', '..', and without '/'",
+        ));
+    }
+    Ok(())
+}
+
+/// The list whose head and tail words are at `off`, and the newest epoch
+/// ever recorded in it.
+fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, Option<u64>)> {
+    let head = region.load_u64(off + INODE_HEAD_OFF)?;
+    let tail = region.load_u64(off + INODE_TAIL_OFF)?;
+    let mut live = BTreeMap::new();
+    let mut last = None;
+    if tail == 0 {
+        return Ok((
+            List {
+                log: Log::default(),
+                live,
+            },
+            last,
+        ));
+    }
+    let log = Log::load(region, bounds, head, tail, |_, eoff, bytes| {
+        let e: SnapshotInfoEntry = decode(bytes)?;
+        let name = bytes
+            .get(SNAPSHOT_HEAD_SIZE..SNAPSHOT_HEAD_SIZE + usize::from(e.name_len))
+            .ok_or_else(|| corrupt!("snapshot record at {eoff:#x} has a bad name length"))?;
+        if e.hdr.etype != EntryType::SnapshotInfo as u8 {
+            return Err(corrupt!(
+                "entry of type {} in the snapshot list at {eoff:#x}",
+                e.hdr.etype
+            ));
+        }
+        match e.op {
+            SNAPSHOT_TAKE => {
+                if last.is_some_and(|l| e.epoch <= l) {
+                    return Err(corrupt!("snapshot record at {eoff:#x} goes back in epochs"));
+                }
+                last = Some(e.epoch);
+                let snap = Snapshot {
+                    name: name.to_vec(),
+                    epoch: e.epoch,
+                    created_ns: e.created_ns,
+                };
+                live.insert(e.epoch, snap);
+            }
+            SNAPSHOT_DELETE => {
+                live.remove(&e.epoch)
+                    .ok_or_else(|| corrupt!("snapshot record at {eoff:#x} deletes an unknown snapshot"))?;
+            }
+            op => return Err(corrupt!("snapshot record at {eoff:#x} has unknown op {op}")),
+        }
+        Ok(())
+    })?;
+    Ok((List { log, live }, last))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_file_name_rules() {
+        assert!(check_name(b"daily-2026-11-25").is_ok());
+        assert!(check_name(&[b'n'; 255]).is_ok());
+        assert!(matches!(check_name(&[b'n'; 256]), Err(Error::NameTooLong)));
+        for bad in [&b""[..], b".", b"..", b"a/b", b"a\0b"] {
+            assert!(matches!(check_name(bad), Err(Error::Invalid(_))), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_cut_waits_for_operations_in_flight_and_advances_the_epoch() {
+        let epochs = std::sync::Arc::new(Epochs::new(7));
+        let guard = epochs.enter();
+        let inner = epochs.enter(); // recursive entry of one operation
+        let e2 = epochs.clone();
+        let cut = std::thread::spawn(move || e2.cut(Ok).expect("cut"));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert_eq!(epochs.current(), 7, "no cut while an operation is in flight");
+        drop(inner);
+        drop(guard);
+        assert_eq!(cut.join().expect("cut thread"), 7);
+        assert_eq!(epochs.current(), 8);
+        let failed: Result<()> = epochs.cut(|_| Err(Error::NoSpace));
+        assert!(failed.is_err());
+        assert_eq!(epochs.current(), 8, "a failed record does not advance");
+    }
+}

@@ -1,0 +1,136 @@
+//! Snapshots through the library (NOVA-Fortis §3): the persistent list,
+//! its epochs, its errors, and the list after a remount and a crash.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use novafs::{Error, Fs, MountOptions, ROOT_INO};
+
+fn names_of(fs: &Fs) -> Vec<String> {
+    fs.snapshots()
+        .iter()
+        .map(|s| String::from_utf8(s.name.clone()).unwrap())
+        .collect()
+}
+
+#[test]
+fn the_list_survives_remounts_and_crashes_and_epochs_only_grow() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    assert!(fs.snapshots().is_empty());
+    let a = fs.take_snapshot(b"a").unwrap();
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(f, 0, b"x").unwrap();
+    let b = fs.take_snapshot(b"b").unwrap();
+    let c = fs.take_snapshot(b"c").unwrap();
+    // One epoch per snapshot, whatever ran between them.
+    assert_eq!((b.epoch, c.epoch), (a.epoch + 1, a.epoch + 2));
+    assert!(a.created_ns <= b.created_ns && b.created_ns <= c.created_ns);
+    assert_eq!(names_of(&fs), ["a", "b", "c"]);
+    fs.delete_snapshot(b"b").unwrap();
+    fs.unmount().unwrap();
+
+    let fs = mount(&region);
+    assert_eq!(names_of(&fs), ["a", "c"]);
+    assert_eq!(fs.snapshots()[1], c);
+    let d = fs.take_snapshot(b"d").unwrap();
+    assert_eq!(d.epoch, c.epoch + 1, "a remount goes on past the newest epoch");
+    drop(fs); // crash
+
+    let fs = mount(&region);
+    assert_eq!(names_of(&fs), ["a", "c", "d"]);
+    fs.delete_snapshot(b"d").unwrap();
+    drop(fs); // crash after a deletion
+    let fs = mount(&region);
+    assert_eq!(names_of(&fs), ["a", "c"]);
+    let e = fs.take_snapshot(b"d").unwrap();
+    assert!(e.epoch > d.epoch, "a deleted snapshot's epoch is never reused");
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn names_and_states_are_checked() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    fs.take_snapshot(b"x").unwrap();
+    assert!(matches!(fs.take_snapshot(b"x"), Err(Error::Exists)));
+    assert!(matches!(fs.take_snapshot(&[b'n'; 256]), Err(Error::NameTooLong)));
+    for bad in [&b""[..], b".", b"..", b"a/b"] {
+        assert!(matches!(fs.take_snapshot(bad), Err(Error::Invalid(_))), "{bad:?}");
+    }
+    assert!(matches!(fs.delete_snapshot(b"nothing"), Err(Error::NotFound)));
+    fs.take_snapshot(&[b'n'; 255]).unwrap();
+    assert_eq!(fs.snapshots().len(), 2);
+    assert_ne!(
+        fs.superblock().features_incompat & novafs::layout::FEATURE_INCOMPAT_SNAPSHOTS,
+        0,
+        "the first snapshot marks the image"
+    );
+    fs.unmount().unwrap();
+    let ro = Fs::open(
+        region.clone(),
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(ro.snapshots().len(), 2);
+    assert!(matches!(ro.take_snapshot(b"y"), Err(Error::ReadOnly)));
+    assert!(matches!(ro.delete_snapshot(b"x"), Err(Error::ReadOnly)));
+}
+
+/// Many snapshots grow the list's log over several pages; all come back,
+/// and the pages are the list's (fsck counts them, nothing else gets them).
+#[test]
+fn a_long_list_spans_log_pages() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    for i in 0..300 {
+        fs.take_snapshot(format!("snapshot-{i:03}-{}", "x".repeat(i % 100)).as_bytes())
+            .unwrap();
+        if i % 3 == 0 {
+            fs.delete_snapshot(format!("snapshot-{i:03}-{}", "x".repeat(i % 100)).as_bytes())
+                .unwrap();
+        }
+    }
+    let want = names_of(&fs);
+    assert_eq!(want.len(), 200);
+    drop(fs); // crash: the scan rebuilds the allocator around the list
+    let fs = mount(&region);
+    assert_eq!(names_of(&fs), want);
+    let g = fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap().ino;
+    fs.write(g, 0, &vec![7u8; 1 << 20]).unwrap();
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(names_of(&fs), want);
+    assert_eq!(read_all(&fs, g), vec![7u8; 1 << 20]);
+}
+
+/// Log GC leaves a log alone while a snapshot covers it (its entries may
+/// be a snapshot's), and collects it again once the snapshot is deleted.
+#[test]
+fn gc_spares_logs_that_snapshots_cover() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    let overwrite = |rounds: u64| {
+        for i in 0..rounds {
+            fs.write(f, 0, &i.to_le_bytes()).unwrap();
+        }
+    };
+    overwrite(2000);
+    let collected = fs.gc_stats();
+    assert!(collected.fast_pages + collected.thorough_pages > 0, "{collected:?}");
+    fs.take_snapshot(b"s").unwrap();
+    overwrite(2000);
+    assert_eq!(fs.gc_stats(), collected, "a covered log is not collected");
+    fs.delete_snapshot(b"s").unwrap();
+    overwrite(2000);
+    let after = fs.gc_stats();
+    assert!(after.fast_pages + after.thorough_pages > collected.fast_pages + collected.thorough_pages);
+    assert_eq!(read_all(&fs, f), 1999u64.to_le_bytes());
+}
