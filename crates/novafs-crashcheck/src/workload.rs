@@ -434,6 +434,32 @@ pub fn catalog() -> Vec<Workload> {
             ],
         ),
         w(
+            // What snapshots keep (Fortis §3.2): overwritten and truncated
+            // data, an unlinked file and a removed directory, an xattr
+            // value in pages; deleting the snapshots hands the pages on or
+            // frees them.
+            "snapshot_keep",
+            vec![
+                Op::create("/f"),
+                Op::write("/f", 0, 3 * 4096, 1),
+                Op::mkdir("/d"),
+                Op::create("/d/g"),
+                Op::write("/d/g", 0, 5000, 2),
+                Op::setxattr("/f", "user.big", 5000, 3),
+            ],
+            vec![
+                Op::Snapshot("a".into()),
+                Op::write("/f", 0, 4096, 4),
+                Op::Unlink("/d/g".into()),
+                Op::Rmdir("/d".into()),
+                Op::Snapshot("b".into()),
+                Op::truncate("/f", 100),
+                Op::setxattr("/f", "user.big", 10, 5),
+                Op::DeleteSnapshot("a".into()),
+                Op::DeleteSnapshot("b".into()),
+            ],
+        ),
+        w(
             // POSIX ACLs: the access ACL and the mode change together, a
             // chmod rewrites the ACL, new nodes inherit a default ACL.
             "acl",

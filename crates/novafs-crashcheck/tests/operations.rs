@@ -158,6 +158,11 @@ fn snapshot_take_and_delete_are_atomic_at_every_crash_point() {
 }
 
 #[test]
+fn what_snapshots_keep_survives_every_crash_point() {
+    assert_atomic("snapshot_keep");
+}
+
+#[test]
 fn rename_whiteout_is_atomic_at_every_crash_point() {
     assert_atomic("rename_whiteout");
 }

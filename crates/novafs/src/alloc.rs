@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
-use crate::layout::PAGE_SHIFT;
+use crate::layout::{PAGE_SHIFT, PAGE_SIZE};
 
 /// A sorted set of disjoint, merged `[start, end)` ranges. Units are the
 /// caller's: pages for the page allocator, inode slots for inode tables.
@@ -279,6 +279,37 @@ pub trait Unreferenced {}
 pub struct Extent {
     pub off: u64,
     pub npages: u64,
+}
+
+/// Data pages that applied log entries left unreferenced, in runs, each
+/// with the log entry that had mapped it: a page's birth epoch is that
+/// entry's, which decides whether a snapshot still needs it (Fortis §3.2).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Freed(Vec<(Extent, u64)>);
+
+impl Freed {
+    /// Adds page `block`, which the entry at `entry` mapped: it extends
+    /// the last run when it continues it under the same entry.
+    pub fn push_page(&mut self, block: u64, entry: u64) {
+        match self.0.last_mut() {
+            Some((e, at)) if *at == entry && e.off + e.npages * PAGE_SIZE == block => e.npages += 1,
+            _ => self.0.push((Extent { off: block, npages: 1 }, entry)),
+        }
+    }
+
+    /// The runs and their entries.
+    pub fn runs(&self) -> &[(Extent, u64)] {
+        &self.0
+    }
+
+    /// The runs alone.
+    pub fn extents(&self) -> Vec<Extent> {
+        self.0.iter().map(|&(e, _)| e).collect()
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// Who may use the last free pages. A few pages are held back so that

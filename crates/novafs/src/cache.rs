@@ -8,11 +8,12 @@ use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
 
-use crate::commit::Ctx;
+use crate::commit::{Ctx, Fate};
 use crate::error::{Error, Result};
 use crate::hash::U64Map;
 use crate::inode::{Ino, InodeState};
 use crate::journal::Durable;
+use crate::snapshot::Kept;
 
 const CACHE_SHARDS: usize = 256;
 
@@ -97,18 +98,32 @@ impl Cache {
             .collect()
     }
 
-    /// Marks a freed inode dead and returns its pages and slot: `proof` is
-    /// the commit that made its state word free (R3).
-    pub fn forget(&self, ctx: &Ctx, st: &mut InodeState, proof: &Durable) {
+    /// Marks an inode whose life ended dead: `proof` is the commit of its
+    /// ending (R3). A freed inode's pages and slot go back; a kept one
+    /// keeps them all and is listed in its snapshot's manifest.
+    pub fn forget(&self, ctx: &Ctx, st: &mut InodeState, proof: &Durable, fate: Fate) {
         let ino = st.meta.attr.ino;
         st.dead = true;
         // Evict before the slot can be claimed again: a create reusing the
         // number must not have its new cache entry removed here.
         self.shard(ino).lock().remove(&ino);
-        let (log, data) = st.take_pages();
-        ctx.alloc.release_meta(proof, &log);
-        ctx.alloc.release(proof, &data);
-        ctx.tables.release(ino);
+        match fate {
+            Fate::Free => {
+                let (log, data) = st.take_pages();
+                ctx.alloc.release_meta(proof, &log);
+                ctx.alloc.release(proof, &data);
+                ctx.tables.release(ino);
+            }
+            Fate::Keep { snapshot } => {
+                let item = Kept::Inode {
+                    birth: st.born,
+                    ino,
+                    off: st.off,
+                    pages: st.pages(ctx.bounds).len() as u64,
+                };
+                ctx.snapshots.keep(snapshot, item);
+            }
+        }
     }
 }
 

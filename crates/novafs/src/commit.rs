@@ -18,17 +18,20 @@ use std::sync::Arc;
 
 use pm::Region;
 
-use crate::alloc::{Budget, PageAllocator};
+use crate::alloc::{Budget, Freed, PageAllocator, Unreferenced};
 use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::inode::InodeState;
 use crate::itable::read_live_record;
 use crate::itable::InodeTables;
 use crate::journal::{Check, Durable, Journal, Txn, Update};
-use crate::layout::{decode, invalidated_word, Ino, Inode, INODE_HEAD_OFF, INODE_LIVE, INODE_SIZE, INODE_TAIL_OFF};
+use crate::layout::{
+    decode, invalidated_word, Ino, Inode, ENTRY_EPOCH_OFF, INODE_CSUM_WORD_OFF, INODE_DELETE_EPOCH_OFF, INODE_FREE,
+    INODE_HEAD_OFF, INODE_KEPT, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, INODE_TAIL_OFF,
+};
 use crate::layout::{Bounds, Strips};
 use crate::log::{Committed, Entry, Pending};
-use crate::snapshot::Snapshots;
+use crate::snapshot::{Kept, Snapshots};
 
 pub struct Ctx {
     /// The region as metadata is written: through the mirroring view when
@@ -187,6 +190,55 @@ impl Ctx {
         Ok(st)
     }
 
+    /// Frees the data pages a commit left unreferenced (R3: `proof`), but
+    /// for those the newest snapshot still needs, which go to its manifest
+    /// (Fortis §3.2): the pages born (their entry's epoch) at or before it.
+    /// They die now, after every snapshot, so that rule is exact.
+    pub fn release_data(&self, proof: &impl Unreferenced, freed: &Freed) -> Result<()> {
+        let Some(newest) = self.snapshots.newest() else {
+            self.alloc.release(proof, &freed.extents());
+            return Ok(());
+        };
+        let mut free = Vec::new();
+        for &(ext, entry) in freed.runs() {
+            // The entry is still in its log: it was live until this commit.
+            let birth = self.region().load_u64(entry + ENTRY_EPOCH_OFF)?;
+            if birth <= newest {
+                self.snapshots.keep(newest, Kept::Data { birth, ext });
+            } else {
+                free.push(ext);
+            }
+        }
+        self.alloc.release(proof, &free);
+        Ok(())
+    }
+
+    /// How the life of inode `st` ends, now that nothing references it:
+    /// freed, or kept for the newest snapshot if it existed then (Fortis
+    /// §3.2). Stable for the operation: snapshots are taken and deleted
+    /// only with no operation in flight (`snapshot::Epochs`).
+    pub fn ending(&self, st: &InodeState) -> Result<Ending> {
+        let Some(snapshot) = self.snapshots.newest().filter(|&n| st.born <= n) else {
+            return Ok(Ending {
+                updates: vec![Update::word(st.off + INODE_STATE_OFF, INODE_FREE)],
+                fate: Fate::Free,
+            });
+        };
+        // The delete epoch is inside the record's checksum: both change,
+        // with the state word, in the ending's transaction.
+        let mut rec = self.live_record(st.off, st.meta.attr.ino)?;
+        rec.delete_epoch = self.epoch();
+        rec.csum = rec.compute_csum();
+        Ok(Ending {
+            updates: vec![
+                Update::word(st.off + INODE_STATE_OFF, INODE_KEPT),
+                Update::word(st.off + INODE_DELETE_EPOCH_OFF, rec.delete_epoch),
+                Update::word(st.off + INODE_CSUM_WORD_OFF, u64::from(rec.csum)),
+            ],
+            fate: Fate::Keep { snapshot },
+        })
+    }
+
     /// Copies the replica over the damaged primary of each range a load
     /// read from the replica (Fortis §4.2), unless nothing may be written;
     /// counted in `health`.
@@ -211,6 +263,22 @@ impl Ctx {
     }
 }
 
+/// The end of an inode's life: the in-place updates its transaction
+/// makes, and what becomes of its pages and slot once it is durable
+/// (`cache::Cache::forget`).
+pub struct Ending {
+    pub updates: Vec<Update>,
+    pub fate: Fate,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fate {
+    /// Its pages and slot go back to the allocators.
+    Free,
+    /// Kept whole, listed in snapshot `snapshot`'s manifest.
+    Keep { snapshot: u64 },
+}
+
 /// A single-inode update: append `entries` to `st`'s log and commit them
 /// with one tail store (R1, R5). Publish them with the proof ([`publish`]).
 pub fn single(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Committed> {
@@ -228,8 +296,7 @@ pub fn single_published(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries:
 /// pages they made unreferenced (R3: `proof` says the commit is durable).
 pub fn publish(ctx: &Ctx, st: &mut InodeState, entries: &[Entry], proof: &Committed) -> Result<()> {
     let freed = st.publish(ctx.bounds, entries, proof)?;
-    ctx.alloc.release(proof, &freed);
-    Ok(())
+    ctx.release_data(proof, &freed)
 }
 
 /// A multi-inode commit being built: one journal transaction holding every

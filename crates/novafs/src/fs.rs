@@ -22,14 +22,14 @@ use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
 use crate::journal::Update;
 use crate::layout::{
-    Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS,
-    INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE,
+    decode, Inode, Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE,
+    INODE_FLAGS, INODE_FREE, INODE_KEPT, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE,
 };
 use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas, MountReport};
 use crate::scrub::{self, ScrubOptions, ScrubReport};
-use crate::snapshot::{EpochGuard, Snapshot};
+use crate::snapshot::{EpochGuard, Kept, Snapshot};
 use crate::superblock::{copies_differ, write_superblock};
 use crate::time::now_ns;
 use crate::xattr;
@@ -311,11 +311,9 @@ impl Fs {
     /// Frees an unlinked inode whose last handle went away: one 8-byte
     /// store of its state word (R5), then its pages and slot (R3).
     fn free_inode(&self, st: &mut InodeState) -> Result<()> {
-        let proof = self
-            .ctx
-            .journal
-            .commit(self.ctx.region(), &[Update::word(st.off + INODE_STATE_OFF, 0)])?;
-        self.cache.forget(&self.ctx, st, &proof);
+        let ending = self.ctx.ending(st)?;
+        let proof = self.ctx.journal.commit(self.ctx.region(), &ending.updates)?;
+        self.cache.forget(&self.ctx, st, &proof, ending.fate);
         Ok(())
     }
 
@@ -494,12 +492,44 @@ impl Fs {
         self.ctx.snapshots.list()
     }
 
-    /// Deletes snapshot `name`.
+    /// Deletes snapshot `name` and frees what no other snapshot needs
+    /// (Fortis §3.2). A crash before the freeing is done leaves it to the
+    /// next mount's scan.
     pub fn delete_snapshot(&self, name: &[u8]) -> Result<Snapshot> {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
-        self.ctx.snapshots.delete(self.ctx.region(), &self.ctx.alloc, name)
+        let d = self.ctx.snapshots.delete(self.ctx.region(), &self.ctx.alloc, name)?;
+        let mut data = Vec::new();
+        for item in d.unneeded {
+            match item {
+                Kept::Data { ext, .. } => data.push(ext),
+                Kept::Inode { ino, off, .. } => self.free_kept_inode(ino, off)?,
+            }
+        }
+        self.ctx.alloc.release(&d.proof, &data);
+        Ok(d.snapshot)
+    }
+
+    /// Frees kept inode `ino` (record at `off`) that no snapshot needs any
+    /// more: its state word, then (R3) its pages and slot.
+    fn free_kept_inode(&self, ino: Ino, off: u64) -> Result<()> {
+        let mut buf = [0u8; INODE_SIZE as usize];
+        self.ctx.region().read(off, &mut buf)?;
+        let rec: Inode = decode(&buf)?;
+        if rec.state != INODE_KEPT || rec.ino != ino {
+            return Err(crate::error::corrupt!("kept inode {ino} is not kept at {off:#x}"));
+        }
+        let mut st = self.ctx.load_inode(off, &rec)?;
+        let proof = self
+            .ctx
+            .journal
+            .commit(self.ctx.region(), &[Update::word(off + INODE_STATE_OFF, INODE_FREE)])?;
+        let (log, data) = st.take_pages();
+        self.ctx.alloc.release_meta(&proof, &log);
+        self.ctx.alloc.release(&proof, &data);
+        self.ctx.tables.release(ino);
+        Ok(())
     }
 
     /// removexattr(2).

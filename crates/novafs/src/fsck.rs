@@ -27,7 +27,7 @@ use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, INODE_FREE, INODE_STATE_OFF, PAGE_SIZE, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
+    ENTRY_INVALID, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, PAGE_SIZE, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
 };
 use crate::log::Log;
 use crate::namespace::{Namespace, NewNode};
@@ -131,16 +131,27 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                     return Ok(());
                 }
                 Slot::Live { ino, off, rec } => (ino, off, rec),
+                Slot::Kept { ino, rec, .. } if ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch).is_none() => {
+                    rep.notes.push(format!(
+                        "inode {ino} is kept for snapshots that are gone (a crash while one was deleted); the next mount frees it"
+                    ));
+                    return Ok(());
+                }
+                Slot::Kept { ino, off, rec } => (ino, off, rec),
             };
-            rep.inodes += 1;
+            let live = rec.state == INODE_LIVE;
+            rep.inodes += u64::from(live);
             let verified = ctx.scanned_record(off, rec)?;
-            let st = match ctx.load_inode(off, &verified) {
-                Ok(st) => st,
+            let (st, superseded) = match recovery::load_for_snapshots(&ctx, off, &verified) {
+                Ok(loaded) => loaded,
                 Err(e) => {
                     rep.problems.push(format!("inode {ino}: {e}"));
                     return Ok(());
                 }
             };
+            for p in superseded {
+                own(&mut rep, p, ino);
+            }
             from_replica += st.log.repairs().len() as u64;
             from_replica += u64::from(verified.as_bytes() != rec.as_bytes());
             let rec = verified;
@@ -164,6 +175,9 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             }
             for p in st.pages(bounds) {
                 own(&mut rep, p, ino);
+            }
+            if !live {
+                return Ok(()); // Kept: no live name reaches it.
             }
             if st.attr().kind == FileType::Directory {
                 check_cancellations(&mut rep, ctx.region(), bounds, &rec)?;

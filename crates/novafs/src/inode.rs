@@ -7,15 +7,15 @@
 use pm::Region;
 use zerocopy::IntoBytes;
 
-use crate::alloc::Extent;
+use crate::alloc::{Extent, Freed};
 use crate::dir::DirIndex;
 use crate::error::{corrupt, Error, Result};
 use crate::journal::{Check, Update};
 use crate::layout::Bounds;
 use crate::layout::{
     decode, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, SetattrEntry, WriteEntry, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, FLAG_APPEND, FLAG_IMMUTABLE, INODE_CSUM_END, INODE_CSUM_WORD_OFF, INODE_FLAGS, INODE_HEAD_OFF,
-    INODE_LIVE, INODE_STATE_OFF, MAX_FILE_PAGES, MAX_FILE_SIZE, PAGE_SIZE,
+    ENTRY_EPOCH_OFF, ENTRY_INVALID, FLAG_APPEND, FLAG_IMMUTABLE, INODE_CSUM_END, INODE_CSUM_WORD_OFF, INODE_FLAGS,
+    INODE_HEAD_OFF, INODE_LIVE, INODE_STATE_OFF, MAX_FILE_PAGES, MAX_FILE_SIZE, PAGE_SIZE,
 };
 use crate::log::{Committed, Entry, Log};
 use crate::pagemap::FileMap;
@@ -158,7 +158,7 @@ impl Meta {
     /// commit, rule R3; during replay they were freed long ago). Reached
     /// only through replay ([`InodeState::load`]) and, with a commit's
     /// proof, [`InodeState::publish`].
-    fn apply(&mut self, log: &mut Log, bounds: Bounds, off: u64, bytes: &[u8], freed: &mut Vec<Extent>) -> Result<()> {
+    fn apply(&mut self, log: &mut Log, bounds: Bounds, off: u64, bytes: &[u8], freed: &mut Freed) -> Result<()> {
         let hdr: EntryHeader = decode(bytes)?;
         let Some(etype) = EntryType::from_u8(hdr.etype) else {
             return Err(corrupt!("unknown log entry type {} at {off:#x}", hdr.etype));
@@ -283,16 +283,62 @@ pub struct InodeState {
     /// Set once the inode has been freed: holders of a stale reference see
     /// ENOENT instead of touching a reused slot.
     pub dead: bool,
+    /// The epoch it was created in (its record's `create_epoch`): the
+    /// snapshots at or after it may need it (Fortis §3.2).
+    pub born: u64,
+}
+
+/// A data run that a later entry of the log superseded: mapped by an
+/// entry of epoch `birth`, unreferenced by one of epoch `death`. A
+/// snapshot `s` with `birth <= s < death` still needs it (Fortis §3.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Superseded {
+    pub ext: Extent,
+    pub birth: u64,
+    pub death: u64,
 }
 
 impl InodeState {
     /// Rebuilds an inode from its table record and log.
     pub fn load(region: &dyn Region, bounds: Bounds, off: u64, rec: &Inode) -> Result<InodeState> {
+        Self::replay(region, bounds, off, rec, None)
+    }
+
+    /// [`InodeState::load`], also listing every data run the replay found
+    /// superseded: what the crash scan and fsck give the snapshots.
+    pub fn load_superseded(
+        region: &dyn Region,
+        bounds: Bounds,
+        off: u64,
+        rec: &Inode,
+    ) -> Result<(InodeState, Vec<Superseded>)> {
+        let mut gone = Vec::new();
+        let st = Self::replay(region, bounds, off, rec, Some(&mut gone))?;
+        Ok((st, gone))
+    }
+
+    fn replay(
+        region: &dyn Region,
+        bounds: Bounds,
+        off: u64,
+        rec: &Inode,
+        mut gone: Option<&mut Vec<Superseded>>,
+    ) -> Result<InodeState> {
         let attr = attr_of_record(rec)?;
         let mut meta = Meta::new(attr);
-        let mut freed = Vec::new();
+        let mut freed = Freed::default();
         let log = Log::load(region, bounds, rec.log_head, rec.log_tail, |log, eoff, bytes| {
-            meta.apply(log, bounds, eoff, bytes, &mut freed)
+            meta.apply(log, bounds, eoff, bytes, &mut freed)?;
+            if let Some(out) = gone.as_deref_mut() {
+                let death = decode::<EntryHeader>(bytes)?.epoch;
+                for &(ext, entry) in freed.runs() {
+                    // The superseded entry is an earlier one of this log.
+                    let birth = region.load_u64(entry + ENTRY_EPOCH_OFF)?;
+                    out.push(Superseded { ext, birth, death });
+                }
+            }
+            freed.clear();
+            Ok(())
         })?;
         Ok(InodeState {
             meta,
@@ -300,15 +346,16 @@ impl InodeState {
             off,
             open: 0,
             dead: false,
+            born: rec.create_epoch,
         })
     }
 
     /// Publishes committed `entries` to the DRAM state (the log's view, the
     /// attributes and the index), returning the data pages they made
     /// unreferenced: the caller frees them with the same proof (R3).
-    pub fn publish(&mut self, bounds: Bounds, entries: &[Entry], proof: &Committed) -> Result<Vec<Extent>> {
+    pub fn publish(&mut self, bounds: Bounds, entries: &[Entry], proof: &Committed) -> Result<Freed> {
         self.log.committed(proof);
-        let mut freed = Vec::new();
+        let mut freed = Freed::default();
         for (e, &off) in entries.iter().zip(proof.offsets()) {
             self.meta.apply(&mut self.log, bounds, off, e.bytes(), &mut freed)?;
         }
@@ -338,14 +385,15 @@ impl InodeState {
         (log, runs(data))
     }
 
-    /// A brand-new inode with an empty log.
-    pub fn new(attr: Attr, off: u64) -> InodeState {
+    /// A brand-new inode with an empty log, created in epoch `born`.
+    pub fn new(attr: Attr, off: u64, born: u64) -> InodeState {
         InodeState {
             meta: Meta::new(attr),
             log: Log::default(),
             off,
             open: 0,
             dead: false,
+            born,
         }
     }
 

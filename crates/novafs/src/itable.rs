@@ -11,7 +11,7 @@ use crate::error::{corrupt, Error, Result};
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ChunkFooter, Ino, Inode, Superblock, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES,
-    CHUNK_SIZE, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
+    CHUNK_SIZE, INODES_PER_CHUNK, INODE_KEPT, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
 };
 
 /// One shard's inode table: its chunk chain and free slots.
@@ -293,6 +293,12 @@ pub enum Slot {
         off: u64,
         rec: Inode,
     },
+    /// Deleted but kept for snapshots (`INODE_KEPT`).
+    Kept {
+        ino: Ino,
+        off: u64,
+        rec: Inode,
+    },
     /// Every slot of one more chunk has been visited (for progress).
     ChunkDone,
 }
@@ -313,14 +319,11 @@ impl InodeTables {
                 let ino = self.ino_of(shard, base + slot);
                 let at = (slot * INODE_SIZE) as usize;
                 let rec: Inode = decode(&buf[at..at + INODE_SIZE as usize])?;
-                visit(if rec.state == INODE_LIVE {
-                    Slot::Live {
-                        ino,
-                        off: chunk + slot * INODE_SIZE,
-                        rec,
-                    }
-                } else {
-                    Slot::Free(ino)
+                let off = chunk + slot * INODE_SIZE;
+                visit(match rec.state {
+                    INODE_LIVE => Slot::Live { ino, off, rec },
+                    INODE_KEPT => Slot::Kept { ino, off, rec },
+                    _ => Slot::Free(ino),
                 })?;
             }
             visit(Slot::ChunkDone)?;

@@ -150,7 +150,8 @@ impl Superblock {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct Inode {
-    /// INODE_FREE or INODE_LIVE ("valid bit"), set through the journal.
+    /// INODE_FREE, INODE_LIVE ("valid bit") or INODE_KEPT, set through
+    /// the journal.
     pub state: u64,
     pub log_head: u64,
     /// Commit point of every single-inode update (rules R1, R5).
@@ -190,6 +191,12 @@ pub const INODE_CSUM_WORD_OFF: u64 = std::mem::offset_of!(Inode, csum) as u64;
 const _: () = assert!(INODE_CSUM_WORD_OFF == 120 && INODE_CSUM_WORD_OFF.is_multiple_of(8));
 pub const INODE_FREE: u64 = 0;
 pub const INODE_LIVE: u64 = 1;
+/// Deleted from the live file system (in epoch `delete_epoch`) but kept,
+/// record, log and pages, for the snapshots that still see it (Fortis
+/// §3.2): no live name reaches it and its slot is not free.
+pub const INODE_KEPT: u64 = 2;
+pub const INODE_DELETE_EPOCH_OFF: u64 = std::mem::offset_of!(Inode, delete_epoch) as u64;
+const _: () = assert!(INODE_DELETE_EPOCH_OFF.is_multiple_of(8));
 
 impl Inode {
     pub fn compute_csum(&self) -> u32 {

@@ -244,7 +244,7 @@ fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
         generation: 1,
         flags: 0,
     };
-    let mut st = InodeState::new(attr, off);
+    let mut st = InodeState::new(attr, off, 0);
     let spec = DentrySpec {
         ino,
         seq: 0,

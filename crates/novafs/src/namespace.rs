@@ -12,7 +12,7 @@ use parking_lot::Mutex;
 
 use crate::alloc::Budget;
 use crate::cache::{alive, Cache, Locked};
-use crate::commit::{self, Ctx, Multi};
+use crate::commit::{self, Ctx, Ending, Multi};
 use crate::dir::{check_name, dentry, Dent, DentrySpec};
 use crate::error::{Error, Result};
 use crate::file;
@@ -214,7 +214,7 @@ impl Namespace<'_> {
             generation: n.identity.map_or(now as u64, |(_, generation)| generation),
             flags: 0,
         };
-        let mut st = InodeState::new(attr, off);
+        let mut st = InodeState::new(attr, off, ctx.epoch());
         let built = (|| -> Result<()> {
             let record = record_of_attr(&attr, ctx.epoch());
             let rec = zerocopy::IntoBytes::as_bytes(&record);
@@ -373,10 +373,11 @@ impl Namespace<'_> {
             };
             let mut parts = vec![Part::new(parent, vec![dentry(self.ctx.epoch(), false, name, &spec)])];
             let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
-            let extra = self.drop_link(&mut parts, l.get(d.ino), nlink, now);
-            let durable = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &extra, &[])?;
-            if !extra.is_empty() {
-                self.cache.forget(self.ctx, l.get(d.ino), &durable);
+            let ending = self.drop_link(&mut parts, l.get(d.ino), nlink, now)?;
+            let extra = ending.as_ref().map_or(&[][..], |e| &e.updates[..]);
+            let durable = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], extra, &[])?;
+            if let Some(e) = ending {
+                self.cache.forget(self.ctx, l.get(d.ino), &durable, e.fate);
             }
             return Ok(());
         }
@@ -462,21 +463,20 @@ impl Namespace<'_> {
         commit::single_published(self.ctx, &mut st, Budget::Reserve, &entries)
     }
 
-    /// One link of `st` goes away, leaving `nlink`: either the inode is
-    /// freed in the same transaction (returns the update of its state
-    /// word), or a link-change entry records the new count (NOVA keeps an
-    /// unlinked but open file until its last release, and a removed
-    /// directory the kernel still holds until it forgets it).
-    fn drop_link(&self, parts: &mut Vec<Part>, st: &InodeState, nlink: u32, now: i64) -> Vec<Update> {
+    /// One link of `st` goes away, leaving `nlink`: either the inode's
+    /// life ends in the same transaction (returns its [`Ending`]: freed,
+    /// or kept for a snapshot), or a link-change entry records the new
+    /// count (NOVA keeps an unlinked but open file until its last release,
+    /// and a removed directory the kernel still holds until it forgets it).
+    fn drop_link(&self, parts: &mut Vec<Part>, st: &InodeState, nlink: u32, now: i64) -> Result<Option<Ending>> {
         if nlink == 0 && st.open == 0 {
-            vec![Update::word(st.off + INODE_STATE_OFF, 0)]
-        } else {
-            parts.push(Part::new(
-                st.meta.attr.ino,
-                vec![link_entry(self.ctx.epoch(), nlink, now)],
-            ));
-            Vec::new()
+            return self.ctx.ending(st).map(Some);
         }
+        parts.push(Part::new(
+            st.meta.attr.ino,
+            vec![link_entry(self.ctx.epoch(), nlink, now)],
+        ));
+        Ok(None)
     }
 
     /// rename(2) with RENAME_NOREPLACE, RENAME_EXCHANGE and RENAME_WHITEOUT
@@ -667,7 +667,7 @@ impl Namespace<'_> {
         };
         match done {
             Ok(()) => {
-                self.cache.insert(InodeState::new(attr, off), 0);
+                self.cache.insert(InodeState::new(attr, off, record.create_epoch), 0);
                 Ok(())
             }
             Err(e) => {
@@ -697,7 +697,7 @@ impl Namespace<'_> {
         };
         let mut parent_entries = Vec::new();
         let mut new_entries = vec![dentry(e, true, r.newname, &spec(src.ino, np_seq, src.ftype, np_final))];
-        let mut extra = Vec::new();
+        let mut victim_ending = None;
         let mut parts: Vec<Part> = Vec::new();
         if r.exchange {
             let d = dst.ok_or(Error::NotFound)?;
@@ -734,7 +734,7 @@ impl Namespace<'_> {
                 } else {
                     victim.meta.attr.nlink.saturating_sub(1)
                 };
-                extra = self.drop_link(&mut parts, victim, nlink, now);
+                victim_ending = self.drop_link(&mut parts, victim, nlink, now)?;
             }
         }
         if cross && src_dir {
@@ -764,7 +764,7 @@ impl Namespace<'_> {
         // NOVA §4.6: the adds of both old names are invalidated in place.
         let cancel = [(r.parent, r.name), (r.newparent, r.newname)];
         let cancel = &cancel[..1 + usize::from(dst.is_some())];
-        let victim_freed = !extra.is_empty();
+        let mut extra = victim_ending.as_ref().map_or_else(Vec::new, |e| e.updates.clone());
         let mut records = Vec::new();
         if let Some((w, off)) = whiteout {
             let (check, words) = record_publish(off, w);
@@ -772,8 +772,8 @@ impl Namespace<'_> {
             extra.extend(words);
         }
         let durable = self.commit_parts(l, Budget::Reserve, &parts, cancel, &extra, &records)?;
-        if let Some(d) = dst.filter(|_| victim_freed) {
-            self.cache.forget(self.ctx, l.get(d.ino), &durable);
+        if let (Some(d), Some(e)) = (dst, victim_ending) {
+            self.cache.forget(self.ctx, l.get(d.ino), &durable, e.fate);
         }
         if cross {
             if src_dir {

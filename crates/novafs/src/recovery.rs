@@ -14,20 +14,21 @@ use pm::Region;
 use zerocopy::IntoBytes;
 
 use crate::alloc::{Budget, PageAllocator};
-use crate::commit::{Ctx, GcCounters};
+use crate::commit::{Ctx, Fate, GcCounters};
 use crate::error::{corrupt, Error, Result};
 use crate::health::Health;
-use crate::inode::{InodeState, ROOT_INO};
+use crate::inode::{Ino, InodeState, ROOT_INO};
 use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
     decode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, CHUNK_SIZE,
-    FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF,
-    LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
+    FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_FREE, INODE_LIVE, INODE_SIZE,
+    INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN,
+    STATE_MOUNTED, VERSION,
 };
 use crate::replica::{sync, Mirrored};
-use crate::snapshot::Snapshots;
+use crate::snapshot::{Kept, Snapshots};
 use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, strips_of, write_superblock};
 use crate::time::now_ns;
 
@@ -105,8 +106,13 @@ pub(crate) fn mount(
     // Through the mirroring view: a replayed update reaches both copies.
     report.journal_replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
     let ctx = open_ctx(region.clone(), &sb, read_only)?;
-    report.clean =
-        sb.state == STATE_CLEAN && report.journal_replayed == 0 && !refresh && load_saved_state(&ctx, &sb).is_ok();
+    // Snapshots' manifests live in DRAM: a mount rebuilds them with the
+    // scan (departure from Fortis §3.2, which saves them at unmount).
+    report.clean = sb.state == STATE_CLEAN
+        && report.journal_replayed == 0
+        && !refresh
+        && ctx.snapshots.newest().is_none()
+        && load_saved_state(&ctx, &sb).is_ok();
     if !report.clean {
         // Whatever the saved state put in, start from empty allocators.
         let mut ctx_fresh = open_ctx(region.clone(), &sb, read_only)?;
@@ -367,6 +373,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     let mut result = ScanResult { live: 0, orphans: 0 };
     let mut resynced = 0;
     let mut orphans = Vec::new();
+    let mut unkept = Vec::new();
     if reclaim {
         resynced += sync(ctx.data(), bounds, RESERVED_INODES_OFF, PAGE_SIZE, true)?;
     }
@@ -379,12 +386,20 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             ctx.tables.release(ino);
         }
         orphans.extend(sc.orphans);
+        unkept.extend(sc.unkept);
     }
+    // An orphan a snapshot may still see is kept, not freed (Fortis §3.2).
+    let (kept_orphans, orphans): (Vec<_>, Vec<_>) = orphans
+        .into_iter()
+        .partition(|(_, _, st)| ctx.snapshots.newest().is_some_and(|n| st.born <= n));
     if !reclaim {
         // A read-only mount leaves orphans in place, pages and all.
         for (_, _, st) in &orphans {
             used.extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
         }
+    }
+    for (_, _, st) in &kept_orphans {
+        used.extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
     }
     used.sort_unstable();
     let before = used.len();
@@ -408,22 +423,68 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             "replicas rewritten from their primaries after a crash"
         );
     }
-    result.orphans = orphans.len() as u64;
+    result.orphans = (orphans.len() + kept_orphans.len()) as u64;
     if reclaim {
-        for (ino, off, _) in orphans {
+        let ended = orphans.iter().map(|&(ino, off, _)| (ino, off)).chain(unkept);
+        for (ino, off) in ended {
             // The last link went away while the file was open (NOVA keeps
-            // such inodes alive until release); the process is gone now.
+            // such inodes alive until release), and the process is gone
+            // now; or a kept inode outlived the snapshots that needed it.
             // Its pages were left out of `used`, so they are free already.
-            ctx.region().commit_u64(off + INODE_STATE_OFF, 0)?; // R5
+            ctx.region().commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5
             ctx.tables.release(ino);
+        }
+        for (ino, off, st) in kept_orphans {
+            let ending = ctx.ending(&st)?;
+            let _ = ctx.journal.commit(ctx.region(), &ending.updates)?;
+            if let Fate::Keep { snapshot } = ending.fate {
+                let pages = st.pages(ctx.bounds).len() as u64;
+                ctx.snapshots.keep(
+                    snapshot,
+                    Kept::Inode {
+                        birth: st.born,
+                        ino,
+                        off,
+                        pages,
+                    },
+                );
+            }
         }
     }
     Ok(result)
 }
 
+/// Loads the inode whose verified record `rec` is at `off`, and, when
+/// there are snapshots, lists in their manifests the data runs its log
+/// superseded that one of them still needs (Fortis §3.2: `birth <= s <
+/// death`), returning those runs' pages: in use, like the inode's own.
+pub(crate) fn load_for_snapshots(ctx: &Ctx, off: u64, rec: &Inode) -> Result<(InodeState, Vec<u64>)> {
+    let st = ctx.load_inode(off, rec)?;
+    if ctx.snapshots.newest().is_none() {
+        return Ok((st, Vec::new()));
+    }
+    let (_, superseded) = InodeState::load_superseded(ctx.region(), ctx.bounds, off, rec)?;
+    let mut pages = Vec::new();
+    for g in superseded {
+        if let Some(s) = ctx.snapshots.needing(g.birth, g.death) {
+            ctx.snapshots.keep(
+                s,
+                Kept::Data {
+                    birth: g.birth,
+                    ext: g.ext,
+                },
+            );
+            pages.extend((0..g.ext.npages).map(|i| g.ext.off + i * PAGE_SIZE));
+        }
+    }
+    Ok((st, pages))
+}
+
 struct ShardScan {
     used: Vec<u64>,
     free_inos: Vec<u64>,
+    /// Kept inodes no snapshot needs any more: freed by the scan.
+    unkept: Vec<(Ino, u64)>,
     orphans: Vec<(u64, u64, InodeState)>,
     live: u64,
     /// Replica pages rewritten from their primary.
@@ -435,21 +496,35 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
     let mut out = ShardScan {
         used: Vec::new(),
         free_inos: Vec::new(),
+        unkept: Vec::new(),
         orphans: Vec::new(),
         live: 0,
         resynced: 0,
     };
     ctx.tables.scan_shard(r, shard, |slot| {
-        let Slot::Live { ino, off, rec } = slot else {
-            if let Slot::Free(ino) = slot {
-                out.free_inos.push(ino);
+        let (ino, off, rec, kept) = match slot {
+            Slot::Live { ino, off, rec } => (ino, off, rec, None),
+            Slot::Kept { ino, off, rec } => {
+                match ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch) {
+                    Some(s) => (ino, off, rec, Some(s)),
+                    None => {
+                        // No snapshot needs it any more (one was deleted
+                        // before the crash let it be freed): free now.
+                        out.unkept.push((ino, off));
+                        return Ok(());
+                    }
+                }
             }
-            return Ok(());
+            Slot::Free(ino) => {
+                out.free_inos.push(ino);
+                return Ok(());
+            }
+            Slot::ChunkDone => return Ok(()),
         };
         let rec = ctx.scanned_record(off, rec)?;
-        match ctx.load_inode(off, &rec) {
-            Ok(st) => {
-                out.live += 1;
+        match load_for_snapshots(ctx, off, &rec) {
+            Ok((st, superseded)) => {
+                out.live += u64::from(kept.is_none());
                 // The log loaded, every damaged primary piece repaired: the
                 // primary is whole, and the copy to keep (`replica`).
                 if !ctx.read_only {
@@ -457,7 +532,18 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
                         out.resynced += sync(ctx.data(), ctx.bounds, p, PAGE_SIZE, true)?;
                     }
                 }
-                if st.meta.attr.nlink == 0 && ino != ROOT_INO {
+                out.used.extend(superseded.iter().map(|p| p >> PAGE_SHIFT));
+                if let Some(s) = kept {
+                    let item = Kept::Inode {
+                        birth: st.born,
+                        ino,
+                        off,
+                        pages: st.pages(ctx.bounds).len() as u64,
+                    };
+                    ctx.snapshots.keep(s, item);
+                    out.used
+                        .extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
+                } else if st.meta.attr.nlink == 0 && ino != ROOT_INO {
                     out.orphans.push((ino, off, st));
                 } else {
                     out.used

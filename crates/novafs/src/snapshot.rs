@@ -24,13 +24,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use parking_lot::{Mutex, RwLock, RwLockReadGuard};
 
-use crate::alloc::{current_shard, Budget, PageAllocator};
+use crate::alloc::{current_shard, Budget, Extent, PageAllocator};
 use crate::error::{corrupt, Error, Result};
+use crate::layout::Ino;
 use crate::layout::{
     decode, Bounds, EntryType, SnapshotInfoEntry, INODE_HEAD_OFF, INODE_TAIL_OFF, SNAPSHOT_DELETE, SNAPSHOT_HEAD_SIZE,
     SNAPSHOT_LIST_OFF, SNAPSHOT_NAME_MAX, SNAPSHOT_TAKE,
 };
-use crate::log::{Entry, Log};
+use crate::log::{Committed, Entry, Log};
 use pm::Region;
 
 /// One snapshot in the list.
@@ -41,6 +42,9 @@ pub struct Snapshot {
     pub epoch: u64,
     /// When it was taken, in nanoseconds since the Unix epoch.
     pub created_ns: i64,
+    /// Pages it alone keeps: what its manifest lists (Fortis §3.2), the
+    /// space deleting it would give back at most.
+    pub held_pages: u64,
 }
 
 /// Shards of the epoch gate: writers spread over them, a cut takes all.
@@ -80,18 +84,64 @@ impl Epochs {
     /// Runs `record(epoch)` with no operation in flight and, if it
     /// succeeds, moves on to the next epoch.
     fn cut<T>(&self, record: impl FnOnce(u64) -> Result<T>) -> Result<T> {
-        let _all: Vec<_> = self.gates.iter().map(|g| g.write()).collect();
-        let epoch = self.current();
-        let r = record(epoch)?;
-        self.current.store(epoch + 1, Ordering::Release);
-        Ok(r)
+        self.exclusive(|| {
+            let epoch = self.current();
+            let r = record(epoch)?;
+            self.current.store(epoch + 1, Ordering::Release);
+            Ok(r)
+        })
     }
+
+    /// Runs `f` with no operation in flight: the set of snapshots an
+    /// operation sees does not change under it.
+    fn exclusive<T>(&self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let _all: Vec<_> = self.gates.iter().map(|g| g.write()).collect();
+        f()
+    }
+}
+
+/// Something snapshots keep that the live file system no longer
+/// references (Fortis §3.2), listed in the manifest of the newest
+/// snapshot that needs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// Data pages mapped by an entry of epoch `birth`.
+    Data { birth: u64, ext: Extent },
+    /// A whole inode (record, log, pages: `pages` of them) created in
+    /// epoch `birth`, its record marked kept.
+    Inode { birth: u64, ino: Ino, off: u64, pages: u64 },
+}
+
+impl Kept {
+    pub fn birth(&self) -> u64 {
+        match *self {
+            Kept::Data { birth, .. } | Kept::Inode { birth, .. } => birth,
+        }
+    }
+
+    /// The pages it holds.
+    pub fn pages(&self) -> u64 {
+        match *self {
+            Kept::Data { ext, .. } => ext.npages,
+            Kept::Inode { pages, .. } => pages,
+        }
+    }
+}
+
+/// What deleting a snapshot leaves to free: what no other snapshot needs,
+/// and the proof that the deletion is durable (R3).
+pub struct Deleted {
+    pub snapshot: Snapshot,
+    pub unneeded: Vec<Kept>,
+    pub proof: Committed,
 }
 
 /// The snapshot list and the epochs, shared by every operation (`Ctx`).
 pub struct Snapshots {
     pub epochs: Epochs,
     list: Mutex<List>,
+    /// Per snapshot epoch, what it keeps (DRAM; the crash scan rebuilds it).
+    manifests: Mutex<BTreeMap<u64, Vec<Kept>>>,
     /// The newest live snapshot's epoch + 1; 0 when there is none. Read
     /// without the list's lock on every path that frees something.
     newest: AtomicU64,
@@ -118,6 +168,7 @@ impl Snapshots {
         Ok(Snapshots {
             epochs: Epochs::new(sb_epoch.max(last.map_or(0, |e| e + 1))),
             list: Mutex::new(list),
+            manifests: Mutex::new(BTreeMap::new()),
             newest: AtomicU64::new(newest),
         })
     }
@@ -129,7 +180,37 @@ impl Snapshots {
 
     /// The live snapshots, oldest first.
     pub fn list(&self) -> Vec<Snapshot> {
-        self.list.lock().live.values().cloned().collect()
+        let held = self.held_pages();
+        let list = self.list.lock();
+        list.live
+            .values()
+            .map(|s| Snapshot {
+                held_pages: held.get(&s.epoch).copied().unwrap_or(0),
+                ..s.clone()
+            })
+            .collect()
+    }
+
+    /// The newest live snapshot `s` with `birth <= s < before`: the one
+    /// whose manifest lists something born in `birth` that died in
+    /// `before` (or that an older snapshot inherits from `before`).
+    pub fn needing(&self, birth: u64, before: u64) -> Option<u64> {
+        let list = self.list.lock();
+        list.live.range(birth..before).next_back().map(|(&e, _)| e)
+    }
+
+    /// Lists `item` in snapshot `snapshot`'s manifest.
+    pub fn keep(&self, snapshot: u64, item: Kept) {
+        self.manifests.lock().entry(snapshot).or_default().push(item);
+    }
+
+    /// Pages each snapshot's manifest holds, by snapshot epoch.
+    fn held_pages(&self) -> BTreeMap<u64, u64> {
+        self.manifests
+            .lock()
+            .iter()
+            .map(|(&e, items)| (e, items.iter().map(Kept::pages).sum()))
+            .collect()
     }
 
     /// The pages of the list's log (with their mirrors: `bounds.copies`).
@@ -145,11 +226,12 @@ impl Snapshots {
             return Err(Error::Exists);
         }
         self.epochs.cut(|epoch| {
-            list.record(region, alloc, SNAPSHOT_TAKE, epoch, now_ns, name)?;
+            let _ = list.record(region, alloc, SNAPSHOT_TAKE, epoch, now_ns, name)?;
             let snap = Snapshot {
                 name: name.to_vec(),
                 epoch,
                 created_ns: now_ns,
+                held_pages: 0,
             };
             list.live.insert(epoch, snap.clone());
             self.newest.store(epoch + 1, Ordering::Release);
@@ -157,20 +239,38 @@ impl Snapshots {
         })
     }
 
-    /// Deletes snapshot `name` from the list; returns it.
-    pub fn delete(&self, region: &dyn Region, alloc: &PageAllocator, name: &[u8]) -> Result<Snapshot> {
-        let mut list = self.list.lock();
-        let snap = list
-            .live
-            .values()
-            .find(|s| s.name == name)
-            .cloned()
-            .ok_or(Error::NotFound)?;
-        list.record(region, alloc, SNAPSHOT_DELETE, snap.epoch, snap.created_ns, name)?;
-        list.live.remove(&snap.epoch);
-        let newest = list.live.keys().next_back().map_or(0, |e| e + 1);
-        self.newest.store(newest, Ordering::Release);
-        Ok(snap)
+    /// Deletes snapshot `name`: records it, then hands what it kept to
+    /// the newest older snapshot that still needs each item, and returns
+    /// the rest, which nothing needs any more, for the caller to free
+    /// (Fortis §3.2: manifests merge). No operation is in flight meanwhile,
+    /// so none can list an item in the manifest being emptied.
+    pub fn delete(&self, region: &dyn Region, alloc: &PageAllocator, name: &[u8]) -> Result<Deleted> {
+        self.epochs.exclusive(|| {
+            let mut list = self.list.lock();
+            let snap = list
+                .live
+                .values()
+                .find(|s| s.name == name)
+                .cloned()
+                .ok_or(Error::NotFound)?;
+            let proof = list.record(region, alloc, SNAPSHOT_DELETE, snap.epoch, snap.created_ns, name)?;
+            list.live.remove(&snap.epoch);
+            let newest = list.live.keys().next_back().map_or(0, |e| e + 1);
+            self.newest.store(newest, Ordering::Release);
+            let mut manifests = self.manifests.lock();
+            let mut unneeded = Vec::new();
+            for item in manifests.remove(&snap.epoch).unwrap_or_default() {
+                match list.live.range(item.birth()..snap.epoch).next_back() {
+                    Some((&older, _)) => manifests.entry(older).or_default().push(item),
+                    None => unneeded.push(item),
+                }
+            }
+            Ok(Deleted {
+                snapshot: snap,
+                unneeded,
+                proof,
+            })
+        })
     }
 }
 
@@ -185,7 +285,7 @@ impl List {
         epoch: u64,
         created_ns: i64,
         name: &[u8],
-    ) -> Result<()> {
+    ) -> Result<Committed> {
         let head = SnapshotInfoEntry {
             epoch,
             created_ns,
@@ -197,7 +297,7 @@ impl List {
         let p = self.log.append(region, alloc, Budget::Reserve, &[entry])?;
         let proof = self.log.commit(region, SNAPSHOT_LIST_OFF, p)?;
         self.log.committed(&proof);
-        Ok(())
+        Ok(proof)
     }
 }
 
@@ -252,6 +352,7 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, Opt
                     name: name.to_vec(),
                     epoch: e.epoch,
                     created_ns: e.created_ns,
+                    held_pages: 0,
                 };
                 live.insert(e.epoch, snap);
             }

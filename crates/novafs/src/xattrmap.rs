@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::alloc::Extent;
+use crate::alloc::Freed;
 use crate::error::{corrupt, Result};
 use crate::layout::{
     decode, xattr_payload_off, Bounds, XattrHead, PAGE_SIZE, XATTR_INLINE_MAX, XATTR_NAME_MAX, XATTR_REMOVE, XATTR_SET,
@@ -91,14 +91,7 @@ impl XattrMap {
     /// Applies the committed xattr entry `bytes` at `off`; returns the
     /// inode's ctime it carries. Pages of the value it supersedes go to
     /// `freed`.
-    pub fn apply(
-        &mut self,
-        log: &mut Log,
-        bounds: Bounds,
-        off: u64,
-        bytes: &[u8],
-        freed: &mut Vec<Extent>,
-    ) -> Result<i64> {
+    pub fn apply(&mut self, log: &mut Log, bounds: Bounds, off: u64, bytes: &[u8], freed: &mut Freed) -> Result<i64> {
         let h: XattrHead = decode(bytes)?;
         let bad = |what: &str| corrupt!("xattr entry at {off:#x}: {what}");
         let name_len = usize::from(h.name_len);
@@ -146,7 +139,9 @@ impl XattrMap {
             log.kill(old.entry);
             if let Some(v) = old.value {
                 self.forget_name(name.len());
-                freed.extend(v.pages().iter().map(|&off| Extent { off, npages: 1 }));
+                for &page in v.pages() {
+                    freed.push_page(page, old.entry);
+                }
             }
         }
         if present {
@@ -195,6 +190,7 @@ impl XattrMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::alloc::Extent;
     use crate::layout::EntryType;
     use crate::log::Committed;
 
@@ -233,7 +229,7 @@ mod tests {
     }
 
     fn apply_all(m: &mut XattrMap, log: &mut Log, entries: &[Entry]) -> Vec<Extent> {
-        let mut freed = Vec::new();
+        let mut freed = Freed::default();
         let offs: Vec<u64> = (0..entries.len() as u64).map(|i| (1 << 20) + i * 1024).collect();
         log.committed(&Committed::for_test(
             offs.clone(),
@@ -243,7 +239,7 @@ mod tests {
             assert_eq!(e.bytes()[0], EntryType::Xattr as u8);
             assert_eq!(m.apply(log, BOUNDS, off, e.bytes(), &mut freed).unwrap(), 7);
         }
-        freed
+        freed.extents()
     }
 
     #[test]
@@ -265,7 +261,8 @@ mod tests {
         assert_eq!(m.get(b"user.a"), Some(&Value::Inline((*b"two").into())));
         assert_eq!(m.get(b"user.b"), None);
         assert_eq!(m.get(b"user.c"), Some(&Value::Inline([].into())));
-        assert_eq!(freed.iter().map(|e| e.off).collect::<Vec<_>>(), big);
+        // The two value pages are contiguous: one run.
+        assert_eq!(freed, [Extent { off: big[0], npages: 2 }]);
         assert_eq!(m.list_len(), "user.a\0user.c\0".len());
         assert_eq!(m.len(), 2);
         assert_eq!(m.blocks().count(), 0);
@@ -277,7 +274,7 @@ mod tests {
     fn damaged_entries_are_refused() {
         let mut m = XattrMap::default();
         let mut log = Log::default();
-        let mut freed = Vec::new();
+        let mut freed = Freed::default();
         let outside = entry(b"user.x", XATTR_SET, b"", &[4096, 8192]);
         assert!(m.apply(&mut log, BOUNDS, 0, outside.bytes(), &mut freed).is_err());
         let mut short = entry(b"user.x", XATTR_SET, b"abc", &[]).bytes().to_vec();

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use crate::alloc::Extent;
+use crate::alloc::Freed;
 use crate::hash::U64Map;
 use crate::layout::PAGE_SIZE;
 use crate::log::Log;
@@ -277,8 +277,8 @@ struct Entries {
 }
 
 impl Entries {
-    fn release(&mut self, log: &mut Log, m: Mapping, freed: &mut Vec<Extent>) {
-        push_page(freed, m.block);
+    fn release(&mut self, log: &mut Log, m: Mapping, freed: &mut Freed) {
+        freed.push_page(m.block, m.entry);
         match self.multi.get_mut(&m.entry) {
             Some(r) if *r > 1 => *r -= 1,
             Some(_) => {
@@ -300,26 +300,11 @@ pub struct FileMap {
     entries: Entries,
 }
 
-fn push_page(freed: &mut Vec<Extent>, block: u64) {
-    match freed.last_mut() {
-        Some(e) if e.off + e.npages * PAGE_SIZE == block => e.npages += 1,
-        _ => freed.push(Extent { off: block, npages: 1 }),
-    }
-}
-
 impl FileMap {
     /// Applies a write entry at `entry`: maps `npages` pages from `pgoff` to
     /// `block`, or unmaps them when `block` is 0. Hole entries stay live
     /// until thorough GC: dropping one early would resurrect older pages.
-    pub fn apply_write(
-        &mut self,
-        log: &mut Log,
-        entry: u64,
-        pgoff: u64,
-        block: u64,
-        npages: u64,
-        freed: &mut Vec<Extent>,
-    ) {
+    pub fn apply_write(&mut self, log: &mut Log, entry: u64, pgoff: u64, block: u64, npages: u64, freed: &mut Freed) {
         if block == 0 {
             // A punched hole: visit only the pages mapped in it, however
             // wide it is.
@@ -354,7 +339,7 @@ impl FileMap {
     }
 
     /// Unmaps every page from `first` on.
-    pub fn truncate(&mut self, log: &mut Log, first: u64, freed: &mut Vec<Extent>) {
+    pub fn truncate(&mut self, log: &mut Log, first: u64, freed: &mut Freed) {
         self.pages.truncate(first, |m| self.entries.release(log, m, freed));
     }
 
