@@ -903,7 +903,7 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
         let join = |d: &str, n: &str| if d == "/" { format!("/{n}") } else { format!("{d}/{n}") };
         let fresh = join(&dir, names[rng.below(names.len() as u64) as usize]);
         let seed_i = seed.wrapping_mul(1000) + i as u64;
-        let op = match rng.below(22) {
+        let op = match rng.below(24) {
             0..=2 => Op::create(fresh),
             3 => Op::mkdir(fresh),
             4 => Op::symlink(fresh, format!("t{}", rng.below(100))),
@@ -970,6 +970,9 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
                 }
                 None => Op::create(fresh),
             },
+            // Snapshots (Fortis §3): what they keep and their list.
+            22 => Op::Snapshot(format!("s{}", rng.below(3))),
+            23 => Op::DeleteSnapshot(format!("s{}", rng.below(3))),
             _ => {
                 if rng.chance(1, 4) {
                     Op::Remount

@@ -27,6 +27,9 @@ pub struct Cell {
 /// Inode number → cell, sharded to keep lookups off one lock.
 pub struct Cache {
     shards: Vec<Mutex<U64Map<Arc<Cell>>>>,
+    /// The snapshot epoch a read-only view of a snapshot sees; `None` for
+    /// the live file system.
+    view: Option<u64>,
 }
 
 /// ENOENT for an inode freed under a holder of a stale reference.
@@ -39,9 +42,12 @@ pub fn alive(st: &InodeState) -> Result<()> {
 }
 
 impl Cache {
-    pub fn new() -> Cache {
+    /// The cache of the live file system (`view` `None`) or of a view of
+    /// snapshot `view`.
+    pub fn new(view: Option<u64>) -> Cache {
         Cache {
             shards: (0..CACHE_SHARDS).map(|_| Mutex::new(U64Map::default())).collect(),
+            view,
         }
     }
 
@@ -58,14 +64,17 @@ impl Cache {
             return Ok(c.clone());
         }
         let off = ctx.tables.locate(ino)?;
-        let st = ctx
-            .live_record(off, ino)
-            .and_then(|rec| ctx.load_inode(off, &rec))
-            .inspect_err(|e| {
-                if matches!(e, Error::Corrupt(_) | Error::Pm(_)) {
-                    ctx.health.lost(ino, e);
-                }
-            })?;
+        let st = match self.view {
+            None => ctx.live_record(off, ino).and_then(|rec| ctx.load_inode(off, &rec)),
+            Some(epoch) => ctx
+                .record_at(off, ino, epoch)
+                .and_then(|rec| ctx.load_inode_at(off, &rec, epoch)),
+        }
+        .inspect_err(|e| {
+            if matches!(e, Error::Corrupt(_) | Error::Pm(_)) {
+                ctx.health.lost(ino, e);
+            }
+        })?;
         let parent = st.dir().map_or(0, |d| d.parent());
         let cell = Arc::new(Cell {
             state: RwLock::new(st),

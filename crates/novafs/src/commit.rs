@@ -117,6 +117,39 @@ impl Ctx {
         }
     }
 
+    /// The record of inode `ino` at `off` as snapshot `epoch` sees it:
+    /// live or kept, created at or before the snapshot and, if kept,
+    /// deleted after it; else NotFound. Read from the primary, or the
+    /// replica when the primary fails its checksum.
+    pub fn record_at(&self, off: u64, ino: Ino, epoch: u64) -> Result<Inode> {
+        let read = |r: &dyn Region, at: u64| -> Result<Inode> {
+            let mut buf = [0u8; INODE_SIZE as usize];
+            r.read(at, &mut buf)?;
+            decode(&buf)
+        };
+        let mut rec = read(self.region(), off)?;
+        if rec.csum != rec.compute_csum() {
+            if let Some(m) = self.bounds.replica(off) {
+                rec = read(self.data(), m)?;
+            }
+        }
+        let seen = match rec.state {
+            INODE_LIVE => rec.create_epoch <= epoch,
+            INODE_KEPT => rec.create_epoch <= epoch && epoch < rec.delete_epoch,
+            _ => false,
+        };
+        if !seen || rec.ino != ino {
+            return Err(Error::NotFound);
+        }
+        Ok(rec)
+    }
+
+    /// Loads inode `rec` (at `off`) as snapshot `epoch` sees it (read-only:
+    /// nothing is repaired).
+    pub fn load_inode_at(&self, off: u64, rec: &Inode, epoch: u64) -> Result<InodeState> {
+        InodeState::load_at(self.region(), self.bounds, off, rec, epoch)
+    }
+
     /// The record of a live slot found by a table scan (`rec`, read from
     /// the primary), or its replica's when only the replica passes its
     /// checksum (repaired on a writable mount).
@@ -341,13 +374,21 @@ impl<'c> Multi<'c> {
 
     /// Invalidates, in place, the add entry that names `name` in directory
     /// `dir` (NOVA §4.6: a cancelled add can never reappear once the
-    /// cancelling entry is collected). Call after every GC of `dir`: the
+    /// cancelling entry is collected), unless a snapshot may see the add
+    /// (its epoch is the newest snapshot's or older): then it stays valid,
+    /// for the snapshot's replay, and `gc` invalidates it before it next
+    /// collects the log, which it does only once no snapshot covers it.
+    /// Returns whether it invalidated. Call after every GC of `dir`: the
     /// address is taken now.
-    pub fn cancel(&mut self, dir: &InodeState, name: &[u8]) -> Result<()> {
+    pub fn cancel(&mut self, dir: &InodeState, name: &[u8]) -> Result<bool> {
         let d = dir.dir()?.get(name).ok_or(Error::NotFound)?;
         let word = self.ctx.region().load_u64(d.entry)?;
+        let epoch = self.ctx.region().load_u64(d.entry + ENTRY_EPOCH_OFF)?;
+        if self.ctx.snapshots.newest().is_some_and(|n| epoch <= n) {
+            return Ok(false);
+        }
         self.updates.push(Update::word(d.entry, invalidated_word(word)));
-        Ok(())
+        Ok(true)
     }
 
     /// Adds in-place word updates (valid bits, checksum words).

@@ -46,6 +46,11 @@ pub struct DirIndex {
     next_seq: u64,
     parent: Ino,
     parent_entry: Option<u64>,
+    /// Add entries that are cancelled but still valid on the media: their
+    /// in-place invalidation (NOVA §4.6) waits while a snapshot may see
+    /// them, and must happen before log GC may drop their cancellers
+    /// ([`DirIndex::take_deferred`]).
+    deferred: Vec<u64>,
 }
 
 /// Names up to this long are stored in their slot (56 bytes in all).
@@ -86,6 +91,9 @@ struct Slot {
     ino: Ino,
     entry: u64,
     ftype: u8,
+    /// The add entry was invalidated on the media by the transaction that
+    /// cancels it.
+    invalidated: bool,
     /// `None` once removed: a tombstone until the next compaction.
     name: Option<Name>,
 }
@@ -150,6 +158,7 @@ impl DirIndex {
             ino: d.ino,
             entry: off,
             ftype: d.ftype,
+            invalidated: false,
             name: Some(Name::new(name)),
         };
         // Cookies come from `next_seq`, and replay and thorough GC see adds
@@ -199,11 +208,15 @@ impl DirIndex {
     }
 
     /// Turns slot `i`, already gone from `by_name`, into a tombstone and
-    /// kills its add entry.
+    /// kills its add entry, whose invalidation is deferred unless its
+    /// transaction made it.
     fn kill_slot(&mut self, log: &mut Log, i: usize) {
         let slot = &mut self.slots[i];
         slot.name = None;
         log.kill(slot.entry);
+        if !slot.invalidated {
+            self.deferred.push(slot.entry);
+        }
         if self.slots.len() > 2 * self.by_name.len() {
             self.compact();
         }
@@ -225,6 +238,22 @@ impl DirIndex {
             self.by_name
                 .insert_unique(hash_name(s.name()), i, |&j| hash_name(slots[j].name()));
         }
+    }
+
+    /// Records that the transaction cancelling `name`'s add entry also
+    /// invalidated it on the media (called between its commit and its
+    /// publication).
+    pub fn mark_invalidated(&mut self, name: &[u8]) {
+        let slots = &self.slots;
+        if let Some(&i) = self.by_name.find(hash_name(name), |&i| slots[i].name() == name) {
+            self.slots[i].invalidated = true;
+        }
+    }
+
+    /// The add entries whose invalidation was deferred (see `deferred`),
+    /// leaving none.
+    pub fn take_deferred(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.deferred)
     }
 
     pub fn get(&self, name: &[u8]) -> Option<Dent> {

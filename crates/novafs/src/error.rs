@@ -45,6 +45,8 @@ pub enum Error {
     TooSmall { size: u64, min: u64 },
     #[error("no data or hole past the end of the file")]
     NoSuchOffset,
+    #[error("in use: {0}")]
+    Busy(&'static str),
     #[error("operation not permitted")]
     NotPermitted,
     #[error("permission denied: {0}")]
@@ -78,6 +80,7 @@ impl Error {
             Error::Loop => libc::ELOOP,
             Error::TooSmall { .. } => libc::ENOSPC,
             Error::NoSuchOffset => libc::ENXIO,
+            Error::Busy(_) => libc::EBUSY,
             Error::NotPermitted => libc::EPERM,
             Error::Access(_) => libc::EACCES,
             Error::NoData => libc::ENODATA,

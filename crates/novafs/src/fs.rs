@@ -155,9 +155,10 @@ pub struct GcStats {
     pub thorough_runs: u64,
 }
 
-/// A mounted novafs.
+/// A mounted novafs, or a read-only view of one of its snapshots
+/// ([`Fs::open_snapshot`]).
 pub struct Fs {
-    ctx: Ctx,
+    ctx: Arc<Ctx>,
     sb: Mutex<Superblock>,
     cache: Cache,
     rename_lock: Mutex<()>,
@@ -165,6 +166,20 @@ pub struct Fs {
     atime: Atime,
     no_dir_atime: bool,
     report: MountReport,
+    /// For a view: the snapshot it shows, held open.
+    view: Option<View>,
+}
+
+/// A snapshot held open by a view: it cannot be deleted meanwhile.
+struct View {
+    ctx: Arc<Ctx>,
+    epoch: u64,
+}
+
+impl Drop for View {
+    fn drop(&mut self) {
+        self.ctx.snapshots.close_view(self.epoch);
+    }
 }
 
 fn kind_of_ftype(ftype: u8) -> FileType {
@@ -181,15 +196,43 @@ impl Fs {
     pub fn open(region: Arc<dyn Region>, opts: MountOptions) -> Result<Fs> {
         let (ctx, sb, report) = recovery::mount(region, opts.read_only, opts.meta_replicas)?;
         Ok(Fs {
-            ctx,
+            ctx: Arc::new(ctx),
             sb: Mutex::new(sb),
-            cache: Cache::new(),
+            cache: Cache::new(None),
             rename_lock: Mutex::new(()),
             read_only: opts.read_only,
             atime: if opts.read_only { Atime::Never } else { opts.atime },
             no_dir_atime: opts.no_dir_atime,
             report,
+            view: None,
         })
+    }
+
+    /// A read-only view of snapshot `name` (Fortis §3): the file system
+    /// as it was when the snapshot was taken, beside the live one, through
+    /// the same API. The snapshot cannot be deleted while a view is open.
+    pub fn open_snapshot(&self, name: &[u8]) -> Result<Fs> {
+        let epoch = self.ctx.snapshots.open_view(name)?;
+        let view = View {
+            ctx: self.ctx.clone(),
+            epoch,
+        };
+        Ok(Fs {
+            ctx: self.ctx.clone(),
+            sb: Mutex::new(*self.sb.lock()),
+            cache: Cache::new(Some(epoch)),
+            rename_lock: Mutex::new(()),
+            read_only: true,
+            atime: Atime::Never,
+            no_dir_atime: true,
+            report: MountReport::default(),
+            view: Some(view),
+        })
+    }
+
+    /// The snapshot epoch a view shows; `None` for the live file system.
+    pub fn snapshot_epoch(&self) -> Option<u64> {
+        self.view.as_ref().map(|v| v.epoch)
     }
 
     /// Clean unmount: reclaims unlinked inodes that were still open, saves

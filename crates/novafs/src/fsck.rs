@@ -27,7 +27,8 @@ use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, PAGE_SIZE, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
+    ENTRY_INVALID, FEATURE_INCOMPAT_SNAPSHOTS, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, PAGE_SIZE, RESERVED_INODES_OFF,
+    STATE_CLEAN, STATE_MOUNTED,
 };
 use crate::log::Log;
 use crate::namespace::{Namespace, NewNode};
@@ -180,7 +181,8 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 return Ok(()); // Kept: no live name reaches it.
             }
             if st.attr().kind == FileType::Directory {
-                check_cancellations(&mut rep, ctx.region(), bounds, &rec)?;
+                let deferrable = sb.features_incompat & FEATURE_INCOMPAT_SNAPSHOTS != 0;
+                check_cancellations(&mut rep, ctx.region(), bounds, &rec, deferrable)?;
             }
             seen.insert(ino, describe(&st));
             Ok(())
@@ -263,7 +265,7 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
         ));
     }
     let Survey { dirs, live, lost } = survey(&ctx)?;
-    let cache = Cache::new();
+    let cache = Cache::new(None);
     let rename_lock = Mutex::new(());
     let ns = Namespace {
         ctx: &ctx,
@@ -442,7 +444,11 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
 /// that removes or replaces its name, so a directory's log never holds a
 /// valid add whose name a later entry cancels. One that does would come
 /// back to life once fast GC frees the page of the cancelling entry.
-fn check_cancellations(rep: &mut Report, r: &dyn Region, bounds: Bounds, rec: &Inode) -> Result<()> {
+/// Cancelled dentry adds must be invalidated on the media (NOVA §4.6) —
+/// but where snapshots are, the invalidation of one a snapshot may see
+/// waits until log GC (`commit::Multi::cancel`): then it is `deferrable`,
+/// noted, not a problem; its canceller is still in the log.
+fn check_cancellations(rep: &mut Report, r: &dyn Region, bounds: Bounds, rec: &Inode, deferrable: bool) -> Result<()> {
     let mut valid_adds: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut stale = Vec::new();
     Log::load(r, bounds, rec.log_head, rec.log_tail, |_, off, bytes| {
@@ -468,6 +474,14 @@ fn check_cancellations(rep: &mut Report, r: &dyn Region, bounds: Bounds, rec: &I
         }
         Ok(())
     })?;
+    if deferrable && !stale.is_empty() {
+        rep.notes.push(format!(
+            "directory {}: {} cancelled add entries await their invalidation (deferred for snapshots)",
+            rec.ino,
+            stale.len()
+        ));
+        return Ok(());
+    }
     for (off, name) in stale {
         rep.problems.push(format!(
             "directory {}: the add entry of '{name}' at {off:#x} was cancelled but not invalidated",

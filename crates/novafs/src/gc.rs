@@ -19,7 +19,9 @@ use crate::dir::{dentry, DentrySpec};
 use crate::error::Result;
 use crate::inode::{link_entry, setattr_entry, Body, InodeState};
 use crate::journal::Update;
-use crate::layout::{ftype_of_mode, EntryType, WriteEntry, ENTRY_EPOCH_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF};
+use crate::layout::{
+    ftype_of_mode, invalidated_word, EntryType, WriteEntry, ENTRY_EPOCH_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF,
+};
 use crate::log::{Entry, Log};
 use crate::xattrmap;
 
@@ -55,11 +57,35 @@ fn covered_by_snapshot(ctx: &Ctx, st: &InodeState) -> Result<bool> {
 }
 
 fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
+    invalidate_deferred(ctx, st)?;
     fast(ctx, st)?;
     let (_, total) = st.log.live_ratio();
     if st.log.pages().len() >= THOROUGH_MIN_PAGES && st.meta.live_estimate() * 2 < total {
         thorough(ctx, st)?;
     }
+    Ok(())
+}
+
+/// Invalidates in place the cancelled adds of directory `st` whose
+/// invalidation waited for the snapshots that might see them
+/// (`commit::Multi::cancel`): none covers the log now, and fast GC may be
+/// about to drop their cancellers. Each is one 8-byte store of a flag;
+/// the cancellers are durable, so the stores are idempotent (R5), and all
+/// are durable before any page goes.
+fn invalidate_deferred(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
+    let Body::Dir(dir) = &mut st.meta.body else {
+        return Ok(());
+    };
+    let deferred = dir.take_deferred();
+    if deferred.is_empty() {
+        return Ok(());
+    }
+    let r = ctx.region();
+    for &entry in &deferred {
+        r.store_u64(entry, invalidated_word(r.load_u64(entry)?))?;
+        r.flush(entry, 8)?;
+    }
+    r.fence(); // R5: the flags are durable before fast GC unlinks a page.
     Ok(())
 }
 

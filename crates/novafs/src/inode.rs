@@ -301,7 +301,15 @@ pub struct Superseded {
 impl InodeState {
     /// Rebuilds an inode from its table record and log.
     pub fn load(region: &dyn Region, bounds: Bounds, off: u64, rec: &Inode) -> Result<InodeState> {
-        Self::replay(region, bounds, off, rec, None)
+        Self::replay(region, bounds, off, rec, u64::MAX, None)
+    }
+
+    /// The inode as snapshot `epoch` sees it (Fortis §3): its log replayed
+    /// up to the last entry of that epoch. A dentry add invalidated on the
+    /// media is left out as at any replay: it was invalidated only once no
+    /// snapshot could see it (`commit::Multi::cancel`).
+    pub fn load_at(region: &dyn Region, bounds: Bounds, off: u64, rec: &Inode, epoch: u64) -> Result<InodeState> {
+        Self::replay(region, bounds, off, rec, epoch, None)
     }
 
     /// [`InodeState::load`], also listing every data run the replay found
@@ -313,7 +321,7 @@ impl InodeState {
         rec: &Inode,
     ) -> Result<(InodeState, Vec<Superseded>)> {
         let mut gone = Vec::new();
-        let st = Self::replay(region, bounds, off, rec, Some(&mut gone))?;
+        let st = Self::replay(region, bounds, off, rec, u64::MAX, Some(&mut gone))?;
         Ok((st, gone))
     }
 
@@ -322,15 +330,21 @@ impl InodeState {
         bounds: Bounds,
         off: u64,
         rec: &Inode,
+        upto: u64,
         mut gone: Option<&mut Vec<Superseded>>,
     ) -> Result<InodeState> {
         let attr = attr_of_record(rec)?;
         let mut meta = Meta::new(attr);
         let mut freed = Freed::default();
         let log = Log::load(region, bounds, rec.log_head, rec.log_tail, |log, eoff, bytes| {
+            // Epochs only grow along a log (`snapshot`: the gate).
+            let epoch = decode::<EntryHeader>(bytes)?.epoch;
+            if epoch > upto {
+                return Ok(());
+            }
             meta.apply(log, bounds, eoff, bytes, &mut freed)?;
             if let Some(out) = gone.as_deref_mut() {
-                let death = decode::<EntryHeader>(bytes)?.epoch;
+                let death = epoch;
                 for &(ext, entry) in freed.runs() {
                     // The superseded entry is an earlier one of this log.
                     let birth = region.load_u64(entry + ENTRY_EPOCH_OFF)?;

@@ -17,7 +17,7 @@ use crate::dir::{check_name, dentry, Dent, DentrySpec};
 use crate::error::{Error, Result};
 use crate::file;
 use crate::gc;
-use crate::inode::{link_entry, record_of_attr, record_publish, Attr, FileType, Ino, InodeState, ROOT_INO};
+use crate::inode::{link_entry, record_of_attr, record_publish, Attr, Body, FileType, Ino, InodeState, ROOT_INO};
 use crate::journal::{Check, Durable, Update};
 use crate::layout::{ftype_of_mode, Inode, INODE_LIVE, INODE_SIZE, INODE_STATE_OFF};
 use crate::log::Entry;
@@ -150,11 +150,19 @@ impl Namespace<'_> {
         for p in parts {
             pending.push(m.append(l.get(p.ino), budget, &p.entries)?);
         }
+        let mut invalidated = Vec::with_capacity(cancel.len());
         for &(dir, name) in cancel {
-            m.cancel(l.get(dir), name)?;
+            if m.cancel(l.get(dir), name)? {
+                invalidated.push((dir, name));
+            }
         }
         m.update(extra.iter().cloned());
         let durable = m.commit()?;
+        for (dir, name) in invalidated {
+            if let Body::Dir(d) = &mut l.get(dir).meta.body {
+                d.mark_invalidated(name);
+            }
+        }
         for (p, appended) in parts.iter().zip(pending) {
             commit::publish(self.ctx, l.get(p.ino), &p.entries, &appended.journaled(&durable))?;
         }

@@ -151,6 +151,8 @@ pub struct Snapshots {
 struct List {
     log: Log,
     live: BTreeMap<u64, Snapshot>,
+    /// Open views, by snapshot epoch: such a snapshot cannot be deleted.
+    views: BTreeMap<u64, usize>,
 }
 
 impl Snapshots {
@@ -197,6 +199,30 @@ impl Snapshots {
     pub fn needing(&self, birth: u64, before: u64) -> Option<u64> {
         let list = self.list.lock();
         list.live.range(birth..before).next_back().map(|(&e, _)| e)
+    }
+
+    /// Opens a view of snapshot `name`: it cannot be deleted until
+    /// [`Snapshots::close_view`]. Returns its epoch.
+    pub fn open_view(&self, name: &[u8]) -> Result<u64> {
+        let mut list = self.list.lock();
+        let epoch = list
+            .live
+            .values()
+            .find(|s| s.name == name)
+            .map(|s| s.epoch)
+            .ok_or(Error::NotFound)?;
+        *list.views.entry(epoch).or_default() += 1;
+        Ok(epoch)
+    }
+
+    pub fn close_view(&self, epoch: u64) {
+        let mut list = self.list.lock();
+        if let Some(n) = list.views.get_mut(&epoch) {
+            *n -= 1;
+            if *n == 0 {
+                list.views.remove(&epoch);
+            }
+        }
     }
 
     /// Lists `item` in snapshot `snapshot`'s manifest.
@@ -253,6 +279,11 @@ impl Snapshots {
                 .find(|s| s.name == name)
                 .cloned()
                 .ok_or(Error::NotFound)?;
+            if list.views.contains_key(&snap.epoch) {
+                return Err(Error::Busy(
+                    "the snapshot is open (mounted or read through the library)",
+                ));
+            }
             let proof = list.record(region, alloc, SNAPSHOT_DELETE, snap.epoch, snap.created_ns, name)?;
             list.live.remove(&snap.epoch);
             let newest = list.live.keys().next_back().map_or(0, |e| e + 1);
@@ -323,13 +354,12 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, Opt
     let mut live = BTreeMap::new();
     let mut last = None;
     if tail == 0 {
-        return Ok((
-            List {
-                log: Log::default(),
-                live,
-            },
-            last,
-        ));
+        let list = List {
+            log: Log::default(),
+            live,
+            views: BTreeMap::new(),
+        };
+        return Ok((list, last));
     }
     let log = Log::load(region, bounds, head, tail, |_, eoff, bytes| {
         let e: SnapshotInfoEntry = decode(bytes)?;
@@ -364,7 +394,14 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, Opt
         }
         Ok(())
     })?;
-    Ok((List { log, live }, last))
+    Ok((
+        List {
+            log,
+            live,
+            views: BTreeMap::new(),
+        },
+        last,
+    ))
 }
 
 #[cfg(test)]
