@@ -19,7 +19,8 @@ fi
 cargo build --release
 NOVAFS=target/release/novafs
 # mount(8)'s helpers, so that /etc/fstab lines of type novafs (or
-# fuse.novafs) and `mount -t fuse.novafs IMAGE DIR` work.
+# fuse.novafs), `mount -t fuse.novafs IMAGE DIR` and `mount -o remount,ro
+# DIR` work.
 if [ "$(id -u)" = 0 ]; then
   for helper in /sbin/mount.novafs /sbin/mount.fuse.novafs; do
     ln -sf "$(pwd)/$NOVAFS" "$helper"

@@ -3,7 +3,7 @@
 
 #![forbid(unsafe_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -75,14 +75,20 @@ fn main() -> ExitCode {
     // with "no" as "every type but vafs").
     let called = args.first().map(PathBuf::from);
     let name = called.as_deref().and_then(|p| p.file_name()).and_then(|n| n.to_str());
+    // mount(8)'s "mount failure" status.
+    let helper_failure = |e: anyhow::Error| {
+        eprintln!("{e:#}");
+        ExitCode::from(32)
+    };
     if matches!(name, Some("mount.novafs" | "mount.fuse.novafs")) {
-        match mount::helper_command_line(&args) {
-            Ok(Some(line)) => args = line,
-            Ok(None) => return ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("{e:#}");
-                return ExitCode::from(32); // mount(8)'s "mount failure"
+        match mount::helper_call(&args) {
+            Ok(mount::HelperCall::Mount(line)) => args = line,
+            Ok(mount::HelperCall::Nothing) => return ExitCode::SUCCESS,
+            Ok(mount::HelperCall::Remount { target, options }) => {
+                return mount::remount(Path::new(&target), &options)
+                    .map_or_else(helper_failure, |()| ExitCode::SUCCESS);
             }
+            Err(e) => return helper_failure(e),
         }
     }
     let cli = match Cli::try_parse_from(args) {

@@ -55,6 +55,9 @@ pub struct MountArgs {
     /// stdout.
     #[arg(long, hide = true)]
     daemon: bool,
+    /// Print nothing on success (mount(8)'s helpers are quiet).
+    #[arg(long, hide = true)]
+    quiet: bool,
     /// The novafs image (a file, or a devdax device).
     image: PathBuf,
     /// An existing directory that is not a mount point already.
@@ -149,13 +152,24 @@ fn parse_options(list: &[String]) -> Result<Options> {
     Ok(o)
 }
 
-/// The command line `mount.novafs` (mount(8)'s helper for `-t novafs` and
-/// fstab lines of type novafs) was called with, as the `novafs mount`
-/// command line that does the work: `mount.novafs SOURCE TARGET [-sfnv]
-/// [-N NAMESPACE] [-o OPTIONS] [-t TYPE]`. None for `-f` (fake: nothing to
-/// do). `-s` (sloppy) is not honoured: an option novafs does not know
-/// still fails the mount, so that none is silently dropped.
-pub fn helper_command_line(args: &[OsString]) -> Result<Option<Vec<OsString>>> {
+/// What mount(8)'s helper call `mount.novafs SOURCE TARGET [-sfnv] [-N
+/// NAMESPACE] [-o OPTIONS] [-t TYPE]` (for `-t fuse.novafs` and fstab
+/// lines of type novafs) asks for.
+pub enum HelperCall {
+    /// Mount: the `novafs mount` command line that does it, quiet unless
+    /// `-v`.
+    Mount(Vec<OsString>),
+    /// `-o remount,...`: change the mount's flags in the kernel
+    /// ([`remount`]).
+    Remount { target: OsString, options: Vec<String> },
+    /// `-f` (fake): nothing to do.
+    Nothing,
+}
+
+/// Parses mount(8)'s helper call. `-s` (sloppy) is not honoured: an
+/// option novafs does not know still fails the mount, so that none is
+/// silently dropped.
+pub fn helper_call(args: &[OsString]) -> Result<HelperCall> {
     let mut positional = Vec::new();
     let mut options = Vec::new();
     let mut verbose = false;
@@ -173,7 +187,7 @@ pub fn helper_command_line(args: &[OsString]) -> Result<Option<Vec<OsString>>> {
             Some(flags) if flags.starts_with('-') && flags.len() > 1 => {
                 for f in flags[1..].chars() {
                     match f {
-                        'f' => return Ok(None),
+                        'f' => return Ok(HelperCall::Nothing),
                         'v' => verbose = true,
                         's' | 'n' => {}
                         _ => bail!("mount.novafs: unknown flag -{f}"),
@@ -185,16 +199,75 @@ pub fn helper_command_line(args: &[OsString]) -> Result<Option<Vec<OsString>>> {
     }
     let [source, target] = <[OsString; 2]>::try_from(positional)
         .map_err(|_| anyhow!("usage: mount.novafs IMAGE MOUNTPOINT [-o OPTIONS]"))?;
+    let list: Vec<String> = options
+        .iter()
+        .flat_map(|o| o.to_string_lossy().split(',').map(str::to_owned).collect::<Vec<_>>())
+        .filter(|o| !o.is_empty())
+        .collect();
+    if list.iter().any(|o| o == "remount") {
+        return Ok(HelperCall::Remount { target, options: list });
+    }
     let mut line: Vec<OsString> = vec!["novafs".into(), "mount".into()];
     if verbose {
         line.push("-v".into());
+    } else {
+        line.push("--quiet".into());
     }
     for o in options {
         line.push("-o".into());
         line.push(o);
     }
     line.extend([source, target]);
-    Ok(Some(line))
+    Ok(HelperCall::Mount(line))
+}
+
+/// `mount -o remount,...` of a novafs mount: the kernel changes the
+/// mount's flags (read-only, nosuid, nodev, noexec, access times), keeping
+/// those the options do not name; the daemon goes on serving (the VFS
+/// refuses writes to a read-only mount before they reach it). Options
+/// that only a new mount can change are refused with a message.
+pub fn remount(target: &Path, options: &[String]) -> Result<()> {
+    let t = target.display();
+    if !sys::is_root() {
+        bail!("remounting {t} needs root");
+    }
+    let mut flags = sys::mount_flags(target).with_context(|| format!("{t} is not a mount point"))?;
+    for o in options {
+        let (set, clear) = match o.as_str() {
+            "remount"
+            | "defaults"
+            | "auto"
+            | "noauto"
+            | "nofail"
+            | "_netdev"
+            | "sync"
+            | "dirsync"
+            | "async"
+            | "lazytime"
+            | "nolazytime"
+            | "allow_other"
+            | "default_permissions" => continue,
+            _ if o.starts_with("x-") || o.starts_with("comment=") => continue,
+            // What mount(8) merges in from the mount's current options.
+            _ if o.starts_with("user_id=") || o.starts_with("group_id=") || o.starts_with("rootmode=") => continue,
+            "ro" => (libc::MS_RDONLY, 0),
+            "rw" => (0, libc::MS_RDONLY),
+            "nosuid" => (libc::MS_NOSUID, 0),
+            "suid" => (0, libc::MS_NOSUID),
+            "nodev" => (libc::MS_NODEV, 0),
+            "dev" => (0, libc::MS_NODEV),
+            "noexec" => (libc::MS_NOEXEC, 0),
+            "exec" => (0, libc::MS_NOEXEC),
+            "noatime" => (libc::MS_NOATIME, libc::MS_RELATIME | libc::MS_STRICTATIME),
+            "relatime" | "atime" => (libc::MS_RELATIME, libc::MS_NOATIME | libc::MS_STRICTATIME),
+            "strictatime" => (libc::MS_STRICTATIME, libc::MS_NOATIME | libc::MS_RELATIME),
+            "nodiratime" => (libc::MS_NODIRATIME, 0),
+            "diratime" => (0, libc::MS_NODIRATIME),
+            _ => bail!("{o} cannot change on a remount of {t}; unmount and mount again with it"),
+        };
+        flags = (flags | set) & !clear;
+    }
+    sys::remount(target, flags).with_context(|| format!("cannot remount {t}"))
 }
 
 pub fn run(args: &MountArgs) -> ExitCode {
@@ -247,6 +320,9 @@ fn spawn_daemon(args: &MountArgs) -> Result<ExitCode> {
     }
     let line = line.trim_end();
     if line == "ready" {
+        if args.quiet {
+            return Ok(ExitCode::SUCCESS);
+        }
         println!(
             "novafs: mounted {} on {} (daemon pid {}, log {})",
             image.display(),
@@ -421,7 +497,7 @@ impl Daemon {
             lock: true,
             protect: opts.protect,
         };
-        let opened = MmapRegion::open(&image, &map)
+        let opened = open_when_released(&image, &map)
             .map_err(|e| explain(&image, e))
             .and_then(|region| {
                 tracing::info!(protection = %region.protection(), "write protection");
@@ -724,6 +800,36 @@ pub fn control_socket(path: &Path) -> Result<Option<PathBuf>> {
     }
 }
 
+/// Maps `image` for the daemon. A daemon whose mount was just unmounted
+/// (umount(8) returns before it has saved the image and let go of its
+/// lock) is waited for, up to [`RELEASE_WAIT`]: the image is locked but
+/// no mount names it any more. A mounted image is refused at once.
+fn open_when_released(image: &Path, map: &MapOptions) -> Result<MmapRegion, pm::PmError> {
+    let start = Instant::now();
+    loop {
+        match MmapRegion::open(image, map) {
+            Err(pm::PmError::Busy { .. }) if start.elapsed() < RELEASE_WAIT && !image_is_mounted(image) => {
+                thread::sleep(Duration::from_millis(10));
+            }
+            r => return r,
+        }
+    }
+}
+
+/// How long a mount waits for the previous daemon of its image to exit.
+const RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+/// Whether some mount has `image` as its source.
+fn image_is_mounted(image: &Path) -> bool {
+    let Ok(info) = fs::read_to_string("/proc/self/mountinfo") else {
+        return true;
+    };
+    let want = image.to_string_lossy();
+    info.lines()
+        .filter_map(parse_mountinfo_line)
+        .any(|(_, entry)| entry.source == want)
+}
+
 /// The mount whose mount point is exactly `path` (the last one, if
 /// several are stacked).
 fn find_mount(path: &Path) -> Result<Option<MountEntry>> {
@@ -905,7 +1011,7 @@ mod sys {
     use std::io;
     use std::path::Path;
 
-    use nix::mount::{umount2, MntFlags};
+    use nix::mount::{mount, umount2, MntFlags, MsFlags};
     use nix::sys::signal::{SigSet, Signal};
 
     pub fn euid() -> u32 {
@@ -919,6 +1025,31 @@ mod sys {
     pub fn setsid() {
         // Failure (already a group leader) leaves us in our session: harmless.
         let _ = nix::unistd::setsid();
+    }
+
+    /// The MS_* flags of the mount at `target` (from statvfs).
+    pub fn mount_flags(target: &Path) -> io::Result<libc::c_ulong> {
+        use nix::sys::statvfs::{statvfs, FsFlags};
+        let f = statvfs(target).map_err(io::Error::from)?.flags();
+        let map = [
+            (FsFlags::ST_RDONLY, libc::MS_RDONLY),
+            (FsFlags::ST_NOSUID, libc::MS_NOSUID),
+            (FsFlags::ST_NODEV, libc::MS_NODEV),
+            (FsFlags::ST_NOEXEC, libc::MS_NOEXEC),
+            (FsFlags::ST_NOATIME, libc::MS_NOATIME),
+            (FsFlags::ST_NODIRATIME, libc::MS_NODIRATIME),
+            (FsFlags::ST_RELATIME, libc::MS_RELATIME),
+        ];
+        Ok(map
+            .iter()
+            .filter(|(st, _)| f.contains(*st))
+            .fold(0, |acc, (_, ms)| acc | ms))
+    }
+
+    /// mount(2) with MS_REMOUNT and `flags` on `target`.
+    pub fn remount(target: &Path, flags: libc::c_ulong) -> io::Result<()> {
+        let flags = MsFlags::from_bits_truncate(flags | libc::MS_REMOUNT);
+        mount(None::<&str>, target, None::<&str>, flags, None::<&str>).map_err(io::Error::from)
     }
 
     pub fn umount(mnt: &Path, lazy: bool) -> io::Result<()> {

@@ -290,9 +290,11 @@ fn signal(pid: i32, sig: Signal) {
 
 /// mount(8) mounts novafs through its helpers: an /etc/fstab-style line of
 /// type novafs, and `mount -t fuse.novafs`, with options it passes along
-/// (noexec) and fstab's own (defaults, nofail, x-*) accepted; plain
-/// umount(8) then leaves the image clean. One it cannot honour fails the
-/// mount with a clear message.
+/// (noexec) and fstab's own (defaults, nofail, x-*) accepted, printing
+/// nothing on success; `mount -o remount,ro` and back change the mount in
+/// place; a mount right after umount(8) waits for the old daemon to save
+/// the image. One option it cannot honour fails the mount with
+/// a clear message.
 #[test]
 fn mount_8_mounts_through_the_helpers() {
     if !fuse_available() || !nix::unistd::geteuid().is_root() {
@@ -315,31 +317,46 @@ fn mount_8_mounts_through_the_helpers() {
     let ok = |cmd: &mut Command| {
         let out = cmd.output().expect("run mount(8)");
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
     };
-    // umount(8) returns before the daemon has marked the image clean.
-    let wait_clean = || {
-        wait_until("a clean image", Duration::from_secs(5), || {
-            let out = novafs(["fsck"]).arg(&m.image).output().expect("fsck");
-            out.status.success() && String::from_utf8_lossy(&out.stdout).contains("cleanly unmounted")
-        })
+    let mount_line = || {
+        let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+        mounts
+            .lines()
+            .find(|l| l.contains(m.mnt.to_str().expect("utf-8")))
+            .expect("mounted")
+            .to_string()
     };
     ok(Command::new("mount").arg("--fstab").arg(&fstab).arg(&m.mnt));
-    let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
-    let line = mounts
-        .lines()
-        .find(|l| l.contains(m.mnt.to_str().expect("utf-8")))
-        .expect("mounted");
+    let line = mount_line();
     assert!(line.contains(" fuse.novafs ") && line.contains("noexec"), "{line}");
     fs::write(m.path("f"), "x").expect("write");
+    ok(Command::new("mount").args(["-o", "remount,ro"]).arg(&m.mnt));
+    assert!(mount_line().contains(" ro,"), "{}", mount_line());
+    let err = fs::write(m.path("g"), "y").expect_err("read-only");
+    assert_eq!(err.raw_os_error(), Some(libc::EROFS));
+    ok(Command::new("mount").args(["-o", "remount,rw"]).arg(&m.mnt));
+    assert!(
+        mount_line().contains("noexec"),
+        "remount keeps the other flags: {}",
+        mount_line()
+    );
+    fs::write(m.path("g"), "y").expect("writable again");
+    let out = Command::new("mount")
+        .args(["-o", "remount,threads=2"])
+        .arg(&m.mnt)
+        .output()
+        .expect("run mount(8)");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot change on a remount"));
     ok(Command::new("umount").arg(&m.mnt));
-    wait_clean();
+    // At once: the new daemon waits for the old one to let the image go.
     ok(Command::new("mount")
         .args(["-t", "fuse.novafs", "-o", "ro"])
         .arg(&m.image)
         .arg(&m.mnt));
     assert_eq!(fs::read_to_string(m.path("f")).expect("read"), "x");
     ok(Command::new("umount").arg(&m.mnt));
-    wait_clean();
     let out = Command::new("mount")
         .args(["-t", "fuse.novafs", "-o", "data=journal"])
         .arg(&m.image)
@@ -349,5 +366,9 @@ fn mount_8_mounts_through_the_helpers() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("unknown mount option 'data=journal'"), "{err}");
-    wait_clean();
+    // umount(8) returns before the daemon has marked the image clean.
+    wait_until("a clean image", Duration::from_secs(5), || {
+        let out = novafs(["fsck"]).arg(&m.image).output().expect("fsck");
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("cleanly unmounted")
+    });
 }

@@ -619,6 +619,17 @@ fn chattr_immutable_and_append_only_through_the_mount() {
         .write_all(b"def")
         .expect("append");
     assert_eq!(errno(fs::write(&f, "x")), libc::EPERM, "truncating");
+    // Times may be set to now (touch), not to another value (xfstests
+    // generic/079); on an immutable file neither.
+    let utimens = |times: Option<[libc::timespec; 2]>| {
+        let c = cstr(&f);
+        let ptr = times.as_ref().map_or(std::ptr::null(), |t| t.as_ptr());
+        // SAFETY: a NUL-terminated path and null or two timespecs.
+        check(unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), ptr, 0) })
+    };
+    utimens(None).expect("touch an append-only file");
+    let past = libc::timespec { tv_sec: 1, tv_nsec: 0 };
+    assert_eq!(errno(utimens(Some([past, past]))), libc::EPERM);
     assert_eq!(errno(set_flags(&f, 0x4000)), libc::EOPNOTSUPP);
     m.umount();
     m.mount(&[]);

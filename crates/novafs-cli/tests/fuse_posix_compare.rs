@@ -609,6 +609,48 @@ const CASES: &[Case] = &[
         t.rc("statvfs", rc.into());
         t.note(format!("namemax {}", s.f_namemax));
     }),
+    ("file attributes", |t| {
+        t.put("f", b"data");
+        let fd = t.open("f", libc::O_RDONLY, 0);
+        let ioctl = |t: &mut T, what: &str, cmd: libc::c_ulong, arg: *mut libc::c_void| {
+            // SAFETY: `fd` is open or -1; `arg` points at what `cmd` takes.
+            let rc = unsafe { libc::ioctl(fd, cmd, arg) };
+            t.rc(what, rc.into());
+        };
+        let mut flags: libc::c_int = 0x20; // FS_APPEND_FL
+        ioctl(
+            t,
+            "FS_IOC_SETFLAGS append",
+            libc::FS_IOC_SETFLAGS,
+            (&raw mut flags).cast(),
+        );
+        let mut got: libc::c_int = 0;
+        ioctl(t, "FS_IOC_GETFLAGS", libc::FS_IOC_GETFLAGS, (&raw mut got).cast());
+        t.note(format!("flags {got:#x}"));
+        // struct fsxattr with a project ID (bytes 12..16).
+        let mut fsx = [0u8; 28];
+        fsx[12..16].copy_from_slice(&75u32.to_ne_bytes());
+        ioctl(t, "FS_IOC_FSSETXATTR projid", 0x401c_5820, fsx.as_mut_ptr().cast());
+        // The times are now's, different on each side: only the results.
+        let now = ts(0, libc::UTIME_NOW);
+        utimes(t, "f", [now, now], 0);
+        let _ = t.out.pop();
+        utimes(t, "f", [ts(5, 0), ts(6, 0)], 0);
+        let _ = t.out.pop();
+        let fd2 = t.open("f", libc::O_WRONLY | libc::O_APPEND, 0);
+        t.write(fd2, b"more");
+        t.close(fd2);
+        let fd3 = t.open("f", libc::O_WRONLY, 0);
+        t.close(fd3);
+        t.call1("unlink", "f", |p| {
+            // SAFETY: NUL-terminated string.
+            unsafe { libc::unlink(p) }
+        });
+        let mut none: libc::c_int = 0;
+        ioctl(t, "FS_IOC_SETFLAGS none", libc::FS_IOC_SETFLAGS, (&raw mut none).cast());
+        t.close(fd);
+        t.contents("f");
+    }),
     ("open and removed", |t| {
         t.put("f", b"still here");
         let fd = t.open("f", libc::O_RDONLY, 0);

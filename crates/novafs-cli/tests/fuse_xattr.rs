@@ -385,3 +385,31 @@ fn overlayfs_with_its_upper_layer_on_novafs_whites_out_deleted_files() {
     assert!(xattrs.contains("trusted.overlay."), "{xattrs}");
     m.finish();
 }
+
+/// Setting an access ACL as the owner, outside the file's group, drops
+/// set-group-ID as chmod would (xfstests generic/375); root keeps it.
+#[test]
+fn setfacl_outside_the_group_drops_set_group_id() {
+    if !fuse_available() || !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: needs FUSE and root (another user's setfacl)");
+        return;
+    }
+    let m = Mount::new("32M", &["allow_other"]);
+    fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    for (name, by_nobody, want) in [("mine", true, 0o775), ("roots", false, 0o2775)] {
+        let f = m.path(name);
+        fs::write(&f, "x").unwrap();
+        std::os::unix::fs::chown(&f, Some(65534), Some(0)).unwrap();
+        fs::set_permissions(&f, fs::Permissions::from_mode(0o2775)).unwrap();
+        let path = f.to_str().unwrap();
+        let args = ["setfacl", "-m", "u:0:r--", path];
+        let out = if by_nobody {
+            as_nobody(&args)
+        } else {
+            run(Command::new(args[0]).args(&args[1..]))
+        };
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(fs::metadata(&f).unwrap().mode() & 0o7777, want, "{name}");
+    }
+    m.finish();
+}

@@ -118,6 +118,20 @@ impl FuseFs {
         }
     }
 
+    /// Drops set-group-ID from `ino`'s mode after the request set its
+    /// access ACL, unless the caller may keep it ([`Caller`]).
+    fn acl_set_group_id(&self, req: &Request, ino: u64) -> Result<(), Error> {
+        let a = self.fs.getattr(ino)?;
+        if a.perm & libc::S_ISGID == 0 || self.group_id_kept(req, ino, None)? {
+            return Ok(());
+        }
+        let set = SetAttr {
+            mode: Some(a.perm & !libc::S_ISGID),
+            ..SetAttr::default()
+        };
+        self.fs.setattr(ino, &set).map(drop)
+    }
+
     /// Whether a mode the request sets on `ino` keeps set-group-ID: see
     /// [`Caller`]. `new_gid` is the group the same request gives it.
     fn group_id_kept(&self, req: &Request, ino: u64, new_gid: Option<u32>) -> Result<bool, Error> {
@@ -293,13 +307,11 @@ fn reply_xattr(op: &str, reply: ReplyXattr, size: u32, r: Result<Vec<u8>, Error>
 }
 
 impl FuseFs {
-    /// Answers with an entry, which the kernel counts as one lookup of it;
-    /// a directory's count is kept ([`Fs::remember`]) until it forgets.
+    /// Answers with an entry, which the kernel counts as one lookup of it,
+    /// kept ([`Fs::remember`]) until it forgets.
     fn entry(&self, op: &str, reply: ReplyEntry, a: &Attr) {
-        if a.kind == FileType::Directory {
-            if let Err(e) = self.fs.remember(a.ino) {
-                return reply.error(errno(op, &e));
-            }
+        if let Err(e) = self.fs.remember(a.ino) {
+            return reply.error(errno(op, &e));
         }
         reply.entry(&ATTR_TTL, &file_attr(a), Generation(a.generation));
     }
@@ -390,6 +402,7 @@ impl Filesystem for FuseFs {
             },
             m => m,
         };
+        let now = |t: &Option<TimeOrNow>| t.is_none_or(|t| matches!(t, TimeOrNow::Now));
         let set = SetAttr {
             mode,
             uid,
@@ -399,6 +412,7 @@ impl Filesystem for FuseFs {
             mtime: mtime.map(time_or_now),
             ctime: ctime.map(requested_nanos),
             flags: None, // chattr comes as an ioctl
+            times_now: (atime.is_some() || mtime.is_some()) && now(&atime) && now(&mtime),
         };
         match self.fs.setattr(ino.0, &set) {
             Ok(a) => reply.attr(&ATTR_TTL, &file_attr(&a)),
@@ -586,7 +600,7 @@ impl Filesystem for FuseFs {
         };
         let r = self.fs.readdir_plus(ino.0, offset, end, |e, a| {
             // Each entry but "." and ".." counts as a lookup (as `entry`).
-            let counted = a.kind == FileType::Directory && e.name != b"." && e.name != b"..";
+            let counted = e.name != b"." && e.name != b"..";
             if counted && self.fs.remember(e.ino).is_err() {
                 return false; // gone meanwhile: left out
             }
@@ -609,14 +623,12 @@ impl Filesystem for FuseFs {
         }
     }
 
-    /// chattr and lsattr: FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (a 4-byte
-    /// int each way), and their XFS-style twins FS_IOC_FSGETXATTR and
-    /// FS_IOC_FSSETXATTR (a `struct fsxattr`), which the kernel's fileattr
-    /// code also asks for. The kernel checks who may set immutable and
-    /// append-only before asking.
+    /// Setting an access ACL sets the mode it implies; like chmod, it
+    /// keeps set-group-ID only for a caller in the group (Linux's
+    /// `posix_acl_update_mode`; xfstests generic/375).
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -625,7 +637,14 @@ impl Filesystem for FuseFs {
         reply: ReplyEmpty,
     ) {
         let r = match (u32::try_from(flags), position) {
-            (Ok(flags), 0) => self.fs.setxattr(ino.0, name_bytes(name), value, flags),
+            (Ok(flags), 0) => {
+                self.fs
+                    .setxattr(ino.0, name_bytes(name), value, flags)
+                    .and_then(|()| match name.as_bytes() {
+                        b"system.posix_acl_access" => self.acl_set_group_id(req, ino.0),
+                        _ => Ok(()),
+                    })
+            }
             _ => Err(Error::Invalid("setxattr flags or position")),
         };
         reply_empty("setxattr", reply, r);
@@ -643,6 +662,13 @@ impl Filesystem for FuseFs {
         reply_empty("removexattr", reply, self.fs.removexattr(ino.0, name_bytes(name)));
     }
 
+    /// chattr and lsattr: FS_IOC_GETFLAGS and FS_IOC_SETFLAGS (a 4-byte
+    /// int each way), and their XFS-style twins FS_IOC_FSGETXATTR and
+    /// FS_IOC_FSSETXATTR (a `struct fsxattr`), which the kernel's fileattr
+    /// code also asks for. The kernel checks who may set immutable and
+    /// append-only before asking.
+    /// A project ID or an extent size hint in `struct fsxattr` is
+    /// EOPNOTSUPP, as on tmpfs: novafs keeps neither.
     fn ioctl(
         &self,
         _req: &Request,
@@ -681,6 +707,10 @@ impl Filesystem for FuseFs {
                 Err(e) => reply.error(errno("ioctl", &e)),
             },
             FS_IOC_SETFLAGS => set(word(0), reply),
+            // fsx_extsize, fsx_projid and fsx_cowextsize must be 0.
+            FS_IOC_FSSETXATTR if [4, 12, 16].iter().any(|&at| word(at).is_some_and(|w| w != 0)) => {
+                reply.error(Errno::EOPNOTSUPP)
+            }
             FS_IOC_FSSETXATTR => set(word(0).map(flags_of_xflags), reply),
             _ => reply.error(Errno::ENOTTY),
         }
@@ -701,10 +731,12 @@ impl Filesystem for FuseFs {
         let s = self.fs.statfs();
         let bsize = u32::try_from(s.block_size).unwrap_or(BLOCK_SIZE);
         let name_max = u32::try_from(s.name_max).unwrap_or(255);
+        // Available: what ordinary writes may use (the reserve that keeps
+        // deletes working on a full device is not).
         reply.statfs(
             s.blocks,
             s.blocks_free,
-            s.blocks_free,
+            s.blocks_avail,
             s.files,
             s.files_free,
             bsize,
@@ -728,7 +760,10 @@ impl Filesystem for FuseFs {
             opened: true,
             ..Make::new(libc::S_IFREG | (mode & 0o7777), 0, 0)
         };
-        let r = self.make(req, parent, name, m);
+        // The reply counts as a lookup too (see `entry`).
+        let r = self
+            .make(req, parent, name, m)
+            .and_then(|a| self.fs.remember(a.ino).map(|()| a));
         match r {
             Ok(a) => reply.created(
                 &ATTR_TTL,

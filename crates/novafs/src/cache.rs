@@ -27,9 +27,20 @@ pub struct Cell {
 /// Inode number → cell, sharded to keep lookups off one lock.
 pub struct Cache {
     shards: Vec<Mutex<U64Map<Arc<Cell>>>>,
+    /// The kernel's lookups of non-directories (FUSE: each stands until
+    /// its FORGET), and whether the inode was freed meanwhile: a freed
+    /// file's number is not reused while the kernel holds one, or its late
+    /// FORGET would land on the new inode of that number.
+    held: Mutex<U64Map<Held>>,
     /// The snapshot epoch a read-only view of a snapshot sees; `None` for
     /// the live file system.
     view: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Held {
+    lookups: u64,
+    freed: bool,
 }
 
 /// ENOENT for an inode freed under a holder of a stale reference.
@@ -47,6 +58,7 @@ impl Cache {
     pub fn new(view: Option<u64>) -> Cache {
         Cache {
             shards: (0..CACHE_SHARDS).map(|_| Mutex::new(U64Map::default())).collect(),
+            held: Mutex::new(U64Map::default()),
             view,
         }
     }
@@ -107,6 +119,29 @@ impl Cache {
             .collect()
     }
 
+    /// The kernel looked up non-directory `ino` once more.
+    pub fn hold(&self, ino: Ino) {
+        self.held.lock().entry(ino).or_default().lookups += 1;
+    }
+
+    /// The kernel forgot `n` lookups of `ino`. Returns false when it held
+    /// none (a directory's, counted in its state). The number of a freed
+    /// inode goes back to the table with the last.
+    pub fn unhold(&self, ctx: &Ctx, ino: Ino, n: u64) -> bool {
+        let mut held = self.held.lock();
+        let Some(h) = held.get_mut(&ino) else {
+            return false;
+        };
+        h.lookups = h.lookups.saturating_sub(n);
+        if h.lookups == 0 {
+            if h.freed {
+                ctx.tables.release(ino);
+            }
+            held.remove(&ino);
+        }
+        true
+    }
+
     /// Marks an inode whose life ended dead: `proof` is the commit of its
     /// ending (R3). A freed inode's pages and slot go back; a kept one
     /// keeps them all and is listed in its snapshot's manifest.
@@ -121,7 +156,10 @@ impl Cache {
                 let (log, data) = st.take_pages();
                 ctx.alloc.release_meta(proof, &log);
                 ctx.alloc.release(proof, &data);
-                ctx.tables.release(ino);
+                match self.held.lock().get_mut(&ino) {
+                    Some(h) => h.freed = true, // released by the last FORGET
+                    None => ctx.tables.release(ino),
+                }
             }
             Fate::Keep { snapshot } => {
                 let item = Kept::Inode {

@@ -85,6 +85,10 @@ pub struct SetAttr {
     pub ctime: Option<i64>,
     /// chattr flags (`layout::INODE_FLAGS`; any other is EOPNOTSUPP).
     pub flags: Option<u32>,
+    /// The times given are the current time (utimensat's UTIME_NOW, as
+    /// touch(1) sets them): allowed on an append-only file, where times
+    /// set to any other value are EPERM, as on Linux.
+    pub times_now: bool,
 }
 
 /// A new node for [`Fs::make`].
@@ -407,9 +411,19 @@ impl Fs {
         alive(&st)?;
         let now = now_ns();
         let old = st.attr();
-        // chattr +i/+a leave only the flags themselves to change.
-        let flags_only = SetAttr { flags: None, ..*set };
-        if flags_only != SetAttr::default() {
+        // chattr +i/+a leave only the flags themselves to change, and +a
+        // the times too when they are set to now.
+        let mut guarded = SetAttr { flags: None, ..*set };
+        if set.times_now && old.flags & FLAG_IMMUTABLE == 0 {
+            guarded = SetAttr {
+                atime: None,
+                mtime: None,
+                ctime: None,
+                times_now: false,
+                ..guarded
+            };
+        }
+        if guarded != SetAttr::default() {
             old.check_changeable()?;
         }
         let mut a = old;
@@ -903,15 +917,18 @@ impl Fs {
     /// directory's references keep it alive past rmdir, as handles keep
     /// an unlinked file: a removed working directory, or one still open,
     /// answers stat with nlink 0 and lists nothing until [`Fs::forget`]
-    /// drops the last reference (tmpfs behaves so). A file's lookups are
-    /// not counted: its handles do that job, and the space of an unlinked
-    /// file that nobody has open comes back at once.
+    /// drops the last reference (tmpfs behaves so). A file's references
+    /// do not keep it: its handles do that job, and the space of an
+    /// unlinked file that nobody has open comes back at once; they keep
+    /// only its number from reuse until the kernel forgets it.
     pub fn remember(&self, ino: Ino) -> Result<()> {
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
         if st.meta.attr.kind == FileType::Directory {
             st.open += 1;
+        } else {
+            self.cache.hold(ino);
         }
         Ok(())
     }
@@ -919,6 +936,9 @@ impl Fs {
     /// The kernel dropped `n` references to `ino` (see [`Fs::remember`]);
     /// a removed directory goes with the last.
     pub fn forget(&self, ino: Ino, n: u64) -> Result<()> {
+        if self.cache.unhold(&self.ctx, ino, n) {
+            return Ok(());
+        }
         self.drop_refs(ino, n, |st| st.meta.attr.kind == FileType::Directory)
     }
 

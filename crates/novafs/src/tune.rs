@@ -187,6 +187,7 @@ fn copy_tree(src: &Fs, dst: &Fs, progress: &dyn Fn(u64)) -> Result<Rebuilt> {
                 // Last, with the times: an immutable directory takes no
                 // more names, an immutable file no more data.
                 flags: Some(a.flags),
+                times_now: false,
             },
         )?;
     }
