@@ -18,6 +18,7 @@ mod inject;
 mod mkfs;
 mod mount;
 mod scrub;
+mod snapshot;
 mod tune;
 
 #[derive(Parser)]
@@ -65,6 +66,9 @@ enum Cmd {
     Scrub(scrub::Args),
     /// Turn a protection feature of an unmounted IMAGE on or off (e.g. --enable meta-protection), rebuilding it beside itself.
     Tune(tune::Args),
+    /// Snapshots (NOVA-Fortis §3): create, list, delete, mount, rollback.
+    #[command(subcommand)]
+    Snapshot(snapshot::SnapshotCmd),
 }
 
 fn main() -> ExitCode {
@@ -124,6 +128,10 @@ fn main() -> ExitCode {
         Cmd::Scrub(args) => return scrub::run(&args),
         Cmd::Mount(args) => return mount::run(&args),
         Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
+        Cmd::Snapshot(cmd) => match snapshot::run(&cmd) {
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -65,7 +65,7 @@ pub struct MountArgs {
 }
 
 /// Parsed `-o` options.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Options {
     read_only: bool,
     allow_other: bool,
@@ -78,9 +78,12 @@ struct Options {
     meta_replicas: MetaReplicas,
     atime: Atime,
     no_dir_atime: bool,
+    /// Serve this snapshot of the image, read-only, instead of its live
+    /// state (`novafs snapshot mount IMAGE NAME DIR`).
+    snapshot: Option<String>,
 }
 
-const KNOWN_OPTIONS: &str = "ro, rw, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
+const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, noatime, strictatime, atime, lazytime, nodiratime, sync, \
      threads=N, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off (and fstab's defaults, noauto, nofail, x-*)";
 
@@ -97,6 +100,7 @@ fn parse_options(list: &[String]) -> Result<Options> {
         meta_replicas: MetaReplicas::AsFormatted,
         atime: Atime::Relative,
         no_dir_atime: false,
+        snapshot: None,
     };
     for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
         match opt {
@@ -133,6 +137,10 @@ fn parse_options(list: &[String]) -> Result<Options> {
             "meta_protection=off" => o.meta_replicas = MetaReplicas::Skipped,
             _ if opt.starts_with("meta_protection=") => {
                 bail!("{opt}: use meta_protection=on or meta_protection=off")
+            }
+            _ if opt.starts_with("snapshot=") => {
+                o.snapshot = Some(opt["snapshot=".len()..].to_string());
+                o.read_only = true;
             }
             _ if opt.starts_with("protect=") => {
                 o.protect = opt["protect=".len()..].parse().map_err(|e: String| anyhow!(e))?;
@@ -419,6 +427,7 @@ fn serve(args: &MountArgs) -> ExitCode {
         mnt,
         state,
         mut mounted,
+        snapshots,
     } = daemon;
     let unmounter = mounted.unmounter();
     let signal_mnt = mnt.clone();
@@ -428,7 +437,9 @@ fn serve(args: &MountArgs) -> ExitCode {
     if let Err(e) = spawned {
         tracing::warn!("no signal thread ({e}): SIGTERM will not unmount");
     }
-    let control = control::Server::start(&state.ctl, mounted.fs())
+    let served = snapshots.clone();
+    let mount_snapshot: control::MountSnapshot = Box::new(move |fs, name, mnt| served.mount(fs, name, mnt));
+    let control = control::Server::start(&state.ctl, mounted.fs(), mount_snapshot)
         .inspect_err(|e| tracing::warn!("no control channel ({e}): `novafs scrub` cannot reach this mount"))
         .ok();
     reporter.ready(&image, &mnt);
@@ -441,6 +452,7 @@ fn serve(args: &MountArgs) -> ExitCode {
     if let Some(c) = control {
         c.stop();
     }
+    snapshots.stop();
     let outcome = match Arc::try_unwrap(fs).ok() {
         Some(fs) => fs.unmount().map_err(|e| explain_fs(&image, e)),
         None => Err(anyhow!("the file system was still referenced")),
@@ -466,6 +478,89 @@ struct Daemon {
     mnt: PathBuf,
     state: StatePaths,
     mounted: Mounted,
+    snapshots: Arc<SnapshotMounts>,
+}
+
+/// Read-only mounts of snapshots this daemon serves beside its own
+/// (`novafs snapshot mount`), each with a thread of its own, ended by
+/// `novafs umount` or with the daemon.
+struct SnapshotMounts {
+    /// The live mount's configuration, which they follow.
+    cfg: MountConfig,
+    served: std::sync::Mutex<Vec<(Unmounter, thread::JoinHandle<()>)>>,
+}
+
+impl SnapshotMounts {
+    fn new(cfg: MountConfig) -> Arc<SnapshotMounts> {
+        Arc::new(SnapshotMounts {
+            cfg,
+            served: std::sync::Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Mounts a view of snapshot `name` of `fs` read-only at `mnt`.
+    fn mount(&self, fs: &Fs, name: &[u8], mnt: &Path) -> Result<()> {
+        let mnt = check_mountpoint(mnt)?;
+        let shown = String::from_utf8_lossy(name).into_owned();
+        let view = fs.open_snapshot(name).map_err(|e| match e {
+            novafs::Error::NotFound => anyhow!("there is no snapshot '{shown}'; `novafs snapshot list` shows them"),
+            e => anyhow!("snapshot '{shown}': {e}"),
+        })?;
+        let cfg = MountConfig {
+            read_only: true,
+            threads: 1,
+            fsname: snapshot_fsname(Path::new(&self.cfg.fsname), &shown),
+            ..self.cfg.clone()
+        };
+        let mut mounted =
+            Mounted::mount(view, &mnt, &cfg).map_err(|failed| mount_error(&mnt, &failed.error, cfg.allow_other))?;
+        let unmounter = mounted.unmounter();
+        let thread = thread::Builder::new()
+            .name("snapshot".into())
+            .spawn(move || {
+                let (result, _view) = mounted.serve();
+                if let Err(e) = result {
+                    tracing::warn!("snapshot mount ended with an error: {e}");
+                }
+            })
+            .context("cannot start the snapshot mount's thread")?;
+        tracing::info!("mounted snapshot {shown} on {}", mnt.display());
+        self.served
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((unmounter, thread));
+        Ok(())
+    }
+
+    /// Unmounts every snapshot mount still there (lazily: a busy one goes
+    /// when its last file is closed) and waits for their threads.
+    fn stop(&self) {
+        let served = std::mem::take(&mut *self.served.lock().unwrap_or_else(|p| p.into_inner()));
+        for (mut unmounter, thread) in served {
+            let _ = unmounter.unmount();
+            if !thread.is_finished() {
+                tracing::warn!("a snapshot mount is busy: it stays until its files are closed");
+                continue;
+            }
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The source a snapshot's mount shows: IMAGE@NAME.
+fn snapshot_fsname(image: &Path, name: &str) -> String {
+    fsname(Path::new(&format!("{}@{name}", image.display())))
+}
+
+fn snapshot_error(image: &Path, name: &str, e: novafs::Error) -> anyhow::Error {
+    match e {
+        novafs::Error::NotFound => anyhow!(
+            "{} has no snapshot '{name}'; `novafs snapshot list {}` shows them",
+            image.display(),
+            image.display()
+        ),
+        e => explain_fs(image, e),
+    }
 }
 
 impl Daemon {
@@ -501,13 +596,19 @@ impl Daemon {
             .map_err(|e| explain(&image, e))
             .and_then(|region| {
                 tracing::info!(protection = %region.protection(), "write protection");
-                let opts = MountOptions {
+                let mount_opts = MountOptions {
                     read_only: opts.read_only,
                     meta_replicas: opts.meta_replicas,
                     atime: opts.atime,
                     no_dir_atime: opts.no_dir_atime,
                 };
-                Fs::open(Arc::new(region), opts).map_err(|e| explain_fs(&image, e))
+                let fs = Fs::open(Arc::new(region), mount_opts).map_err(|e| explain_fs(&image, e))?;
+                match &opts.snapshot {
+                    None => Ok(fs),
+                    Some(name) => fs
+                        .open_snapshot(name.as_bytes())
+                        .map_err(|e| snapshot_error(&image, name, e)),
+                }
             });
         let fs = match opened {
             Ok(fs) => fs,
@@ -523,7 +624,10 @@ impl Daemon {
             setuid: opts.setuid,
             exec: opts.exec,
             threads: opts.threads,
-            fsname: fsname(&image),
+            fsname: match &opts.snapshot {
+                None => fsname(&image),
+                Some(name) => snapshot_fsname(&image, name),
+            },
         };
         match Mounted::mount(fs, &mnt, &cfg) {
             Ok(mounted) => Ok(Daemon {
@@ -531,6 +635,7 @@ impl Daemon {
                 mnt,
                 state,
                 mounted,
+                snapshots: SnapshotMounts::new(cfg),
             }),
             Err(failed) => {
                 let MountError { error, fs } = *failed;
@@ -725,7 +830,12 @@ pub fn umount(path: &Path) -> Result<()> {
         _ => anyhow!("cannot unmount {m}: {e}"),
     })?;
     let Some(d) = daemon else {
-        println!("novafs: unmounted {m} (no novafs daemon was recorded for it)");
+        // A snapshot's mount is served by the live mount's daemon.
+        if mount.source.contains('@') {
+            println!("novafs: unmounted snapshot {} from {m}", mount.source);
+        } else {
+            println!("novafs: unmounted {m} (no novafs daemon was recorded for it)");
+        }
         return Ok(());
     };
     if !serving {

@@ -87,7 +87,7 @@ pub fn run(args: &Args) -> Result<()> {
         return Ok(());
     }
     let tmp = temp_path(path);
-    let done = build(from, &tmp, path, wanted).inspect_err(|_| {
+    let done = build(from, &tmp, path, wanted, None).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })?;
     std::fs::rename(&tmp, path).with_context(|| format!("replacing {} with {}", path.display(), tmp.display()))?;
@@ -103,9 +103,16 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-/// Rebuilds into `tmp`, then makes it durable. The original stays mapped
-/// (and locked) until the copy is on disk.
-fn build(from: Arc<dyn Region>, tmp: &Path, path: &Path, wanted: Features) -> Result<novafs::tune::Rebuilt> {
+/// Rebuilds into `tmp` (from `snapshot` of the image, if given), then
+/// makes it durable. The original stays mapped (and locked) until the
+/// copy is on disk.
+pub fn build(
+    from: Arc<dyn Region>,
+    tmp: &Path,
+    path: &Path,
+    wanted: Features,
+    snapshot: Option<&[u8]>,
+) -> Result<novafs::tune::Rebuilt> {
     let opts = MapOptions {
         populate: false,
         ..MapOptions::default()
@@ -116,7 +123,7 @@ fn build(from: Arc<dyn Region>, tmp: &Path, path: &Path, wanted: Features) -> Re
         ProgressStyle::with_template("rebuilding {bar:30} {pos}/{len} inodes")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let done = rebuild(from, to.clone(), wanted, &|n, total| {
+    let done = rebuild(from, to.clone(), wanted, snapshot, &|n, total| {
         bar.set_length(total);
         bar.set_position(n);
     })
@@ -145,14 +152,14 @@ fn build(from: Arc<dyn Region>, tmp: &Path, path: &Path, wanted: Features) -> Re
 }
 
 /// `IMAGE.tune-tmp` in the image's own directory, so the rename is atomic.
-fn temp_path(path: &Path) -> PathBuf {
+pub fn temp_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tune-tmp");
     path.with_file_name(name)
 }
 
 /// Makes the rename durable.
-fn sync_dir(path: &Path) -> Result<()> {
+pub fn sync_dir(path: &Path) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -9,9 +9,11 @@ use std::path::{Path, PathBuf};
 
 /// The Debian package of each program the tests run.
 const PACKAGE_OF: &[(&str, &str)] = &[
+    ("chmod", "coreutils"),
     ("cmp", "diffutils"),
     ("cp", "coreutils"),
     ("diff", "diffutils"),
+    ("fallocate", "util-linux"),
     ("fusermount3", "fuse3"),
     ("getfacl", "acl"),
     ("getfattr", "attr"),
@@ -37,8 +39,9 @@ const PACKAGE_OF: &[(&str, &str)] = &[
 const ESSENTIAL: &[&str] = &["coreutils", "dash", "diffutils", "tar", "util-linux"];
 
 /// Programs the tests run other than by name through `Command::new`:
-/// through a path (`setpriv`) or inside `sh -c` scripts.
-const INDIRECT: &[&str] = &["setpriv", "ls", "rmdir", "stat", "touch"];
+/// through a path (`setpriv`), inside `sh -c` scripts, or from a list of
+/// arguments (`fallocate`).
+const INDIRECT: &[&str] = &["setpriv", "ls", "rmdir", "stat", "touch", "fallocate"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

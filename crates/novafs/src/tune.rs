@@ -65,11 +65,15 @@ const COPY_CHUNK: usize = 1 << 20;
 
 /// Rebuilds the cleanly unmounted image on `from` into `to` (the same
 /// size) with `features`, then checks the result with fsck. `progress`
-/// is called with (inodes copied, inodes in use).
+/// is called with (inodes copied, inodes in use). With `snapshot`, what
+/// is rebuilt is that snapshot of the image (a roll back); without, its
+/// live state, and an image with snapshots is refused, since the copy
+/// would not keep them.
 pub fn rebuild(
     from: Arc<dyn Region>,
     to: Arc<dyn Region>,
     features: Features,
+    snapshot: Option<&[u8]>,
     progress: &dyn Fn(u64, u64),
 ) -> Result<Rebuilt> {
     let (sb, _) = read_superblock(&*from)?;
@@ -81,13 +85,21 @@ pub fn rebuild(
     if to.len() != from.len() {
         return Err(Error::Invalid("the rebuilt image must be as large as the original"));
     }
-    let src = Fs::open(
+    let live = Fs::open(
         from,
         MountOptions {
             read_only: true,
             ..MountOptions::default()
         },
     )?;
+    let src =
+        match snapshot {
+            Some(name) => live.open_snapshot(name)?,
+            None if !live.snapshots().is_empty() => return Err(Error::Invalid(
+                "the image has snapshots, which a rebuild would not keep: delete them first (novafs snapshot delete)",
+            )),
+            None => live,
+        };
     let root = src.getattr(ROOT_INO)?;
     Fs::format(
         to.clone(),
@@ -362,7 +374,7 @@ mod tests {
                 data_parity: !to,
             };
             let calls = std::sync::atomic::AtomicU64::new(0);
-            let done = rebuild(src.clone(), dst.clone(), features, &|_, _| {
+            let done = rebuild(src.clone(), dst.clone(), features, None, &|_, _| {
                 calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             })
             .unwrap();
@@ -394,11 +406,11 @@ mod tests {
         drop(fs); // a crash: no clean unmount
         let dst = Arc::new(MemRegion::new(SIZE));
         let features = Features::of(&*src).unwrap();
-        let err = rebuild(src, dst.clone(), features, &|_, _| {}).unwrap_err();
+        let err = rebuild(src, dst.clone(), features, None, &|_, _| {}).unwrap_err();
         assert!(err.to_string().contains("not cleanly unmounted"), "{err}");
         let small = Arc::new(MemRegion::new(SIZE / 2));
         let src = image(false);
-        let err = rebuild(src, small, features, &|_, _| {}).unwrap_err();
+        let err = rebuild(src, small, features, None, &|_, _| {}).unwrap_err();
         assert!(err.to_string().contains("as large as"), "{err}");
     }
 }
