@@ -20,6 +20,7 @@ use novafs_bench::target::LibraryTarget;
 use novafs_bench::workload::{micro, time_mounts, Backend, Micro, SetShape};
 use pm::{MapOptions, MmapRegion, Protection, Region, WriteProtect};
 
+use crate::bench_snapshots;
 use crate::image::{explain, parse_size};
 use crate::info::bytes;
 
@@ -62,6 +63,18 @@ pub struct Args {
     /// the protection takes in storage.
     #[arg(long)]
     compare_data_protection: bool,
+    /// Instead of the full run, measure snapshots (NOVA-Fortis §3): the
+    /// latency of taking one as the file system grows, fileserver
+    /// throughput with one every --snapshot-every seconds against none
+    /// (rounds interleaved), and the manifests' DRAM.
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection"])]
+    snapshots: bool,
+    /// With --snapshots: seconds between snapshots.
+    #[arg(long, default_value_t = 10.0)]
+    snapshot_every: f64,
+    /// With --snapshots: seconds of fileserver per round and side.
+    #[arg(long, default_value_t = 30.0)]
+    fileserver_secs: f64,
 }
 
 /// A table row: name, the phase it reads, the target.
@@ -95,6 +108,17 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if args.compare_data_protection {
         return compare(args, files, rounds, &data_protection());
+    }
+    if args.snapshots {
+        return bench_snapshots::run(&bench_snapshots::Plan {
+            image: &args.image,
+            size: args.size,
+            eadr: args.eadr,
+            rounds,
+            secs: if args.quick { 5.0 } else { args.fileserver_secs },
+            every: if args.quick { 1.0 } else { args.snapshot_every },
+            files: if args.quick { 500 } else { 2_000 },
+        });
     }
     let opts = MapOptions {
         eadr: args.eadr,

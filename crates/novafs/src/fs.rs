@@ -549,6 +549,12 @@ impl Fs {
         self.ctx.snapshots.list()
     }
 
+    /// What the snapshots' manifests list (items) and the DRAM they take
+    /// (bytes): Fortis §3.2's manifest overhead.
+    pub fn manifest_memory(&self) -> (u64, u64) {
+        self.ctx.snapshots.manifest_memory()
+    }
+
     /// Deletes snapshot `name` and frees what no other snapshot needs
     /// (Fortis §3.2). A crash before the freeing is done leaves it to the
     /// next mount's scan.

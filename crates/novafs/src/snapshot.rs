@@ -230,6 +230,15 @@ impl Snapshots {
         self.manifests.lock().entry(snapshot).or_default().push(item);
     }
 
+    /// The items every manifest lists, and the DRAM they take.
+    pub fn manifest_memory(&self) -> (u64, u64) {
+        let manifests = self.manifests.lock();
+        let items: usize = manifests.values().map(Vec::len).sum();
+        let capacity: usize = manifests.values().map(Vec::capacity).sum();
+        let bytes = capacity * size_of::<Kept>() + manifests.len() * size_of::<(u64, Vec<Kept>)>();
+        (items as u64, bytes as u64)
+    }
+
     /// Pages each snapshot's manifest holds, by snapshot epoch.
     fn held_pages(&self) -> BTreeMap<u64, u64> {
         self.manifests

@@ -1,0 +1,184 @@
+//! `novafs bench --snapshots`: what snapshots cost (NOVA-Fortis §3, §5):
+//! the latency of taking one as the file system grows (the paper: about
+//! constant), filebench-style fileserver throughput with a snapshot every
+//! few seconds against none, rounds interleaved (the paper: −0.6% with one
+//! every 10 s), and the DRAM the manifests take against the space in use
+//! (the paper: 0.03–0.05%).
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressStyle};
+use novafs::layout::PAGE_SIZE;
+use novafs_bench::personality::{self, Counters, Personality, Until};
+use novafs_bench::stats::summarize;
+use novafs_bench::target::LibraryTarget;
+use novafs_bench::workload::Backend;
+use pm::{MapOptions, MmapRegion, Region, WriteProtect};
+
+use crate::image::explain;
+
+/// What the snapshot benchmark runs.
+pub struct Plan<'a> {
+    pub image: &'a Path,
+    pub size: u64,
+    pub eadr: bool,
+    pub rounds: usize,
+    /// Seconds of fileserver per round and side.
+    pub secs: f64,
+    /// Seconds between snapshots on the measured side.
+    pub every: f64,
+    /// Files in the fileserver set.
+    pub files: u64,
+}
+
+/// A fresh library target on a region file at `image`.
+fn target(plan: &Plan, image: &Path) -> Result<LibraryTarget> {
+    let opts = MapOptions {
+        eadr: plan.eadr,
+        protect: WriteProtect::Off,
+        ..MapOptions::default()
+    };
+    let _ = std::fs::remove_file(image);
+    let region = MmapRegion::create(image, plan.size, &opts).map_err(|e| explain(image, e))?;
+    let region: Arc<dyn Region> = Arc::new(region);
+    LibraryTarget::on_region(region)
+}
+
+pub fn run(plan: &Plan) -> Result<()> {
+    let second = plan.image.with_extension("snap.img");
+    let result = (|| -> Result<()> {
+        latency(plan)?;
+        throughput(plan, &second)
+    })();
+    let _ = std::fs::remove_file(plan.image);
+    let _ = std::fs::remove_file(&second);
+    result
+}
+
+/// Snapshot latency with 1,000 to 100,000 files of one page: a snapshot
+/// records one list entry and advances the epoch, whatever the size.
+fn latency(plan: &Plan) -> Result<()> {
+    let lib = target(plan, plan.image)?;
+    let fs = lib.fs()?;
+    let dir = lib.mkdir("files")?;
+    let page = vec![0x5Au8; PAGE_SIZE as usize];
+    println!("snapshot creation latency (library; 30 snapshots at each size)\n");
+    println!("| files | median µs | min–max µs |");
+    println!("|---|---|---|");
+    let mut made = 0u64;
+    for files in [1_000u64, 10_000, 100_000] {
+        while made < files {
+            let f = lib.create(&dir, &format!("f{made}"))?;
+            lib.write_at(&f, 0, &page)?;
+            made += 1;
+        }
+        let mut us = Vec::new();
+        for i in 0..30 {
+            let t = Instant::now();
+            fs.take_snapshot(format!("n{files}-{i}").as_bytes())?;
+            us.push(t.elapsed().as_secs_f64() * 1e6);
+        }
+        let s = summarize(&us).context("no samples")?;
+        println!("| {files} | {:.2} | {:.2}–{:.2} |", s.median, s.min, s.max);
+    }
+    Ok(())
+}
+
+/// Fileserver with a snapshot every `plan.every` seconds against none,
+/// rounds interleaved; then the manifests' DRAM against the space in use.
+fn throughput(plan: &Plan, second: &Path) -> Result<()> {
+    let bar = ProgressBar::new(2 * plan.rounds as u64);
+    bar.set_style(
+        ProgressStyle::with_template("fileserver {bar:30} {pos}/{len}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    let (mut plain, mut snapped) = (Vec::new(), Vec::new());
+    let mut memory = (0, 0, 0, 0);
+    for _ in 0..plan.rounds {
+        plain.push(fileserver(plan, plan.image, None)?.0);
+        bar.inc(1);
+        let (ops, m) = fileserver(plan, second, Some(plan.every))?;
+        snapped.push(ops);
+        memory = m;
+        bar.inc(1);
+    }
+    bar.finish_and_clear();
+    let (a, b) = (
+        summarize(&plain).context("no rounds")?,
+        summarize(&snapped).context("no rounds")?,
+    );
+    println!(
+        "\nfileserver ({} files, 1 thread, {:.0} s per round, {} rounds interleaved; library)\n",
+        plan.files, plan.secs, plan.rounds
+    );
+    println!("| configuration | median ops/s | min–max ops/s |");
+    println!("|---|---|---|");
+    println!("| no snapshots | {:.0} | {:.0}–{:.0} |", a.median, a.min, a.max);
+    println!(
+        "| a snapshot every {:.0} s | {:.0} | {:.0}–{:.0} |",
+        plan.every, b.median, b.min, b.max
+    );
+    println!(
+        "\nthroughput with snapshots: {:+.1}% (paper: −0.6% with one every 10 s)",
+        (b.median / a.median - 1.0) * 100.0
+    );
+    let (snapshots, items, bytes, used) = memory;
+    println!(
+        "manifests after the last round: {snapshots} snapshots, {items} items in {bytes} bytes of DRAM, \
+         {:.4}% of the {} MiB in use (paper: 0.03–0.05%)",
+        bytes as f64 * 100.0 / used.max(1) as f64,
+        used >> 20
+    );
+    Ok(())
+}
+
+/// One fileserver run on a fresh image; with `every`, a thread takes a
+/// snapshot at that period. Returns ops/s and (snapshots, manifest items,
+/// manifest bytes, bytes in use).
+fn fileserver(plan: &Plan, image: &Path, every: Option<f64>) -> Result<(f64, (u64, u64, u64, u64))> {
+    let lib = target(plan, image)?;
+    let dir = lib.mkdir("fileserver")?;
+    let k = Personality::Fileserver;
+    let set = personality::prepare(&lib, &dir, k, plan.files)?;
+    let counters = Counters::default();
+    let halt = AtomicBool::new(false);
+    let deadline = Instant::now() + Duration::from_secs_f64(plan.secs);
+    let fs = lib.fs()?;
+    let secs = thread::scope(|s| -> Result<f64> {
+        let snapper = every.map(|period| {
+            s.spawn(move || -> Result<()> {
+                let mut next = Instant::now() + Duration::from_secs_f64(period);
+                let mut i = 0;
+                while Instant::now() < deadline {
+                    thread::sleep(Duration::from_millis(20));
+                    if Instant::now() >= next {
+                        fs.take_snapshot(format!("every-{i}").as_bytes())?;
+                        i += 1;
+                        next += Duration::from_secs_f64(period);
+                    }
+                }
+                Ok(())
+            })
+        });
+        let secs = personality::run(&lib, &dir, k, &set, 1, Until::Deadline(deadline), &halt, &counters)?;
+        if let Some(h) = snapper {
+            h.join()
+                .map_err(|_| anyhow::anyhow!("the snapshot thread panicked"))??;
+        }
+        Ok(secs)
+    })?;
+    let ops = counters.ops.load(Ordering::Relaxed) as f64 / secs.max(1e-9);
+    let st = fs.statfs();
+    let used = (st.blocks - st.blocks_free) * PAGE_SIZE;
+    let (items, bytes) = fs.manifest_memory();
+    let nospc = counters.nospc.load(Ordering::Relaxed);
+    if nospc > 0 {
+        anyhow::bail!("{nospc} operations failed with ENOSPC: use a larger --size");
+    }
+    Ok((ops, (fs.snapshots().len() as u64, items, bytes, used)))
+}
