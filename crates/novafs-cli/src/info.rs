@@ -103,5 +103,21 @@ pub fn run(path: &Path) -> Result<()> {
         }
         Err(why) => println!("usage:        unknown until the image is mounted ({why})"),
     }
+    match info.snapshots {
+        Ok(list) if list.is_empty() => println!("snapshots:    none"),
+        Ok(list) => {
+            let names: Vec<String> = list
+                .iter()
+                .map(|s| String::from_utf8_lossy(&s.name).into_owned())
+                .collect();
+            println!(
+                "snapshots:    {} ({}); `novafs snapshot list {}` shows the space each holds",
+                list.len(),
+                names.join(", "),
+                path.display()
+            );
+        }
+        Err(why) => println!("snapshots:    unreadable ({why})"),
+    }
     Ok(())
 }

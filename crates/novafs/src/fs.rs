@@ -147,6 +147,8 @@ pub struct StatFs {
     pub files: u64,
     pub files_free: u64,
     pub name_max: u64,
+    /// Blocks (in use, counted above) that only snapshots hold.
+    pub snapshot_blocks: u64,
 }
 
 /// Log GC so far on this mount (NOVA Table 3).
@@ -1078,6 +1080,7 @@ impl Fs {
             files: self.ctx.tables.capacity() + free_pages * per_page,
             files_free,
             name_max: crate::layout::NAME_MAX as u64,
+            snapshot_blocks: self.ctx.snapshots.list().iter().map(|s| s.held_pages).sum(),
         }
     }
 }

@@ -582,6 +582,9 @@ pub struct Inspect {
     pub free: std::result::Result<(u64, u64), String>,
     /// Committed journal transactions awaiting replay.
     pub pending_journal: bool,
+    /// The snapshot list (the space each holds is known once mounted);
+    /// else why it cannot be read.
+    pub snapshots: std::result::Result<Vec<crate::snapshot::Snapshot>, String>,
 }
 
 /// Reads an image's superblock and, after a clean unmount, its saved
@@ -600,10 +603,14 @@ pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
             })
             .map_err(|e| format!("{e}; the next mount rebuilds it"))
     };
+    let snapshots = open_ctx(region.clone(), &sb, true)
+        .map(|ctx| ctx.snapshots.list())
+        .map_err(|e| e.to_string());
     Ok(Inspect {
         superblock: sb,
         primary_bad,
         free,
         pending_journal,
+        snapshots,
     })
 }

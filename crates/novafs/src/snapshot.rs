@@ -128,6 +128,20 @@ impl Kept {
     }
 }
 
+/// One snapshot's manifest: what it alone keeps, and its pages.
+#[derive(Debug, Default)]
+struct Manifest {
+    items: Vec<Kept>,
+    pages: u64,
+}
+
+impl Manifest {
+    fn push(&mut self, item: Kept) {
+        self.pages += item.pages();
+        self.items.push(item);
+    }
+}
+
 /// What deleting a snapshot leaves to free: what no other snapshot needs,
 /// and the proof that the deletion is durable (R3).
 pub struct Deleted {
@@ -141,7 +155,7 @@ pub struct Snapshots {
     pub epochs: Epochs,
     list: Mutex<List>,
     /// Per snapshot epoch, what it keeps (DRAM; the crash scan rebuilds it).
-    manifests: Mutex<BTreeMap<u64, Vec<Kept>>>,
+    manifests: Mutex<BTreeMap<u64, Manifest>>,
     /// The newest live snapshot's epoch + 1; 0 when there is none. Read
     /// without the list's lock on every path that frees something.
     newest: AtomicU64,
@@ -233,19 +247,15 @@ impl Snapshots {
     /// The items every manifest lists, and the DRAM they take.
     pub fn manifest_memory(&self) -> (u64, u64) {
         let manifests = self.manifests.lock();
-        let items: usize = manifests.values().map(Vec::len).sum();
-        let capacity: usize = manifests.values().map(Vec::capacity).sum();
-        let bytes = capacity * size_of::<Kept>() + manifests.len() * size_of::<(u64, Vec<Kept>)>();
+        let items: usize = manifests.values().map(|m| m.items.len()).sum();
+        let capacity: usize = manifests.values().map(|m| m.items.capacity()).sum();
+        let bytes = capacity * size_of::<Kept>() + manifests.len() * size_of::<(u64, Manifest)>();
         (items as u64, bytes as u64)
     }
 
     /// Pages each snapshot's manifest holds, by snapshot epoch.
     fn held_pages(&self) -> BTreeMap<u64, u64> {
-        self.manifests
-            .lock()
-            .iter()
-            .map(|(&e, items)| (e, items.iter().map(Kept::pages).sum()))
-            .collect()
+        self.manifests.lock().iter().map(|(&e, m)| (e, m.pages)).collect()
     }
 
     /// The pages of the list's log (with their mirrors: `bounds.copies`).
@@ -299,7 +309,7 @@ impl Snapshots {
             self.newest.store(newest, Ordering::Release);
             let mut manifests = self.manifests.lock();
             let mut unneeded = Vec::new();
-            for item in manifests.remove(&snap.epoch).unwrap_or_default() {
+            for item in manifests.remove(&snap.epoch).unwrap_or_default().items {
                 match list.live.range(item.birth()..snap.epoch).next_back() {
                     Some((&older, _)) => manifests.entry(older).or_default().push(item),
                     None => unneeded.push(item),
