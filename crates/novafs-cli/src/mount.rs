@@ -18,7 +18,7 @@
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -225,6 +225,18 @@ pub fn helper_call(args: &[OsString]) -> Result<HelperCall> {
         line.push("-o".into());
         line.push(o);
     }
+    // mount(8)'s defaults are dev and suid, which it does not pass on
+    // (only nodev and nosuid): for root, as for kernel file systems and
+    // libfuse's mount.fuse3, a mount through mount(8) has them unless
+    // told otherwise. `novafs mount` itself keeps nodev,nosuid.
+    if sys::is_root() {
+        for (default, negation) in [("dev", "nodev"), ("suid", "nosuid")] {
+            if !list.iter().any(|o| o == negation) {
+                line.push("-o".into());
+                line.push(default.into());
+            }
+        }
+    }
     line.extend([source, target]);
     Ok(HelperCall::Mount(line))
 }
@@ -296,10 +308,13 @@ pub fn run(args: &MountArgs) -> ExitCode {
 fn spawn_daemon(args: &MountArgs) -> Result<ExitCode> {
     // The cheap checks here too, so that they fail before any log exists;
     // the daemon repeats them (things may change in between).
-    parse_options(&args.options)?;
+    let opts = parse_options(&args.options)?;
     let mnt = check_mountpoint(&args.mountpoint)?;
     check_fuse_available()?;
     let image = std::path::absolute(&args.image).with_context(|| format!("{}: bad path", args.image.display()))?;
+    if let Some(at) = sys::is_root().then(|| mount_point_of(&image)).flatten() {
+        return share_mount(&image, &at, &mnt, &opts, args.quiet);
+    }
     let state = StatePaths::new(&mnt)?;
     let log = OpenOptions::new()
         .create(true)
@@ -829,6 +844,16 @@ pub fn umount(path: &Path) -> Result<()> {
         }
         _ => anyhow!("cannot unmount {m}: {e}"),
     })?;
+    // The image mounted a second time (a shared mount): the daemon goes on
+    // serving the other mount.
+    if let Some(other) = mount_point_of(Path::new(&mount.source)) {
+        println!(
+            "novafs: unmounted {m}; {} stays mounted at {}",
+            mount.source,
+            other.display()
+        );
+        return Ok(());
+    }
     let Some(d) = daemon else {
         // A snapshot's mount is served by the live mount's daemon.
         if mount.source.contains('@') {
@@ -928,6 +953,70 @@ fn open_when_released(image: &Path, map: &MapOptions) -> Result<MmapRegion, pm::
 
 /// How long a mount waits for the previous daemon of its image to exit.
 const RELEASE_WAIT: Duration = Duration::from_secs(10);
+
+/// A mount point where `image` is mounted, if any.
+fn mount_point_of(image: &Path) -> Option<PathBuf> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = fs::canonicalize(image).ok()?.to_string_lossy().into_owned();
+    info.lines()
+        .filter_map(parse_mountinfo_line)
+        .find(|(_, entry)| entry.source == want && entry.fstype.starts_with("fuse"))
+        .map(|(point, _)| PathBuf::from(std::ffi::OsString::from_vec(point)))
+}
+
+/// Mounts an image that is mounted already (at `at`) a second time at
+/// `mnt`, as a kernel file system shares one superblock between two
+/// mounts of a device: a bind mount served by the same daemon, with the
+/// read-only and VFS flags asked for. Options that belong to the daemon
+/// (threads, protection, snapshots...) cannot differ, and are refused.
+fn share_mount(image: &Path, at: &Path, mnt: &Path, opts: &Options, quiet: bool) -> Result<ExitCode> {
+    let fresh = parse_options(&[])?;
+    let flags_only = Options {
+        read_only: fresh.read_only,
+        allow_other: fresh.allow_other,
+        devices: fresh.devices,
+        setuid: fresh.setuid,
+        exec: fresh.exec,
+        atime: fresh.atime,
+        no_dir_atime: fresh.no_dir_atime,
+        ..opts.clone()
+    };
+    if flags_only != fresh {
+        bail!(
+            "{} is mounted already at {}: a second mount shares its daemon and takes only ro, rw, dev, nodev, suid, nosuid, exec, noexec and the access-time options",
+            image.display(),
+            at.display()
+        );
+    }
+    let mut flags = 0;
+    for (wanted, flag) in [
+        (opts.read_only, libc::MS_RDONLY),
+        (!opts.devices, libc::MS_NODEV),
+        (!opts.setuid, libc::MS_NOSUID),
+        (!opts.exec, libc::MS_NOEXEC),
+        (opts.no_dir_atime, libc::MS_NODIRATIME),
+    ] {
+        if wanted {
+            flags |= flag;
+        }
+    }
+    flags |= match opts.atime {
+        Atime::Never => libc::MS_NOATIME,
+        Atime::Relative => libc::MS_RELATIME,
+        Atime::Strict => libc::MS_STRICTATIME,
+    };
+    sys::bind(at, mnt, flags)
+        .with_context(|| format!("cannot mount {} again at {}", image.display(), mnt.display()))?;
+    if !quiet {
+        println!(
+            "novafs: mounted {} on {} too (shared with its mount at {})",
+            image.display(),
+            mnt.display(),
+            at.display()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
 
 /// Whether some mount has `image` as its source.
 fn image_is_mounted(image: &Path) -> bool {
@@ -1154,6 +1243,13 @@ mod sys {
             .iter()
             .filter(|(st, _)| f.contains(*st))
             .fold(0, |acc, (_, ms)| acc | ms))
+    }
+
+    /// Bind-mounts `from` at `to`, then gives the new mount `flags`.
+    pub fn bind(from: &Path, to: &Path, flags: libc::c_ulong) -> io::Result<()> {
+        mount(Some(from), to, None::<&str>, MsFlags::MS_BIND, None::<&str>).map_err(io::Error::from)?;
+        let again = MsFlags::from_bits_truncate(flags | libc::MS_BIND | libc::MS_REMOUNT);
+        mount(None::<&str>, to, None::<&str>, again, None::<&str>).map_err(io::Error::from)
     }
 
     /// mount(2) with MS_REMOUNT and `flags` on `target`.

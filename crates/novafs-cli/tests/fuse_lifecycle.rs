@@ -113,7 +113,7 @@ fn bad_images_are_refused_in_one_line_and_left_untouched() {
 }
 
 #[test]
-fn a_mounted_image_cannot_be_mounted_again_or_checked() {
+fn a_mounted_image_is_shared_by_a_second_mount_and_cannot_be_checked() {
     if !fuse_available() {
         return;
     }
@@ -122,11 +122,31 @@ fn a_mounted_image_cannot_be_mounted_again_or_checked() {
     let before = bytes(&m.image);
     let second = m.dir.path().join("second");
     fs::create_dir(&second).expect("mkdir");
-    refused(&mut mount_cmd(&m.image, &second), "in use");
     refused(
         m.novafs(&["mount", "--foreground"]).arg(&m.image).arg(&second),
         "in use",
     );
+    assert!(bytes(&m.image) == before, "a refused mount changed the image");
+    if nix::unistd::geteuid().is_root() {
+        // As a kernel file system mounted twice shares its superblock, a
+        // second mount shares the daemon (xfstests generic/732); options
+        // of the daemon's own cannot differ.
+        refused(
+            m.novafs(&["mount", "-o", "threads=1"]).arg(&m.image).arg(&second),
+            "mounted already",
+        );
+        let out = ok(m.novafs(&["mount"]).arg(&m.image).arg(&second));
+        assert!(out.contains("shared with its mount"), "{out}");
+        assert_eq!(fs::read_to_string(second.join("f")).expect("read"), "data");
+        fs::rename(second.join("f"), second.join("g")).expect("rename");
+        assert_eq!(fs::read_to_string(m.path("g")).expect("read"), "data");
+        fs::rename(m.path("g"), m.path("f")).expect("rename back");
+        let out = ok(m.novafs(&["umount"]).arg(&second));
+        assert!(out.contains("stays mounted"), "{out}");
+    } else {
+        refused(&mut mount_cmd(&m.image, &second), "in use");
+    }
+    let before = bytes(&m.image);
     let out = run(novafs(["fsck"]).arg(&m.image));
     assert_eq!(out.status.code(), Some(2), "fsck of a mounted image");
     assert!(String::from_utf8_lossy(&out.stderr).contains("in use"));
@@ -330,6 +350,8 @@ fn mount_8_mounts_through_the_helpers() {
     ok(Command::new("mount").arg("--fstab").arg(&fstab).arg(&m.mnt));
     let line = mount_line();
     assert!(line.contains(" fuse.novafs ") && line.contains("noexec"), "{line}");
+    // mount(8)'s defaults, dev and suid, hold for root as on ext4.
+    assert!(!line.contains("nodev") && !line.contains("nosuid"), "{line}");
     fs::write(m.path("f"), "x").expect("write");
     ok(Command::new("mount").args(["-o", "remount,ro"]).arg(&m.mnt));
     assert!(mount_line().contains(" ro,"), "{}", mount_line());
@@ -352,10 +374,12 @@ fn mount_8_mounts_through_the_helpers() {
     ok(Command::new("umount").arg(&m.mnt));
     // At once: the new daemon waits for the old one to let the image go.
     ok(Command::new("mount")
-        .args(["-t", "fuse.novafs", "-o", "ro"])
+        .args(["-t", "fuse.novafs", "-o", "ro,nosuid"])
         .arg(&m.image)
         .arg(&m.mnt));
     assert_eq!(fs::read_to_string(m.path("f")).expect("read"), "x");
+    let line = mount_line();
+    assert!(line.contains("nosuid") && !line.contains("nodev"), "{line}");
     ok(Command::new("umount").arg(&m.mnt));
     let out = Command::new("mount")
         .args(["-t", "fuse.novafs", "-o", "data=journal"])
