@@ -94,6 +94,43 @@ impl T {
         self.rc(&format!("{what} {a}"), rc.into());
     }
 
+    fn rename(&mut self, a: &str, b: &str) {
+        self.call2("rename", a, b, |x, y| {
+            // SAFETY: NUL-terminated strings.
+            unsafe { libc::rename(x, y) }
+        });
+    }
+
+    fn link(&mut self, a: &str, b: &str) {
+        self.call2("link", a, b, |x, y| {
+            // SAFETY: NUL-terminated strings.
+            unsafe { libc::link(x, y) }
+        });
+    }
+
+    /// A symlink at `at` to `target` (a string, not a path of the case).
+    fn symlink(&mut self, target: &str, at: &str) {
+        let t = CString::new(target).expect("no NUL");
+        self.call1(&format!("symlink {target}"), at, |p| {
+            // SAFETY: NUL-terminated strings.
+            unsafe { libc::symlink(t.as_ptr(), p) }
+        });
+    }
+
+    fn unlink(&mut self, rel: &str) {
+        self.call1("unlink", rel, |p| {
+            // SAFETY: a NUL-terminated string.
+            unsafe { libc::unlink(p) }
+        });
+    }
+
+    fn rmdir(&mut self, rel: &str) {
+        self.call1("rmdir", rel, |p| {
+            // SAFETY: a NUL-terminated string.
+            unsafe { libc::rmdir(p) }
+        });
+    }
+
     /// Records what `rel` is: type and mode, link count, owner, size (not
     /// for directories), device numbers of device nodes.
     fn stat(&mut self, rel: &str) {
@@ -255,22 +292,9 @@ const CASES: &[Case] = &[
     }),
     ("symlinks", |t| {
         t.put("f", b"x");
-        t.call2("symlink", "f", "l", |a, b| {
-            let target = CString::new("f").expect("no NUL");
-            let _ = a;
-            // SAFETY: NUL-terminated strings.
-            unsafe { libc::symlink(target.as_ptr(), b) }
-        });
-        t.call2("symlink", "loop2", "loop1", |_, b| {
-            let target = CString::new("loop2").expect("no NUL");
-            // SAFETY: NUL-terminated strings.
-            unsafe { libc::symlink(target.as_ptr(), b) }
-        });
-        t.call2("symlink", "loop1", "loop2", |_, b| {
-            let target = CString::new("loop1").expect("no NUL");
-            // SAFETY: NUL-terminated strings.
-            unsafe { libc::symlink(target.as_ptr(), b) }
-        });
+        t.symlink("f", "l");
+        t.symlink("loop2", "loop1");
+        t.symlink("loop1", "loop2");
         let fd = t.open("loop1", libc::O_RDONLY, 0);
         t.close(fd);
         let fd = t.open("l", libc::O_RDONLY | libc::O_NOFOLLOW, 0);
@@ -297,10 +321,7 @@ const CASES: &[Case] = &[
         let fd = t.open(&"n".repeat(256), libc::O_CREAT | libc::O_WRONLY, 0o644);
         t.close(fd);
         t.mkdir(&"m".repeat(256), 0o755);
-        t.call1("unlink", "nothing", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::unlink(p) }
-        });
+        t.unlink("nothing");
         t.names(".");
     }),
     ("directories", |t| {
@@ -309,26 +330,11 @@ const CASES: &[Case] = &[
         t.mkdir("d/sub", 0o700);
         t.put("d/f", b"1");
         t.stat("d");
-        t.call1("rmdir", "d", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::rmdir(p) }
-        });
-        t.call1("rmdir", "d/f", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::rmdir(p) }
-        });
-        t.call1("rmdir", "d/sub/.", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::rmdir(p) }
-        });
-        t.call1("unlink", "d/sub", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::unlink(p) }
-        });
-        t.call1("rmdir", "d/sub", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::rmdir(p) }
-        });
+        t.rmdir("d");
+        t.rmdir("d/f");
+        t.rmdir("d/sub/.");
+        t.unlink("d/sub");
+        t.rmdir("d/sub");
         t.stat("d");
         t.names("d");
         t.mkdir("g", 0o2775);
@@ -342,31 +348,22 @@ const CASES: &[Case] = &[
         t.put("full/x", b"x");
         t.put("f", b"f");
         t.put("g", b"g");
-        let rename = |t: &mut T, a: &str, b: &str| {
-            t.call2("rename", a, b, |x, y| {
-                // SAFETY: NUL-terminated strings.
-                unsafe { libc::rename(x, y) }
-            })
-        };
-        rename(t, "a", "a/in/deeper");
-        rename(t, "f", "b");
-        rename(t, "b", "f");
-        rename(t, "b", "full");
-        rename(t, "f", "f");
-        rename(t, "a", "b");
+        t.rename("a", "a/in/deeper");
+        t.rename("f", "b");
+        t.rename("b", "f");
+        t.rename("b", "full");
+        t.rename("f", "f");
+        t.rename("a", "b");
         t.stat("b");
         t.stat("b/in");
-        rename(t, "f", "g");
+        t.rename("f", "g");
         t.contents("g");
-        t.call2("link", "g", "h", |x, y| {
-            // SAFETY: NUL-terminated strings.
-            unsafe { libc::link(x, y) }
-        });
-        rename(t, "g", "h");
+        t.link("g", "h");
+        t.rename("g", "h");
         t.stat("g");
         t.stat("h");
-        rename(t, "missing", "x");
-        rename(t, "g/", "z");
+        t.rename("missing", "x");
+        t.rename("g/", "z");
         for flags in [
             libc::RENAME_NOREPLACE,
             libc::RENAME_EXCHANGE,
@@ -391,27 +388,15 @@ const CASES: &[Case] = &[
         t.mkdir("d", 0o755);
         t.put("f", b"f");
         t.put("e", b"e");
-        let link = |t: &mut T, a: &str, b: &str| {
-            t.call2("link", a, b, |x, y| {
-                // SAFETY: NUL-terminated strings.
-                unsafe { libc::link(x, y) }
-            })
-        };
-        link(t, "d", "dl");
-        link(t, "f", "e");
-        link(t, "f", "f2");
-        link(t, "f", "d/f3");
-        link(t, "missing", "m");
+        t.link("d", "dl");
+        t.link("f", "e");
+        t.link("f", "f2");
+        t.link("f", "d/f3");
+        t.link("missing", "m");
         t.stat("f");
-        t.call1("unlink", "f", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::unlink(p) }
-        });
+        t.unlink("f");
         t.stat("f2");
-        t.call1("unlink", "d", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::unlink(p) }
-        });
+        t.unlink("d");
     }),
     ("truncate", |t| {
         t.put("f", b"0123456789");
@@ -500,11 +485,7 @@ const CASES: &[Case] = &[
         utimes(t, "f", [ts(-284_040_000, 123_456_789), ts(1_000_000_000, 5)], 0);
         utimes(t, "f", [ts(0, libc::UTIME_OMIT), ts(-1, 999_999_999)], 0);
         utimes(t, "f", [ts(0, 1_000_000_000), ts(0, 0)], 0);
-        t.call2("symlink", "f", "l", |_, b| {
-            let target = CString::new("f").expect("no NUL");
-            // SAFETY: NUL-terminated strings.
-            unsafe { libc::symlink(target.as_ptr(), b) }
-        });
+        t.symlink("f", "l");
         utimes(t, "l", [ts(7, 0), ts(8, 0)], libc::AT_SYMLINK_NOFOLLOW);
     }),
     ("special files", |t| {
@@ -548,11 +529,7 @@ const CASES: &[Case] = &[
         let rc = unsafe { libc::lremovexattr(p.as_ptr(), n.as_ptr()) };
         t.rc("removexattr user.a again", rc.into());
         xattr_list(t, "f");
-        t.call2("symlink", "f", "l", |_, b| {
-            let target = CString::new("f").expect("no NUL");
-            // SAFETY: NUL-terminated strings.
-            unsafe { libc::symlink(target.as_ptr(), b) }
-        });
+        t.symlink("f", "l");
         setxattr(t, "l", "user.on_link", b"x", 0);
         setxattr(t, "l", "trusted.on_link", b"x", 0);
         xattr_list(t, "l");
@@ -562,27 +539,17 @@ const CASES: &[Case] = &[
         t.mkdir("b", 0o755);
         t.mkdir("a/moved", 0o755);
         t.mkdir("trailing/", 0o755);
-        t.call2("rename", "a/moved", "b/moved/", |x, y| {
-            // SAFETY: NUL-terminated strings.
-            unsafe { libc::rename(x, y) }
-        });
+        t.rename("a/moved", "b/moved/");
         t.stat("a");
         t.stat("b");
         t.stat("b/moved/..");
-        t.call2("symlink", "target", "dangling", |_, b| {
-            let target = CString::new("target").expect("no NUL");
-            // SAFETY: NUL-terminated strings.
-            unsafe { libc::symlink(target.as_ptr(), b) }
-        });
+        t.symlink("target", "dangling");
         let fd = t.open("dangling", libc::O_CREAT | libc::O_WRONLY, 0o600);
         t.close(fd);
         let fd = t.open("dangling", libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o600);
         t.close(fd);
         t.stat("target");
-        t.call2("link", "dangling", "hard_to_symlink", |x, y| {
-            // SAFETY: NUL-terminated strings.
-            unsafe { libc::link(x, y) }
-        });
+        t.link("dangling", "hard_to_symlink");
         t.stat("hard_to_symlink");
         t.stat("dangling/");
         t.stat("trailing");
@@ -642,10 +609,7 @@ const CASES: &[Case] = &[
         t.close(fd2);
         let fd3 = t.open("f", libc::O_WRONLY, 0);
         t.close(fd3);
-        t.call1("unlink", "f", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::unlink(p) }
-        });
+        t.unlink("f");
         let mut none: libc::c_int = 0;
         ioctl(t, "FS_IOC_SETFLAGS none", libc::FS_IOC_SETFLAGS, (&raw mut none).cast());
         t.close(fd);
@@ -654,10 +618,7 @@ const CASES: &[Case] = &[
     ("open and removed", |t| {
         t.put("f", b"still here");
         let fd = t.open("f", libc::O_RDONLY, 0);
-        t.call1("unlink", "f", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::unlink(p) }
-        });
+        t.unlink("f");
         let mut buf = [0u8; 32];
         // SAFETY: `buf` is valid for its length; `fd` is open or -1.
         let n = unsafe { libc::pread(fd, buf.as_mut_ptr().cast(), buf.len(), 0) };
@@ -671,10 +632,7 @@ const CASES: &[Case] = &[
         t.close(fd);
         t.mkdir("d", 0o755);
         let dfd = t.open("d", libc::O_RDONLY | libc::O_DIRECTORY, 0);
-        t.call1("rmdir", "d", |p| {
-            // SAFETY: NUL-terminated string.
-            unsafe { libc::rmdir(p) }
-        });
+        t.rmdir("d");
         // SAFETY: as above.
         let rc = unsafe { libc::fstat(dfd, &mut st) };
         t.rc("fstat removed dir", rc.into());
