@@ -152,6 +152,15 @@ fn encode_snapshot(s: &Snapshot) -> String {
     format!("{} {} {} {}", hex(&s.name), s.epoch, s.created_ns, s.held_pages)
 }
 
+/// Sends request `line` to the daemon listening on `path`; its reply
+/// comes on the returned reader.
+fn send(path: &Path, line: &str) -> Result<BufReader<UnixStream>> {
+    let mut conn =
+        UnixStream::connect(path).with_context(|| format!("cannot reach the daemon at {}", path.display()))?;
+    writeln!(conn, "{line}")?;
+    Ok(BufReader::new(conn))
+}
+
 /// One request and its single `done VALUE` line.
 fn request(path: &Path, line: &str) -> Result<String> {
     let mut conn =
@@ -191,11 +200,8 @@ pub fn snapshot_mount(path: &Path, name: &[u8], mnt: &Path) -> Result<()> {
 
 /// The snapshots of the mount whose daemon listens on `path`.
 pub fn snapshot_list(path: &Path) -> Result<Vec<Snapshot>> {
-    let mut conn =
-        UnixStream::connect(path).with_context(|| format!("cannot reach the daemon at {}", path.display()))?;
-    writeln!(conn, "snapshot-list")?;
     let mut out = Vec::new();
-    for line in BufReader::new(conn).lines() {
+    for line in send(path, "snapshot-list")?.lines() {
         let line = line.context("the daemon's reply")?;
         let words: Vec<&str> = line.split_whitespace().collect();
         match words[..] {
@@ -271,11 +277,8 @@ fn decode(words: &str) -> Result<ScrubReport> {
 /// `rate` bytes per second (0: no limit); `progress(done, total)` sees
 /// its progress lines.
 pub fn request_scrub(path: &Path, rate: u64, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
-    let mut conn =
-        UnixStream::connect(path).with_context(|| format!("cannot reach the daemon at {}", path.display()))?;
-    writeln!(conn, "scrub {rate}")?;
     let mut damaged = Vec::new();
-    for line in BufReader::new(conn).lines() {
+    for line in send(path, &format!("scrub {rate}"))?.lines() {
         let line = line.context("the daemon's reply")?;
         let (kind, rest) = line.split_once(' ').unwrap_or((line.as_str(), ""));
         match kind {

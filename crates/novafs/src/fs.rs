@@ -1080,7 +1080,7 @@ impl Fs {
             files: self.ctx.tables.capacity() + free_pages * per_page,
             files_free,
             name_max: crate::layout::NAME_MAX as u64,
-            snapshot_blocks: self.ctx.snapshots.list().iter().map(|s| s.held_pages).sum(),
+            snapshot_blocks: self.ctx.snapshots.held_total(),
         }
     }
 }

@@ -253,6 +253,11 @@ impl Snapshots {
         (items as u64, bytes as u64)
     }
 
+    /// Pages all manifests hold: what only snapshots keep.
+    pub fn held_total(&self) -> u64 {
+        self.manifests.lock().values().map(|m| m.pages).sum()
+    }
+
     /// Pages each snapshot's manifest holds, by snapshot epoch.
     fn held_pages(&self) -> BTreeMap<u64, u64> {
         self.manifests.lock().iter().map(|(&e, m)| (e, m.pages)).collect()
