@@ -27,13 +27,14 @@ use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, FEATURE_INCOMPAT_SNAPSHOTS, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, PAGE_SIZE, RESERVED_INODES_OFF,
+    ENTRY_INVALID, FEATURE_INCOMPAT_SNAPSHOTS, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, KEPT_INODE, PAGE_SIZE, RESERVED_INODES_OFF,
     STATE_CLEAN, STATE_MOUNTED,
 };
 use crate::log::Log;
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas};
 use crate::replica::{sync, Mirrored};
+use crate::snapshot::{Kept, Snapshots};
 use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
 
 /// What fsck found.
@@ -178,7 +179,21 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 own(&mut rep, p, ino);
             }
             if !live {
-                return Ok(()); // Kept: no live name reaches it.
+                // Kept: no live name reaches it. Listed as the scan lists
+                // it, for the saved manifests to be checked against.
+                if let Some(s) = ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch) {
+                    let pages = st.pages(bounds).len() as u64;
+                    ctx.snapshots.keep(
+                        s,
+                        Kept::Inode {
+                            birth: st.born,
+                            ino,
+                            off,
+                            pages,
+                        },
+                    );
+                }
+                return Ok(());
             }
             if st.attr().kind == FileType::Directory {
                 let deferrable = sb.features_incompat & FEATURE_INCOMPAT_SNAPSHOTS != 0;
@@ -219,7 +234,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     check_tree(&mut rep, &seen);
     rep.pages_used = owner.len() as u64;
     if rep.clean {
-        check_free_lists(&mut rep, &region, &sb, &owner, &free_slots)?;
+        check_free_lists(&mut rep, &region, &sb, &owner, &free_slots, &ctx.snapshots)?;
     } else {
         rep.notes
             .push("image was not cleanly unmounted: free space is rebuilt by the next mount".into());
@@ -589,6 +604,7 @@ fn check_free_lists(
     sb: &crate::layout::Superblock,
     owner: &HashMap<u64, Ino>,
     free_slots: &[Ino],
+    scanned: &Snapshots,
 ) -> Result<()> {
     let ctx = recovery::open_ctx(region.clone(), sb, true)?;
     if let Err(e) = recovery::load_saved_state(&ctx, sb) {
@@ -621,5 +637,27 @@ fn check_free_lists(
             free_slots.len()
         ));
     }
+    let (saved, found) = (manifest_contents(&ctx.snapshots), manifest_contents(scanned));
+    if saved != found {
+        let missing = found.iter().filter(|k| !saved.contains(k)).count();
+        let extra = saved.iter().filter(|k| !found.contains(k)).count();
+        rep.problems.push(format!(
+            "the saved snapshot manifests miss {missing} and wrongly list {extra} of the pages and inodes the snapshots keep"
+        ));
+    }
     Ok(())
+}
+
+/// What manifests list, page by page and inode by inode, whatever runs
+/// they were kept in: `(snapshot, page or inode record, inode)`, sorted.
+fn manifest_contents(snapshots: &Snapshots) -> std::collections::BTreeSet<(u64, u64, Ino)> {
+    let mut out = std::collections::BTreeSet::new();
+    for k in snapshots.export_manifests() {
+        if k.kind == KEPT_INODE {
+            out.insert((k.snapshot, k.off, k.ino));
+        } else {
+            out.extend((0..k.pages).map(|i| (k.snapshot, k.off + i * PAGE_SIZE, 0)));
+        }
+    }
+    out
 }

@@ -523,7 +523,8 @@ pub const TXN_MAGIC: u32 = u32::from_le_bytes(*b"TXN1");
 
 /// Header of the allocator state that a clean unmount writes to the
 /// recovery inode's page chain (NOVA §4.7). Followed by `page_ranges` then
-/// `ino_ranges` (start, len) pairs of u64.
+/// `ino_ranges` (start, len) pairs of u64, then `kept_items`
+/// [`SavedKept`]s: the snapshots' manifests (Fortis §3.2).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct AllocStateHeader {
@@ -533,10 +534,33 @@ pub struct AllocStateHeader {
     pub mount_count: u64,
     /// CRC32C of everything after this header.
     pub csum: u32,
-    pub pad: u32,
+    /// Manifest items; always 0 under the older magic
+    /// [`ALLOC_STATE_MAGIC_V1`], which saved no manifests.
+    pub kept_items: u32,
 }
 const _: () = assert!(size_of::<AllocStateHeader>() == 40);
-pub const ALLOC_STATE_MAGIC: u64 = u64::from_le_bytes(*b"NVALLOC1");
+pub const ALLOC_STATE_MAGIC: u64 = u64::from_le_bytes(*b"NVALLOC2");
+/// Written before manifests were saved: trusted only without snapshots.
+pub const ALLOC_STATE_MAGIC_V1: u64 = u64::from_le_bytes(*b"NVALLOC1");
+
+/// One manifest item in the saved state: what snapshot `snapshot` alone
+/// keeps (`snapshot::Kept`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct SavedKept {
+    pub snapshot: u64,
+    pub birth: u64,
+    /// [`KEPT_DATA`] or [`KEPT_INODE`].
+    pub kind: u64,
+    /// The first data page, or the kept inode's record.
+    pub off: u64,
+    pub pages: u64,
+    /// The kept inode's number; 0 for data.
+    pub ino: u64,
+}
+const _: () = assert!(size_of::<SavedKept>() == 48);
+pub const KEPT_DATA: u64 = 1;
+pub const KEPT_INODE: u64 = 2;
 
 /// Reads a plain-old-data structure out of a byte slice taken from media.
 pub fn decode<T: FromBytes + KnownLayout + Immutable + Copy>(bytes: &[u8]) -> Result<T> {

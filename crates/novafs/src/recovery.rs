@@ -22,7 +22,7 @@ use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, AllocStateHeader, Inode, Superblock, ALLOC_STATE_MAGIC, CHUNK_PAGES, CHUNK_SIZE,
+    decode, AllocStateHeader, Inode, SavedKept, Superblock, ALLOC_STATE_MAGIC, ALLOC_STATE_MAGIC_V1, CHUNK_PAGES, CHUNK_SIZE,
     FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_FREE, INODE_LIVE, INODE_SIZE,
     INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN,
     STATE_MOUNTED, VERSION,
@@ -106,12 +106,11 @@ pub(crate) fn mount(
     // Through the mirroring view: a replayed update reaches both copies.
     report.journal_replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
     let ctx = open_ctx(region.clone(), &sb, read_only)?;
-    // Snapshots' manifests live in DRAM: a mount rebuilds them with the
-    // scan (departure from Fortis §3.2, which saves them at unmount).
+    // Snapshots' manifests come back with the saved state (Fortis §3.2);
+    // after a crash the scan rebuilds them.
     report.clean = sb.state == STATE_CLEAN
         && report.journal_replayed == 0
         && !refresh
-        && ctx.snapshots.newest().is_none()
         && load_saved_state(&ctx, &sb).is_ok();
     if !report.clean {
         // Whatever the saved state put in, start from empty allocators.
@@ -211,18 +210,30 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let body = &blob[size_of::<AllocStateHeader>()..];
     // Every count is checked against the bytes actually read before it is
     // used: the header sits outside the body's checksum.
+    let kept_bytes = u64::from(hdr.kept_items) * size_of::<SavedKept>() as u64;
     let counts_fit = hdr
         .page_ranges
         .checked_add(hdr.ino_ranges)
         .and_then(|n| n.checked_mul(16))
+        .and_then(|n| n.checked_add(kept_bytes))
         .is_some_and(|n| n == body.len() as u64);
-    if hdr.magic != ALLOC_STATE_MAGIC
+    // The older format saved no manifests: with snapshots, only the scan
+    // can rebuild them.
+    let manifests_saved = hdr.magic == ALLOC_STATE_MAGIC || ctx.snapshots.newest().is_none();
+    if !manifests_saved
         || hdr.mount_count != sb.mount_count
         || !counts_fit
         || crc32c::crc32c(body) != hdr.csum
     {
         return Err(corrupt!("saved allocator state is damaged or stale"));
     }
+    let (body, kept) = body.split_at(body.len() - kept_bytes as usize);
+    let kept: Vec<SavedKept> = kept
+        .chunks_exact(size_of::<SavedKept>())
+        .map(decode)
+        .collect::<Result<_>>()?;
+    ctx.snapshots
+        .import_manifests(&kept, sb.data_start..sb.data_end, |ino| ctx.tables.locate(ino).ok())?;
     let pairs: Vec<(u64, u64)> = body
         .chunks_exact(16)
         .map(|c| {
@@ -262,7 +273,7 @@ fn saved_blob(ctx: &Ctx, off: u64) -> Result<Vec<u8>> {
     }
     let blob = read_chain(ctx.data(), ctx.bounds, rec.log_head, rec.log_tail)?;
     let hdr: AllocStateHeader = decode(&blob)?;
-    if hdr.magic != ALLOC_STATE_MAGIC {
+    if hdr.magic != ALLOC_STATE_MAGIC && hdr.magic != ALLOC_STATE_MAGIC_V1 {
         return Err(corrupt!("saved allocator state has a bad magic"));
     }
     Ok(blob)
@@ -300,10 +311,15 @@ pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let r = ctx.region();
     let pages = ctx.alloc.export();
     let inos = ctx.tables.export_free();
-    let mut body = Vec::with_capacity((pages.len() + inos.len()) * 16);
+    let kept = ctx.snapshots.export_manifests();
+    let kept_items = u32::try_from(kept.len()).map_err(|_| corrupt!("too many manifest items to save"))?;
+    let mut body = Vec::with_capacity((pages.len() + inos.len()) * 16 + kept.len() * size_of::<SavedKept>());
     for &(s, n) in pages.iter().chain(&inos) {
         body.extend_from_slice(&s.to_le_bytes());
         body.extend_from_slice(&n.to_le_bytes());
+    }
+    for k in &kept {
+        body.extend_from_slice(k.as_bytes());
     }
     let hdr = AllocStateHeader {
         magic: ALLOC_STATE_MAGIC,
@@ -311,7 +327,7 @@ pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
         ino_ranges: inos.len() as u64,
         mount_count: sb.mount_count,
         csum: crc32c::crc32c(&body),
-        pad: 0,
+        kept_items,
     };
     let mut blob = hdr.as_bytes().to_vec();
     blob.extend_from_slice(&body);

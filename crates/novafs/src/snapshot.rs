@@ -28,8 +28,8 @@ use crate::alloc::{current_shard, Budget, Extent, PageAllocator};
 use crate::error::{corrupt, Error, Result};
 use crate::layout::Ino;
 use crate::layout::{
-    decode, Bounds, EntryType, SnapshotInfoEntry, INODE_HEAD_OFF, INODE_TAIL_OFF, SNAPSHOT_DELETE, SNAPSHOT_HEAD_SIZE,
-    SNAPSHOT_LIST_OFF, SNAPSHOT_NAME_MAX, SNAPSHOT_TAKE,
+    decode, Bounds, EntryType, SavedKept, SnapshotInfoEntry, KEPT_DATA, KEPT_INODE, INODE_HEAD_OFF, INODE_TAIL_OFF, SNAPSHOT_DELETE, SNAPSHOT_HEAD_SIZE,
+    SNAPSHOT_LIST_OFF, SNAPSHOT_NAME_MAX, SNAPSHOT_TAKE, PAGE_SIZE,
 };
 use crate::log::{Committed, Entry, Log};
 use pm::Region;
@@ -251,6 +251,89 @@ impl Snapshots {
         let capacity: usize = manifests.values().map(|m| m.items.capacity()).sum();
         let bytes = capacity * size_of::<Kept>() + manifests.len() * size_of::<(u64, Manifest)>();
         (items as u64, bytes as u64)
+    }
+
+    /// Every manifest item, for the state a clean unmount saves (Fortis
+    /// §3.2: manifests are saved at unmount, rebuilt by the crash scan).
+    pub fn export_manifests(&self) -> Vec<SavedKept> {
+        let manifests = self.manifests.lock();
+        let mut out = Vec::with_capacity(manifests.values().map(|m| m.items.len()).sum());
+        for (&snapshot, m) in manifests.iter() {
+            out.extend(m.items.iter().map(|item| match *item {
+                Kept::Data { birth, ext } => SavedKept {
+                    snapshot,
+                    birth,
+                    kind: KEPT_DATA,
+                    off: ext.off,
+                    pages: ext.npages,
+                    ino: 0,
+                },
+                Kept::Inode { birth, ino, off, pages } => SavedKept {
+                    snapshot,
+                    birth,
+                    kind: KEPT_INODE,
+                    off,
+                    pages,
+                    ino,
+                },
+            }));
+        }
+        out
+    }
+
+    /// Checks saved manifest items against the list, the data area
+    /// (`data`: its byte range) and the inode tables (`record_of`: where
+    /// an inode's record is), and only then lists them all: damage leaves
+    /// the manifests empty for the scan to rebuild.
+    pub fn import_manifests(
+        &self,
+        saved: &[SavedKept],
+        data: std::ops::Range<u64>,
+        record_of: impl Fn(Ino) -> Option<u64>,
+    ) -> Result<()> {
+        let list = self.list.lock();
+        let mut items = Vec::with_capacity(saved.len());
+        for k in saved {
+            let item = match k.kind {
+                KEPT_DATA => Kept::Data {
+                    birth: k.birth,
+                    ext: Extent {
+                        off: k.off,
+                        npages: k.pages,
+                    },
+                },
+                KEPT_INODE => Kept::Inode {
+                    birth: k.birth,
+                    ino: k.ino,
+                    off: k.off,
+                    pages: k.pages,
+                },
+                _ => return Err(corrupt!("saved manifest item of unknown kind {}", k.kind)),
+            };
+            let placed = match item {
+                Kept::Data { .. } => {
+                    k.off % PAGE_SIZE == 0
+                        && k.pages > 0
+                        && k.off >= data.start
+                        && k.pages
+                            .checked_mul(PAGE_SIZE)
+                            .and_then(|len| k.off.checked_add(len))
+                            .is_some_and(|end| end <= data.end)
+                }
+                Kept::Inode { .. } => record_of(k.ino) == Some(k.off),
+            };
+            if !list.live.contains_key(&k.snapshot) || k.birth > k.snapshot || !placed {
+                return Err(corrupt!(
+                    "saved manifest item {k:?} names no live snapshot or lies outside the data area"
+                ));
+            }
+            items.push((k.snapshot, item));
+        }
+        let mut manifests = self.manifests.lock();
+        for (snapshot, item) in items {
+            manifests.entry(snapshot).or_default().push(item);
+        }
+        Ok(())
     }
 
     /// Pages all manifests hold: what only snapshots keep.
