@@ -18,6 +18,7 @@ use novafs_bench::personality::{self, Counters, Personality, Until};
 use novafs_bench::stats::summarize;
 use novafs_bench::target::LibraryTarget;
 use novafs_bench::workload::Backend;
+use novafs_bench::workload::Remount;
 use pm::{MapOptions, MmapRegion, Region, WriteProtect};
 
 use crate::image::explain;
@@ -63,7 +64,7 @@ pub fn run(plan: &Plan) -> Result<()> {
 /// Snapshot latency with 1,000 to 100,000 files of one page: a snapshot
 /// records one list entry and advances the epoch, whatever the size.
 fn latency(plan: &Plan) -> Result<()> {
-    let lib = target(plan, plan.image)?;
+    let mut lib = target(plan, plan.image)?;
     let fs = lib.fs()?;
     let dir = lib.mkdir("files")?;
     let page = vec![0x5Au8; PAGE_SIZE as usize];
@@ -86,6 +87,40 @@ fn latency(plan: &Plan) -> Result<()> {
         let s = summarize(&us).context("no samples")?;
         println!("| {files} | {:.2} | {:.2}–{:.2} |", s.median, s.min, s.max);
     }
+    mount_cost(plan, &mut lib, &page)
+}
+
+/// Mount time with snapshots whose manifests hold something: after a
+/// clean unmount (allocators and manifests saved, Fortis §3.2) against
+/// after a crash (the scan rebuilds them), rounds interleaved.
+fn mount_cost(plan: &Plan, lib: &mut LibraryTarget, page: &[u8]) -> Result<()> {
+    let fs = lib.fs()?;
+    let dir = fs.lookup(novafs::ROOT_INO, b"files")?.ino;
+    // Overwrite every tenth file: each old page goes to a manifest.
+    for i in (0..100_000u64).step_by(10) {
+        let f = fs.lookup(dir, format!("f{i}").as_bytes())?.ino;
+        fs.write(f, 0, page)?;
+    }
+    let (items, _) = fs.manifest_memory();
+    let snapshots = fs.snapshots().len();
+    let (mut clean, mut crash) = (Vec::new(), Vec::new());
+    for _ in 0..plan.rounds.max(3) {
+        clean.push(lib.remount_clean()?);
+        crash.push(lib.remount_crash()?.context("no crash mount")?);
+    }
+    let (c, s) = (
+        summarize(&clean).context("no samples")?,
+        summarize(&crash).context("no samples")?,
+    );
+    println!("\nmount time with {snapshots} snapshots and {items} manifest items (100,000 files)\n");
+    println!("| mount | median ms | min–max ms |");
+    println!("|---|---|---|");
+    println!(
+        "| after clean unmount (saved manifests) | {:.1} | {:.1}–{:.1} |",
+        c.median, c.min, c.max
+    );
+    println!("| after a crash (scan) | {:.1} | {:.1}–{:.1} |", s.median, s.min, s.max);
+    println!("\nratio scan / saved: {:.1}×", s.median / c.median);
     Ok(())
 }
 

@@ -48,11 +48,17 @@ pub fn run(cmd: &SnapshotCmd) -> Result<ExitCode> {
             print_list(&list);
         }
         SnapshotCmd::Delete { target, name } => {
-            match mount::control_socket(target)? {
-                Some(socket) => control::snapshot_delete(&socket, name.as_bytes())?,
-                None => offline(target, |fs| fs.delete_snapshot(name.as_bytes()).map(drop))?,
-            }
-            println!("novafs: snapshot {name} of {} deleted", target.display());
+            let freed = match mount::control_socket(target)? {
+                Some(socket) => {
+                    control::snapshot_delete(&socket, name.as_bytes())?;
+                    "the space it alone held is freed in the background"
+                }
+                None => {
+                    offline(target, |fs| fs.delete_snapshot(name.as_bytes()).map(drop))?;
+                    "the space it alone held is free"
+                }
+            };
+            println!("novafs: snapshot {name} of {} deleted; {freed}", target.display());
         }
         SnapshotCmd::Mount {
             target,

@@ -84,6 +84,9 @@ fn run_seed(seed: u64) {
     }
     for name in order {
         r.fs().unwrap().delete_snapshot(name.as_bytes()).unwrap();
+        // What it alone kept is freed in the background: counted free
+        // only once that is done.
+        r.fs().unwrap().wait_reclaimed();
         taken.remove(&name);
         check_views(r.fs().unwrap(), &taken, &format!("(seed {seed}) after deleting {name}"));
         let before = r.fs().unwrap().statfs();

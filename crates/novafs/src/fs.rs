@@ -20,16 +20,16 @@ use crate::error::{Error, Result};
 use crate::file;
 use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
-use crate::journal::Update;
 use crate::layout::{
-    decode, Inode, Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE,
-    INODE_FLAGS, INODE_FREE, INODE_KEPT, INODE_SIZE, INODE_STATE_OFF, PAGE_SIZE,
+    Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS,
+    INODE_SIZE, PAGE_SIZE,
 };
 use crate::mkfs::{self, FormatOptions};
 use crate::namespace::{Namespace, NewNode};
+use crate::reclaim::Reclaimer;
 use crate::recovery::{self, MetaReplicas, MountReport};
 use crate::scrub::{self, ScrubOptions, ScrubReport};
-use crate::snapshot::{EpochGuard, Kept, Snapshot};
+use crate::snapshot::{EpochGuard, Snapshot};
 use crate::superblock::{copies_differ, write_superblock};
 use crate::time::now_ns;
 use crate::xattr;
@@ -174,6 +174,8 @@ pub struct Fs {
     report: MountReport,
     /// For a view: the snapshot it shows, held open.
     view: Option<View>,
+    /// Frees what deleted snapshots leave (read-write mounts only).
+    reclaimer: Option<Reclaimer>,
 }
 
 /// A snapshot held open by a view: it cannot be deleted meanwhile.
@@ -201,8 +203,10 @@ impl Fs {
     /// Mounts the file system on `region`, recovering after a crash.
     pub fn open(region: Arc<dyn Region>, opts: MountOptions) -> Result<Fs> {
         let (ctx, sb, report) = recovery::mount(region, opts.read_only, opts.meta_replicas)?;
+        let ctx = Arc::new(ctx);
         Ok(Fs {
-            ctx: Arc::new(ctx),
+            reclaimer: (!opts.read_only).then(|| Reclaimer::start(ctx.clone())),
+            ctx,
             sb: Mutex::new(sb),
             cache: Cache::new(None),
             rename_lock: Mutex::new(()),
@@ -233,6 +237,7 @@ impl Fs {
             no_dir_atime: true,
             report: MountReport::default(),
             view: Some(view),
+            reclaimer: None,
         })
     }
 
@@ -247,6 +252,8 @@ impl Fs {
         if self.read_only {
             return Ok(());
         }
+        // The saved state must not count as used what deletions left.
+        self.wait_reclaimed();
         for cell in self.cache.cells() {
             let mut st = cell.state.write();
             if !st.dead && st.meta.attr.nlink == 0 && st.meta.attr.ino != ROOT_INO {
@@ -557,44 +564,22 @@ impl Fs {
         self.ctx.snapshots.manifest_memory()
     }
 
-    /// Deletes snapshot `name` and frees what no other snapshot needs
-    /// (Fortis §3.2). A crash before the freeing is done leaves it to the
-    /// next mount's scan.
+    /// Deletes snapshot `name`: records the deletion and merges its
+    /// manifest into the older snapshots' (Fortis §3.2); what no snapshot
+    /// needs any more is freed in the background ([`Fs::wait_reclaimed`]).
+    /// A crash before that is done leaves it to the next mount's scan.
     pub fn delete_snapshot(&self, name: &[u8]) -> Result<Snapshot> {
-        if self.read_only {
-            return Err(Error::ReadOnly);
-        }
+        let reclaimer = self.reclaimer.as_ref().ok_or(Error::ReadOnly)?;
         let d = self.ctx.snapshots.delete(self.ctx.region(), &self.ctx.alloc, name)?;
-        let mut data = Vec::new();
-        for item in d.unneeded {
-            match item {
-                Kept::Data { ext, .. } => data.push(ext),
-                Kept::Inode { ino, off, .. } => self.free_kept_inode(ino, off)?,
-            }
-        }
-        self.ctx.alloc.release(&d.proof, &data);
+        reclaimer.queue(&self.ctx, d.proof, d.unneeded);
         Ok(d.snapshot)
     }
 
-    /// Frees kept inode `ino` (record at `off`) that no snapshot needs any
-    /// more: its state word, then (R3) its pages and slot.
-    fn free_kept_inode(&self, ino: Ino, off: u64) -> Result<()> {
-        let mut buf = [0u8; INODE_SIZE as usize];
-        self.ctx.region().read(off, &mut buf)?;
-        let rec: Inode = decode(&buf)?;
-        if rec.state != INODE_KEPT || rec.ino != ino {
-            return Err(crate::error::corrupt!("kept inode {ino} is not kept at {off:#x}"));
+    /// Waits until what deleted snapshots left unneeded is freed.
+    pub fn wait_reclaimed(&self) {
+        if let Some(r) = &self.reclaimer {
+            r.drain();
         }
-        let mut st = self.ctx.load_inode(off, &rec)?;
-        let proof = self
-            .ctx
-            .journal
-            .commit(self.ctx.region(), &[Update::word(off + INODE_STATE_OFF, INODE_FREE)])?;
-        let (log, data) = st.take_pages();
-        self.ctx.alloc.release_meta(&proof, &log);
-        self.ctx.alloc.release(&proof, &data);
-        self.ctx.tables.release(ino);
-        Ok(())
     }
 
     /// removexattr(2).

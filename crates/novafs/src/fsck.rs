@@ -27,8 +27,8 @@ use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, FEATURE_INCOMPAT_SNAPSHOTS, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, KEPT_INODE, PAGE_SIZE, RESERVED_INODES_OFF,
-    STATE_CLEAN, STATE_MOUNTED,
+    ENTRY_INVALID, FEATURE_INCOMPAT_SNAPSHOTS, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, KEPT_INODE, PAGE_SIZE,
+    RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
 };
 use crate::log::Log;
 use crate::namespace::{Namespace, NewNode};

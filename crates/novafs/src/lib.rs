@@ -14,7 +14,7 @@
 //! | 5 | `dir`, `pagemap`, `xattrmap`, `itable`, `snapshot` | DRAM indexes (directory, file pages, extended attributes), the inode tables, and the snapshot list with the epoch gate (Fortis §3) |
 //! | 6 | `inode` | an inode's DRAM state, replayed from its log |
 //! | 7 | `commit` | the shared context and the commit paths, which alone make the proofs that publishing and freeing need |
-//! | 8 | `gc`, `cache` | fast and thorough log GC (NOVA §4.6); the inode cache and lock order |
+//! | 8 | `gc`, `cache`, `reclaim` | fast and thorough log GC (NOVA §4.6); the inode cache and lock order; the background reclaimer of deleted snapshots (Fortis §3.2) |
 //! | 9 | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
 //! | 10 | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 11 | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
@@ -52,6 +52,7 @@ pub mod op;
 mod pagemap;
 #[cfg(feature = "probe")]
 pub mod probe;
+mod reclaim;
 mod recovery;
 mod replica;
 mod scrub;
@@ -101,6 +102,7 @@ mod layering {
         ("commit", 7, include_str!("commit.rs")),
         ("gc", 8, include_str!("gc.rs")),
         ("cache", 8, include_str!("cache.rs")),
+        ("reclaim", 8, include_str!("reclaim.rs")),
         ("file", 9, include_str!("file.rs")),
         ("xattr", 9, include_str!("xattr.rs")),
         ("namespace", 10, include_str!("namespace.rs")),

@@ -22,8 +22,8 @@ use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, AllocStateHeader, Inode, SavedKept, Superblock, ALLOC_STATE_MAGIC, ALLOC_STATE_MAGIC_V1, CHUNK_PAGES, CHUNK_SIZE,
-    FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_FREE, INODE_LIVE, INODE_SIZE,
+    decode, AllocStateHeader, Inode, SavedKept, Superblock, ALLOC_STATE_MAGIC, ALLOC_STATE_MAGIC_V1, CHUNK_PAGES,
+    CHUNK_SIZE, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_FREE, INODE_LIVE, INODE_SIZE,
     INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN,
     STATE_MOUNTED, VERSION,
 };
@@ -108,10 +108,8 @@ pub(crate) fn mount(
     let ctx = open_ctx(region.clone(), &sb, read_only)?;
     // Snapshots' manifests come back with the saved state (Fortis §3.2);
     // after a crash the scan rebuilds them.
-    report.clean = sb.state == STATE_CLEAN
-        && report.journal_replayed == 0
-        && !refresh
-        && load_saved_state(&ctx, &sb).is_ok();
+    report.clean =
+        sb.state == STATE_CLEAN && report.journal_replayed == 0 && !refresh && load_saved_state(&ctx, &sb).is_ok();
     if !report.clean {
         // Whatever the saved state put in, start from empty allocators.
         let mut ctx_fresh = open_ctx(region.clone(), &sb, read_only)?;
@@ -220,11 +218,7 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     // The older format saved no manifests: with snapshots, only the scan
     // can rebuild them.
     let manifests_saved = hdr.magic == ALLOC_STATE_MAGIC || ctx.snapshots.newest().is_none();
-    if !manifests_saved
-        || hdr.mount_count != sb.mount_count
-        || !counts_fit
-        || crc32c::crc32c(body) != hdr.csum
-    {
+    if !manifests_saved || hdr.mount_count != sb.mount_count || !counts_fit || crc32c::crc32c(body) != hdr.csum {
         return Err(corrupt!("saved allocator state is damaged or stale"));
     }
     let (body, kept) = body.split_at(body.len() - kept_bytes as usize);

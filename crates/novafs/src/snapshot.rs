@@ -28,8 +28,8 @@ use crate::alloc::{current_shard, Budget, Extent, PageAllocator};
 use crate::error::{corrupt, Error, Result};
 use crate::layout::Ino;
 use crate::layout::{
-    decode, Bounds, EntryType, SavedKept, SnapshotInfoEntry, KEPT_DATA, KEPT_INODE, INODE_HEAD_OFF, INODE_TAIL_OFF, SNAPSHOT_DELETE, SNAPSHOT_HEAD_SIZE,
-    SNAPSHOT_LIST_OFF, SNAPSHOT_NAME_MAX, SNAPSHOT_TAKE, PAGE_SIZE,
+    decode, Bounds, EntryType, SavedKept, SnapshotInfoEntry, INODE_HEAD_OFF, INODE_TAIL_OFF, KEPT_DATA, KEPT_INODE,
+    PAGE_SIZE, SNAPSHOT_DELETE, SNAPSHOT_HEAD_SIZE, SNAPSHOT_LIST_OFF, SNAPSHOT_NAME_MAX, SNAPSHOT_TAKE,
 };
 use crate::log::{Committed, Entry, Log};
 use pm::Region;

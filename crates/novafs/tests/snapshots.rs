@@ -145,6 +145,7 @@ fn held(fs: &Fs) -> Vec<(String, u64)> {
 /// Drops `fs` without unmounting and mounts again: the crash scan must
 /// rebuild exactly the space in use, snapshots' pages included.
 fn crash_keeps_the_space(region: &std::sync::Arc<dyn pm::Region>, fs: Fs) -> Fs {
+    fs.wait_reclaimed();
     let before = fs.statfs();
     let snaps = held(&fs);
     drop(fs);
@@ -158,6 +159,7 @@ fn crash_keeps_the_space(region: &std::sync::Arc<dyn pm::Region>, fs: Fs) -> Fs 
 /// Unmounts `fs` and mounts again: the manifests come back with the
 /// saved state (Fortis §3.2), without a scan, exactly.
 fn unmount_keeps_the_space(region: &std::sync::Arc<dyn pm::Region>, fs: Fs) -> Fs {
+    fs.wait_reclaimed();
     let before = fs.statfs();
     let snaps = held(&fs);
     let (items, _) = fs.manifest_memory();
@@ -196,6 +198,7 @@ fn overwritten_data_is_kept_for_the_snapshots_that_see_it() {
     let free_before = fs.statfs().blocks_free;
     fs.delete_snapshot(b"s2").unwrap();
     assert_eq!(held(&fs), [("s1".into(), 64)], "s1 inherits the 1s");
+    fs.wait_reclaimed();
     assert_eq!(fs.statfs().blocks_free, free_before + 32, "the 2s are freed");
     let fs = crash_keeps_the_space(&region, fs);
     let fs = unmount_keeps_the_space(&region, fs);
@@ -265,4 +268,56 @@ fn removed_inodes_are_kept_whole_while_a_snapshot_sees_them() {
     for i in 0..files.min(2000) {
         fs.create(ROOT_INO, format!("n{i}").as_bytes(), 0o644, 0, 0).unwrap();
     }
+}
+
+/// Deleting a snapshot returns once it is recorded and merged; a thread
+/// of the mount frees what nothing needs, and a clean unmount right after
+/// the deletion waits for it: nothing leaks into the saved state.
+#[test]
+fn deleted_snapshots_are_reclaimed_in_the_background() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(f, 0, &[1u8; 32 * 4096]).unwrap();
+    let g = fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap().ino;
+    fs.write(g, 0, &[2u8; 16 * 4096]).unwrap();
+    fs.take_snapshot(b"a").unwrap();
+    fs.write(f, 0, &[3u8; 32 * 4096]).unwrap();
+    fs.unlink(ROOT_INO, b"g").unwrap();
+    let before = fs.statfs();
+    assert!(before.snapshot_blocks >= 32 + 16, "{before:?}");
+    fs.delete_snapshot(b"a").unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while fs.statfs().blocks_free < before.blocks_free + 48 {
+        assert!(std::time::Instant::now() < deadline, "nothing reclaimed in 20 s");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    assert_eq!(fs.statfs().snapshot_blocks, 0);
+    // Again, unmounting at once, with enough kept inodes (a journal
+    // transaction each) that the reclaimer is still busy.
+    let files: Vec<u64> = (0..2000)
+        .map(|i| {
+            fs.create(ROOT_INO, format!("k{i}").as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino
+        })
+        .collect();
+    for &k in &files {
+        fs.write(k, 0, b"kept").unwrap();
+    }
+    fs.take_snapshot(b"b").unwrap();
+    fs.write(f, 0, &[4u8; 32 * 4096]).unwrap();
+    for i in 0..files.len() {
+        fs.unlink(ROOT_INO, format!("k{i}").as_bytes()).unwrap();
+    }
+    let held = fs.statfs();
+    fs.delete_snapshot(b"b").unwrap();
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert!(fs.mount_report().clean);
+    assert!(fs.statfs().blocks_free >= held.blocks_free + 32 + 2000);
+    assert!(fs.statfs().files_free >= held.files_free + 2000);
+    assert_eq!(read_all(&fs, f), vec![4u8; 32 * 4096]);
+    assert!(matches!(fs.getattr(g), Err(Error::NotFound)));
 }

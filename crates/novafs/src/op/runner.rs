@@ -242,6 +242,9 @@ impl Runner {
             }
             Op::DeleteSnapshot(name) => {
                 fs.delete_snapshot(name.as_bytes())?;
+                // The reclaimer's stores land before the next operation's:
+                // a run replays the same sequence of stores (crashcheck).
+                fs.wait_reclaimed();
                 Observed::Done
             }
             Op::Open(at) => {
