@@ -28,6 +28,7 @@ mod protect;
 mod record;
 mod sigbus;
 pub mod stripe;
+mod window;
 
 pub use badblocks::{BadBlocks, SIDECAR_SUFFIX};
 pub use error::PmError;
@@ -35,6 +36,7 @@ pub use flush::{FlushKind, Persist};
 pub use mem::MemRegion;
 pub use mmap::{MapOptions, MmapRegion, RegionKind};
 pub use protect::{Protection, WriteProtect};
+pub use window::{overlaps_window, MapSource, Window, WriteFault, WINDOW_PAGE};
 pub use record::{Choice, CrashPoint, Event, PointKind, RecordingRegion, Torn, Trace, UncertainLine};
 
 /// Size of a CPU cache line: the unit of flushing and of crash tearing.
@@ -100,6 +102,12 @@ pub trait Region: Send + Sync {
 
     /// What backs the region and how durable it is.
     fn kind(&self) -> RegionKind;
+
+    /// The file its pages can be mapped from into a [`Window`] (DAX
+    /// `mmap()`), if they can: a region mapped from a file page by page.
+    fn map_source(&self) -> Option<MapSource<'_>> {
+        None
+    }
 
     /// Flush then fence: `[off, off + len)` is durable when this returns.
     fn persist(&self, off: u64, len: u64) -> Result<(), PmError> {

@@ -10,6 +10,7 @@ use std::fmt;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::os::fd::AsFd;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::ptr;
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{check_range, check_u64};
 use crate::protect::Guard;
-use crate::{sigbus, stripe, BadBlocks, FlushKind, Persist, PmError, Protection, Region, WriteProtect};
+use crate::{sigbus, stripe, BadBlocks, FlushKind, MapSource, Persist, PmError, Protection, Region, WriteProtect};
 
 /// Granularity of region sizes: one page.
 const PAGE: u64 = 4096;
@@ -100,7 +101,7 @@ pub struct MmapRegion {
     /// Write windows; dropped after the mapping (a key outlives its pages).
     guard: Guard,
     /// Kept open for the region's lifetime: it holds the `flock`.
-    _file: File,
+    file: File,
 }
 
 // SAFETY: the mapping is shared memory owned by this value until Drop; all
@@ -246,7 +247,7 @@ impl MmapRegion {
             persist,
             bad,
             guard,
-            _file: file,
+            file,
         })
     }
 
@@ -404,6 +405,14 @@ impl Region for MmapRegion {
 
     fn kind(&self) -> RegionKind {
         self.kind
+    }
+
+    /// devdax maps in 2 MiB units: no page-by-page windows.
+    fn map_source(&self) -> Option<MapSource<'_>> {
+        (self.kind != RegionKind::DevDax).then(|| MapSource {
+            fd: self.file.as_fd(),
+            sync: self.kind == RegionKind::FsDax,
+        })
     }
 }
 

@@ -27,7 +27,7 @@
 //! a media error still kills the process.
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-pub(crate) use imp::{copy, install, load_u64};
+pub(crate) use imp::{chain, copy, install, load_u64};
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
@@ -183,17 +183,18 @@ mod imp {
                 gregs[libc::REG_RIP as usize] = resume as i64;
                 return;
             }
-            chain(sig, info, ctx);
+            chain(PREV.get(), sig, info, ctx);
         }
     }
 
-    /// Hands a SIGBUS that is not ours to whoever would have had it.
+    /// Hands a signal that is not ours to `prev`, the action installed
+    /// before ours (this SIGBUS handler's, and the DAX windows' SIGSEGV).
     ///
     /// # Safety
     ///
-    /// Only from the signal handler, with the kernel's arguments.
-    unsafe fn chain(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
-        match PREV.get() {
+    /// Only from a signal handler, with the kernel's arguments.
+    pub(crate) unsafe fn chain(prev: Option<&libc::sigaction>, sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
+        match prev {
             Some(prev) if prev.sa_sigaction != libc::SIG_DFL && prev.sa_sigaction != libc::SIG_IGN => {
                 // SAFETY: `sa_sigaction` holds a handler of the type named by
                 // SA_SIGINFO, as sigaction(2) defines.
@@ -210,7 +211,7 @@ mod imp {
             }
             _ => {
                 // Default action: returning re-executes the faulting access,
-                // which now terminates the process with SIGBUS as usual.
+                // which now terminates the process with `sig` as usual.
                 // SAFETY: sigaction is async-signal-safe; the struct is valid.
                 unsafe {
                     let mut dfl: libc::sigaction = mem::zeroed();

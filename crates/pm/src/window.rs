@@ -1,0 +1,487 @@
+//! DAX windows: a file's pages, scattered over the region, mapped into one
+//! contiguous range of the process, so that an application loads and
+//! stores the persistent memory itself (DAX `mmap()`, NOVA-Fortis §2, §3.3).
+//!
+//! A [`Window`] reserves the range and maps region pages into it one run at
+//! a time (`MAP_SHARED | MAP_FIXED` of the region's file, `MAP_SYNC` when the
+//! region has it). Pages are mapped read-only or writable; a store to a
+//! read-only page of a window is a *write fault*, which the window's
+//! [`WriteFault`] handler resolves before the store is retried — the
+//! user-space analogue of a file system's `page_mkwrite`:
+//!
+//! - this module's SIGSEGV handler finds the window the address belongs to
+//!   (a lock-free table of ranges), sends the address down a pipe to the
+//!   fault service thread, and sleeps on a futex until the service says
+//!   the fault is resolved; `write`, `futex` and `sigaction` are all it
+//!   calls, all async-signal-safe;
+//! - the service thread calls the handler, which may take locks, allocate,
+//!   commit and remap (`Window::map`), then wakes the faulting thread,
+//!   whose store re-executes on the page as it now is. A handler that
+//!   cannot resolve the fault (no space, media error) makes the fault fatal,
+//!   as a failed DAX fault is (SIGBUS there, SIGSEGV here).
+//!
+//! Any other SIGSEGV goes to the action installed before ours.
+//!
+//! Only regions mapped page by page from a file can have windows
+//! ([`Region::map_source`]); devdax maps in 2 MiB units and has none.
+//!
+//! [`Region::map_source`]: crate::Region::map_source
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
+
+use crate::PmError;
+
+/// The page size windows map in.
+pub const WINDOW_PAGE: usize = 4096;
+
+/// Where a region's pages come from: its file, and whether mappings of it
+/// must be synchronous (`MAP_SYNC`, a file on a DAX file system).
+#[derive(Clone, Copy, Debug)]
+pub struct MapSource<'a> {
+    /// The region's file; region offset = file offset.
+    pub fd: BorrowedFd<'a>,
+    /// Map with `MAP_SYNC` (the region is on a DAX file system).
+    pub sync: bool,
+}
+
+/// Resolves a write fault on page `page` of a window (remapping it with
+/// [`Window::map`] or [`Window::protect`]); false makes the fault fatal.
+pub trait WriteFault: Send + Sync {
+    /// Called on the fault service thread, the faulting thread asleep.
+    fn write_fault(&self, page: usize) -> bool;
+}
+
+/// A contiguous range of the process holding region pages.
+pub struct Window {
+    base: *mut u8,
+    pages: usize,
+    fd: OwnedFd,
+    sync: bool,
+    slot: usize,
+}
+
+// SAFETY: the range is owned by this value until Drop; the methods only
+// change its mappings, which the kernel serialises.
+unsafe impl Send for Window {}
+// SAFETY: as above.
+unsafe impl Sync for Window {}
+
+impl Window {
+    /// Reserves `pages` pages, none mapped yet (any access faults), whose
+    /// write faults go to `handler`.
+    pub fn new(src: MapSource<'_>, pages: usize, handler: Arc<dyn WriteFault>) -> Result<Window, PmError> {
+        let fd = src.fd.try_clone_to_owned().map_err(os)?;
+        let len = pages.checked_mul(WINDOW_PAGE).filter(|&l| l > 0).ok_or(PmError::OutOfBounds {
+            off: 0,
+            len: pages as u64,
+            size: 0,
+        })?;
+        imp::start_service().map_err(os)?;
+        // SAFETY: a new anonymous reservation chosen by the kernel; checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(os(io::Error::last_os_error()));
+        }
+        let base = base.cast::<u8>();
+        let Some(slot) = imp::register(base as usize, len, handler) else {
+            // SAFETY: the reservation made just above.
+            unsafe { libc::munmap(base.cast(), len) };
+            return Err(os(io::Error::from_raw_os_error(libc::ENOMEM)));
+        };
+        Ok(Window {
+            base,
+            pages,
+            fd,
+            sync: src.sync,
+            slot,
+        })
+    }
+
+    /// The first byte of the window.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base
+    }
+
+    /// Its length in pages.
+    pub fn pages(&self) -> usize {
+        self.pages
+    }
+
+    fn check(&self, page: usize, npages: usize) -> Result<*mut libc::c_void, PmError> {
+        if npages == 0 || page.checked_add(npages).is_none_or(|end| end > self.pages) {
+            return Err(PmError::OutOfBounds {
+                off: page as u64,
+                len: npages as u64,
+                size: self.pages as u64,
+            });
+        }
+        // SAFETY: inside the reservation, checked above.
+        Ok(unsafe { self.base.add(page * WINDOW_PAGE) }.cast())
+    }
+
+    /// Maps `npages` region pages from byte `region_off` at window page
+    /// `page`, replacing whatever was there.
+    pub fn map(&self, page: usize, region_off: u64, npages: usize, writable: bool) -> Result<(), PmError> {
+        let at = self.check(page, npages)?;
+        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+        let flags = libc::MAP_FIXED
+            | if self.sync {
+                libc::MAP_SHARED_VALIDATE | libc::MAP_SYNC
+            } else {
+                libc::MAP_SHARED
+            };
+        // SAFETY: MAP_FIXED inside our own reservation: only this window's
+        // pages are replaced.
+        let got = unsafe {
+            libc::mmap(
+                at,
+                npages * WINDOW_PAGE,
+                prot,
+                flags,
+                self.fd.as_raw_fd(),
+                region_off as libc::off_t,
+            )
+        };
+        if got == libc::MAP_FAILED {
+            return Err(os(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Maps zeros, read-only (a hole), or nothing at all (past the end of
+    /// the file: any access faults), at `npages` pages from `page`.
+    pub fn map_zero(&self, page: usize, npages: usize, readable: bool) -> Result<(), PmError> {
+        let at = self.check(page, npages)?;
+        let prot = if readable { libc::PROT_READ } else { libc::PROT_NONE };
+        // SAFETY: MAP_FIXED inside our own reservation.
+        let got = unsafe {
+            libc::mmap(
+                at,
+                npages * WINDOW_PAGE,
+                prot,
+                libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if got == libc::MAP_FAILED {
+            return Err(os(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+
+    /// Makes mapped pages read-only (their next store faults) or writable.
+    pub fn protect(&self, page: usize, npages: usize, writable: bool) -> Result<(), PmError> {
+        let at = self.check(page, npages)?;
+        let prot = libc::PROT_READ | if writable { libc::PROT_WRITE } else { 0 };
+        // SAFETY: inside our own reservation.
+        if unsafe { libc::mprotect(at, npages * WINDOW_PAGE, prot) } != 0 {
+            return Err(os(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        imp::unregister(self.slot);
+        // SAFETY: our own reservation, unmapped once.
+        unsafe { libc::munmap(self.base.cast(), self.pages * WINDOW_PAGE) };
+    }
+}
+
+fn os(source: io::Error) -> PmError {
+    PmError::Io {
+        path: "DAX window".into(),
+        source,
+    }
+}
+
+/// True when `[ptr, ptr + len)` overlaps a window: a store into it may
+/// wait for the fault service (a caller holding a lock the handler takes
+/// must not store there).
+pub fn overlaps_window(ptr: *const u8, len: usize) -> bool {
+    imp::overlaps(ptr as usize, len)
+}
+
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod imp {
+    use std::ffi::c_void;
+    use std::io;
+    use std::mem;
+    use std::ptr;
+    use std::sync::atomic::{AtomicI32, AtomicU32, AtomicUsize, Ordering};
+    use std::sync::{Arc, Mutex, OnceLock};
+
+    use libc::{c_int, siginfo_t};
+
+    use super::{WriteFault, WINDOW_PAGE};
+
+    /// Windows that may exist at once.
+    const SLOTS: usize = 1024;
+
+    /// One window's range, read by the signal handler without locks.
+    struct Range {
+        start: AtomicUsize,
+        end: AtomicUsize,
+    }
+
+    static RANGES: [Range; SLOTS] = [const {
+        Range {
+            start: AtomicUsize::new(0),
+            end: AtomicUsize::new(0),
+        }
+    }; SLOTS];
+    /// Each slot's handler, for the service thread.
+    static HANDLERS: Mutex<Vec<Option<Arc<dyn WriteFault>>>> = Mutex::new(Vec::new());
+    /// The write end of the service's pipe; -1 until it runs.
+    static PIPE: AtomicI32 = AtomicI32::new(-1);
+    static SERVICE: OnceLock<Result<(), i32>> = OnceLock::new();
+    static PREV: OnceLock<libc::sigaction> = OnceLock::new();
+
+    /// One fault, as sent down the pipe: the address and the word the
+    /// faulting thread sleeps on (0 pending, 1 resolved, 2 fatal).
+    #[repr(C)]
+    struct Request {
+        addr: usize,
+        done: *const AtomicU32,
+    }
+
+    pub(super) fn register(start: usize, len: usize, handler: Arc<dyn WriteFault>) -> Option<usize> {
+        let mut handlers = HANDLERS.lock().unwrap_or_else(|p| p.into_inner());
+        if handlers.is_empty() {
+            handlers.resize(SLOTS, None);
+        }
+        let slot = handlers.iter().position(Option::is_none)?;
+        handlers[slot] = Some(handler);
+        RANGES[slot].start.store(start, Ordering::Release);
+        RANGES[slot].end.store(start + len, Ordering::Release);
+        Some(slot)
+    }
+
+    pub(super) fn unregister(slot: usize) {
+        RANGES[slot].end.store(0, Ordering::Release);
+        RANGES[slot].start.store(0, Ordering::Release);
+        HANDLERS.lock().unwrap_or_else(|p| p.into_inner())[slot] = None;
+    }
+
+    /// The slot whose window holds `addr`. Async-signal-safe.
+    fn find(addr: usize) -> Option<usize> {
+        RANGES.iter().position(|r| {
+            let start = r.start.load(Ordering::Acquire);
+            start != 0 && start <= addr && addr < r.end.load(Ordering::Acquire)
+        })
+    }
+
+    pub(super) fn overlaps(addr: usize, len: usize) -> bool {
+        RANGES.iter().any(|r| {
+            let start = r.start.load(Ordering::Acquire);
+            start != 0 && start < addr.saturating_add(len) && addr < r.end.load(Ordering::Acquire)
+        })
+    }
+
+    /// Starts the fault service and installs the SIGSEGV handler, once.
+    pub(super) fn start_service() -> io::Result<()> {
+        let started = SERVICE.get_or_init(|| {
+            let mut fds = [0 as c_int; 2];
+            // SAFETY: pipe2 fills the two descriptors.
+            if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+                return Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+            }
+            let read = fds[0];
+            std::thread::Builder::new()
+                .name("novafs-pm-faults".into())
+                .spawn(move || serve(read))
+                .map_err(|e| e.raw_os_error().unwrap_or(libc::EAGAIN))?;
+            PIPE.store(fds[1], Ordering::Release);
+            install()
+        });
+        started.map_err(io::Error::from_raw_os_error)
+    }
+
+    fn install() -> Result<(), i32> {
+        // SAFETY: sigaction with valid pointers to zero-initialised structs.
+        let rc = unsafe {
+            let mut prev: libc::sigaction = mem::zeroed();
+            if libc::sigaction(libc::SIGSEGV, ptr::null(), &mut prev) != 0 {
+                -1
+            } else {
+                let _ = PREV.set(prev);
+                let mut act: libc::sigaction = mem::zeroed();
+                let handler: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) = on_sigsegv;
+                act.sa_sigaction = handler as usize;
+                act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+                libc::sigemptyset(&mut act.sa_mask);
+                libc::sigaction(libc::SIGSEGV, &act, ptr::null_mut())
+            }
+        };
+        if rc == 0 {
+            Ok(())
+        } else {
+            Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL))
+        }
+    }
+
+    /// The fault service: resolves one fault at a time, in arrival order.
+    fn serve(read: c_int) {
+        loop {
+            let mut req = mem::MaybeUninit::<Request>::uninit();
+            let want = mem::size_of::<Request>();
+            // SAFETY: reads at most `want` bytes into `req`.
+            let got = unsafe { libc::read(read, req.as_mut_ptr().cast(), want) };
+            if got != want as isize {
+                if got < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                tracing::error!("the DAX fault pipe broke: write faults can no longer be served");
+                return;
+            }
+            // SAFETY: a whole request was read (pipe writes of at most
+            // PIPE_BUF bytes are atomic).
+            let req = unsafe { req.assume_init() };
+            let handler = find(req.addr).and_then(|slot| {
+                let handlers = HANDLERS.lock().unwrap_or_else(|p| p.into_inner());
+                let start = RANGES[slot].start.load(Ordering::Acquire);
+                handlers[slot].clone().map(|h| (h, (req.addr - start) / WINDOW_PAGE))
+            });
+            let ok = handler.is_some_and(|(h, page)| h.write_fault(page));
+            // SAFETY: the faulting thread sleeps on `done` (on its signal
+            // stack frame) until this store and wake.
+            let done = unsafe { &*req.done };
+            done.store(if ok { 1 } else { 2 }, Ordering::Release);
+            // SAFETY: futex wake on a valid word.
+            unsafe { libc::syscall(libc::SYS_futex, req.done, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
+        }
+    }
+
+    /// Page-fault error code bit: the access was a write.
+    const PF_WRITE: i64 = 2;
+
+    extern "C" fn on_sigsegv(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
+        // SAFETY: the kernel passes a valid siginfo and ucontext to an
+        // SA_SIGINFO handler; only async-signal-safe calls follow.
+        unsafe {
+            let uc = &*ctx.cast::<libc::ucontext_t>();
+            let write = uc.uc_mcontext.gregs[libc::REG_ERR as usize] & PF_WRITE != 0;
+            let addr = (*info).si_addr() as usize;
+            let pipe = PIPE.load(Ordering::Acquire);
+            if (*info).si_code > 0 && write && pipe >= 0 && find(addr).is_some() {
+                let errno = *libc::__errno_location();
+                let done = AtomicU32::new(0);
+                let req = Request { addr, done: &done };
+                let want = mem::size_of::<Request>();
+                if libc::write(pipe, ptr::from_ref(&req).cast(), want) == want as isize {
+                    while done.load(Ordering::Acquire) == 0 {
+                        libc::syscall(
+                            libc::SYS_futex,
+                            &done as *const AtomicU32,
+                            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                            0,
+                            ptr::null::<libc::timespec>(),
+                        );
+                    }
+                    *libc::__errno_location() = errno;
+                    if done.load(Ordering::Acquire) == 1 {
+                        return; // the store re-executes on the resolved page
+                    }
+                }
+                *libc::__errno_location() = errno;
+            }
+            crate::sigbus::chain(PREV.get(), sig, info, ctx);
+        }
+    }
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+mod imp {
+    use std::io;
+    use std::sync::Arc;
+
+    use super::WriteFault;
+
+    pub(super) fn register(_: usize, _: usize, _: Arc<dyn WriteFault>) -> Option<usize> {
+        Some(0)
+    }
+    pub(super) fn unregister(_: usize) {}
+    pub(super) fn overlaps(_: usize, _: usize) -> bool {
+        false
+    }
+    pub(super) fn start_service() -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64", target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::{MapOptions, MmapRegion, Region};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    /// Copies the faulting page to region page 2 + page and maps that
+    /// writable: copy-on-write, as a snapshot needs it.
+    struct CopyOnWrite {
+        region: Arc<MmapRegion>,
+        window: Mutex<Option<Arc<Window>>>,
+        faults: AtomicUsize,
+    }
+
+    impl WriteFault for CopyOnWrite {
+        fn write_fault(&self, page: usize) -> bool {
+            self.faults.fetch_add(1, Ordering::SeqCst);
+            let w = self.window.lock().unwrap().clone().unwrap();
+            let mut buf = [0u8; WINDOW_PAGE];
+            let from = (page * WINDOW_PAGE) as u64;
+            let to = ((2 + page) * WINDOW_PAGE) as u64;
+            self.region.read(from, &mut buf).unwrap();
+            self.region.write(to, &buf).unwrap();
+            w.map(page, to, 1, true).is_ok()
+        }
+    }
+
+    #[test]
+    fn a_store_to_a_read_only_page_is_resolved_by_the_handler_then_retried() {
+        let dir = std::env::temp_dir().join(format!("pm-window-{}", std::process::id()));
+        let region = Arc::new(MmapRegion::create(&dir, 16 * WINDOW_PAGE as u64, &MapOptions::default()).unwrap());
+        region.write(0, &[7u8; 2 * WINDOW_PAGE]).unwrap();
+        let cow = Arc::new(CopyOnWrite {
+            region: region.clone(),
+            window: Mutex::new(None),
+            faults: AtomicUsize::new(0),
+        });
+        let src = region.map_source().expect("a file region has windows");
+        let w = Arc::new(Window::new(src, 2, cow.clone()).unwrap());
+        *cow.window.lock().unwrap() = Some(w.clone());
+        w.map(0, 0, 2, false).unwrap();
+        let p = w.as_ptr();
+        // SAFETY: both pages are mapped readable.
+        assert_eq!(unsafe { p.add(WINDOW_PAGE + 5).read_volatile() }, 7);
+        assert!(overlaps_window(p, 1) && !overlaps_window(std::ptr::null(), 1));
+        // SAFETY: page 1 is mapped; the store faults and is retried.
+        unsafe { p.add(WINDOW_PAGE + 5).write_volatile(9) };
+        assert_eq!(cow.faults.load(Ordering::SeqCst), 1);
+        // SAFETY: as above; page 1 is now writable, no second fault.
+        unsafe { p.add(WINDOW_PAGE + 6).write_volatile(10) };
+        assert_eq!(cow.faults.load(Ordering::SeqCst), 1);
+        let mut old = [0u8; 8];
+        region.read(WINDOW_PAGE as u64, &mut old).unwrap();
+        assert_eq!(old, [7u8; 8], "the original page is untouched");
+        let mut new = [0u8; 8];
+        region.read(3 * WINDOW_PAGE as u64 + 4, &mut new).unwrap();
+        assert_eq!(new, [7, 9, 10, 7, 7, 7, 7, 7], "the store went to the copy");
+        *cow.window.lock().unwrap() = None;
+        drop(w);
+        let _ = std::fs::remove_file(&dir);
+    }
+}
