@@ -36,8 +36,8 @@ pub use flush::{FlushKind, Persist};
 pub use mem::MemRegion;
 pub use mmap::{MapOptions, MmapRegion, RegionKind};
 pub use protect::{Protection, WriteProtect};
-pub use window::{overlaps_window, MapSource, Window, WriteFault, WINDOW_PAGE};
 pub use record::{Choice, CrashPoint, Event, PointKind, RecordingRegion, Torn, Trace, UncertainLine};
+pub use window::{overlaps_window, MapSource, Window, WriteFault, WINDOW_PAGE};
 
 /// Size of a CPU cache line: the unit of flushing and of crash tearing.
 pub const CACHELINE: u64 = 64;

@@ -73,11 +73,14 @@ impl Window {
     /// write faults go to `handler`.
     pub fn new(src: MapSource<'_>, pages: usize, handler: Arc<dyn WriteFault>) -> Result<Window, PmError> {
         let fd = src.fd.try_clone_to_owned().map_err(os)?;
-        let len = pages.checked_mul(WINDOW_PAGE).filter(|&l| l > 0).ok_or(PmError::OutOfBounds {
-            off: 0,
-            len: pages as u64,
-            size: 0,
-        })?;
+        let len = pages
+            .checked_mul(WINDOW_PAGE)
+            .filter(|&l| l > 0)
+            .ok_or(PmError::OutOfBounds {
+                off: 0,
+                len: pages as u64,
+                size: 0,
+            })?;
         imp::start_service().map_err(os)?;
         // SAFETY: a new anonymous reservation chosen by the kernel; checked.
         let base = unsafe {
@@ -361,7 +364,14 @@ mod imp {
             let done = unsafe { &*req.done };
             done.store(if ok { 1 } else { 2 }, Ordering::Release);
             // SAFETY: futex wake on a valid word.
-            unsafe { libc::syscall(libc::SYS_futex, req.done, libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, 1) };
+            unsafe {
+                libc::syscall(
+                    libc::SYS_futex,
+                    req.done,
+                    libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                    1,
+                )
+            };
         }
     }
 
