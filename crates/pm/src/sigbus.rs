@@ -27,7 +27,7 @@
 //! a media error still kills the process.
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-pub(crate) use imp::{chain, copy, install, load_u64};
+pub(crate) use imp::{chain, copy, install, install_action, load_u64};
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
@@ -100,25 +100,7 @@ mod imp {
     /// Installs the SIGBUS handler (once per process).
     pub(crate) fn install() {
         INSTALL.call_once(|| {
-            // SAFETY: sigaction with valid pointers to zero-initialised
-            // structs (all-zero is a valid `sigaction`).
-            let rc = unsafe {
-                let mut prev: libc::sigaction = mem::zeroed();
-                if libc::sigaction(libc::SIGBUS, ptr::null(), &mut prev) == 0 {
-                    // Recorded before installing, so the handler never runs
-                    // without knowing where to pass foreign faults.
-                    let _ = PREV.set(prev);
-                    let mut act: libc::sigaction = mem::zeroed();
-                    let handler: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) = on_sigbus;
-                    act.sa_sigaction = handler as usize;
-                    act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-                    libc::sigemptyset(&mut act.sa_mask);
-                    libc::sigaction(libc::SIGBUS, &act, ptr::null_mut())
-                } else {
-                    -1
-                }
-            };
-            if rc != 0 {
+            if install_action(libc::SIGBUS, on_sigbus, &PREV) != 0 {
                 // Cannot happen with these arguments; reads stay correct but a
                 // media error would kill the process.
                 tracing::error!(
@@ -127,6 +109,30 @@ mod imp {
                 );
             }
         });
+    }
+
+    /// Makes `handler` the SA_SIGINFO action of `sig`, first recording the
+    /// action it replaces in `prev` (so the handler never runs without
+    /// knowing where to pass foreign signals: [`chain`]). 0 on success.
+    pub(crate) fn install_action(
+        sig: c_int,
+        handler: extern "C" fn(c_int, *mut siginfo_t, *mut c_void),
+        prev: &OnceLock<libc::sigaction>,
+    ) -> c_int {
+        // SAFETY: sigaction with valid pointers to zero-initialised structs
+        // (all-zero is a valid `sigaction`).
+        unsafe {
+            let mut old: libc::sigaction = mem::zeroed();
+            if libc::sigaction(sig, ptr::null(), &mut old) != 0 {
+                return -1;
+            }
+            let _ = prev.set(old);
+            let mut act: libc::sigaction = mem::zeroed();
+            act.sa_sigaction = handler as usize;
+            act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+            libc::sigemptyset(&mut act.sa_mask);
+            libc::sigaction(sig, &act, ptr::null_mut())
+        }
     }
 
     /// Copies `len` bytes from `src` to `dst`; `Err(addr)` if reading `addr`

@@ -314,22 +314,7 @@ mod imp {
     }
 
     fn install() -> Result<(), i32> {
-        // SAFETY: sigaction with valid pointers to zero-initialised structs.
-        let rc = unsafe {
-            let mut prev: libc::sigaction = mem::zeroed();
-            if libc::sigaction(libc::SIGSEGV, ptr::null(), &mut prev) != 0 {
-                -1
-            } else {
-                let _ = PREV.set(prev);
-                let mut act: libc::sigaction = mem::zeroed();
-                let handler: extern "C" fn(c_int, *mut siginfo_t, *mut c_void) = on_sigsegv;
-                act.sa_sigaction = handler as usize;
-                act.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
-                libc::sigemptyset(&mut act.sa_mask);
-                libc::sigaction(libc::SIGSEGV, &act, ptr::null_mut())
-            }
-        };
-        if rc == 0 {
+        if crate::sigbus::install_action(libc::SIGSEGV, on_sigsegv, &PREV) == 0 {
             Ok(())
         } else {
             Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EINVAL))
