@@ -569,6 +569,7 @@ impl Fs {
     /// needs any more is freed in the background ([`Fs::wait_reclaimed`]).
     /// A crash before that is done leaves it to the next mount's scan.
     pub fn delete_snapshot(&self, name: &[u8]) -> Result<Snapshot> {
+        // A read-only mount or a view has no reclaimer.
         let reclaimer = self.reclaimer.as_ref().ok_or(Error::ReadOnly)?;
         let d = self.ctx.snapshots.delete(self.ctx.region(), &self.ctx.alloc, name)?;
         reclaimer.queue(&self.ctx, d.proof, d.unneeded);

@@ -116,11 +116,6 @@ impl Window {
         self.base
     }
 
-    /// Its length in pages.
-    pub fn pages(&self) -> usize {
-        self.pages
-    }
-
     fn check(&self, page: usize, npages: usize) -> Result<*mut libc::c_void, PmError> {
         if npages == 0 || page.checked_add(npages).is_none_or(|end| end > self.pages) {
             return Err(PmError::OutOfBounds {
@@ -154,28 +149,6 @@ impl Window {
                 flags,
                 self.fd.as_raw_fd(),
                 region_off as libc::off_t,
-            )
-        };
-        if got == libc::MAP_FAILED {
-            return Err(os(io::Error::last_os_error()));
-        }
-        Ok(())
-    }
-
-    /// Maps zeros, read-only (a hole), or nothing at all (past the end of
-    /// the file: any access faults), at `npages` pages from `page`.
-    pub fn map_zero(&self, page: usize, npages: usize, readable: bool) -> Result<(), PmError> {
-        let at = self.check(page, npages)?;
-        let prot = if readable { libc::PROT_READ } else { libc::PROT_NONE };
-        // SAFETY: MAP_FIXED inside our own reservation.
-        let got = unsafe {
-            libc::mmap(
-                at,
-                npages * WINDOW_PAGE,
-                prot,
-                libc::MAP_FIXED | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
             )
         };
         if got == libc::MAP_FAILED {
@@ -475,6 +448,11 @@ mod tests {
         let mut new = [0u8; 8];
         region.read(3 * WINDOW_PAGE as u64 + 4, &mut new).unwrap();
         assert_eq!(new, [7, 9, 10, 7, 7, 7, 7, 7], "the store went to the copy");
+        // Read-only again (as a snapshot makes it): the next store faults.
+        w.protect(1, 1, false).unwrap();
+        // SAFETY: page 1 is mapped read-only; the store faults and retries.
+        unsafe { p.add(WINDOW_PAGE + 7).write_volatile(11) };
+        assert_eq!(cow.faults.load(Ordering::SeqCst), 2);
         *cow.window.lock().unwrap() = None;
         drop(w);
         let _ = std::fs::remove_file(&dir);
