@@ -32,6 +32,7 @@ use crate::layout::{
 use crate::layout::{Bounds, Strips};
 use crate::log::{Committed, Entry, Pending};
 use crate::snapshot::{Kept, Snapshots};
+use crate::strips::Stale;
 
 pub struct Ctx {
     /// The region as metadata is written: through the mirroring view when
@@ -53,6 +54,8 @@ pub struct Ctx {
     pub health: Health,
     /// Where file data's checksums and parity live (Fortis §4.3).
     pub strips: Strips,
+    /// Data pages DAX mappings leave unprotected (`mmap`).
+    pub stale: Stale,
 }
 
 /// Log GC activity of one mounted file system.
@@ -82,6 +85,11 @@ impl Ctx {
     /// checked against its checksums and a bad one rebuilt from parity
     /// (Fortis §4.3; `strips`), written back unless the mount is read-only.
     pub fn read_block(&self, block: u64, in_page: usize, out: &mut [u8]) -> Result<()> {
+        if self.stale.contains(block) {
+            // Caveat DAXor (Fortis §3.4): a page mapped writable is read as
+            // it is; its checksums come back when it is sealed.
+            return Ok(self.data().read(block + in_page as u64, out)?);
+        }
         let checked = self.strips.read(self.data(), block, in_page, out, !self.read_only)?;
         self.health.data_repaired(checked.repaired);
         Ok(())

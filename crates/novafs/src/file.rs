@@ -21,7 +21,7 @@ use crate::time::now_ns;
 const PS: usize = PAGE_SIZE as usize;
 static ZERO_PAGE: [u8; PS] = [0; PS];
 
-fn file_map(st: &InodeState) -> Result<&FileMap> {
+pub(crate) fn file_map(st: &InodeState) -> Result<&FileMap> {
     match &st.meta.body {
         Body::File(m) => Ok(m),
         Body::Dir(_) => Err(Error::IsDir),
@@ -191,6 +191,22 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
         commit_file(ctx, st, Budget::Normal, &entries) // R1 covers the non-temporal stores.
     })?;
     Ok(data.len())
+}
+
+/// A fresh data page for file page `pg`, for a DAX mapping to store to
+/// (`mmap`): a copy of its page (copy-on-write: a snapshot keeps the old
+/// one) or zeros for a hole, committed with `extra` entries in one tail
+/// store. Returns the new page.
+pub fn materialize(ctx: &Ctx, st: &mut InodeState, pg: u64, now: i64, extra: Vec<Entry>) -> Result<u64> {
+    let size = st.meta.attr.size;
+    with_pages(ctx, 1, Budget::Normal, |extents| {
+        fill_pages(ctx, file_map(st)?, pg, extents, |_, _| true)?;
+        let block = extents[0].off;
+        let mut entries = entries_for(ctx, pg, extents, size, now);
+        entries.extend(extra);
+        commit_file(ctx, st, Budget::Normal, &entries)?; // R1 covers the copy.
+        Ok(block)
+    })
 }
 
 /// Entries that prepare a shrink to `new_size`: a copy of the new last page

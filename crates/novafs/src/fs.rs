@@ -21,10 +21,11 @@ use crate::file;
 use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
 use crate::layout::{
-    Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS,
-    INODE_SIZE, PAGE_SIZE,
+    Superblock, FEATURE_INCOMPAT_MMAP, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE,
+    INODE_FLAGS, INODE_SIZE, PAGE_SIZE,
 };
 use crate::mkfs::{self, FormatOptions};
+use crate::mmap::{self, Mapping, Mmaps};
 use crate::namespace::{Namespace, NewNode};
 use crate::reclaim::Reclaimer;
 use crate::recovery::{self, MetaReplicas, MountReport};
@@ -176,6 +177,8 @@ pub struct Fs {
     view: Option<View>,
     /// Frees what deleted snapshots leave (read-write mounts only).
     reclaimer: Option<Reclaimer>,
+    /// DAX mappings of its files ([`Fs::mmap`]).
+    mmaps: Arc<Mmaps>,
 }
 
 /// A snapshot held open by a view: it cannot be deleted meanwhile.
@@ -188,6 +191,17 @@ impl Drop for View {
     fn drop(&mut self) {
         self.ctx.snapshots.close_view(self.epoch);
     }
+}
+
+/// The file pages bytes `off..off + len` touch.
+fn byte_pages(off: u64, len: u64) -> std::ops::Range<u64> {
+    off / PAGE_SIZE..off.saturating_add(len).div_ceil(PAGE_SIZE)
+}
+
+/// The file pages a size change from `old` to `new` bytes touches: from
+/// the page holding the lower end on.
+fn resized_pages(old: u64, new: u64) -> std::ops::Range<u64> {
+    old.min(new) / PAGE_SIZE..u64::MAX
 }
 
 fn kind_of_ftype(ftype: u8) -> FileType {
@@ -215,6 +229,7 @@ impl Fs {
             no_dir_atime: opts.no_dir_atime,
             report,
             view: None,
+            mmaps: Arc::default(),
         })
     }
 
@@ -238,6 +253,7 @@ impl Fs {
             report: MountReport::default(),
             view: Some(view),
             reclaimer: None,
+            mmaps: Arc::default(),
         })
     }
 
@@ -463,6 +479,7 @@ impl Fs {
             if size != old.size {
                 a.size = size;
                 a.mtime = set.mtime.unwrap_or(now);
+                mmap::changing(&self.ctx, &self.mmaps, &st, resized_pages(old.size, size))?;
                 prep = file::shrink_prep(&self.ctx, &st, size)?;
             }
         }
@@ -491,6 +508,9 @@ impl Fs {
         if let Err(e) = file::commit_file(&self.ctx, &mut st, budget, &entries) {
             self.ctx.alloc.abandon(&extents);
             return Err(e);
+        }
+        if a.size != old.size {
+            mmap::changed(&self.mmaps, ino, resized_pages(old.size, a.size))?;
         }
         Ok(st.attr())
     }
@@ -548,6 +568,9 @@ impl Fs {
             return Err(Error::ReadOnly);
         }
         self.mark_feature(FEATURE_INCOMPAT_SNAPSHOTS)?;
+        // §3.3: every mapped page write-protected, and faults held back,
+        // until the snapshot is recorded.
+        let _frozen = self.mmaps.freeze();
         self.ctx
             .snapshots
             .take(self.ctx.region(), &self.ctx.alloc, name, now_ns())
@@ -956,6 +979,14 @@ impl Fs {
 
     /// Reads at `off` into `buf`; returns bytes read (0 at end of file).
     pub fn read(&self, ino: Ino, off: u64, buf: &mut [u8]) -> Result<usize> {
+        if pm::overlaps_window(buf.as_ptr(), buf.len()) {
+            // A buffer in a DAX mapping may fault, and the fault takes the
+            // locks this read holds: fill a copy, then store it (`mmap`).
+            let mut bounce = vec![0u8; buf.len()];
+            let n = self.read(ino, off, &mut bounce)?;
+            buf[..n].copy_from_slice(&bounce[..n]);
+            return Ok(n);
+        }
         let cell = self.cell(ino)?;
         let st = cell.state.read();
         alive(&st)?;
@@ -1016,11 +1047,20 @@ impl Fs {
 
     /// Writes `data` at `off`: atomic and durable when it returns.
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        if pm::overlaps_window(data.as_ptr(), data.len()) {
+            // As in `read`: load the caller's bytes before taking locks.
+            let bounce: Vec<u8> = data.into();
+            return self.write(ino, off, &bounce);
+        }
         let _op = self.writable()?;
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
-        file::write(&self.ctx, &mut st, off, data)
+        let pages = byte_pages(off, data.len() as u64);
+        mmap::changing(&self.ctx, &self.mmaps, &st, pages.clone())?;
+        let n = file::write(&self.ctx, &mut st, off, data)?;
+        mmap::changed(&self.mmaps, ino, pages)?;
+        Ok(n)
     }
 
     /// fallocate(2): mode 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE.
@@ -1029,7 +1069,66 @@ impl Fs {
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
-        file::fallocate(&self.ctx, &mut st, mode, off, len)
+        let pages = byte_pages(off, len);
+        mmap::changing(&self.ctx, &self.mmaps, &st, pages.clone())?;
+        file::fallocate(&self.ctx, &mut st, mode, off, len)?;
+        mmap::changed(&self.mmaps, ino, pages)
+    }
+
+    /// Maps `npages` pages of file `ino` from byte `offset` (a multiple of
+    /// the page size) into this process: DAX mmap (NOVA-Fortis §3.3, §3.4;
+    /// `mmap`). The program loads and stores the file's persistent memory
+    /// through [`Mapping::as_ptr`] (or [`Mapping::load`] and
+    /// [`Mapping::store`]); a page is mapped at its first access, and an
+    /// access past the end of the file kills the program, as SIGBUS does.
+    /// With `writable`, stores reach the file in place: durable once the
+    /// program persists them ([`Mapping::persist`]), without checksums
+    /// until [`Mapping::sync`] or the mapping's end (caveat DAXor), and
+    /// copied on write where a snapshot holds the page. The mapping holds
+    /// the file open. Needs a region mapped from a file (the default
+    /// emulation and fsdax files; not devdax).
+    pub fn mmap(&self, ino: Ino, offset: u64, npages: usize, writable: bool) -> Result<Mapping<'_>> {
+        if !offset.is_multiple_of(PAGE_SIZE) || npages == 0 {
+            return Err(Error::Invalid("mmap offset not page-aligned, or no pages"));
+        }
+        let end = (npages as u64)
+            .checked_mul(PAGE_SIZE)
+            .and_then(|len| offset.checked_add(len))
+            .filter(|&e| e <= crate::layout::MAX_FILE_SIZE);
+        if end.is_none() {
+            return Err(Error::FileTooBig);
+        }
+        if writable && self.read_only {
+            return Err(Error::ReadOnly);
+        }
+        let cell = self.cell(ino)?;
+        {
+            let st = cell.state.read();
+            alive(&st)?;
+            if st.meta.attr.kind != FileType::RegularFile {
+                return Err(Error::Invalid("mmap of something other than a regular file"));
+            }
+            // As Linux: no shared writable mapping of an append-only or
+            // immutable file.
+            if writable && st.meta.attr.flags & (FLAG_APPEND | FLAG_IMMUTABLE) != 0 {
+                return Err(Error::NotPermitted);
+            }
+        }
+        if writable {
+            self.mark_feature(FEATURE_INCOMPAT_MMAP)?;
+        }
+        self.open_handle(ino)?;
+        Mapping::new(
+            self,
+            (&self.ctx, &self.mmaps),
+            cell,
+            ino,
+            (offset / PAGE_SIZE, npages),
+            writable,
+        )
+        .inspect_err(|_| {
+            let _ = self.release_handle(ino);
+        })
     }
 
     /// lseek with SEEK_DATA or SEEK_HOLE; ENXIO past the end.

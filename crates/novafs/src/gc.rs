@@ -17,10 +17,11 @@ use crate::alloc::Budget;
 use crate::commit::Ctx;
 use crate::dir::{dentry, DentrySpec};
 use crate::error::Result;
-use crate::inode::{link_entry, setattr_entry, Body, InodeState};
+use crate::inode::{link_entry, mmap_entry, setattr_entry, Body, InodeState};
 use crate::journal::Update;
 use crate::layout::{
     ftype_of_mode, invalidated_word, EntryType, WriteEntry, ENTRY_EPOCH_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF,
+    MMAP_UNPROTECT,
 };
 use crate::log::{Entry, Log};
 use crate::xattrmap;
@@ -140,6 +141,10 @@ fn compact_entries(ctx: &Ctx, st: &InodeState) -> Vec<Entry> {
             }
         }
         Body::Special => {}
+    }
+    // Pages still mapped writable stay unprotected (caveat DAXor).
+    for &pg in st.meta.unprotected.keys() {
+        out.push(mmap_entry(ctx.epoch(), pg, 1, MMAP_UNPROTECT));
     }
     // Values in pages keep their pages: only the entries are rewritten.
     for (name, value) in st.meta.xattrs.iter() {

@@ -4,6 +4,8 @@
 //! same code ([`Meta::apply`]), so the DRAM view can never drift from what a
 //! remount would rebuild.
 
+use std::collections::BTreeMap;
+
 use pm::Region;
 use zerocopy::IntoBytes;
 
@@ -13,9 +15,10 @@ use crate::error::{corrupt, Error, Result};
 use crate::journal::{Check, Update};
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, SetattrEntry, WriteEntry, DENTRY_HEAD_SIZE,
-    ENTRY_EPOCH_OFF, ENTRY_INVALID, FLAG_APPEND, FLAG_IMMUTABLE, INODE_CSUM_END, INODE_CSUM_WORD_OFF, INODE_FLAGS,
-    INODE_HEAD_OFF, INODE_LIVE, INODE_STATE_OFF, MAX_FILE_PAGES, MAX_FILE_SIZE, PAGE_SIZE,
+    decode, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, MmapEntry, SetattrEntry, WriteEntry,
+    DENTRY_HEAD_SIZE, ENTRY_EPOCH_OFF, ENTRY_INVALID, FLAG_APPEND, FLAG_IMMUTABLE, INODE_CSUM_END, INODE_CSUM_WORD_OFF,
+    INODE_FLAGS, INODE_HEAD_OFF, INODE_LIVE, INODE_STATE_OFF, MAX_FILE_PAGES, MAX_FILE_SIZE, MMAP_PROTECT,
+    MMAP_UNPROTECT, PAGE_SIZE,
 };
 use crate::log::{Committed, Entry, Log};
 use crate::pagemap::FileMap;
@@ -133,6 +136,9 @@ pub struct Meta {
     last_setattr: Option<u64>,
     /// The latest link-change entry.
     last_link: Option<u64>,
+    /// File pages mapped writable (DAX mmap, caveat DAXor): their data
+    /// pages' checksums may be stale. Page → its MMAP_UNPROTECT entry.
+    pub unprotected: BTreeMap<u64, u64>,
 }
 
 /// Log entries decoded and checked against the inode they belong to.
@@ -149,6 +155,21 @@ impl Meta {
             xattrs: XattrMap::default(),
             last_setattr: None,
             last_link: None,
+            unprotected: BTreeMap::new(),
+        }
+    }
+
+    /// Pages from `range` are protected again (their data page is new,
+    /// gone, or resealed): their unprotect entries die.
+    fn protect(&mut self, log: &mut Log, range: std::ops::Range<u64>) {
+        if self.unprotected.is_empty() {
+            return;
+        }
+        let gone: Vec<u64> = self.unprotected.range(range).map(|(&pg, _)| pg).collect();
+        for pg in gone {
+            if let Some(entry) = self.unprotected.remove(&pg) {
+                log.kill(entry);
+            }
         }
     }
 
@@ -180,6 +201,7 @@ impl Meta {
                     return Err(corrupt!("write entry at {off:#x} lies past the largest file size"));
                 }
                 map.apply_write(log, off, e.pgoff, e.block, u64::from(e.npages), freed);
+                self.protect(log, e.pgoff..e.pgoff + u64::from(e.npages));
                 self.attr.size = e.size;
                 self.attr.mtime = e.mtime;
                 self.attr.ctime = e.mtime;
@@ -195,6 +217,7 @@ impl Meta {
                 if let Body::File(map) = &mut self.body {
                     if shrinks {
                         map.truncate(log, e.size.div_ceil(PAGE_SIZE), freed);
+                        self.protect(log, e.size.div_ceil(PAGE_SIZE)..u64::MAX);
                     }
                 }
                 if e.flags & !INODE_FLAGS != 0 {
@@ -251,8 +274,30 @@ impl Meta {
             EntryType::Xattr => {
                 self.attr.ctime = self.xattrs.apply(log, bounds, off, bytes, freed)?;
             }
-            // Reserved for the mmap and snapshot waves: kept, never applied.
-            EntryType::Mmap | EntryType::SnapshotInfo => {}
+            EntryType::Mmap => {
+                let e: MmapEntry = decode(bytes)?;
+                if !matches!(self.body, Body::File(_))
+                    || e.npages == 0
+                    || e.pgoff.checked_add(e.npages).is_none_or(|end| end > MAX_FILE_PAGES)
+                {
+                    return Err(corrupt!("mmap entry at {off:#x} names no pages of a file"));
+                }
+                match e.prot {
+                    MMAP_UNPROTECT if e.npages == 1 => {
+                        if let Some(prev) = self.unprotected.insert(e.pgoff, off) {
+                            log.kill(prev);
+                        }
+                    }
+                    MMAP_PROTECT => {
+                        self.protect(log, e.pgoff..e.pgoff + e.npages);
+                        // It only ever cancels the entries above.
+                        log.kill(off);
+                    }
+                    _ => return Err(corrupt!("mmap entry at {off:#x} has a bad kind")),
+                }
+            }
+            // The snapshot list's own records; never in an inode's log.
+            EntryType::SnapshotInfo => {}
         }
         if let Body::File(map) = &self.body {
             self.attr.blocks = map.mapped_pages() * (PAGE_SIZE / 512);
@@ -263,6 +308,7 @@ impl Meta {
     /// Entries a compacted log would hold: the thorough-GC yardstick.
     pub fn live_estimate(&self) -> u64 {
         2 + self.xattrs.len() as u64
+            + self.unprotected.len() as u64
             + match &self.body {
                 Body::File(m) => m.live_entries(),
                 Body::Dir(d) => d.len() as u64 + 1,
@@ -429,6 +475,18 @@ impl InodeState {
             _ => Err(Error::NotDir),
         }
     }
+}
+
+/// A DAX mmap record (`MmapEntry`): `prot` is MMAP_UNPROTECT or
+/// MMAP_PROTECT.
+pub fn mmap_entry(epoch: u64, pgoff: u64, npages: u64, prot: u64) -> Entry {
+    let e = MmapEntry {
+        pgoff,
+        npages,
+        prot,
+        ..MmapEntry::default()
+    };
+    Entry::new(EntryType::Mmap, epoch, &e)
 }
 
 /// An inode update carrying the full attribute set `a` (NOVA §4.6: the

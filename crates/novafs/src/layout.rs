@@ -76,8 +76,13 @@ pub const FEATURE_INCOMPAT_XATTR: u64 = 1 << 4;
 /// (Fortis §3), which a novafs that does not know them would free. Set,
 /// durably, before the first snapshot record is written.
 pub const FEATURE_INCOMPAT_SNAPSHOTS: u64 = 1 << 5;
+/// Some log holds DAX mmap records (type 6): a novafs that does not know
+/// them would check, and "repair" from parity, pages whose checksums a
+/// mapping left stale (caveat DAXor). Set, durably, before the first.
+pub const FEATURE_INCOMPAT_MMAP: u64 = 1 << 6;
 pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA
     | FEATURE_INCOMPAT_SNAPSHOTS
+    | FEATURE_INCOMPAT_MMAP
     | FEATURE_INCOMPAT_REPLICAS_STALE
     | FEATURE_INCOMPAT_XATTR
     | FEATURE_INCOMPAT_DATA_CSUM
@@ -438,7 +443,13 @@ pub fn xattr_payload_off(name_len: usize) -> usize {
     (XATTR_HEAD_SIZE + name_len).next_multiple_of(8)
 }
 
-/// Atomic-mmap record (NOVA §4.5); reserved for the mmap wave.
+/// DAX mmap record (NOVA-Fortis §3.4, caveat DAXor). [`MMAP_UNPROTECT`]:
+/// file page `pgoff` (`npages` 1) is mapped writable, so its data page may
+/// change without its checksums and parity; it is durable before the page
+/// becomes writable. [`MMAP_PROTECT`]: the data pages of file pages
+/// `pgoff..pgoff + npages` have their checksums and parity again. A write
+/// entry over a page, or a truncation below it, protects it too (its data
+/// page is then new, or gone).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct MmapEntry {
@@ -449,6 +460,8 @@ pub struct MmapEntry {
     pub reserved: [u64; 3],
 }
 const _: () = assert!(size_of::<MmapEntry>() == 64);
+pub const MMAP_UNPROTECT: u64 = 1;
+pub const MMAP_PROTECT: u64 = 2;
 
 /// A snapshot record in the snapshot list's log (reserved slot
 /// [`SNAPSHOT_LIST_OFF`]; Fortis §3.1): [`SNAPSHOT_TAKE`] names snapshot

@@ -47,6 +47,7 @@ mod journal;
 pub mod layout;
 mod log;
 mod mkfs;
+mod mmap;
 mod namespace;
 pub mod op;
 mod pagemap;
@@ -74,6 +75,7 @@ pub use health::HealthCounts;
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
 pub use layout::MAX_FILE_SIZE;
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
+pub use mmap::Mapping;
 pub use recovery::{inspect, Inspect, MetaReplicas, MountReport};
 pub use scrub::{ScrubOptions, ScrubReport};
 pub use snapshot::Snapshot;
@@ -109,6 +111,7 @@ mod layering {
         ("recovery", 11, include_str!("recovery.rs")),
         ("mkfs", 12, include_str!("mkfs.rs")),
         ("fsck", 12, include_str!("fsck.rs")),
+        ("mmap", 12, include_str!("mmap.rs")),
         ("scrub", 12, include_str!("scrub.rs")),
         ("fs", 13, include_str!("fs.rs")),
         ("probe", 13, include_str!("probe.rs")),

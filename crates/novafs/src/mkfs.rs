@@ -25,6 +25,7 @@ use crate::layout::{
 use crate::recovery::{allocator_of, save_state};
 use crate::replica::Mirrored;
 use crate::snapshot::Snapshots;
+use crate::strips::Stale;
 use crate::superblock::{bounds_of, geometry, strips_of};
 use crate::time::now_ns;
 
@@ -191,6 +192,7 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
         gc: GcCounters::default(),
         health: Health::default(),
         strips: strips_of(&sb),
+        stale: Stale::default(),
     };
     make_root(&ctx, opts, now)?;
     save_state(&ctx, &sb)?;

@@ -16,19 +16,21 @@ use zerocopy::IntoBytes;
 use crate::alloc::{Budget, PageAllocator};
 use crate::commit::{Ctx, Fate, GcCounters};
 use crate::error::{corrupt, Error, Result};
+use crate::file;
 use crate::health::Health;
-use crate::inode::{Ino, InodeState, ROOT_INO};
+use crate::inode::{mmap_entry, Body, Ino, InodeState, ROOT_INO};
 use crate::itable::{InodeTables, Slot};
 use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
     decode, AllocStateHeader, Inode, SavedKept, Superblock, ALLOC_STATE_MAGIC, ALLOC_STATE_MAGIC_V1, CHUNK_PAGES,
     CHUNK_SIZE, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_FREE, INODE_LIVE, INODE_SIZE,
-    INODE_STATE_OFF, LOG_NEXT_OFF, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF, STATE_CLEAN,
-    STATE_MOUNTED, VERSION,
+    INODE_STATE_OFF, LOG_NEXT_OFF, MMAP_PROTECT, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF,
+    STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
 use crate::replica::{sync, Mirrored};
 use crate::snapshot::{Kept, Snapshots};
+use crate::strips::Stale;
 use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, strips_of, write_superblock};
 use crate::time::now_ns;
 
@@ -173,6 +175,7 @@ pub(crate) fn open_ctx(region: Arc<dyn Region>, sb: &Superblock, read_only: bool
         gc: GcCounters::default(),
         health: Health::since(sb),
         strips: strips_of(sb),
+        stale: Stale::default(),
         region: meta,
         data: region,
         read_only,
@@ -384,6 +387,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     let mut resynced = 0;
     let mut orphans = Vec::new();
     let mut unkept = Vec::new();
+    let mut resealed = Vec::new();
     if reclaim {
         resynced += sync(ctx.data(), bounds, RESERVED_INODES_OFF, PAGE_SIZE, true)?;
     }
@@ -397,6 +401,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
         }
         orphans.extend(sc.orphans);
         unkept.extend(sc.unkept);
+        resealed.extend(sc.resealed);
     }
     // An orphan a snapshot may still see is kept, not freed (Fortis §3.2).
     let (kept_orphans, orphans): (Vec<_>, Vec<_>) = orphans
@@ -444,6 +449,9 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             ctx.region().commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5
             ctx.tables.release(ino);
         }
+        for (ino, off) in resealed {
+            protect_resealed(ctx, ino, off)?;
+        }
         for (ino, off, st) in kept_orphans {
             let ending = ctx.ending(&st)?;
             let _ = ctx.journal.commit(ctx.region(), &ending.updates)?;
@@ -462,6 +470,41 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
         }
     }
     Ok(result)
+}
+
+/// Pages a DAX mapping had writable when the crash came (caveat DAXor,
+/// Fortis §3.4: their MMAP_UNPROTECT entries): resealed from what they
+/// hold, or on a read-only mount trusted as they are (`Stale`). True when
+/// there were any.
+fn reseal_unprotected(ctx: &Ctx, st: &InodeState) -> Result<bool> {
+    let Body::File(map) = &st.meta.body else {
+        return Ok(false);
+    };
+    for &pg in st.meta.unprotected.keys() {
+        if let Some(block) = map.lookup(pg) {
+            if ctx.read_only {
+                ctx.stale.insert(block);
+            } else {
+                ctx.strips.reseal(ctx.data(), block)?;
+            }
+        }
+    }
+    Ok(!st.meta.unprotected.is_empty())
+}
+
+/// Commits that inode `ino`'s resealed pages are protected again (R1:
+/// its commit fences the resealed sums first).
+fn protect_resealed(ctx: &Ctx, ino: Ino, off: u64) -> Result<()> {
+    let rec = ctx.live_record(off, ino)?;
+    let mut st = ctx.load_inode(off, &rec)?;
+    let (Some(&first), Some(&last)) = (
+        st.meta.unprotected.keys().next(),
+        st.meta.unprotected.keys().next_back(),
+    ) else {
+        return Ok(());
+    };
+    let e = mmap_entry(ctx.epoch(), first, last - first + 1, MMAP_PROTECT);
+    file::commit_file(ctx, &mut st, Budget::Reserve, &[e])
 }
 
 /// Loads the inode whose verified record `rec` is at `off`, and, when
@@ -492,6 +535,9 @@ pub(crate) fn load_for_snapshots(ctx: &Ctx, off: u64, rec: &Inode) -> Result<(In
 
 struct ShardScan {
     used: Vec<u64>,
+    /// Live inodes whose unprotected pages the scan resealed: each gets
+    /// its MMAP_PROTECT entry once the allocator is whole.
+    resealed: Vec<(Ino, u64)>,
     free_inos: Vec<u64>,
     /// Kept inodes no snapshot needs any more: freed by the scan.
     unkept: Vec<(Ino, u64)>,
@@ -505,6 +551,7 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
     let r = ctx.region();
     let mut out = ShardScan {
         used: Vec::new(),
+        resealed: Vec::new(),
         free_inos: Vec::new(),
         unkept: Vec::new(),
         orphans: Vec::new(),
@@ -535,6 +582,9 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         match load_for_snapshots(ctx, off, &rec) {
             Ok((st, superseded)) => {
                 out.live += u64::from(kept.is_none());
+                if reseal_unprotected(ctx, &st)? && kept.is_none() && st.meta.attr.nlink > 0 {
+                    out.resealed.push((ino, off));
+                }
                 // The log loaded, every damaged primary piece repaired: the
                 // primary is whole, and the copy to keep (`replica`).
                 if !ctx.read_only {

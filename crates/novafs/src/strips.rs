@@ -13,6 +13,10 @@
 //! is rebuilt from parity and the other seven strips and must then match a
 //! checksum. Two bad strips in a page make that page EIO.
 
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use parking_lot::Mutex;
 use pm::{PmError, Region};
 
 use crate::error::{corrupt, Error, Result};
@@ -55,6 +59,34 @@ fn csum_bytes(c: &[u32; STRIPS_PER_PAGE]) -> [u8; CSUM_BYTES as usize] {
     out
 }
 
+/// Data pages whose checksums and parity may be stale: mapped writable by
+/// a DAX mapping (caveat DAXor, Fortis §3.4; `mmap`). Reads return them as
+/// they are, and scrub leaves them alone, until they are resealed.
+#[derive(Debug, Default)]
+pub struct Stale {
+    pages: Mutex<HashSet<u64>>,
+    /// The set's size, read without its lock on every read of a page.
+    count: AtomicUsize,
+}
+
+impl Stale {
+    pub fn contains(&self, page: u64) -> bool {
+        self.count.load(Ordering::Acquire) != 0 && self.pages.lock().contains(&page)
+    }
+
+    pub fn insert(&self, page: u64) {
+        if self.pages.lock().insert(page) {
+            self.count.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    pub fn remove(&self, page: u64) {
+        if self.pages.lock().remove(&page) {
+            self.count.fetch_sub(1, Ordering::Release);
+        }
+    }
+}
+
 impl Strips {
     /// Whether the image keeps anything for its data.
     pub fn enabled(&self) -> bool {
@@ -79,6 +111,26 @@ impl Strips {
         }
         let i = self.index(page)?;
         let sums = r.write_nt_summed(page, bytes)?;
+        self.put_sums(r, i, &sums)
+    }
+
+    /// Recomputes `page`'s checksums and parity from what it holds now: a
+    /// page a DAX mapping changed behind them (caveat DAXor, Fortis §3.4),
+    /// no longer writable. Flushed, not fenced: the log entry that says the
+    /// page is protected again fences first (R1).
+    pub fn reseal(&self, r: &dyn Region, page: u64) -> Result<()> {
+        if !self.enabled() {
+            return Ok(());
+        }
+        let i = self.index(page)?;
+        let mut buf = [0u8; PAGE];
+        r.read(page, &mut buf)?;
+        self.put_sums(r, i, &page_sums(&buf))
+    }
+
+    /// Writes (flushed, not fenced) both checksum copies and the parity of
+    /// page index `i`.
+    fn put_sums(&self, r: &dyn Region, i: u64, sums: &pm::stripe::PageSums) -> Result<()> {
         if self.csum[0] != 0 {
             let c = csum_bytes(&sums.crc);
             for area in self.csum {

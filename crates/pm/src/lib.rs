@@ -37,7 +37,7 @@ pub use mem::MemRegion;
 pub use mmap::{MapOptions, MmapRegion, RegionKind};
 pub use protect::{Protection, WriteProtect};
 pub use record::{Choice, CrashPoint, Event, PointKind, RecordingRegion, Torn, Trace, UncertainLine};
-pub use window::{overlaps_window, MapSource, Window, WriteFault, WINDOW_PAGE};
+pub use window::{overlaps_window, Fault, MapSource, Window, WINDOW_PAGE};
 
 /// Size of a CPU cache line: the unit of flushing and of crash tearing.
 pub const CACHELINE: u64 = 64;

@@ -4,16 +4,18 @@
 //!
 //! A [`Window`] reserves the range and maps region pages into it one run at
 //! a time (`MAP_SHARED | MAP_FIXED` of the region's file, `MAP_SYNC` when the
-//! region has it). Pages are mapped read-only or writable; a store to a
-//! read-only page of a window is a *write fault*, which the window's
-//! [`WriteFault`] handler resolves before the store is retried — the
-//! user-space analogue of a file system's `page_mkwrite`:
+//! region has it). Pages are mapped read-only or writable, or not at all
+//! (a fresh window, or a page [`Window::zap`]ped). An access a page does
+//! not allow is a *fault*, which the window's [`Fault`] handler resolves
+//! before the access is retried — the user-space analogue of a file
+//! system's `fault` and `page_mkwrite`:
 //!
 //! - this module's SIGSEGV handler finds the window the address belongs to
-//!   (a lock-free table of ranges), sends the address down a pipe to the
-//!   fault service thread, and sleeps on a futex until the service says
-//!   the fault is resolved; `write`, `futex` and `sigaction` are all it
-//!   calls, all async-signal-safe;
+//!   (a lock-free table of ranges), sends the address and whether the
+//!   access was a store down a pipe to the fault service thread, and
+//!   sleeps on a futex until the service says the fault is resolved;
+//!   `write`, `futex` and `sigaction` are all it calls, all
+//!   async-signal-safe;
 //! - the service thread calls the handler, which may take locks, allocate,
 //!   commit and remap (`Window::map`), then wakes the faulting thread,
 //!   whose store re-executes on the page as it now is. A handler that
@@ -46,11 +48,12 @@ pub struct MapSource<'a> {
     pub sync: bool,
 }
 
-/// Resolves a write fault on page `page` of a window (remapping it with
-/// [`Window::map`] or [`Window::protect`]); false makes the fault fatal.
-pub trait WriteFault: Send + Sync {
+/// Resolves a fault on page `page` of a window, a store when `write`
+/// (remapping it with [`Window::map`], [`Window::map_zero`] or
+/// [`Window::protect`]); false makes the fault fatal.
+pub trait Fault: Send + Sync {
     /// Called on the fault service thread, the faulting thread asleep.
-    fn write_fault(&self, page: usize) -> bool;
+    fn fault(&self, page: usize, write: bool) -> bool;
 }
 
 /// A contiguous range of the process holding region pages.
@@ -70,8 +73,8 @@ unsafe impl Sync for Window {}
 
 impl Window {
     /// Reserves `pages` pages, none mapped yet (any access faults), whose
-    /// write faults go to `handler`.
-    pub fn new(src: MapSource<'_>, pages: usize, handler: Arc<dyn WriteFault>) -> Result<Window, PmError> {
+    /// faults go to `handler`.
+    pub fn new(src: MapSource<'_>, pages: usize, handler: Arc<dyn Fault>) -> Result<Window, PmError> {
         let fd = src.fd.try_clone_to_owned().map_err(os)?;
         let len = pages
             .checked_mul(WINDOW_PAGE)
@@ -82,21 +85,7 @@ impl Window {
                 size: 0,
             })?;
         imp::start_service().map_err(os)?;
-        // SAFETY: a new anonymous reservation chosen by the kernel; checked.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        if base == libc::MAP_FAILED {
-            return Err(os(io::Error::last_os_error()));
-        }
-        let base = base.cast::<u8>();
+        let base = anonymous(std::ptr::null_mut(), len, libc::PROT_NONE)?;
         let Some(slot) = imp::register(base as usize, len, handler) else {
             // SAFETY: the reservation made just above.
             unsafe { libc::munmap(base.cast(), len) };
@@ -114,6 +103,11 @@ impl Window {
     /// The first byte of the window.
     pub fn as_ptr(&self) -> *mut u8 {
         self.base
+    }
+
+    /// Its length in pages.
+    pub fn pages(&self) -> usize {
+        self.pages
     }
 
     fn check(&self, page: usize, npages: usize) -> Result<*mut libc::c_void, PmError> {
@@ -157,6 +151,64 @@ impl Window {
         Ok(())
     }
 
+    /// Maps zeros, read-only and private, at window pages `page..`: a hole
+    /// of the file, read before anything is stored there (a store faults).
+    pub fn map_zero(&self, page: usize, npages: usize) -> Result<(), PmError> {
+        let at = self.check(page, npages)?;
+        anonymous(at.cast(), npages * WINDOW_PAGE, libc::PROT_READ).map(|_| ())
+    }
+
+    /// Unmaps window pages `page..`: their next access faults, and the
+    /// handler maps whatever the file holds there then.
+    pub fn zap(&self, page: usize, npages: usize) -> Result<(), PmError> {
+        let at = self.check(page, npages)?;
+        anonymous(at.cast(), npages * WINDOW_PAGE, libc::PROT_NONE).map(|_| ())
+    }
+
+    /// Copies `out.len()` bytes from byte `off` of the window; an access
+    /// that faults waits for the handler, as a load by the program would.
+    pub fn load(&self, off: usize, out: &mut [u8]) -> Result<(), PmError> {
+        let at = self.byte_range(off, out.len())?;
+        // SAFETY: inside the reservation (checked); a page not mapped
+        // faults and is resolved or kills the process, as a program's own
+        // load through the window would.
+        unsafe { std::ptr::copy_nonoverlapping(at, out.as_mut_ptr(), out.len()) };
+        Ok(())
+    }
+
+    /// Copies `bytes` to byte `off` of the window, as the program's own
+    /// stores would (each page's first store may fault and wait).
+    pub fn store(&self, off: usize, bytes: &[u8]) -> Result<(), PmError> {
+        let at = self.byte_range(off, bytes.len())?;
+        // SAFETY: as in `load`.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), at, bytes.len()) };
+        Ok(())
+    }
+
+    /// Makes bytes `off..off + len` of the window persistent: flushed and
+    /// fenced (the persist barrier a DAX program issues itself).
+    pub fn persist(&self, off: usize, len: usize) -> Result<(), PmError> {
+        let at = self.byte_range(off, len)?;
+        let p = crate::flush::Persist::new(false);
+        // SAFETY: inside the reservation (checked); a page not mapped
+        // faults as a load would, and is mapped before the flush retries.
+        unsafe { p.flush_range(at, len) };
+        p.fence();
+        Ok(())
+    }
+
+    fn byte_range(&self, off: usize, len: usize) -> Result<*mut u8, PmError> {
+        if off.checked_add(len).is_none_or(|end| end > self.pages * WINDOW_PAGE) {
+            return Err(PmError::OutOfBounds {
+                off: off as u64,
+                len: len as u64,
+                size: (self.pages * WINDOW_PAGE) as u64,
+            });
+        }
+        // SAFETY: inside the reservation, checked above.
+        Ok(unsafe { self.base.add(off) })
+    }
+
     /// Makes mapped pages read-only (their next store faults) or writable.
     pub fn protect(&self, page: usize, npages: usize, writable: bool) -> Result<(), PmError> {
         let at = self.check(page, npages)?;
@@ -175,6 +227,28 @@ impl Drop for Window {
         // SAFETY: our own reservation, unmapped once.
         unsafe { libc::munmap(self.base.cast(), self.pages * WINDOW_PAGE) };
     }
+}
+
+/// Maps anonymous memory at `at` (anywhere when null; else `MAP_FIXED`,
+/// inside a window's own reservation).
+fn anonymous(at: *mut u8, len: usize, prot: libc::c_int) -> Result<*mut u8, PmError> {
+    let fixed = if at.is_null() { 0 } else { libc::MAP_FIXED };
+    // SAFETY: a new reservation chosen by the kernel, or MAP_FIXED over a
+    // window's own pages (the callers check the range).
+    let got = unsafe {
+        libc::mmap(
+            at.cast(),
+            len,
+            prot,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | fixed,
+            -1,
+            0,
+        )
+    };
+    if got == libc::MAP_FAILED {
+        return Err(os(io::Error::last_os_error()));
+    }
+    Ok(got.cast())
 }
 
 fn os(source: io::Error) -> PmError {
@@ -202,7 +276,7 @@ mod imp {
 
     use libc::{c_int, siginfo_t};
 
-    use super::{WriteFault, WINDOW_PAGE};
+    use super::{Fault, WINDOW_PAGE};
 
     /// Windows that may exist at once.
     const SLOTS: usize = 1024;
@@ -220,21 +294,23 @@ mod imp {
         }
     }; SLOTS];
     /// Each slot's handler, for the service thread.
-    static HANDLERS: Mutex<Vec<Option<Arc<dyn WriteFault>>>> = Mutex::new(Vec::new());
+    static HANDLERS: Mutex<Vec<Option<Arc<dyn Fault>>>> = Mutex::new(Vec::new());
     /// The write end of the service's pipe; -1 until it runs.
     static PIPE: AtomicI32 = AtomicI32::new(-1);
     static SERVICE: OnceLock<Result<(), i32>> = OnceLock::new();
     static PREV: OnceLock<libc::sigaction> = OnceLock::new();
 
-    /// One fault, as sent down the pipe: the address and the word the
-    /// faulting thread sleeps on (0 pending, 1 resolved, 2 fatal).
+    /// One fault, as sent down the pipe: the address, whether it was a
+    /// store, and the word the faulting thread sleeps on (0 pending, 1
+    /// resolved, 2 fatal).
     #[repr(C)]
     struct Request {
         addr: usize,
+        write: bool,
         done: *const AtomicU32,
     }
 
-    pub(super) fn register(start: usize, len: usize, handler: Arc<dyn WriteFault>) -> Option<usize> {
+    pub(super) fn register(start: usize, len: usize, handler: Arc<dyn Fault>) -> Option<usize> {
         let mut handlers = HANDLERS.lock().unwrap_or_else(|p| p.into_inner());
         if handlers.is_empty() {
             handlers.resize(SLOTS, None);
@@ -316,7 +392,7 @@ mod imp {
                 let start = RANGES[slot].start.load(Ordering::Acquire);
                 handlers[slot].clone().map(|h| (h, (req.addr - start) / WINDOW_PAGE))
             });
-            let ok = handler.is_some_and(|(h, page)| h.write_fault(page));
+            let ok = handler.is_some_and(|(h, page)| h.fault(page, req.write));
             // SAFETY: the faulting thread sleeps on `done` (on its signal
             // stack frame) until this store and wake.
             let done = unsafe { &*req.done };
@@ -344,10 +420,14 @@ mod imp {
             let write = uc.uc_mcontext.gregs[libc::REG_ERR as usize] & PF_WRITE != 0;
             let addr = (*info).si_addr() as usize;
             let pipe = PIPE.load(Ordering::Acquire);
-            if (*info).si_code > 0 && write && pipe >= 0 && find(addr).is_some() {
+            if (*info).si_code > 0 && pipe >= 0 && find(addr).is_some() {
                 let errno = *libc::__errno_location();
                 let done = AtomicU32::new(0);
-                let req = Request { addr, done: &done };
+                let req = Request {
+                    addr,
+                    write,
+                    done: &done,
+                };
                 let want = mem::size_of::<Request>();
                 if libc::write(pipe, ptr::from_ref(&req).cast(), want) == want as isize {
                     while done.load(Ordering::Acquire) == 0 {
@@ -376,9 +456,9 @@ mod imp {
     use std::io;
     use std::sync::Arc;
 
-    use super::WriteFault;
+    use super::Fault;
 
-    pub(super) fn register(_: usize, _: usize, _: Arc<dyn WriteFault>) -> Option<usize> {
+    pub(super) fn register(_: usize, _: usize, _: Arc<dyn Fault>) -> Option<usize> {
         Some(0)
     }
     pub(super) fn unregister(_: usize) {}
@@ -405,8 +485,9 @@ mod tests {
         faults: AtomicUsize,
     }
 
-    impl WriteFault for CopyOnWrite {
-        fn write_fault(&self, page: usize) -> bool {
+    impl Fault for CopyOnWrite {
+        fn fault(&self, page: usize, write: bool) -> bool {
+            assert!(write, "every page of the test is mapped readable");
             self.faults.fetch_add(1, Ordering::SeqCst);
             let w = self.window.lock().unwrap().clone().unwrap();
             let mut buf = [0u8; WINDOW_PAGE];

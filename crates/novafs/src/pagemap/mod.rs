@@ -356,6 +356,11 @@ impl FileMap {
         self.pages.get(pg).map(|m| m.block)
     }
 
+    /// The data page of file page `pg` and the write entry that maps it.
+    pub fn lookup_entry(&self, pg: u64) -> Option<(u64, u64)> {
+        self.pages.get(pg).map(|m| (m.block, m.entry))
+    }
+
     /// Mapped runs `(pgoff, block, npages)`, contiguous in both file and
     /// media: what a compacted log records.
     pub fn runs(&self) -> Vec<(u64, u64, u64)> {

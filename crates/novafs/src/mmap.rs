@@ -1,0 +1,456 @@
+//! DAX mmap in the library (NOVA-Fortis §2, §3.3, §3.4): a file's data
+//! pages mapped into the program, which loads and stores the persistent
+//! memory itself, with no copy and no file system call on the way.
+//!
+//! Pages are mapped on demand through `pm::Window`'s fault service: a load
+//! maps the page read-only (a hole reads as zeros), and the first store to
+//! a page is a *write fault* that this module resolves before the store is
+//! retried:
+//!
+//! - **caveat DAXor** (§3.4): a page the program may store to cannot keep
+//!   its checksums and parity up to date. Before the page becomes writable
+//!   an `MMAP_UNPROTECT` entry naming it is committed to the file's log
+//!   (durable first: a crash then finds it and reseals the page instead of
+//!   "repairing" it from stale parity), and its data page joins the
+//!   *stale* set, which reads and scrub trust without checking. Sealing
+//!   (`Mapping::sync`, dropping the mapping, and any write(2), truncate or
+//!   fallocate over the page) write-protects the page everywhere,
+//!   recomputes its checksums and parity, and commits `MMAP_PROTECT` (or
+//!   the change's own write entry, which protects too). A crash scan
+//!   reseals what is still unprotected.
+//! - **snapshots** (§3.3): a data page that a snapshot holds (mapped by an
+//!   entry of its epoch or older) is never written in place: the write
+//!   fault copies it to a new page (copy-on-write, committed as a write
+//!   entry; the old page goes to the snapshot's manifest, its checksums
+//!   resealed first). Taking a snapshot write-protects every writable page
+//!   of every mapping *while faults are held back* ([`Mmaps::freeze`]) and
+//!   lets them go only once the snapshot is recorded: a store that faults
+//!   on a page already protected waits, so no later store (in program
+//!   order, or after a lock hand-off) can reach a page still writable.
+//!   The snapshot then holds a prefix of every thread's stores (Fig. 3).
+//!
+//! Lock order: `Mmaps::faults` (the fault service only) → the epoch gate
+//! → the inode's lock → a mapping's page state. Writers never take
+//! `faults`; a snapshot takes `faults` before the gate. The library
+//! copies a caller's buffer that lies in a mapping before it takes any of
+//! these (`Fs::read`, `Fs::write`), so no fault is ever taken under them.
+
+use std::collections::BTreeSet;
+use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use pm::{Fault, Window};
+
+use crate::alloc::Budget;
+use crate::cache::{alive, Cell};
+use crate::commit::Ctx;
+use crate::error::{Error, Result};
+use crate::file::{self, file_map};
+use crate::inode::{mmap_entry, setattr_entry, Ino, InodeState};
+use crate::layout::{ENTRY_EPOCH_OFF, MMAP_PROTECT, MMAP_UNPROTECT, PAGE_SIZE};
+use crate::time::now_ns;
+
+/// The mappings of one mounted file system (`Fs`).
+#[derive(Default)]
+pub struct Mmaps {
+    /// Held shared by every fault while it is resolved, exclusively by a
+    /// snapshot while it write-protects the mappings (§3.3).
+    faults: RwLock<()>,
+    live: Mutex<Vec<Weak<Shared>>>,
+    /// Live mappings: writers skip every mmap step while there are none.
+    mapped: AtomicUsize,
+}
+
+impl Mmaps {
+    /// Whether any mapping exists.
+    pub fn any(&self) -> bool {
+        self.mapped.load(Ordering::Acquire) != 0
+    }
+
+    fn of_inode(&self, ino: Ino) -> Vec<Arc<Shared>> {
+        let live = self.live.lock();
+        live.iter().filter_map(Weak::upgrade).filter(|s| s.ino == ino).collect()
+    }
+
+    /// Holds faults back and write-protects every writable page of every
+    /// mapping (§3.3, Fig. 3 a–c): the caller records the snapshot, then
+    /// drops the guard, and the held faults copy on write.
+    pub fn freeze(&self) -> RwLockWriteGuard<'_, ()> {
+        let gate = self.faults.write();
+        let all: Vec<Arc<Shared>> = self.live.lock().iter().filter_map(Weak::upgrade).collect();
+        for s in all {
+            s.write_protect(0..s.npages);
+        }
+        gate
+    }
+}
+
+/// One mapping: the fault handler of its window.
+pub(crate) struct Shared {
+    ctx: Arc<Ctx>,
+    mmaps: Arc<Mmaps>,
+    cell: Arc<Cell>,
+    ino: Ino,
+    /// First file page mapped, and how many.
+    pgoff: u64,
+    npages: usize,
+    /// Stores allowed (a writable mapping of a writable file system).
+    writable: bool,
+    state: Mutex<PageState>,
+}
+
+/// The window (None once unmapped) and which of its pages are writable.
+struct PageState {
+    window: Option<Arc<Window>>,
+    writable: BTreeSet<usize>,
+}
+
+impl Fault for Shared {
+    fn fault(&self, page: usize, write: bool) -> bool {
+        match self.resolve(page, write) {
+            Ok(()) => true,
+            Err(e) => {
+                // As a DAX fault that fails: the access kills the program
+                // (SIGBUS there, SIGSEGV here).
+                tracing::error!(ino = self.ino, page, write, error = %e, "mmap fault cannot be resolved");
+                false
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn file_page(&self, page: usize) -> u64 {
+        self.pgoff + page as u64
+    }
+
+    fn resolve(&self, page: usize, write: bool) -> Result<()> {
+        let ctx = &*self.ctx;
+        let _held = self.mmaps.faults.read(); // §3.3: none completes during a freeze
+        let _op = ctx.snapshots.epochs.enter();
+        let mut st = self.cell.state.write();
+        alive(&st)?;
+        let pg = self.file_page(page);
+        if pg * PAGE_SIZE >= st.meta.attr.size {
+            return Err(Error::Invalid("access past the end of the mapped file"));
+        }
+        if !write {
+            let block = file_map(&st)?.lookup(pg);
+            let state = self.state.lock();
+            let window = state.window.as_ref().ok_or(Error::NotFound)?;
+            match block {
+                Some(block) => window.map(page, block, 1, false)?,
+                None => window.map_zero(page, 1)?,
+            }
+            return Ok(());
+        }
+        if !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        let block = self.writable_page(&mut st, pg)?;
+        let mut state = self.state.lock();
+        let window = state.window.as_ref().ok_or(Error::NotFound)?;
+        window.map(page, block, 1, true)?;
+        state.writable.insert(page);
+        Ok(())
+    }
+
+    /// The data page file page `pg` can be stored to now: its own, or a
+    /// copy when a snapshot holds it or it is a hole, its unprotect entry
+    /// committed (module docs) and its block marked stale.
+    fn writable_page(&self, st: &mut InodeState, pg: u64) -> Result<u64> {
+        let ctx = &*self.ctx;
+        let protecting = ctx.strips.enabled();
+        let now = now_ns();
+        let mut extra = Vec::new();
+        if protecting {
+            extra.push(mmap_entry(ctx.epoch(), pg, 1, MMAP_UNPROTECT));
+        }
+        let current = file_map(st)?.lookup_entry(pg);
+        let held = match current {
+            Some((_, entry)) => {
+                let birth = ctx.region().load_u64(entry + ENTRY_EPOCH_OFF)?;
+                ctx.snapshots.newest().is_some_and(|n| birth <= n)
+            }
+            None => false,
+        };
+        let block = match current {
+            Some((block, _)) if !held => {
+                if protecting && !st.meta.unprotected.contains_key(&pg) {
+                    // A store changes the file: mtime and ctime, as
+                    // page_mkwrite's file_update_time.
+                    let a = crate::inode::Attr {
+                        mtime: now,
+                        ctime: now,
+                        ..st.attr()
+                    };
+                    extra.push(setattr_entry(ctx.epoch(), &a));
+                    file::commit_file(ctx, st, Budget::Normal, &extra)?; // caveat DAXor: durable before writable
+                }
+                block
+            }
+            _ => {
+                // Copy-on-write (§3.3), or a hole filled. Every mapping
+                // drops the old page first; the copy's source is sealed,
+                // so the snapshot keeps it with whole checksums.
+                for s in self.mmaps.of_inode(self.ino) {
+                    s.zap(pg..pg + 1)?;
+                }
+                if let Some((old, _)) = current {
+                    if st.meta.unprotected.contains_key(&pg) {
+                        ctx.strips.reseal(ctx.data(), old)?;
+                    }
+                }
+                let new = file::materialize(ctx, st, pg, now, extra)?; // caveat DAXor: durable before writable
+                if let Some((old, _)) = current {
+                    ctx.stale.remove(old);
+                }
+                new
+            }
+        };
+        if protecting {
+            ctx.stale.insert(block);
+        }
+        Ok(block)
+    }
+
+    /// Unmaps file pages `range` (where this mapping has them): their next
+    /// access faults in what the file holds then.
+    fn zap(&self, range: Range<u64>) -> Result<()> {
+        let Some(pages) = self.window_pages(&range) else {
+            return Ok(());
+        };
+        let mut state = self.state.lock();
+        if let Some(w) = &state.window {
+            w.zap(pages.start, pages.len())?;
+        }
+        state.writable.retain(|p| !pages.contains(p));
+        Ok(())
+    }
+
+    /// Makes this mapping's writable pages among window pages `pages`
+    /// read-only: their next store faults.
+    fn write_protect(&self, pages: Range<usize>) {
+        let mut state = self.state.lock();
+        let PageState { window, writable } = &mut *state;
+        let Some(w) = window else { return };
+        let hit: Vec<usize> = writable.range(pages).copied().collect();
+        for p in hit {
+            if let Err(e) = w.protect(p, 1, false) {
+                tracing::error!(ino = self.ino, page = p, error = %e, "mapped page not write-protected");
+                continue;
+            }
+            writable.remove(&p);
+        }
+    }
+
+    /// The window pages that file pages `range` cover, if any.
+    fn window_pages(&self, range: &Range<u64>) -> Option<Range<usize>> {
+        let end = self.pgoff + self.npages as u64;
+        let lo = range.start.max(self.pgoff);
+        let hi = range.end.min(end);
+        (lo < hi).then(|| (lo - self.pgoff) as usize..(hi - self.pgoff) as usize)
+    }
+}
+
+/// Write-protects file pages `range` of inode `st` in every mapping and
+/// reseals those a mapping left unprotected (their blocks trusted again).
+/// Returns the span resealed. Called before any change to the pages
+/// (write, truncate, fallocate), whose own entries then protect them, and
+/// by [`Mapping::sync`] and unmapping, which commit `MMAP_PROTECT`.
+pub fn seal(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, range: Range<u64>) -> Result<Option<Range<u64>>> {
+    let dirty: Vec<u64> = st.meta.unprotected.range(range.clone()).map(|(&pg, _)| pg).collect();
+    let (Some(&first), Some(&last)) = (dirty.first(), dirty.last()) else {
+        return Ok(None);
+    };
+    for s in mmaps.of_inode(st.meta.attr.ino) {
+        if let Some(pages) = s.window_pages(&range) {
+            s.write_protect(pages);
+        }
+    }
+    let map = file_map(st)?;
+    for pg in dirty {
+        if let Some(block) = map.lookup(pg) {
+            ctx.strips.reseal(ctx.data(), block)?;
+            ctx.stale.remove(block);
+        }
+    }
+    Ok(Some(first..last + 1))
+}
+
+/// Before a change to file pages `range` of `st`: seals them (the change's
+/// commit fences the resealed sums, R1).
+pub fn changing(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, range: Range<u64>) -> Result<()> {
+    if mmaps.any() {
+        seal(ctx, mmaps, st, range)?;
+    }
+    Ok(())
+}
+
+/// After a change to file pages `range` of inode `ino`: every mapping
+/// drops them, to fault in the new pages.
+pub fn changed(mmaps: &Mmaps, ino: Ino, range: Range<u64>) -> Result<()> {
+    if mmaps.any() {
+        for s in mmaps.of_inode(ino) {
+            s.zap(range.clone())?;
+        }
+    }
+    Ok(())
+}
+
+/// Seals file pages `range` of `st` and commits that they are protected.
+fn seal_committed(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, range: Range<u64>) -> Result<()> {
+    if let Some(span) = seal(ctx, mmaps, st, range)? {
+        let e = mmap_entry(ctx.epoch(), span.start, span.end - span.start, MMAP_PROTECT);
+        // R1: the resealed sums are durable before the entry that trusts them.
+        file::commit_file(ctx, st, Budget::Reserve, &[e])?;
+    }
+    Ok(())
+}
+
+/// A file's pages mapped into this process ([`crate::Fs::mmap`]).
+/// Dropping it seals and unmaps them (munmap).
+pub struct Mapping<'fs> {
+    fs: &'fs crate::Fs,
+    shared: Arc<Shared>,
+    closed: bool,
+}
+
+impl std::fmt::Debug for Mapping<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapping")
+            .field("ino", &self.shared.ino)
+            .field("pgoff", &self.shared.pgoff)
+            .field("npages", &self.shared.npages)
+            .field("writable", &self.shared.writable)
+            .finish()
+    }
+}
+
+impl<'fs> Mapping<'fs> {
+    /// Maps `npages` pages of `cell` (inode `ino`) from file page `pgoff`;
+    /// the caller holds an open handle on it, which the mapping releases.
+    pub(crate) fn new(
+        fs: &'fs crate::Fs,
+        (ctx, mmaps): (&Arc<Ctx>, &Arc<Mmaps>),
+        cell: Arc<Cell>,
+        ino: Ino,
+        (pgoff, npages): (u64, usize),
+        writable: bool,
+    ) -> Result<Mapping<'fs>> {
+        let src = ctx.data().map_source().ok_or(Error::NotSupported(
+            "DAX mmap needs a region mapped from a file (devdax and in-memory regions have none)",
+        ))?;
+        let shared = Arc::new(Shared {
+            ctx: ctx.clone(),
+            mmaps: mmaps.clone(),
+            cell,
+            ino,
+            pgoff,
+            npages,
+            writable,
+            state: Mutex::new(PageState {
+                window: None,
+                writable: BTreeSet::new(),
+            }),
+        });
+        let window = Window::new(src, npages, shared.clone())?;
+        shared.state.lock().window = Some(Arc::new(window));
+        let mut live = mmaps.live.lock();
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&shared));
+        mmaps.mapped.fetch_add(1, Ordering::AcqRel);
+        drop(live);
+        Ok(Mapping {
+            fs,
+            shared,
+            closed: false,
+        })
+    }
+
+    /// The first byte of the mapping: the program's own loads and stores
+    /// go here (a page is mapped at its first access).
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.shared
+            .state
+            .lock()
+            .window
+            .as_ref()
+            .map_or(std::ptr::null_mut(), |w| w.as_ptr())
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.shared.npages * PAGE_SIZE as usize
+    }
+
+    /// Never empty: a mapping has at least one page.
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+
+    /// Copies bytes at `off` of the mapping into `out`, as loads would.
+    pub fn load(&self, off: usize, out: &mut [u8]) -> Result<()> {
+        Ok(self.window()?.load(off, out)?)
+    }
+
+    /// Stores `bytes` at `off` of the mapping, as the program would: in
+    /// place, not durable until persisted ([`Mapping::persist`]).
+    pub fn store(&self, off: usize, bytes: &[u8]) -> Result<()> {
+        Ok(self.window()?.store(off, bytes)?)
+    }
+
+    /// The persist barrier of a DAX program: bytes `off..off + len` are
+    /// flushed and fenced.
+    pub fn persist(&self, off: usize, len: usize) -> Result<()> {
+        Ok(self.window()?.persist(off, len)?)
+    }
+
+    /// The window, without holding the page-state lock: a load or store
+    /// through it may fault, and the fault takes that lock.
+    fn window(&self) -> Result<Arc<Window>> {
+        self.shared.state.lock().window.clone().ok_or(Error::NotFound)
+    }
+
+    /// msync: the pages stored to since they were last sealed get their
+    /// checksums and parity back (caveat DAXor), committed; their next
+    /// store faults again. Their data is persistent when this returns.
+    pub fn sync(&self) -> Result<()> {
+        let s = &self.shared;
+        let _op = s.ctx.snapshots.epochs.enter();
+        let mut st = s.cell.state.write();
+        alive(&st)?;
+        seal_committed(&s.ctx, &s.mmaps, &mut st, s.pgoff..s.pgoff + s.npages as u64)?;
+        s.ctx.data().fence(); // msync: stores that needed no resealing are persistent too
+        Ok(())
+    }
+
+    /// munmap, with its error: what [`Drop`] does, which can only log it.
+    pub fn close(mut self) -> Result<()> {
+        self.closed = true;
+        self.unmap()
+    }
+
+    fn unmap(&self) -> Result<()> {
+        let s = &self.shared;
+        let sealed = if s.writable { self.sync() } else { Ok(()) };
+        let window = s.state.lock().window.take();
+        drop(window); // unregistered from the fault service: no fault reaches `s` now
+        s.mmaps.mapped.fetch_sub(1, Ordering::AcqRel);
+        let released = self.fs.release_handle(s.ino);
+        sealed.and(released)
+    }
+}
+
+impl Drop for Mapping<'_> {
+    fn drop(&mut self) {
+        if self.closed {
+            return;
+        }
+        if let Err(e) = self.unmap() {
+            tracing::error!(ino = self.shared.ino, error = %e, "unmapping failed");
+        }
+    }
+}
