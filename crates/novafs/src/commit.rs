@@ -22,7 +22,7 @@ use crate::alloc::{Budget, Freed, PageAllocator, Unreferenced};
 use crate::error::{Error, Result};
 use crate::health::Health;
 use crate::inode::InodeState;
-use crate::itable::read_live_record;
+use crate::itable::read_record;
 use crate::itable::InodeTables;
 use crate::journal::{Check, Durable, Journal, Txn, Update};
 use crate::layout::{
@@ -109,13 +109,27 @@ impl Ctx {
     /// free: after a crash the recovery scan made the two agree, and
     /// nothing else frees a slot without freeing both copies.
     pub fn live_record(&self, off: u64, ino: Ino) -> Result<Inode> {
-        let primary = read_live_record(self.region(), off, ino);
+        self.record_in(off, ino, INODE_LIVE)
+    }
+
+    /// The record of inode `ino` at `off` kept for snapshots (Fortis
+    /// §3.2), verified and repaired as [`Ctx::live_record`] does: reached
+    /// only for an inode a manifest lists, whose slot nothing frees
+    /// meanwhile (`scrub`), so a replica that says kept wins.
+    pub fn kept_record(&self, off: u64, ino: Ino) -> Result<Inode> {
+        self.record_in(off, ino, INODE_KEPT)
+    }
+
+    /// The record of inode `ino` at `off` in state `state`, from the
+    /// primary or, when only it passes, the replica (copied back).
+    fn record_in(&self, off: u64, ino: Ino, state: u64) -> Result<Inode> {
+        let primary = read_record(self.region(), off, ino, state);
         let Some(m) = self.bounds.replica(off) else {
             return primary;
         };
         match primary {
             Ok(rec) if rec.csum == rec.compute_csum() => Ok(rec),
-            damaged => match read_live_record(self.data(), m, ino) {
+            damaged => match read_record(self.data(), m, ino, state) {
                 Ok(rec) if rec.csum == rec.compute_csum() => {
                     self.repair(&[(off, INODE_SIZE)])?;
                     Ok(rec)

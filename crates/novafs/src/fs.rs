@@ -321,7 +321,8 @@ impl Fs {
     }
 
     /// Reads everything redundancy protects — every inode's record, log
-    /// and data — repairing what it can, while the file system stays in
+    /// and data, live or kept for snapshots, and the data runs only
+    /// snapshots keep — repairing what it can, while the file system stays in
     /// use (`scrub`); `progress(done, total)` counts inodes and returns
     /// false to stop early.
     pub fn scrub(&self, opts: ScrubOptions, progress: &dyn Fn(u64, u64) -> bool) -> Result<ScrubReport> {

@@ -334,10 +334,16 @@ impl InodeTables {
 
 /// Reads the record at `off` and checks that it is a live inode `ino`.
 pub fn read_live_record(region: &dyn Region, off: u64, ino: Ino) -> Result<Inode> {
+    read_record(region, off, ino, INODE_LIVE)
+}
+
+/// Reads the record at `off` and checks that it is inode `ino` in state
+/// `state` (`INODE_LIVE` or `INODE_KEPT`); NotFound in another state.
+pub fn read_record(region: &dyn Region, off: u64, ino: Ino, state: u64) -> Result<Inode> {
     let mut buf = [0u8; INODE_SIZE as usize];
     region.read(off, &mut buf)?;
     let rec: Inode = decode(&buf)?;
-    if rec.state != INODE_LIVE {
+    if rec.state != state {
         return Err(Error::NotFound);
     }
     if rec.ino != ino {

@@ -113,6 +113,10 @@ fn finish(ctx: &Ctx, job: Job, pending: &Pending) {
 /// (its record damaged) stays, and is reported: fsck and the next crash
 /// scan see it.
 fn free(ctx: &Ctx, job: Job) {
+    // Not while scrub checks an item in place: it checked the item was
+    // still listed when it pinned it, so it may be one of these
+    // (`Snapshots::pin`); after this, none of them is listed any more.
+    let _freeing = ctx.snapshots.freeing();
     let mut data = Vec::new();
     for item in job.items {
         match item {

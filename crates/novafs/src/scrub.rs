@@ -4,30 +4,36 @@
 //! replicas (repairing a damaged primary), its replicas are then rewritten
 //! from the verified primaries, and every data page it maps is read strip
 //! by strip against the checksums, a bad strip rebuilt from parity. Then
-//! the metadata no live inode covers: the inode tables' heads, chunk
-//! footers and free slots, and the reserved records of page 2 (the
-//! superblock's two copies are `Fs::scrub`'s). What cannot be repaired is
-//! reported (and counted as lost); nothing else is touched.
+//! what only snapshots keep (Fortis §3.2), listed in their manifests: kept
+//! inodes, scrubbed as live ones are, and kept data runs, page by page as
+//! a live file's. Then the metadata no live inode covers: the inode
+//! tables' heads, chunk footers and free slots, and the reserved records
+//! of page 2 (the superblock's two copies are `Fs::scrub`'s). What cannot
+//! be repaired is reported (and counted as lost); nothing else is touched.
 //!
 //! Locking: an inode's write lock is held only while its replicas are
 //! rewritten (a writer would otherwise race the copy); its data pages are
 //! checked under the read lock, a batch at a time, so a page cannot be
 //! freed and reused while it is checked and writers wait at most one batch.
-//! A shard's free-slot lock is held while its table is checked, so no slot
-//! is claimed or released and no chunk added meanwhile.
+//! Kept objects change no more, but the reclaimer frees those of a deleted
+//! snapshot: each is pinned while it is checked, a batch at a time
+//! ([`scrub_kept`]). A shard's free-slot lock is held while its table is
+//! checked, so no slot is claimed or released and no chunk added meanwhile.
 
+use std::ops::Deref;
 use std::time::{Duration, Instant};
 
 use crate::cache::{alive, Cache};
 use crate::commit::Ctx;
 use crate::error::{Error, Result};
-use crate::inode::{Body, Ino};
+use crate::inode::{Body, Ino, InodeState};
 use crate::itable::Slot;
 use crate::layout::{
     decode, ChunkFooter, Inode, CHUNK_FOOTER_OFF, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE, RESERVED_INODES,
     RESERVED_INODES_OFF,
 };
 use crate::replica::{readable, sync};
+use crate::snapshot::{Kept, KeptItems, KeptPin};
 use zerocopy::IntoBytes;
 
 /// How to scrub.
@@ -55,22 +61,30 @@ pub struct ScrubReport {
     pub stopped: bool,
 }
 
-/// Pages checked under one hold of an inode's read lock.
+/// Pages checked under one hold of an inode's read lock (or one pin of a
+/// kept object).
 const BATCH: u64 = 64;
 
-/// Scrubs every live inode; `progress(done, total)` counts inodes and
-/// returns false to stop (the report says so).
+/// Scrubs every live inode, then every object snapshots keep;
+/// `progress(done, total)` counts inodes and returns false to stop (the
+/// report says so).
 pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, u64) -> bool) -> Result<ScrubReport> {
     let mut rep = ScrubReport::default();
     let before = ctx.health.counts();
+    // Kept inodes hold slots too: they are counted in the total.
     let total = ctx.tables.capacity() - ctx.tables.free_count();
-    let start = Instant::now();
-    let mut checked_bytes = 0u64;
-    for shard in 0..ctx.tables.shard_count() as usize {
+    let progress = |done: u64| progress(done, total.max(done));
+    let mut pacer = Pacer {
+        rate: opts.rate,
+        start: Instant::now(),
+        done: 0,
+    };
+    'shards: for shard in 0..ctx.tables.shard_count() as usize {
         let mut live = Vec::new();
         ctx.tables.scan_shard(ctx.region(), shard, |slot| {
             // A slot DRAM holds free is not an inode, whatever its
             // primary says (scribbled, it is scrubbed as a free slot).
+            // Kept slots are the manifests' (`scrub_kept`).
             if let Slot::Live { ino, .. } = slot {
                 if !ctx.tables.is_free(ino) {
                     live.push(ino);
@@ -79,26 +93,17 @@ pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, 
             Ok(())
         })?;
         for ino in live {
-            match scrub_inode(ctx, cache, ino, &mut rep, &mut |bytes| {
-                checked_bytes += bytes;
-                pace(opts.rate, start, checked_bytes);
-            }) {
-                Ok(()) | Err(Error::NotFound) => {} // freed meanwhile
-                Err(e @ (Error::Corrupt(_) | Error::Pm(_))) => {
-                    ctx.health.lost(ino, &e);
-                    rep.damaged.push((ino, e.to_string()));
-                }
-                Err(e) => return Err(e),
-            }
+            let checked = scrub_inode(ctx, cache, ino, &mut rep, &mut pacer);
+            settle(ctx, &mut rep, ino, checked, || None)?;
             rep.inodes += 1;
-            if !progress(rep.inodes, total.max(rep.inodes)) {
+            if !progress(rep.inodes) {
                 rep.stopped = true;
-                break;
+                break 'shards;
             }
         }
-        if rep.stopped {
-            break;
-        }
+    }
+    if !rep.stopped {
+        scrub_kept(ctx, &mut rep, &mut pacer, &progress)?;
     }
     if !rep.stopped && ctx.bounds.live_replicas() && !ctx.read_only {
         scrub_tables(ctx, &mut rep)?;
@@ -109,35 +114,100 @@ pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, 
     Ok(rep)
 }
 
-/// Sleeps as long as `done` bytes since `start` run ahead of `rate`.
-fn pace(rate: Option<u64>, start: Instant, done: u64) {
-    if let Some(rate) = rate.filter(|&r| r > 0) {
-        let due = Duration::from_secs_f64(done as f64 / rate as f64);
-        if let Some(ahead) = due.checked_sub(start.elapsed()) {
-            std::thread::sleep(ahead);
+/// Keeps the file data checked under `rate` bytes per second.
+struct Pacer {
+    rate: Option<u64>,
+    start: Instant,
+    done: u64,
+}
+
+impl Pacer {
+    /// `bytes` more were checked: sleeps as long as the total runs ahead
+    /// of the rate.
+    fn paced(&mut self, bytes: u64) {
+        self.done += bytes;
+        if let Some(rate) = self.rate.filter(|&r| r > 0) {
+            let due = Duration::from_secs_f64(self.done as f64 / rate as f64);
+            if let Some(ahead) = due.checked_sub(self.start.elapsed()) {
+                std::thread::sleep(ahead);
+            }
         }
     }
 }
 
-fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, paced: &mut dyn FnMut(u64)) -> Result<()> {
+/// Counts what checking one object of inode `ino` came to: damage that
+/// could not be repaired is reported (with `what` the object is, when it
+/// is not the inode itself) and counted as lost; an object freed
+/// meanwhile is passed over; any other error ends the scrub.
+fn settle(
+    ctx: &Ctx,
+    rep: &mut ScrubReport,
+    ino: Ino,
+    checked: Result<()>,
+    what: impl FnOnce() -> Option<String>,
+) -> Result<()> {
+    match checked {
+        Ok(()) | Err(Error::NotFound) => Ok(()),
+        Err(e @ (Error::Corrupt(_) | Error::Pm(_))) => {
+            ctx.health.lost(ino, &e);
+            let why = match what() {
+                Some(what) => format!("{what}: {e}"),
+                None => e.to_string(),
+            };
+            rep.damaged.push((ino, why));
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
+fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, pacer: &mut Pacer) -> Result<()> {
     // Loading verifies the record and every committed entry, repairing a
     // damaged primary from its replica (`Ctx::live_record`, `load_inode`).
     let cell = cache.get(ctx, ino)?;
-    if ctx.bounds.live_replicas() && !ctx.read_only {
+    if rewrites_replicas(ctx) {
         let st = cell.state.write();
         alive(&st)?;
-        // The primaries are whole now: they are the copies to keep.
-        for &p in st.log.pages() {
-            rep.replicas_rewritten += sync(ctx.data(), ctx.bounds, p, PAGE_SIZE, true)?;
-        }
-        rep.replicas_rewritten += sync(ctx.data(), ctx.bounds, st.off, INODE_SIZE, true)?;
-        ctx.data().fence(); // The rewritten replicas are durable before the lock goes.
+        rewrite_replicas(ctx, &st, rep)?;
     }
+    scrub_pages(ctx, rep, pacer, || {
+        let st = cell.state.read();
+        alive(&st)?;
+        Ok(st)
+    })
+}
+
+/// Whether scrub rewrites replicas: the image keeps them current, and
+/// the mount may write.
+fn rewrites_replicas(ctx: &Ctx) -> bool {
+    ctx.bounds.live_replicas() && !ctx.read_only
+}
+
+/// Copies the primaries of inode `st`'s log pages and record, verified
+/// whole by its load, over their replicas (only the holder of its write
+/// lock, or of a kept inode's pin, may).
+fn rewrite_replicas(ctx: &Ctx, st: &InodeState, rep: &mut ScrubReport) -> Result<()> {
+    for &p in st.log.pages() {
+        rep.replicas_rewritten += sync(ctx.data(), ctx.bounds, p, PAGE_SIZE, true)?;
+    }
+    rep.replicas_rewritten += sync(ctx.data(), ctx.bounds, st.off, INODE_SIZE, true)?;
+    ctx.data().fence(); // The rewritten replicas are durable before the lock goes.
+    Ok(())
+}
+
+/// Checks every data page of an inode, its extended attribute values'
+/// and then its file's, a batch at a time, each under `hold()`: the
+/// inode's state while none of its pages can be freed and reused.
+fn scrub_pages<G: Deref<Target = InodeState>>(
+    ctx: &Ctx,
+    rep: &mut ScrubReport,
+    pacer: &mut Pacer,
+    mut hold: impl FnMut() -> Result<G>,
+) -> Result<()> {
     let mut page = vec![0u8; PAGE_SIZE as usize];
     {
         // Extended attribute values in data pages (at most 16 a name).
-        let st = cell.state.read();
-        alive(&st)?;
+        let st = hold()?;
         let mut checked_pages = 0;
         for block in st.meta.xattrs.blocks() {
             scrub_block(ctx, block, &mut page)?;
@@ -145,12 +215,11 @@ fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, paced:
         }
         drop(st);
         rep.pages += checked_pages;
-        paced(checked_pages * PAGE_SIZE);
+        pacer.paced(checked_pages * PAGE_SIZE);
     }
     let mut from = 0u64;
     loop {
-        let st = cell.state.read();
-        alive(&st)?;
+        let st = hold()?;
         let Body::File(map) = &st.meta.body else {
             return Ok(());
         };
@@ -165,12 +234,115 @@ fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, paced:
         }
         drop(st);
         rep.pages += checked_pages;
-        paced(checked_pages * PAGE_SIZE);
+        pacer.paced(checked_pages * PAGE_SIZE);
         match next {
             Some(pg) => from = pg,
             None => return Ok(()),
         }
     }
+}
+
+/// What only snapshots keep (Fortis §3.2): every item of a copy of the
+/// manifests taken now (items kept later wait for the next scrub), in
+/// the order of their snapshots, each reported with the one it is kept
+/// for.
+///
+/// The manifests' lock is not held meanwhile: writers take it to keep
+/// what they overwrite. But the reclaimer frees the items of a snapshot
+/// deleted meanwhile, whose pages and slots may then be reused (a page
+/// "repaired" from a stale parity under a new writer would be damage
+/// made). So each item is pinned (`Snapshots::pin`) while it is checked,
+/// a batch of pages at a time: a pin is given only while some manifest
+/// still lists the item, and a reclaimer waits for every pin before it
+/// frees anything (`reclaim::free`); an item no longer listed is passed
+/// over. The reclaimer waits at most one batch, as a writer does for a
+/// live inode's read lock; deleting a snapshot (which runs with no
+/// operation in flight) never waits for a scrub, nor does a writer.
+///
+/// Kept inodes are found here, through the manifests, not in the tables'
+/// scan (`Slot::Kept`): the manifest item is what the pin holds, and a
+/// kept inode whose primary state word is damaged is still found (its
+/// record then read from the replica).
+fn scrub_kept(ctx: &Ctx, rep: &mut ScrubReport, pacer: &mut Pacer, progress: &dyn Fn(u64) -> bool) -> Result<()> {
+    let kept = ctx.snapshots.kept_items();
+    let mut page = vec![0u8; PAGE_SIZE as usize];
+    for (snapshot, item) in &kept.items {
+        match *item {
+            Kept::Data { ext, .. } => {
+                let mut first = 0;
+                while first < ext.npages {
+                    let Some(pin) = ctx.snapshots.pin(&kept, item) else {
+                        break; // freed since the copy
+                    };
+                    let n = BATCH.min(ext.npages - first);
+                    for block in (first..first + n).map(|i| ext.off + i * PAGE_SIZE) {
+                        // No inode maps it: reported as inode 0's, and
+                        // the rest of the run is still checked.
+                        let checked = scrub_block(ctx, block, &mut page);
+                        settle(ctx, rep, 0, checked, || {
+                            Some(format!("data page {block:#x} kept for snapshot {snapshot}"))
+                        })?;
+                    }
+                    drop(pin);
+                    rep.pages += n;
+                    pacer.paced(n * PAGE_SIZE);
+                    first += n;
+                }
+            }
+            Kept::Inode { ino, off, .. } => {
+                let checked = scrub_kept_inode(ctx, &kept, item, ino, off, rep, pacer);
+                settle(ctx, rep, ino, checked, || {
+                    Some(format!("inode kept for snapshot {snapshot}"))
+                })?;
+                rep.inodes += 1;
+            }
+        }
+        if !progress(rep.inodes) {
+            rep.stopped = true;
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A kept inode's state, in place while the pin is held.
+struct Pinned<'a> {
+    _pin: KeptPin<'a>,
+    st: &'a InodeState,
+}
+
+impl Deref for Pinned<'_> {
+    type Target = InodeState;
+
+    fn deref(&self) -> &InodeState {
+        self.st
+    }
+}
+
+/// Kept inode `ino` (record at `off`, manifest item `item`) as a live one
+/// (`scrub_inode`): its record and log loaded through their replicas,
+/// repairing a damaged primary, the replicas rewritten from the verified
+/// primaries, its data pages checked. Nothing changes it any more and the
+/// live file system caches no cell of it: the pin alone holds it.
+fn scrub_kept_inode(
+    ctx: &Ctx,
+    kept: &KeptItems,
+    item: &Kept,
+    ino: Ino,
+    off: u64,
+    rep: &mut ScrubReport,
+    pacer: &mut Pacer,
+) -> Result<()> {
+    let pin = ctx.snapshots.pin(kept, item).ok_or(Error::NotFound)?;
+    let st = ctx.load_inode(off, &ctx.kept_record(off, ino)?)?;
+    if rewrites_replicas(ctx) {
+        rewrite_replicas(ctx, &st, rep)?;
+    }
+    drop(pin); // Pins are not nested (`Snapshots::pin`).
+    scrub_pages(ctx, rep, pacer, || {
+        let pin = ctx.snapshots.pin(kept, item).ok_or(Error::NotFound)?;
+        Ok(Pinned { _pin: pin, st: &st })
+    })
 }
 
 /// Checks data page `block` against its checksums and parity, repairing

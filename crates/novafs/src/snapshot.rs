@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard};
+use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::alloc::{current_shard, Budget, Extent, PageAllocator};
 use crate::error::{corrupt, Error, Result};
@@ -159,7 +159,29 @@ pub struct Snapshots {
     /// The newest live snapshot's epoch + 1; 0 when there is none. Read
     /// without the list's lock on every path that frees something.
     newest: AtomicU64,
+    /// Deletions that took items out of the manifests, changed under
+    /// their lock: while it stays the same, every item a copy of the
+    /// manifests ([`Snapshots::kept_items`]) lists is still listed.
+    removals: AtomicU64,
+    /// Held shared while something checks a manifest item in place
+    /// ([`Snapshots::pin`]), exclusively while the reclaimer frees what a
+    /// deletion left ([`Snapshots::freeing`]).
+    freeing: RwLock<()>,
 }
+
+/// A copy of every manifest item, with the epoch of the snapshot whose
+/// manifest listed it, made without holding the manifests' lock while
+/// the items are used (scrub).
+pub struct KeptItems {
+    pub items: Vec<(u64, Kept)>,
+    /// [`Snapshots::removals`] when the copy was made.
+    removals: u64,
+}
+
+/// A manifest item that stays listed, and so in place, while this is
+/// held: no reclaimer frees anything meanwhile ([`Snapshots::pin`]).
+#[must_use = "the item stays in place only while the pin is held"]
+pub struct KeptPin<'a>(#[allow(dead_code)] RwLockReadGuard<'a, ()>);
 
 /// The list in DRAM, and its log.
 struct List {
@@ -186,6 +208,8 @@ impl Snapshots {
             list: Mutex::new(list),
             manifests: Mutex::new(BTreeMap::new()),
             newest: AtomicU64::new(newest),
+            removals: AtomicU64::new(0),
+            freeing: RwLock::new(()),
         })
     }
 
@@ -253,13 +277,51 @@ impl Snapshots {
         (items as u64, bytes as u64)
     }
 
+    /// A copy of every manifest item with its snapshot's epoch, oldest
+    /// snapshot first.
+    pub fn kept_items(&self) -> KeptItems {
+        let manifests = self.manifests.lock();
+        let mut items = Vec::with_capacity(manifests.values().map(|m| m.items.len()).sum());
+        for (&snapshot, m) in manifests.iter() {
+            items.extend(m.items.iter().map(|&item| (snapshot, item)));
+        }
+        KeptItems {
+            items,
+            removals: self.removals.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Pins `item` of the copy `kept` if a manifest still lists it
+    /// (perhaps an older snapshot's, which inherited it): until the pin
+    /// is dropped it is not freed, nor are its pages or slot reused. None
+    /// when a deletion made it unneeded since the copy: it may be free
+    /// already. A pin is not taken again by its holder (a waiting
+    /// reclaimer would deadlock the two).
+    pub fn pin(&self, kept: &KeptItems, item: &Kept) -> Option<KeptPin<'_>> {
+        // Shared first: an item still listed below cannot then reach a
+        // reclaimer that frees it before the pin is dropped.
+        let pin = self.freeing.read();
+        let manifests = self.manifests.lock();
+        // Only a deletion takes items out, and rarely: a search only then.
+        let listed = self.removals.load(Ordering::Relaxed) == kept.removals
+            || manifests.values().any(|m| m.items.contains(item));
+        drop(manifests);
+        listed.then_some(KeptPin(pin))
+    }
+
+    /// Held by the reclaimer while it frees what a deletion left: waits
+    /// for every [`KeptPin`] to be dropped.
+    pub fn freeing(&self) -> RwLockWriteGuard<'_, ()> {
+        self.freeing.write()
+    }
+
     /// Every manifest item, for the state a clean unmount saves (Fortis
     /// §3.2: manifests are saved at unmount, rebuilt by the crash scan).
     pub fn export_manifests(&self) -> Vec<SavedKept> {
-        let manifests = self.manifests.lock();
-        let mut out = Vec::with_capacity(manifests.values().map(|m| m.items.len()).sum());
-        for (&snapshot, m) in manifests.iter() {
-            out.extend(m.items.iter().map(|item| match *item {
+        self.kept_items()
+            .items
+            .into_iter()
+            .map(|(snapshot, item)| match item {
                 Kept::Data { birth, ext } => SavedKept {
                     snapshot,
                     birth,
@@ -276,9 +338,8 @@ impl Snapshots {
                     pages,
                     ino,
                 },
-            }));
-        }
-        out
+            })
+            .collect()
     }
 
     /// Checks saved manifest items against the list, the data area
@@ -397,7 +458,12 @@ impl Snapshots {
             self.newest.store(newest, Ordering::Release);
             let mut manifests = self.manifests.lock();
             let mut unneeded = Vec::new();
-            for item in manifests.remove(&snap.epoch).unwrap_or_default().items {
+            let emptied = manifests.remove(&snap.epoch).unwrap_or_default().items;
+            if !emptied.is_empty() {
+                // Copies made before may list what is freed next (`pin`).
+                self.removals.fetch_add(1, Ordering::Relaxed);
+            }
+            for item in emptied {
                 match list.live.range(item.birth()..snap.epoch).next_back() {
                     Some((&older, _)) => manifests.entry(older).or_default().push(item),
                     None => unneeded.push(item),

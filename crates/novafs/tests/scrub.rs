@@ -218,11 +218,7 @@ fn a_scrub_also_repairs_the_tables_free_slots_and_superblock() {
     assert_eq!(rep.replicas_rewritten, 4, "{rep:?}");
     let again = scrub(&fs);
     assert_eq!((again.metadata_repaired, again.replicas_rewritten), (0, 0), "{again:?}");
-    let read = |off, len| {
-        let mut b = vec![0u8; len];
-        region.read(off, &mut b).unwrap();
-        b
-    };
+    let read = |off, len| bytes_at(&region, off, len);
     assert_eq!(read(free_slot, 128), read(mirror(free_slot), 128));
     assert_eq!(
         read(free_slot, 128)[..8],
@@ -234,5 +230,248 @@ fn a_scrub_also_repairs_the_tables_free_slots_and_superblock() {
         region.load_u64(INODE_HEADS_OFF + 8).unwrap()
     );
     fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// The `len` bytes at `off` of the image.
+fn bytes_at(region: &Arc<dyn Region>, off: u64, len: usize) -> Vec<u8> {
+    let mut b = vec![0u8; len];
+    region.read(off, &mut b).unwrap();
+    b
+}
+
+/// Changes `len` bytes at `off` of an unmounted image (each XORed).
+fn flip(region: &Arc<dyn Region>, off: u64, len: usize) {
+    let mut buf = bytes_at(region, off, len);
+    buf.iter_mut().for_each(|b| *b ^= 0x5A);
+    region.write(off, &buf).unwrap();
+    region.fence();
+}
+
+/// Region offsets of the primary, then the replica, of the first
+/// instance of `target` of inode `ino` (the image unmounted).
+fn copies_of(region: &Arc<dyn Region>, target: Target, ino: u64) -> (u64, u64) {
+    use novafs::inject::{locate, CopyKind};
+    let found = locate(&**region, target, ino).unwrap();
+    let copy = |kind| found[0].copy(kind).unwrap();
+    (copy(CopyKind::Primary), copy(CopyKind::Replica))
+}
+
+/// File `f` (4 pages) and `g` (3 pages) written, snapshot `s` taken and
+/// `f` overwritten whole: its old pages only `s` keeps, in its manifest.
+/// Returns the unmounted image, `f`, `g` and the kept pages in file order.
+fn kept_pages() -> (Arc<dyn Region>, u64, u64, Vec<u64>) {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(f, 0, &contents(1, 4 * 4096)).unwrap();
+    let g = fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap().ino;
+    fs.write(g, 0, &contents(2, 2 * 4096 + 10)).unwrap();
+    fs.unmount().unwrap();
+    let old: Vec<u64> = novafs::inject::locate(&*region, Target::DataPage, f)
+        .unwrap()
+        .iter()
+        .map(|page| page.copies[0].1)
+        .collect();
+    assert_eq!(old.len(), 4);
+    let fs = mount(&region);
+    fs.take_snapshot(b"s").unwrap();
+    fs.write(f, 0, &contents(9, 4 * 4096)).unwrap();
+    assert_eq!(fs.snapshots()[0].held_pages, 4);
+    fs.unmount().unwrap();
+    (region, f, g, old)
+}
+
+/// f's 4 live pages, g's 3 and the 4 the snapshot keeps.
+const KEPT_IMAGE_PAGES: u64 = 4 + 3 + 4;
+
+/// A strip of a page that only a snapshot's manifest holds is rebuilt
+/// by the scrub itself, not left for the first read of the snapshot.
+#[test]
+fn a_scrub_repairs_a_page_only_a_snapshot_keeps() {
+    let (region, f, g, old) = kept_pages();
+    flip(&region, old[1] + 512 + 100, 40); // strip 1
+    let fs = mount(&region);
+    let rep = scrub(&fs);
+    assert!(rep.damaged.is_empty(), "{rep:?}");
+    assert_eq!(rep.data_repaired, 1, "{rep:?}");
+    assert_eq!(rep.pages, KEPT_IMAGE_PAGES, "{rep:?}");
+    let again = scrub(&fs);
+    assert!(again.damaged.is_empty(), "{again:?}");
+    assert_eq!(
+        (again.data_repaired, again.metadata_repaired, again.replicas_rewritten),
+        (0, 0, 0),
+        "{again:?}"
+    );
+    let view = fs.open_snapshot(b"s").unwrap();
+    assert_eq!(view.lookup(ROOT_INO, b"f").unwrap().ino, f);
+    assert_eq!(read_all(&view, f), contents(1, 4 * 4096));
+    drop(view);
+    assert_eq!(fs.health().data_repairs, 1, "the view found nothing left to repair");
+    assert_eq!(read_all(&fs, f), contents(9, 4 * 4096));
+    assert_eq!(read_all(&fs, g), contents(2, 2 * 4096 + 10));
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// Two bad strips in a page only a snapshot keeps: parity cannot rebuild
+/// it. The scrub reports that page (no inode maps it) and its snapshot;
+/// reading it in the snapshot is EIO, and nothing else is touched.
+#[test]
+fn a_kept_page_past_repair_is_reported_and_fails_only_its_reads() {
+    let (region, f, g, old) = kept_pages();
+    flip(&region, old[2] + 100, 40); // strip 0
+    flip(&region, old[2] + 3 * 512 + 7, 40); // strip 3
+    let fs = mount(&region);
+    let rep = scrub(&fs);
+    assert_eq!(rep.damaged.len(), 1, "{rep:?}");
+    let (ino, why) = &rep.damaged[0];
+    assert_eq!(*ino, 0, "{rep:?}");
+    assert!(why.contains(&format!("data page {:#x}", old[2])), "{why}");
+    assert!(why.contains("snapshot"), "{why}");
+    assert_eq!((rep.data_repaired, rep.metadata_repaired), (0, 0), "{rep:?}");
+    assert_eq!(rep.pages, KEPT_IMAGE_PAGES, "{rep:?}");
+    assert_eq!(fs.health().losses, 1);
+    let view = fs.open_snapshot(b"s").unwrap();
+    let mut buf = vec![0u8; 4 * 4096];
+    let err = view.read(f, 0, &mut buf).unwrap_err();
+    assert_eq!(err.errno(), libc::EIO, "{err}");
+    // The file's other pages, the rest of the snapshot, the live files.
+    let want = contents(1, 4 * 4096);
+    for pg in [0, 1, 3] {
+        let mut page = vec![0u8; 4096];
+        assert_eq!(view.read(f, pg * 4096, &mut page).unwrap(), 4096);
+        assert_eq!(page, want[pg as usize * 4096..][..4096], "page {pg}");
+    }
+    assert_eq!(read_all(&view, g), contents(2, 2 * 4096 + 10));
+    drop(view);
+    assert_eq!(read_all(&fs, f), contents(9, 4 * 4096));
+    assert_eq!(read_all(&fs, g), contents(2, 2 * 4096 + 10));
+    fs.unmount().unwrap();
+}
+
+/// An inode unlinked after a snapshot is kept (record, log, pages) for
+/// it alone. Its damaged primary record and log page are repaired from
+/// their replicas by the scrub, and the snapshot reads the file back.
+#[test]
+fn a_scrub_repairs_the_record_and_log_of_an_inode_only_a_snapshot_keeps() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let k = fs.create(ROOT_INO, b"k", 0o644, 0, 0).unwrap().ino;
+    fs.write(k, 0, &contents(3, 2 * 4096 + 5)).unwrap();
+    fs.unmount().unwrap();
+    // Found while the inode is live (the log gains no page by the unlink).
+    let record = copies_of(&region, Target::Inode, k);
+    let log = copies_of(&region, Target::LogPage, k);
+    let fs = mount(&region);
+    fs.take_snapshot(b"s").unwrap();
+    fs.unlink(ROOT_INO, b"k").unwrap();
+    assert!(matches!(fs.getattr(k), Err(novafs::Error::NotFound)));
+    assert!(fs.snapshots()[0].held_pages >= 4, "3 data pages and a log page");
+    fs.unmount().unwrap();
+    // The record's state word (kept no more, to the tables' scan) and
+    // mtime (inside its checksum), the whole first log page.
+    flip(&region, record.0, 1);
+    flip(&region, record.0 + 80, 8);
+    flip(&region, log.0, 4096);
+    let fs = mount(&region);
+    let rep = scrub(&fs);
+    assert!(rep.damaged.is_empty(), "{rep:?}");
+    assert!(rep.metadata_repaired >= 2, "the record and the log: {rep:?}");
+    assert_eq!((rep.inodes, rep.pages), (2, 3), "the root, and k kept: {rep:?}");
+    let read = |off, len| bytes_at(&region, off, len);
+    assert_eq!(read(record.0, 128), read(record.1, 128));
+    assert_eq!(read(log.0, 4096), read(log.1, 4096));
+    let again = scrub(&fs);
+    assert!(again.damaged.is_empty(), "{again:?}");
+    assert_eq!(
+        (again.data_repaired, again.metadata_repaired, again.replicas_rewritten),
+        (0, 0, 0),
+        "{again:?}"
+    );
+    let view = fs.open_snapshot(b"s").unwrap();
+    assert_eq!(view.lookup(ROOT_INO, b"k").unwrap().ino, k);
+    assert_eq!(read_all(&view, k), contents(3, 2 * 4096 + 5));
+    drop(view);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// Snapshots deleted in the middle of a scrub's pass over what they
+/// keep: the reclaimer frees their pages and slots, a writer reuses
+/// them, and the scrub checks only what is still kept. Nothing is
+/// reported or "repaired", and everything reads back as last written.
+#[test]
+fn a_scrub_passes_over_what_deleted_snapshots_kept() {
+    let region = fresh(64, 2);
+    let fs = Arc::new(mount(&region));
+    let files: Vec<u64> = (0..8u8)
+        .map(|i| {
+            let ino = fs.create(ROOT_INO, &[b'f', b'0' + i], 0o644, 0, 0).unwrap().ino;
+            fs.write(ino, 0, &contents(i, 16 * 4096)).unwrap();
+            ino
+        })
+        .collect();
+    for i in 0..4u8 {
+        let ino = fs.create(ROOT_INO, &[b'k', b'0' + i], 0o644, 0, 0).unwrap().ino;
+        fs.write(ino, 0, &contents(i, 4 * 4096)).unwrap();
+    }
+    fs.take_snapshot(b"old").unwrap();
+    for (i, &ino) in files.iter().enumerate() {
+        fs.write(ino, 0, &contents(i as u8 + 50, 16 * 4096)).unwrap();
+    }
+    for i in 0..4u8 {
+        fs.unlink(ROOT_INO, &[b'k', b'0' + i]).unwrap();
+    }
+    fs.take_snapshot(b"new").unwrap();
+    for (i, &ino) in files.iter().enumerate() {
+        fs.write(ino, 0, &contents(i as u8 + 100, 16 * 4096)).unwrap();
+    }
+    let kept: u64 = fs.snapshots().iter().map(|s| s.held_pages).sum();
+    assert!(kept >= 2 * 8 * 16 + 4 * 4, "{kept}");
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (fs, stop, files) = (fs.clone(), stop.clone(), files.clone());
+        std::thread::spawn(move || {
+            let mut last = vec![0u8; files.len()];
+            let mut round = 0u8;
+            while !stop.load(Ordering::Relaxed) || round < 8 {
+                let i = usize::from(round) % files.len();
+                last[i] = round.wrapping_add(150);
+                fs.write(files[i], 0, &contents(last[i], 16 * 4096)).unwrap();
+                round = round.wrapping_add(1);
+            }
+            last
+        })
+    };
+    // The root and the 8 files, then the first kept item: both snapshots
+    // go, with all they keep, before the second is checked.
+    let calls = std::cell::Cell::new(0);
+    let progress = |_, _| {
+        calls.set(calls.get() + 1);
+        if calls.get() == 1 + 8 + 1 {
+            fs.delete_snapshot(b"new").unwrap();
+            fs.delete_snapshot(b"old").unwrap();
+            fs.wait_reclaimed();
+        }
+        true
+    };
+    let rep = fs.scrub(ScrubOptions { rate: Some(32 << 20) }, &progress).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    let last = writer.join().unwrap();
+    assert!(calls.get() > 1 + 8 + 1, "the scrub went on after the deletions");
+    assert!(rep.damaged.is_empty(), "{rep:?}");
+    assert_eq!(
+        (rep.data_repaired, rep.metadata_repaired, rep.replicas_rewritten),
+        (0, 0, 0),
+        "{rep:?}"
+    );
+    // Live pages, and at most the first kept item (a 16-page run).
+    assert!(rep.pages >= 8 * 16 && rep.pages <= 8 * 16 + 16, "{rep:?}");
+    assert!(fs.snapshots().is_empty());
+    for (i, &ino) in files.iter().enumerate() {
+        assert_eq!(read_all(&fs, ino), contents(last[i], 16 * 4096));
+    }
+    Arc::into_inner(fs).unwrap().unmount().unwrap();
     assert_fsck_clean(&region);
 }
