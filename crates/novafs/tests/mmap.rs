@@ -1,0 +1,288 @@
+//! DAX mmap in the library (NOVA-Fortis §3.3, §3.4): stores through a
+//! mapping reach the file in place; checksums come back when pages are
+//! sealed, and after a crash; snapshots copy on write and hold a prefix
+//! of the program's stores (the paper's D-then-V example).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use novafs::{Error, FormatOptions, Fs, MountOptions, ScrubOptions, SetAttr, ROOT_INO};
+use pm::{MapOptions, MmapRegion, Region};
+
+const PS: usize = 4096;
+
+/// An image file on /dev/shm (a region windows can map), removed on drop.
+struct Image(PathBuf);
+
+impl Image {
+    fn new(name: &str) -> Image {
+        let path = PathBuf::from(format!("/dev/shm/novafs-mmap-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let region: Arc<dyn Region> = Arc::new(MmapRegion::create(&path, 64 << 20, &options()).unwrap());
+        Fs::format(region, &FormatOptions::default()).unwrap();
+        Image(path)
+    }
+
+    fn mount(&self) -> Fs {
+        let region: Arc<dyn Region> = Arc::new(MmapRegion::open(&self.0, &options()).unwrap());
+        Fs::open(region, MountOptions::default()).unwrap()
+    }
+
+    fn region(&self) -> Arc<dyn Region> {
+        Arc::new(MmapRegion::open(&self.0, &options()).unwrap())
+    }
+}
+
+impl Drop for Image {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// No lock: a test that "crashes" leaves its old mapping behind.
+fn options() -> MapOptions {
+    MapOptions {
+        lock: false,
+        ..MapOptions::default()
+    }
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_add((i * 7 % 251) as u8)).collect()
+}
+
+fn file_with(fs: &Fs, name: &str, data: &[u8]) -> u64 {
+    let ino = fs.create(ROOT_INO, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+    fs.write(ino, 0, data).unwrap();
+    ino
+}
+
+fn read(fs: &Fs, ino: u64, off: u64, len: usize) -> Vec<u8> {
+    let mut buf = vec![0u8; len];
+    let n = fs.read(ino, off, &mut buf).unwrap();
+    buf.truncate(n);
+    buf
+}
+
+fn scrub_clean(fs: &Fs) {
+    let rep = fs.scrub(ScrubOptions::default(), &|_, _| true).unwrap();
+    assert!(rep.damaged.is_empty(), "{:?}", rep.damaged);
+    assert_eq!(rep.data_repaired, 0, "nothing to repair: every page's sums match its data");
+}
+
+#[test]
+fn stores_through_a_mapping_reach_the_file_and_are_sealed() {
+    let img = Image::new("stores");
+    let fs = img.mount();
+    let data = pattern(1, 3 * PS);
+    let ino = file_with(&fs, "f", &data);
+    // A fourth page that is a hole.
+    fs.setattr(
+        ino,
+        &SetAttr {
+            size: Some(4 * PS as u64),
+            ..SetAttr::default()
+        },
+    )
+    .unwrap();
+    let before = fs.getattr(ino).unwrap();
+    let m = fs.mmap(ino, 0, 4, true).unwrap();
+    let mut got = vec![0u8; 4 * PS];
+    m.load(0, &mut got).unwrap();
+    assert_eq!(&got[..3 * PS], &data[..], "loads see the file");
+    assert!(got[3 * PS..].iter().all(|&b| b == 0), "a hole reads as zeros");
+
+    m.store(PS + 100, b"through the mapping").unwrap();
+    m.store(3 * PS + 5, b"into the hole").unwrap();
+    m.persist(0, 4 * PS).unwrap();
+    // In place: the file system reads what the program stored, at once.
+    assert_eq!(read(&fs, ino, PS as u64 + 100, 19), b"through the mapping");
+    assert_eq!(read(&fs, ino, 3 * PS as u64 + 5, 13), b"into the hole");
+    assert!(fs.getattr(ino).unwrap().mtime > before.mtime, "a store changes mtime");
+    // Unprotected pages are left alone by scrub, and sealed by sync.
+    scrub_clean(&fs);
+    m.sync().unwrap();
+    scrub_clean(&fs);
+    m.store(PS + 100, b"THROUGH").unwrap();
+    drop(m);
+    scrub_clean(&fs);
+
+    let mut want = data.clone();
+    want.resize(4 * PS, 0);
+    want[PS + 100..PS + 119].copy_from_slice(b"through the mapping");
+    want[PS + 100..PS + 107].copy_from_slice(b"THROUGH");
+    want[3 * PS + 5..3 * PS + 18].copy_from_slice(b"into the hole");
+    assert_eq!(read(&fs, ino, 0, 4 * PS), want);
+    fs.unmount().unwrap();
+    common::assert_fsck_clean(&img.region());
+    let fs = img.mount();
+    assert_eq!(read(&fs, ino, 0, 4 * PS), want, "after a remount");
+    scrub_clean(&fs);
+}
+
+#[test]
+fn changes_through_the_file_system_show_in_the_mapping() {
+    let img = Image::new("changes");
+    let fs = img.mount();
+    let ino = file_with(&fs, "f", &pattern(2, 2 * PS));
+    let m = fs.mmap(ino, 0, 2, true).unwrap();
+    m.store(10, b"mapped").unwrap();
+    // write(2) over a page the mapping changed: sealed first, then the
+    // mapping sees the new page.
+    fs.write(ino, 8, b"written!").unwrap();
+    let mut got = [0u8; 8];
+    m.load(8, &mut got).unwrap();
+    assert_eq!(&got, b"written!");
+    assert_eq!(read(&fs, ino, 8, 8), b"written!");
+    // Punching the page: the mapping reads zeros there after.
+    fs.fallocate(ino, novafs::FALLOC_FL_PUNCH_HOLE | novafs::FALLOC_FL_KEEP_SIZE, PS as u64, PS as u64)
+        .unwrap();
+    let mut page = vec![1u8; PS];
+    m.load(PS, &mut page).unwrap();
+    assert!(page.iter().all(|&b| b == 0));
+    drop(m);
+    scrub_clean(&fs);
+    fs.unmount().unwrap();
+    common::assert_fsck_clean(&img.region());
+}
+
+#[test]
+fn a_crash_with_pages_mapped_writable_reseals_them_at_the_next_mount() {
+    let img = Image::new("crash");
+    let ino;
+    let want;
+    {
+        let fs = img.mount();
+        ino = file_with(&fs, "f", &pattern(3, 8 * PS));
+        let m = fs.mmap(ino, 0, 8, true).unwrap();
+        for p in [0usize, 3, 7] {
+            m.store(p * PS + 1, &[0xEE; 600]).unwrap(); // two strips of each
+        }
+        m.persist(0, 8 * PS).unwrap();
+        want = read(&fs, ino, 0, 8 * PS);
+        // The crash: no munmap, no unmount.
+        std::mem::forget(m);
+        drop(fs);
+    }
+    let fs = img.mount();
+    assert!(!fs.mount_report().clean);
+    assert_eq!(read(&fs, ino, 0, 8 * PS), want, "the stores survive, checked");
+    scrub_clean(&fs);
+    fs.unmount().unwrap();
+    common::assert_fsck_clean(&img.region());
+    // A second mount finds them protected: nothing left to reseal.
+    let fs = img.mount();
+    assert!(fs.mount_report().clean);
+    assert_eq!(read(&fs, ino, 0, 8 * PS), want);
+    scrub_clean(&fs);
+}
+
+#[test]
+fn a_snapshot_keeps_mapped_pages_as_they_were_when_taken() {
+    let img = Image::new("snapshot");
+    let fs = img.mount();
+    let ino = file_with(&fs, "f", &pattern(4, 2 * PS));
+    let m = fs.mmap(ino, 0, 2, true).unwrap();
+    m.store(0, b"AAAA").unwrap();
+    m.persist(0, 4).unwrap();
+    fs.take_snapshot(b"s").unwrap();
+    m.store(0, b"BBBB").unwrap(); // copy-on-write
+    m.store(PS, b"CCCC").unwrap();
+    assert_eq!(read(&fs, ino, 0, 4), b"BBBB");
+    {
+        let view = fs.open_snapshot(b"s").unwrap();
+        let mut want = pattern(4, 2 * PS);
+        want[..4].copy_from_slice(b"AAAA");
+        assert_eq!(read(&view, ino, 0, 2 * PS), want, "the snapshot holds the stores before it");
+    }
+    assert_eq!(fs.statfs().snapshot_blocks, 2, "both old pages are the snapshot's");
+    // The kept pages' checksums are whole: scrub finds nothing to repair.
+    drop(m);
+    scrub_clean(&fs);
+    let free_before = fs.statfs().blocks_free;
+    fs.delete_snapshot(b"s").unwrap();
+    fs.wait_reclaimed();
+    assert_eq!(fs.statfs().blocks_free, free_before + 2, "the kept pages come back");
+    assert_eq!(fs.statfs().snapshot_blocks, 0);
+    fs.unmount().unwrap();
+    common::assert_fsck_clean(&img.region());
+}
+
+/// §3.3, Figure 3: a thread stores D, persists, then stores V (a flag
+/// saying D is valid), on another page; snapshots taken meanwhile must
+/// never hold the new V without the D before it.
+#[test]
+fn snapshots_of_a_mapped_file_hold_a_prefix_of_the_stores() {
+    let img = Image::new("d-then-v");
+    let fs = img.mount();
+    let ino = file_with(&fs, "f", &vec![0u8; 2 * PS]);
+    let m = fs.mmap(ino, 0, 2, true).unwrap();
+    let stop = AtomicBool::new(false);
+    // The last i whose V the writer has stored.
+    let done = AtomicU64::new(0);
+    let seen = std::thread::scope(|s| {
+        let writer = s.spawn(|| {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                m.store(0, &i.to_le_bytes()).unwrap(); // D
+                m.persist(0, 8).unwrap();
+                m.store(PS, &i.to_le_bytes()).unwrap(); // V
+                m.persist(PS, 8).unwrap();
+                done.store(i, Ordering::Release);
+            }
+            i
+        });
+        let mut seen = Vec::new();
+        for n in 0..40u32 {
+            let name = format!("s{n}");
+            let lo = done.load(Ordering::Acquire);
+            fs.take_snapshot(name.as_bytes()).unwrap();
+            let hi = done.load(Ordering::Acquire) + 1;
+            // Let the writer run on: what it stores now is not the snapshot's.
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            let view = fs.open_snapshot(name.as_bytes()).unwrap();
+            let d = u64::from_le_bytes(read(&view, ino, 0, 8).try_into().unwrap());
+            let v = u64::from_le_bytes(read(&view, ino, PS as u64, 8).try_into().unwrap());
+            seen.push((lo, d, v, hi));
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert!(writer.join().unwrap() > 0);
+        seen
+    });
+    for &(lo, d, v, hi) in &seen {
+        assert!(d == v || d == v + 1, "snapshot holds V={v} with D={d}");
+        assert!(lo <= v && d <= hi, "snapshot holds D={d} V={v}, taken between {lo} and {hi}");
+    }
+    assert!(seen.iter().any(|&(_, d, _, _)| d > 0), "the writer ran during the snapshots");
+    drop(m);
+    for n in 0..40u32 {
+        fs.delete_snapshot(format!("s{n}").as_bytes()).unwrap();
+    }
+    fs.wait_reclaimed();
+    scrub_clean(&fs);
+    fs.unmount().unwrap();
+    common::assert_fsck_clean(&img.region());
+}
+
+#[test]
+fn mmap_refuses_what_linux_refuses() {
+    let img = Image::new("refuse");
+    let fs = img.mount();
+    let ino = file_with(&fs, "f", b"x");
+    assert!(matches!(fs.mmap(ino, 100, 1, false), Err(Error::Invalid(_))));
+    assert!(matches!(fs.mmap(ino, 0, 0, false), Err(Error::Invalid(_))));
+    assert!(matches!(fs.mmap(ROOT_INO, 0, 1, false), Err(Error::Invalid(_))));
+    fs.set_flags(ino, novafs::layout::FLAG_APPEND).unwrap();
+    assert!(matches!(fs.mmap(ino, 0, 1, true), Err(Error::NotPermitted)));
+    assert!(fs.mmap(ino, 0, 1, false).is_ok(), "read-only is allowed");
+    // A heap region has no file to map from.
+    let heap = common::fresh(16, 1);
+    let hfs = common::mount(&heap);
+    let h = file_with(&hfs, "f", b"x");
+    assert!(matches!(hfs.mmap(h, 0, 1, false), Err(Error::NotSupported(_))));
+}
