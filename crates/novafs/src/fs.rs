@@ -1120,7 +1120,7 @@ impl Fs {
         }
         self.open_handle(ino)?;
         Mapping::new(
-            self,
+            Box::new(move |ino| self.release_handle(ino)),
             (&self.ctx, &self.mmaps),
             cell,
             ino,

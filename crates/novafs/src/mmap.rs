@@ -231,18 +231,28 @@ impl Shared {
     }
 
     /// Makes this mapping's writable pages among window pages `pages`
-    /// read-only: their next store faults.
+    /// read-only: their next store faults. One mprotect a run of
+    /// consecutive writable pages (the pages between may be unmapped, and
+    /// must stay so).
     fn write_protect(&self, pages: Range<usize>) {
         let mut state = self.state.lock();
         let PageState { window, writable } = &mut *state;
         let Some(w) = window else { return };
-        let hit: Vec<usize> = writable.range(pages).copied().collect();
-        for p in hit {
-            if let Err(e) = w.protect(p, 1, false) {
-                tracing::error!(ino = self.ino, page = p, error = %e, "mapped page not write-protected");
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        for &p in writable.range(pages) {
+            match runs.last_mut() {
+                Some(r) if r.end == p => r.end += 1,
+                _ => runs.push(p..p + 1),
+            }
+        }
+        for run in runs {
+            if let Err(e) = w.protect(run.start, run.len(), false) {
+                tracing::error!(ino = self.ino, pages = ?run, error = %e, "mapped pages not write-protected");
                 continue;
             }
-            writable.remove(&p);
+            for p in run {
+                writable.remove(&p);
+            }
         }
     }
 
@@ -310,11 +320,12 @@ fn seal_committed(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, range: Range<u6
     Ok(())
 }
 
-/// A file's pages mapped into this process ([`crate::Fs::mmap`]).
+/// A file's pages mapped into this process (`Fs::mmap`).
 /// Dropping it seals and unmaps them (munmap).
 pub struct Mapping<'fs> {
-    fs: &'fs crate::Fs,
     shared: Arc<Shared>,
+    /// Releases the open handle the mapping holds (`Fs::release_handle`).
+    release: Box<dyn Fn(Ino) -> Result<()> + Send + Sync + 'fs>,
     closed: bool,
 }
 
@@ -333,7 +344,7 @@ impl<'fs> Mapping<'fs> {
     /// Maps `npages` pages of `cell` (inode `ino`) from file page `pgoff`;
     /// the caller holds an open handle on it, which the mapping releases.
     pub(crate) fn new(
-        fs: &'fs crate::Fs,
+        release: Box<dyn Fn(Ino) -> Result<()> + Send + Sync + 'fs>,
         (ctx, mmaps): (&Arc<Ctx>, &Arc<Mmaps>),
         cell: Arc<Cell>,
         ino: Ino,
@@ -364,8 +375,8 @@ impl<'fs> Mapping<'fs> {
         mmaps.mapped.fetch_add(1, Ordering::AcqRel);
         drop(live);
         Ok(Mapping {
-            fs,
             shared,
+            release,
             closed: false,
         })
     }
@@ -439,7 +450,7 @@ impl<'fs> Mapping<'fs> {
         let window = s.state.lock().window.take();
         drop(window); // unregistered from the fault service: no fault reaches `s` now
         s.mmaps.mapped.fetch_sub(1, Ordering::AcqRel);
-        let released = self.fs.release_handle(s.ino);
+        let released = (self.release)(s.ino);
         sealed.and(released)
     }
 }

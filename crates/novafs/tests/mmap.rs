@@ -71,7 +71,10 @@ fn read(fs: &Fs, ino: u64, off: u64, len: usize) -> Vec<u8> {
 fn scrub_clean(fs: &Fs) {
     let rep = fs.scrub(ScrubOptions::default(), &|_, _| true).unwrap();
     assert!(rep.damaged.is_empty(), "{:?}", rep.damaged);
-    assert_eq!(rep.data_repaired, 0, "nothing to repair: every page's sums match its data");
+    assert_eq!(
+        rep.data_repaired, 0,
+        "nothing to repair: every page's sums match its data"
+    );
 }
 
 #[test]
@@ -139,8 +142,13 @@ fn changes_through_the_file_system_show_in_the_mapping() {
     assert_eq!(&got, b"written!");
     assert_eq!(read(&fs, ino, 8, 8), b"written!");
     // Punching the page: the mapping reads zeros there after.
-    fs.fallocate(ino, novafs::FALLOC_FL_PUNCH_HOLE | novafs::FALLOC_FL_KEEP_SIZE, PS as u64, PS as u64)
-        .unwrap();
+    fs.fallocate(
+        ino,
+        novafs::FALLOC_FL_PUNCH_HOLE | novafs::FALLOC_FL_KEEP_SIZE,
+        PS as u64,
+        PS as u64,
+    )
+    .unwrap();
     let mut page = vec![1u8; PS];
     m.load(PS, &mut page).unwrap();
     assert!(page.iter().all(|&b| b == 0));
@@ -197,7 +205,11 @@ fn a_snapshot_keeps_mapped_pages_as_they_were_when_taken() {
         let view = fs.open_snapshot(b"s").unwrap();
         let mut want = pattern(4, 2 * PS);
         want[..4].copy_from_slice(b"AAAA");
-        assert_eq!(read(&view, ino, 0, 2 * PS), want, "the snapshot holds the stores before it");
+        assert_eq!(
+            read(&view, ino, 0, 2 * PS),
+            want,
+            "the snapshot holds the stores before it"
+        );
     }
     assert_eq!(fs.statfs().snapshot_blocks, 2, "both old pages are the snapshot's");
     // The kept pages' checksums are whole: scrub finds nothing to repair.
@@ -256,9 +268,15 @@ fn snapshots_of_a_mapped_file_hold_a_prefix_of_the_stores() {
     });
     for &(lo, d, v, hi) in &seen {
         assert!(d == v || d == v + 1, "snapshot holds V={v} with D={d}");
-        assert!(lo <= v && d <= hi, "snapshot holds D={d} V={v}, taken between {lo} and {hi}");
+        assert!(
+            lo <= v && d <= hi,
+            "snapshot holds D={d} V={v}, taken between {lo} and {hi}"
+        );
     }
-    assert!(seen.iter().any(|&(_, d, _, _)| d > 0), "the writer ran during the snapshots");
+    assert!(
+        seen.iter().any(|&(_, d, _, _)| d > 0),
+        "the writer ran during the snapshots"
+    );
     drop(m);
     for n in 0..40u32 {
         fs.delete_snapshot(format!("s{n}").as_bytes()).unwrap();
