@@ -101,10 +101,12 @@ pub(crate) struct Shared {
     state: Mutex<PageState>,
 }
 
-/// The window (None once unmapped) and which of its pages are writable.
+/// The window (None once unmapped), which of its pages are writable, and
+/// the data page each window page maps (0: none, or zeros).
 struct PageState {
     window: Option<Arc<Window>>,
     writable: BTreeSet<usize>,
+    blocks: Vec<u64>,
 }
 
 impl Fault for Shared {
@@ -138,12 +140,13 @@ impl Shared {
         }
         if !write {
             let block = file_map(&st)?.lookup(pg);
-            let state = self.state.lock();
+            let mut state = self.state.lock();
             let window = state.window.as_ref().ok_or(Error::NotFound)?;
             match block {
                 Some(block) => window.map(page, block, 1, false)?,
                 None => window.map_zero(page, 1)?,
             }
+            state.blocks[page] = block.unwrap_or(0);
             return Ok(());
         }
         if !self.writable {
@@ -152,7 +155,12 @@ impl Shared {
         let block = self.writable_page(&mut st, pg)?;
         let mut state = self.state.lock();
         let window = state.window.as_ref().ok_or(Error::NotFound)?;
-        window.map(page, block, 1, true)?;
+        if state.blocks[page] == block {
+            window.protect(page, 1, true)?; // mapped read-only already: cheaper than a remap
+        } else {
+            window.map(page, block, 1, true)?;
+        }
+        state.blocks[page] = block;
         state.writable.insert(page);
         Ok(())
     }
@@ -227,6 +235,7 @@ impl Shared {
             w.zap(pages.start, pages.len())?;
         }
         state.writable.retain(|p| !pages.contains(p));
+        state.blocks[pages].fill(0);
         Ok(())
     }
 
@@ -236,7 +245,7 @@ impl Shared {
     /// must stay so).
     fn write_protect(&self, pages: Range<usize>) {
         let mut state = self.state.lock();
-        let PageState { window, writable } = &mut *state;
+        let PageState { window, writable, .. } = &mut *state;
         let Some(w) = window else { return };
         let mut runs: Vec<Range<usize>> = Vec::new();
         for &p in writable.range(pages) {
@@ -365,6 +374,7 @@ impl<'fs> Mapping<'fs> {
             state: Mutex::new(PageState {
                 window: None,
                 writable: BTreeSet::new(),
+                blocks: vec![0; npages],
             }),
         });
         let window = Window::new(src, npages, shared.clone())?;

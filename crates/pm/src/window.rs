@@ -13,9 +13,12 @@
 //! - this module's SIGSEGV handler finds the window the address belongs to
 //!   (a lock-free table of ranges), sends the address and whether the
 //!   access was a store down a pipe to the fault service thread, and
-//!   sleeps on a futex until the service says the fault is resolved;
-//!   `write`, `futex` and `sigaction` are all it calls, all
-//!   async-signal-safe;
+//!   waits until the service says the fault is resolved — spinning a
+//!   little first, then asleep on a futex; `write`, `futex` and
+//!   `sigaction` are all it calls, all async-signal-safe. The service
+//!   likewise polls its pipe for a while after each fault before it
+//!   sleeps: faults come in bursts, and a wake-up from sleep costs several
+//!   times what resolving a fault does;
 //! - the service thread calls the handler, which may take locks, allocate,
 //!   commit and remap (`Window::map`), then wakes the faulting thread,
 //!   whose store re-executes on the page as it now is. A handler that
@@ -351,6 +354,11 @@ mod imp {
             if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
                 return Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
             }
+            // The service polls its end (`next_request`).
+            // SAFETY: fcntl on the descriptor just made.
+            if unsafe { libc::fcntl(fds[0], libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+                return Err(io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+            }
             let read = fds[0];
             std::thread::Builder::new()
                 .name("novafs-pm-faults".into())
@@ -375,13 +383,8 @@ mod imp {
         loop {
             let mut req = mem::MaybeUninit::<Request>::uninit();
             let want = mem::size_of::<Request>();
-            // SAFETY: reads at most `want` bytes into `req`.
-            let got = unsafe { libc::read(read, req.as_mut_ptr().cast(), want) };
-            if got != want as isize {
-                if got < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                    continue;
-                }
-                tracing::error!("the DAX fault pipe broke: write faults can no longer be served");
+            if let Err(e) = next_request(read, req.as_mut_ptr().cast(), want) {
+                tracing::error!(error = %e, "the DAX fault pipe broke: faults can no longer be served");
                 return;
             }
             // SAFETY: a whole request was read (pipe writes of at most
@@ -409,6 +412,47 @@ mod imp {
         }
     }
 
+    /// How long each side polls before it sleeps: faults come in bursts
+    /// (a program touching its pages), and a thread woken from sleep costs
+    /// tens of microseconds, several times what resolving a fault does.
+    const SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+    /// Spins of the faulting thread (in its signal handler, where no clock
+    /// is called) before it sleeps: about as long as `SPIN`.
+    const HANDLER_SPINS: u32 = 20_000;
+
+    /// Reads the next whole request from the (non-blocking) pipe: polling
+    /// for `SPIN` after the last one, then sleeping in poll(2).
+    fn next_request(read: c_int, buf: *mut u8, want: usize) -> io::Result<()> {
+        let mut since = std::time::Instant::now();
+        loop {
+            // SAFETY: reads at most `want` bytes into the caller's buffer.
+            let got = unsafe { libc::read(read, buf.cast(), want) };
+            if got == want as isize {
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            match (got, err.kind()) {
+                (-1, io::ErrorKind::Interrupted) => continue,
+                (-1, io::ErrorKind::WouldBlock) if since.elapsed() < SPIN => std::hint::spin_loop(),
+                (-1, io::ErrorKind::WouldBlock) => {
+                    let mut pfd = libc::pollfd {
+                        fd: read,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd.
+                    if unsafe { libc::poll(&mut pfd, 1, -1) } < 0
+                        && io::Error::last_os_error().kind() != io::ErrorKind::Interrupted
+                    {
+                        return Err(io::Error::last_os_error());
+                    }
+                    since = std::time::Instant::now();
+                }
+                _ => return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "short read")),
+            }
+        }
+    }
+
     /// Page-fault error code bit: the access was a write.
     const PF_WRITE: i64 = 2;
 
@@ -430,6 +474,11 @@ mod imp {
                 };
                 let want = mem::size_of::<Request>();
                 if libc::write(pipe, ptr::from_ref(&req).cast(), want) == want as isize {
+                    let mut spins = 0;
+                    while done.load(Ordering::Acquire) == 0 && spins < HANDLER_SPINS {
+                        std::hint::spin_loop();
+                        spins += 1;
+                    }
                     while done.load(Ordering::Acquire) == 0 {
                         libc::syscall(
                             libc::SYS_futex,
