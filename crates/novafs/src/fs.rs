@@ -574,7 +574,7 @@ impl Fs {
         let _frozen = self.mmaps.freeze();
         self.ctx
             .snapshots
-            .take(self.ctx.region(), &self.ctx.alloc, name, now_ns())
+            .take((self.ctx.region(), &self.ctx.journal), &self.ctx.alloc, name, now_ns())
     }
 
     /// The snapshots, oldest first.
@@ -595,7 +595,10 @@ impl Fs {
     pub fn delete_snapshot(&self, name: &[u8]) -> Result<Snapshot> {
         // A read-only mount or a view has no reclaimer.
         let reclaimer = self.reclaimer.as_ref().ok_or(Error::ReadOnly)?;
-        let d = self.ctx.snapshots.delete(self.ctx.region(), &self.ctx.alloc, name)?;
+        let d = self
+            .ctx
+            .snapshots
+            .delete((self.ctx.region(), &self.ctx.journal), &self.ctx.alloc, name)?;
         reclaimer.queue(&self.ctx, d.proof, d.unneeded);
         Ok(d.snapshot)
     }

@@ -26,6 +26,7 @@ use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::alloc::{current_shard, Budget, Extent, PageAllocator};
 use crate::error::{corrupt, Error, Result};
+use crate::journal::{Journal, Update};
 use crate::layout::Ino;
 use crate::layout::{
     decode, Bounds, EntryType, SavedKept, SnapshotInfoEntry, INODE_HEAD_OFF, INODE_TAIL_OFF, KEPT_DATA, KEPT_INODE,
@@ -186,6 +187,11 @@ pub struct KeptPin<'a>(#[allow(dead_code)] RwLockReadGuard<'a, ()>);
 /// The list in DRAM, and its log.
 struct List {
     log: Log,
+    /// Records in the log, live or not: a long log is compacted.
+    records: usize,
+    /// The newest snapshot ever taken, deleted or not: a compacted list
+    /// keeps it, so epochs never go back (`Snapshots::load`).
+    newest_taken: Option<Snapshot>,
     live: BTreeMap<u64, Snapshot>,
     /// Open views, by snapshot epoch: such a snapshot cannot be deleted.
     views: BTreeMap<u64, usize>,
@@ -413,21 +419,28 @@ impl Snapshots {
     }
 
     /// Takes snapshot `name` of everything committed so far (module docs).
-    pub fn take(&self, region: &dyn Region, alloc: &PageAllocator, name: &[u8], now_ns: i64) -> Result<Snapshot> {
+    pub fn take(
+        &self,
+        (region, journal): (&dyn Region, &Journal),
+        alloc: &PageAllocator,
+        name: &[u8],
+        now_ns: i64,
+    ) -> Result<Snapshot> {
         check_name(name)?;
         let mut list = self.list.lock();
         if list.live.values().any(|s| s.name == name) {
             return Err(Error::Exists);
         }
         self.epochs.cut(|epoch| {
-            let _ = list.record(region, alloc, SNAPSHOT_TAKE, epoch, now_ns, name)?;
             let snap = Snapshot {
                 name: name.to_vec(),
                 epoch,
                 created_ns: now_ns,
                 held_pages: 0,
             };
+            let _ = list.record((region, journal), alloc, SNAPSHOT_TAKE, &snap)?;
             list.live.insert(epoch, snap.clone());
+            list.newest_taken = Some(snap.clone());
             self.newest.store(epoch + 1, Ordering::Release);
             Ok(snap)
         })
@@ -438,7 +451,12 @@ impl Snapshots {
     /// the rest, which nothing needs any more, for the caller to free
     /// (Fortis §3.2: manifests merge). No operation is in flight meanwhile,
     /// so none can list an item in the manifest being emptied.
-    pub fn delete(&self, region: &dyn Region, alloc: &PageAllocator, name: &[u8]) -> Result<Deleted> {
+    pub fn delete(
+        &self,
+        (region, journal): (&dyn Region, &Journal),
+        alloc: &PageAllocator,
+        name: &[u8],
+    ) -> Result<Deleted> {
         self.epochs.exclusive(|| {
             let mut list = self.list.lock();
             let snap = list
@@ -452,7 +470,7 @@ impl Snapshots {
                     "the snapshot is open (mounted or read through the library)",
                 ));
             }
-            let proof = list.record(region, alloc, SNAPSHOT_DELETE, snap.epoch, snap.created_ns, name)?;
+            let proof = list.record((region, journal), alloc, SNAPSHOT_DELETE, &snap)?;
             list.live.remove(&snap.epoch);
             let newest = list.live.keys().next_back().map_or(0, |e| e + 1);
             self.newest.store(newest, Ordering::Release);
@@ -479,30 +497,72 @@ impl Snapshots {
 }
 
 impl List {
-    /// Appends one record and commits it with the slot's tail store (R1,
-    /// R5); the first record also sets the head, before the fence.
+    /// Appends one record (`op` of `snap`) and commits it with the slot's
+    /// tail store (R1, R5); the first record also sets the head, before the
+    /// fence. A log that would grow while it holds more than twice the
+    /// records it needs is compacted first.
     fn record(
         &mut self,
-        region: &dyn Region,
+        (region, journal): (&dyn Region, &Journal),
         alloc: &PageAllocator,
         op: u8,
-        epoch: u64,
-        created_ns: i64,
-        name: &[u8],
+        snap: &Snapshot,
     ) -> Result<Committed> {
-        let head = SnapshotInfoEntry {
-            epoch,
-            created_ns,
-            op,
-            name_len: name.len() as u8,
-            ..SnapshotInfoEntry::default()
-        };
-        let entry = Entry::snapshot(&head, name);
+        let entry = record_entry(op, snap);
+        if self.log.needs_growth(std::slice::from_ref(&entry)) && self.records > 2 * (self.live.len() + 2) {
+            self.compact((region, journal), alloc)?;
+        }
         let p = self.log.append(region, alloc, Budget::Reserve, &[entry])?;
         let proof = self.log.commit(region, SNAPSHOT_LIST_OFF, p)?;
         self.log.committed(&proof);
+        self.records += 1;
         Ok(proof)
     }
+
+    /// Rewrites the list as one take record per live snapshot, oldest
+    /// first, and the newest snapshot ever taken with its deletion if it
+    /// is gone (the next mount's epoch starts past it), then switches head
+    /// and tail in one journal transaction (R2) and frees the old log (R3),
+    /// as thorough GC does an inode's.
+    fn compact(&mut self, (region, journal): (&dyn Region, &Journal), alloc: &PageAllocator) -> Result<()> {
+        let mut entries: Vec<Entry> = self.live.values().map(|s| record_entry(SNAPSHOT_TAKE, s)).collect();
+        if let Some(newest) = self.newest_taken.as_ref().filter(|n| !self.live.contains_key(&n.epoch)) {
+            entries.push(record_entry(SNAPSHOT_TAKE, newest));
+            entries.push(record_entry(SNAPSHOT_DELETE, newest));
+        }
+        let mut fresh = Log::default();
+        let mut txn = journal.begin();
+        let mut p = fresh.append(region, alloc, Budget::Reserve, &entries)?;
+        txn.depends_on(p.bind(txn.id()));
+        let switch = [
+            Update::word(SNAPSHOT_LIST_OFF + INODE_HEAD_OFF, p.new_head().unwrap_or(fresh.head())),
+            Update::word(SNAPSHOT_LIST_OFF + INODE_TAIL_OFF, p.tail()),
+        ];
+        let durable = match txn.commit(region, &switch) {
+            Ok(d) => d,
+            Err(e) => {
+                alloc.abandon_meta(&fresh.page_extents());
+                return Err(e);
+            }
+        };
+        fresh.committed(&p.journaled(&durable));
+        alloc.release_meta(&durable, &self.log.page_extents()); // R3: the switch is durable.
+        self.log = fresh;
+        self.records = entries.len();
+        Ok(())
+    }
+}
+
+/// The list's record of `op` (take or delete) for `snap`.
+fn record_entry(op: u8, snap: &Snapshot) -> Entry {
+    let head = SnapshotInfoEntry {
+        epoch: snap.epoch,
+        created_ns: snap.created_ns,
+        op,
+        name_len: snap.name.len() as u8,
+        ..SnapshotInfoEntry::default()
+    };
+    Entry::snapshot(&head, &snap.name)
 }
 
 /// A snapshot name: a file name's rules (it names a directory of
@@ -524,17 +584,17 @@ fn check_name(name: &[u8]) -> Result<()> {
 fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, Option<u64>)> {
     let head = region.load_u64(off + INODE_HEAD_OFF)?;
     let tail = region.load_u64(off + INODE_TAIL_OFF)?;
-    let mut live = BTreeMap::new();
-    let mut last = None;
+    let mut list = List {
+        log: Log::default(),
+        records: 0,
+        newest_taken: None,
+        live: BTreeMap::new(),
+        views: BTreeMap::new(),
+    };
     if tail == 0 {
-        let list = List {
-            log: Log::default(),
-            live,
-            views: BTreeMap::new(),
-        };
-        return Ok((list, last));
+        return Ok((list, None));
     }
-    let log = Log::load(region, bounds, head, tail, |_, eoff, bytes| {
+    list.log = Log::load(region, bounds, head, tail, |_, eoff, bytes| {
         let e: SnapshotInfoEntry = decode(bytes)?;
         let name = bytes
             .get(SNAPSHOT_HEAD_SIZE..SNAPSHOT_HEAD_SIZE + usize::from(e.name_len))
@@ -545,36 +605,32 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, Opt
                 e.hdr.etype
             ));
         }
+        list.records += 1;
         match e.op {
             SNAPSHOT_TAKE => {
-                if last.is_some_and(|l| e.epoch <= l) {
+                if list.newest_taken.as_ref().is_some_and(|l| e.epoch <= l.epoch) {
                     return Err(corrupt!("snapshot record at {eoff:#x} goes back in epochs"));
                 }
-                last = Some(e.epoch);
                 let snap = Snapshot {
                     name: name.to_vec(),
                     epoch: e.epoch,
                     created_ns: e.created_ns,
                     held_pages: 0,
                 };
-                live.insert(e.epoch, snap);
+                list.live.insert(e.epoch, snap.clone());
+                list.newest_taken = Some(snap);
             }
             SNAPSHOT_DELETE => {
-                live.remove(&e.epoch)
+                list.live
+                    .remove(&e.epoch)
                     .ok_or_else(|| corrupt!("snapshot record at {eoff:#x} deletes an unknown snapshot"))?;
             }
             op => return Err(corrupt!("snapshot record at {eoff:#x} has unknown op {op}")),
         }
         Ok(())
     })?;
-    Ok((
-        List {
-            log,
-            live,
-            views: BTreeMap::new(),
-        },
-        last,
-    ))
+    let last = list.newest_taken.as_ref().map(|s| s.epoch);
+    Ok((list, last))
 }
 
 #[cfg(test)]

@@ -110,6 +110,62 @@ fn a_long_list_spans_log_pages() {
     assert_eq!(read_all(&fs, g), vec![7u8; 1 << 20]);
 }
 
+/// Snapshots taken and deleted without end (a rotation keeping the newest
+/// three) leave a bounded list: it is compacted as it would grow, into one
+/// record per live snapshot and the newest one ever taken, so epochs still
+/// only grow after a crash or a remount.
+#[test]
+fn a_rotating_list_is_compacted_and_epochs_still_only_grow() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(f, 0, &1999u32.to_le_bytes()).unwrap();
+    let free_after_first_page = {
+        fs.take_snapshot(b"r0").unwrap();
+        fs.statfs().blocks_free
+    };
+    let mut newest = 0;
+    for i in 1..2000u32 {
+        newest = fs.take_snapshot(format!("r{i}").as_bytes()).unwrap().epoch;
+        if i >= 3 {
+            fs.delete_snapshot(format!("r{}", i - 3).as_bytes()).unwrap();
+        }
+    }
+    fs.wait_reclaimed();
+    // 4,000 records unbounded would take 64 log pages (each with its
+    // replica); compacted, the list stays within a few.
+    let used = free_after_first_page - fs.statfs().blocks_free;
+    assert!(used <= 4, "the list takes {used} more pages");
+    assert_eq!(names_of(&fs), ["r1997", "r1998", "r1999"]);
+    fs.delete_snapshot(b"r1999").unwrap();
+    fs.delete_snapshot(b"r1998").unwrap();
+    drop(fs); // crash
+    let fs = mount(&region);
+    assert_eq!(names_of(&fs), ["r1997"]);
+    let next = fs.take_snapshot(b"after-crash").unwrap();
+    assert!(next.epoch > newest, "epoch {} after a newest of {newest}", next.epoch);
+    for i in 0..200u32 {
+        fs.take_snapshot(format!("s{i}").as_bytes()).unwrap();
+        fs.delete_snapshot(format!("s{i}").as_bytes()).unwrap();
+    }
+    fs.delete_snapshot(b"after-crash").unwrap();
+    fs.delete_snapshot(b"r1997").unwrap();
+    let last = fs.take_snapshot(b"last").unwrap().epoch;
+    fs.delete_snapshot(b"last").unwrap();
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert!(fs.snapshots().is_empty());
+    assert!(
+        fs.take_snapshot(b"again").unwrap().epoch > last,
+        "a remount goes on past the newest epoch"
+    );
+    drop(fs);
+    let fs = mount(&region);
+    assert_eq!(names_of(&fs), ["again"]);
+    assert_eq!(read_all(&fs, f), 1999u32.to_le_bytes());
+}
+
 /// Log GC leaves a log alone while a snapshot covers it (its entries may
 /// be a snapshot's), and collects it again once the snapshot is deleted.
 #[test]
