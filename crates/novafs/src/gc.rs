@@ -33,19 +33,27 @@ const THOROUGH_MIN_PAGES: usize = 2;
 /// (NOVA §4.6: GC runs as logs grow). Thorough GC commits through the
 /// journal, so this runs before the operation's own commit begins.
 pub fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Result<()> {
-    if st.log.needs_growth(entries) && !covered_by_snapshot(ctx, st)? {
+    if !st.log.needs_growth(entries) {
+        return Ok(());
+    }
+    if !covered_by_snapshot(ctx, st)? {
         collect(ctx, st)?;
+    } else if !matches!(st.meta.body, Body::Dir(_)) {
+        // Only the pages no snapshot may replay (`fast`). A directory's
+        // cancelled adds that a snapshot may see are not invalidated in
+        // place, so their cancellers must stay: its log is left whole.
+        fast(ctx, st)?;
     }
     Ok(())
 }
 
 /// Whether a snapshot may need entries of `st`'s log: some snapshot is at
-/// least as new as its oldest entry. Such a log is not collected, so that
-/// every entry a snapshot replays stays (Fortis §3.2), including the later
-/// entries that tell which of its dentries a snapshot still sees; it
-/// grows instead, until the snapshots that cover it are deleted.
-/// (Departure from the paper: a dead entry that died before every
-/// snapshot is kept too, while a newer snapshot covers its log.)
+/// least as new as its oldest entry. Such a log is never compacted (the
+/// compacted entries would carry today's epoch), and a directory's is not
+/// collected at all, so that every entry a snapshot replays stays (Fortis
+/// §3.2), including the later entries that tell which of its dentries a
+/// snapshot still sees. Another log loses only its dead pages that no
+/// snapshot may replay (`Log::dead_pages`).
 fn covered_by_snapshot(ctx: &Ctx, st: &InodeState) -> Result<bool> {
     let Some(newest) = ctx.snapshots.newest() else {
         return Ok(false);
@@ -94,7 +102,9 @@ fn invalidate_deferred(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
 /// whose entries are all dead, with one 8-byte pointer store each, then
 /// frees them (R3: after the stores are durable).
 fn fast(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
-    let dead = st.log.dead_pages();
+    // A page is kept while a snapshot lies between its oldest entry's
+    // birth and its newest death: that snapshot may replay it.
+    let dead = st.log.dead_pages(|lives| ctx.snapshots.any_in(lives));
     if dead.is_empty() {
         return Ok(());
     }

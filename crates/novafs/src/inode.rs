@@ -184,6 +184,8 @@ impl Meta {
         let Some(etype) = EntryType::from_u8(hdr.etype) else {
             return Err(corrupt!("unknown log entry type {} at {off:#x}", hdr.etype));
         };
+        // What this entry supersedes dies in its epoch.
+        log.applying(hdr.epoch);
         match etype {
             EntryType::Write => {
                 let e: WriteEntry = decode(bytes)?;

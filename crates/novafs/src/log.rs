@@ -15,7 +15,8 @@ use crate::hash::U64Map;
 use crate::journal::{Check, Durable, TxnId};
 use crate::layout::{
     entry_csum, xattr_payload_off, Bounds, DentryHead, EntryHeader, EntryType, SnapshotInfoEntry, XattrHead,
-    ENTRY_CSUM_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT, XATTR_HEAD_SIZE,
+    ENTRY_CSUM_OFF, ENTRY_EPOCH_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF, LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT,
+    XATTR_HEAD_SIZE,
 };
 
 /// The largest number of pages a log grows by at once; below it the log
@@ -85,13 +86,34 @@ impl Entry {
     fn len(&self) -> u64 {
         self.0.len() as u64
     }
+
+    /// The epoch it is written in.
+    fn epoch(&self) -> u64 {
+        entry_epoch(&self.0)
+    }
 }
 
 /// Live-entry tally of one log page.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct PageStat {
     entries: u32,
     live: u32,
+    /// The oldest epoch of its entries, and the newest epoch in which one
+    /// of them died: a snapshot `s` with `min_birth <= s < max_death` may
+    /// replay one of them (Fortis §3.2), so the page stays.
+    min_birth: u64,
+    max_death: u64,
+}
+
+impl Default for PageStat {
+    fn default() -> PageStat {
+        PageStat {
+            entries: 0,
+            live: 0,
+            min_birth: u64::MAX,
+            max_death: 0,
+        }
+    }
 }
 
 /// Entries written past the tail and flushed, awaiting their commit. Only
@@ -103,6 +125,8 @@ struct PageStat {
 pub struct Pending {
     /// Offset of each appended entry, in order.
     offsets: Vec<u64>,
+    /// The epoch of each.
+    births: Vec<u64>,
     /// The tail to store to commit them.
     tail: u64,
     /// Set when the log was empty: the head to store before the tail.
@@ -140,6 +164,7 @@ impl Pending {
         );
         Committed {
             offsets: self.offsets,
+            births: self.births,
             tail: self.tail,
             new_head: self.new_head,
         }
@@ -154,6 +179,7 @@ impl Pending {
 #[derive(Debug)]
 pub struct Committed {
     offsets: Vec<u64>,
+    births: Vec<u64>,
     tail: u64,
     new_head: Option<u64>,
 }
@@ -168,6 +194,7 @@ impl Committed {
     #[cfg(test)]
     pub fn for_test(offsets: Vec<u64>, tail: u64) -> Committed {
         Committed {
+            births: vec![0; offsets.len()],
             offsets,
             tail,
             new_head: None,
@@ -206,9 +233,18 @@ pub struct Log {
     pinned: Option<u64>,
     entries: u64,
     live: u64,
+    /// The epoch of the entry being applied (`Log::applying`).
+    applying: u64,
     /// Ranges whose primary copy was damaged and were read from the
     /// replica, for a writable mount to copy back ([`Log::repairs`]).
     repairs: Vec<(u64, u64)>,
+}
+
+/// The epoch in an encoded entry's header.
+fn entry_epoch(bytes: &[u8]) -> u64 {
+    bytes
+        .get(ENTRY_EPOCH_OFF as usize..ENTRY_EPOCH_OFF as usize + 8)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default()))
 }
 
 /// The log page holding offset `off`.
@@ -235,7 +271,7 @@ impl Log {
             match step {
                 Step::Page(page) => log.pages.push(page),
                 Step::Entry(off, bytes) => {
-                    log.count_new(off);
+                    log.count_new(off, entry_epoch(bytes));
                     visit(&mut log, off, bytes)?;
                 }
                 Step::Tail => {}
@@ -285,18 +321,27 @@ impl Log {
         std::mem::take(self).pages
     }
 
-    fn count_new(&mut self, off: u64) {
+    fn count_new(&mut self, off: u64, birth: u64) {
         let st = self.stats.entry(page_of(off)).or_default();
+        st.min_birth = st.min_birth.min(birth);
         st.entries += 1;
         st.live += 1;
         self.entries += 1;
         self.live += 1;
     }
 
-    /// Marks the entry at `off` dead (NOVA §4.6 rules, decided by the caller).
+    /// The epoch of the entry being applied: entries it kills die in it.
+    pub fn applying(&mut self, epoch: u64) {
+        self.applying = epoch;
+    }
+
+    /// Marks the entry at `off` dead (NOVA §4.6 rules, decided by the
+    /// caller), in the epoch of the entry being applied.
     pub fn kill(&mut self, off: u64) {
+        let death = self.applying;
         if let Some(st) = self.stats.get_mut(&page_of(off)) {
             debug_assert!(st.live > 0, "entry {off:#x} killed twice");
+            st.max_death = st.max_death.max(death);
             st.live = st.live.saturating_sub(1);
             self.live = self.live.saturating_sub(1);
         }
@@ -398,6 +443,7 @@ impl Log {
         }
         Ok(Pending {
             offsets: offs,
+            births: entries.iter().map(Entry::epoch).collect(),
             tail: end,
             new_head,
             written,
@@ -453,6 +499,7 @@ impl Log {
         region.commit_u64(inode_off + INODE_TAIL_OFF, p.tail)?; // R5
         Ok(Committed {
             offsets: p.offsets,
+            births: p.births,
             tail: p.tail,
             new_head: p.new_head,
         })
@@ -466,21 +513,26 @@ impl Log {
         }
         self.tail = p.tail;
         self.tail_idx = self.find_tail(self.tail_idx);
-        for &off in &p.offsets {
-            self.count_new(off);
+        for (&off, &birth) in p.offsets.iter().zip(&p.births) {
+            self.count_new(off, birth);
         }
     }
 
     /// Indices of the pages before the tail page whose entries are all dead
-    /// (fast GC's candidates, NOVA §4.6), but for the pinned entry's page.
-    pub fn dead_pages(&self) -> Vec<usize> {
+    /// (fast GC's candidates, NOVA §4.6), but for the pinned entry's page
+    /// and those `needed(min_birth..max_death)` says a snapshot may replay.
+    pub fn dead_pages(&self, needed: impl Fn(std::ops::Range<u64>) -> bool) -> Vec<usize> {
         let Some(tail_idx) = self.tail_index() else {
             return Vec::new();
         };
         let pinned = self.pinned.map(page_of);
         (0..tail_idx)
             .filter(|&i| Some(self.pages[i]) != pinned)
-            .filter(|&i| self.stats.get(&self.pages[i]).is_none_or(|s| s.live == 0))
+            .filter(|&i| {
+                self.stats
+                    .get(&self.pages[i])
+                    .is_none_or(|s| s.live == 0 && !needed(s.min_birth..s.max_death))
+            })
             .collect()
     }
 

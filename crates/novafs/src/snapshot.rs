@@ -245,6 +245,11 @@ impl Snapshots {
         list.live.range(birth..before).next_back().map(|(&e, _)| e)
     }
 
+    /// Whether a live snapshot's epoch lies in `epochs`.
+    pub fn any_in(&self, epochs: std::ops::Range<u64>) -> bool {
+        !epochs.is_empty() && self.list.lock().live.range(epochs).next().is_some()
+    }
+
     /// Opens a view of snapshot `name`: it cannot be deleted until
     /// [`Snapshots::close_view`]. Returns its epoch.
     pub fn open_view(&self, name: &[u8]) -> Result<u64> {
