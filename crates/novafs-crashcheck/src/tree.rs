@@ -81,8 +81,9 @@ impl Default for Compare {
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct Tree {
     pub nodes: BTreeMap<String, Node>,
-    /// The snapshot list: names and epochs, oldest first.
-    pub snapshots: Vec<(String, u64)>,
+    /// The snapshot list: names, epochs and a digest of what each shows
+    /// (its view's tree), oldest first.
+    pub snapshots: Vec<(String, u64, u64)>,
 }
 
 impl fmt::Debug for Tree {
@@ -169,11 +170,19 @@ impl Tree {
         for n in tree.nodes.values_mut() {
             n.first_name = smallest[&n.first_name].clone();
         }
-        tree.snapshots = fs
-            .snapshots()
-            .into_iter()
-            .map(|s| (String::from_utf8_lossy(&s.name).into_owned(), s.epoch))
-            .collect();
+        if fs.snapshot_epoch().is_none() {
+            // A view lists the same snapshots: only the live tree shows them.
+            tree.snapshots = fs
+                .snapshots()
+                .into_iter()
+                .map(|s| {
+                    let name = String::from_utf8_lossy(&s.name).into_owned();
+                    let view = fs.open_snapshot(&s.name).map_err(|e| format!("snapshot {name}: {e}"))?;
+                    let seen = Tree::capture(&view).map_err(|e| format!("snapshot {name}: {e}"))?;
+                    Ok((name, s.epoch, seen.digest(Compare::default())))
+                })
+                .collect::<Result<_, String>>()?;
+        }
         Ok(tree)
     }
 

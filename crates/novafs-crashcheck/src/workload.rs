@@ -678,6 +678,21 @@ pub fn generated() -> Vec<Workload> {
         w.gc = Some(GcKind::Fast);
         out.push(w);
     }
+    // Fast GC under a snapshot (Fortis §3.2): the log is covered, so only
+    // its dead pages the snapshot cannot replay go; the first page, with
+    // the entry the snapshot sees, stays.
+    if let Some(mut w) = around(
+        "fast_gc_under_snapshot",
+        vec![Op::create("/f"), Op::write("/f", 0, 4096, 9), Op::Snapshot("s".into())],
+        over,
+        2000,
+        |r| gc_count(r, GcKind::Fast) > 0,
+        2,
+        1,
+    ) {
+        w.gc = Some(GcKind::Fast);
+        out.push(w);
+    }
     // Thorough GC of a file (NOVA §4.6): one live page per log page.
     let sparse = |i: usize| {
         let k = i / 71;
