@@ -172,7 +172,7 @@ impl Ctx {
         InodeState::load_at(self.region(), self.bounds, off, rec, epoch)
     }
 
-    /// The record of a live slot found by a table scan (`rec`, read from
+    /// The record of a live or kept slot found by a table scan (`rec`, read from
     /// the primary), or its replica's when only the replica passes its
     /// checksum (repaired on a writable mount).
     pub fn scanned_record(&self, off: u64, rec: Inode) -> Result<Inode> {
@@ -185,7 +185,8 @@ impl Ctx {
         let mut buf = [0u8; INODE_SIZE as usize];
         self.data().read(m, &mut buf)?;
         let other: Inode = decode(&buf)?;
-        if other.state == INODE_LIVE && other.csum == other.compute_csum() {
+        // A kept inode's record is read through its replica as a live one's.
+        if other.state == rec.state && other.csum == other.compute_csum() {
             self.repair(&[(off, INODE_SIZE)])?;
             return Ok(other);
         }

@@ -396,6 +396,36 @@ fn a_scrub_repairs_the_record_and_log_of_an_inode_only_a_snapshot_keeps() {
     assert_fsck_clean(&region);
 }
 
+/// The crash scan reads a kept inode whose primary record is damaged (in
+/// its checksum) through the replica, as it does a live one's: the
+/// snapshot still shows the file.
+#[test]
+fn the_crash_scan_reads_a_damaged_kept_record_from_its_replica() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let k = fs.create(ROOT_INO, b"k", 0o644, 0, 0).unwrap().ino;
+    fs.write(k, 0, &contents(3, 2 * 4096 + 5)).unwrap();
+    fs.unmount().unwrap();
+    let record = copies_of(&region, Target::Inode, k);
+    let fs = mount(&region);
+    fs.take_snapshot(b"s").unwrap();
+    fs.unlink(ROOT_INO, b"k").unwrap();
+    drop(fs); // crash: the next mount scans
+    flip(&region, record.0 + 80, 8); // mtime, inside the record's checksum
+    let fs = mount(&region);
+    assert!(!fs.mount_report().clean);
+    let view = fs.open_snapshot(b"s").unwrap();
+    assert_eq!(read_all(&view, k), contents(3, 2 * 4096 + 5));
+    drop(view);
+    assert_eq!(
+        fs.snapshots()[0].held_pages,
+        5,
+        "3 data pages, the log page and its replica"
+    );
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
 /// Snapshots deleted in the middle of a scrub's pass over what they
 /// keep: the reclaimer frees their pages and slots, a writer reuses
 /// them, and the scrub checks only what is still kept. Nothing is
