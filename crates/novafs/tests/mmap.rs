@@ -287,6 +287,157 @@ fn snapshots_of_a_mapped_file_hold_a_prefix_of_the_stores() {
     common::assert_fsck_clean(&img.region());
 }
 
+/// Random stores through two mappings of one file, writes, truncations,
+/// hole punches, syncs, snapshots and crashes, against a byte vector: the
+/// file (read through the file system and through a mapping) always equals
+/// it, each snapshot equals the copy made when it was taken, and scrub
+/// finds nothing to repair. Seeds vary with NOVAFS_MMAP_SEED.
+#[test]
+fn random_mapped_workloads_match_a_model() {
+    let base: u64 = std::env::var("NOVAFS_MMAP_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20261126);
+    for seed in base..base + 6 {
+        model_run(seed, 300);
+    }
+}
+
+fn model_run(seed: u64, steps: usize) {
+    const PAGES: usize = 16;
+    let img = Image::new(&format!("model-{seed}"));
+    let mut rng = common::SplitMix(seed);
+    let mut fs = img.mount();
+    let ino = file_with(&fs, "f", &pattern(seed as u8, 5 * PS));
+    let mut model = pattern(seed as u8, 5 * PS);
+    let mut snaps: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut n_snap = 0;
+    let mut crashes = 0;
+    'outer: loop {
+        let a = fs.mmap(ino, 0, PAGES, true).unwrap();
+        let b = fs.mmap(ino, 4 * PS as u64, PAGES - 4, true).unwrap();
+        for step in 0..steps {
+            let size = model.len();
+            let ctx = format!("seed {seed} step {step} crash {crashes}");
+            match rng.below(12) {
+                0..=3 if size > 0 => {
+                    // A store within the file (past it would kill us).
+                    let off = rng.below(size as u64) as usize;
+                    let len = (1 + rng.below(700) as usize).min(size - off);
+                    let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                    if off >= 4 * PS && rng.below(2) == 0 {
+                        b.store(off - 4 * PS, &bytes).unwrap();
+                    } else {
+                        a.store(off, &bytes).unwrap();
+                    }
+                    model[off..off + len].copy_from_slice(&bytes);
+                }
+                4 => {
+                    let off = rng.below((PAGES * PS) as u64 - 100) as usize;
+                    let len = 1 + rng.below(5000) as usize;
+                    let len = len.min(PAGES * PS - off);
+                    let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                    fs.write(ino, off as u64, &bytes).unwrap();
+                    if model.len() < off + len {
+                        model.resize(off + len, 0);
+                    }
+                    model[off..off + len].copy_from_slice(&bytes);
+                }
+                5 => {
+                    let new = rng.below((PAGES * PS) as u64) as usize;
+                    fs.setattr(
+                        ino,
+                        &SetAttr {
+                            size: Some(new as u64),
+                            ..SetAttr::default()
+                        },
+                    )
+                    .unwrap();
+                    model.resize(new, 0);
+                }
+                6 if size > PS => {
+                    let off = rng.below(size as u64 - 1);
+                    let len = 1 + rng.below(3 * PS as u64);
+                    fs.fallocate(
+                        ino,
+                        novafs::FALLOC_FL_PUNCH_HOLE | novafs::FALLOC_FL_KEEP_SIZE,
+                        off,
+                        len,
+                    )
+                    .unwrap();
+                    let end = (off + len).min(size as u64) as usize;
+                    model[off as usize..end].fill(0);
+                }
+                7 => {
+                    if rng.below(2) == 0 { a.sync() } else { b.sync() }.unwrap();
+                }
+                8 => {
+                    let name = format!("s{n_snap}");
+                    n_snap += 1;
+                    fs.take_snapshot(name.as_bytes()).unwrap();
+                    snaps.push((name, model.clone()));
+                }
+                9 if !snaps.is_empty() => {
+                    let (name, _) = snaps.remove(rng.below(snaps.len() as u64) as usize);
+                    fs.delete_snapshot(name.as_bytes()).unwrap();
+                }
+                10 if crashes < 2 && step > steps / 2 => {
+                    // A crash with both mappings live.
+                    std::mem::forget(a);
+                    std::mem::forget(b);
+                    drop(fs);
+                    fs = img.mount();
+                    crashes += 1;
+                    check(&fs, ino, &model, &snaps, &ctx);
+                    continue 'outer;
+                }
+                _ => {
+                    let mut via_map = vec![0u8; model.len()];
+                    a.load(0, &mut via_map[..model.len().min(PAGES * PS)]).unwrap();
+                    same(&via_map, &model, &format!("{ctx}: the mapping"));
+                }
+            }
+            same(&read(&fs, ino, 0, PAGES * PS + 1), &model, &ctx);
+        }
+        drop(a);
+        drop(b);
+        check(&fs, ino, &model, &snaps, &format!("seed {seed} end"));
+        break;
+    }
+    for (name, _) in &snaps {
+        fs.delete_snapshot(name.as_bytes()).unwrap();
+    }
+    fs.wait_reclaimed();
+    scrub_clean(&fs);
+    fs.unmount().unwrap();
+    common::assert_fsck_clean(&img.region());
+}
+
+fn check(fs: &Fs, ino: u64, model: &[u8], snaps: &[(String, Vec<u8>)], ctx: &str) {
+    same(&read(fs, ino, 0, model.len() + 1), model, ctx);
+    for (name, want) in snaps {
+        let view = fs.open_snapshot(name.as_bytes()).unwrap();
+        same(
+            &read(&view, ino, 0, want.len() + 1),
+            want,
+            &format!("{ctx}: snapshot {name}"),
+        );
+    }
+    scrub_clean(fs);
+}
+
+/// Equal contents, or a panic naming the first byte that differs.
+fn same(got: &[u8], want: &[u8], ctx: &str) {
+    if got != want {
+        let at = got.iter().zip(want).position(|(a, b)| a != b);
+        panic!(
+            "{ctx}: {} bytes where {} are expected, first difference at {at:?}",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
 #[test]
 fn mmap_refuses_what_linux_refuses() {
     let img = Image::new("refuse");
