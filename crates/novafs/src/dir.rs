@@ -46,11 +46,11 @@ pub struct DirIndex {
     next_seq: u64,
     parent: Ino,
     parent_entry: Option<u64>,
-    /// Add entries that are cancelled but still valid on the media: their
-    /// in-place invalidation (NOVA §4.6) waits while a snapshot may see
-    /// them, and must happen before log GC may drop their cancellers
-    /// ([`DirIndex::take_deferred`]).
-    deferred: Vec<u64>,
+    /// Add entries that are cancelled but still valid on the media, with
+    /// the epoch they were cancelled in: their in-place invalidation (NOVA
+    /// §4.6) waits while a snapshot may see them, and must happen before
+    /// log GC may drop their cancellers ([`DirIndex::take_deferred`]).
+    deferred: Vec<(u64, u64)>,
 }
 
 /// Names up to this long are stored in their slot (56 bytes in all).
@@ -189,7 +189,7 @@ impl DirIndex {
             }
         };
         if let Some(old) = old {
-            self.kill_slot(log, old);
+            self.kill_slot(log, old, off);
         }
         self.next_seq = self.next_seq.max(d.seq.saturating_add(1));
         Ok(())
@@ -202,20 +202,23 @@ impl DirIndex {
         let slots = &self.slots;
         if let Ok(e) = self.by_name.find_entry(hash_name(name), |&i| slots[i].name() == name) {
             let (old, _) = e.remove();
-            self.kill_slot(log, old);
+            self.kill_slot(log, old, off);
         }
         log.kill(off);
     }
 
     /// Turns slot `i`, already gone from `by_name`, into a tombstone and
-    /// kills its add entry, whose invalidation is deferred unless its
-    /// transaction made it.
-    fn kill_slot(&mut self, log: &mut Log, i: usize) {
+    /// kills its add entry, cancelled by the entry at `canceller`, whose
+    /// invalidation is deferred unless its transaction made it.
+    fn kill_slot(&mut self, log: &mut Log, i: usize, canceller: u64) {
         let slot = &mut self.slots[i];
         slot.name = None;
-        log.kill(slot.entry);
-        if !slot.invalidated {
-            self.deferred.push(slot.entry);
+        if slot.invalidated {
+            log.kill(slot.entry);
+        } else {
+            // The canceller must outlive the add on the media (`Log`).
+            log.kill_cancelled(slot.entry, canceller);
+            self.deferred.push((slot.entry, log.applying_epoch()));
         }
         if self.slots.len() > 2 * self.by_name.len() {
             self.compact();
@@ -251,9 +254,14 @@ impl DirIndex {
     }
 
     /// The add entries whose invalidation was deferred (see `deferred`),
-    /// leaving none.
-    pub fn take_deferred(&mut self) -> Vec<u64> {
+    /// each with the epoch it was cancelled in, leaving none.
+    pub fn take_deferred(&mut self) -> Vec<(u64, u64)> {
         std::mem::take(&mut self.deferred)
+    }
+
+    /// Defers the invalidation of these again (`take_deferred`).
+    pub fn defer(&mut self, adds: Vec<(u64, u64)>) {
+        self.deferred.extend(adds);
     }
 
     pub fn get(&self, name: &[u8]) -> Option<Dent> {

@@ -38,10 +38,10 @@ pub fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Result<()
     }
     if !covered_by_snapshot(ctx, st)? {
         collect(ctx, st)?;
-    } else if !matches!(st.meta.body, Body::Dir(_)) {
-        // Only the pages no snapshot may replay (`fast`). A directory's
-        // cancelled adds that a snapshot may see are not invalidated in
-        // place, so their cancellers must stay: its log is left whole.
+    } else {
+        // Only the pages no snapshot may replay (`fast`), after the
+        // cancelled adds no snapshot may see are invalidated.
+        invalidate_deferred(ctx, st)?;
         fast(ctx, st)?;
     }
     Ok(())
@@ -49,11 +49,10 @@ pub fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Result<()
 
 /// Whether a snapshot may need entries of `st`'s log: some snapshot is at
 /// least as new as its oldest entry. Such a log is never compacted (the
-/// compacted entries would carry today's epoch), and a directory's is not
-/// collected at all, so that every entry a snapshot replays stays (Fortis
-/// §3.2), including the later entries that tell which of its dentries a
-/// snapshot still sees. Another log loses only its dead pages that no
-/// snapshot may replay (`Log::dead_pages`).
+/// compacted entries would carry today's epoch); it loses only its dead
+/// pages that no snapshot may replay (`Log::dead_pages`), so every entry
+/// a snapshot replays stays (Fortis §3.2), and with the cancelled adds it
+/// may see, their cancellers (`Log::kill_cancelled`).
 fn covered_by_snapshot(ctx: &Ctx, st: &InodeState) -> Result<bool> {
     let Some(newest) = ctx.snapshots.newest() else {
         return Ok(false);
@@ -77,8 +76,10 @@ fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
 
 /// Invalidates in place the cancelled adds of directory `st` whose
 /// invalidation waited for the snapshots that might see them
-/// (`commit::Multi::cancel`): none covers the log now, and fast GC may be
-/// about to drop their cancellers. Each is one 8-byte store of a flag;
+/// (`commit::Multi::cancel`) and that no live snapshot may see now (none
+/// lies between the add's epoch and its cancellation): fast GC may be
+/// about to drop their cancellers. The rest wait on (`Log::kill_cancelled`
+/// keeps their cancellers' pages). Each is one 8-byte store of a flag;
 /// the cancellers are durable, so the stores are idempotent (R5), and all
 /// are durable before any page goes.
 fn invalidate_deferred(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
@@ -90,11 +91,22 @@ fn invalidate_deferred(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
         return Ok(());
     }
     let r = ctx.region();
-    for &entry in &deferred {
+    let mut waiting = Vec::new();
+    let mut stored = false;
+    for (entry, death) in deferred {
+        let birth = r.load_u64(entry + ENTRY_EPOCH_OFF)?;
+        if ctx.snapshots.any_in(birth..death) {
+            waiting.push((entry, death));
+            continue;
+        }
         r.store_u64(entry, invalidated_word(r.load_u64(entry)?))?;
         r.flush(entry, 8)?;
+        stored = true;
     }
-    r.fence(); // R5: the flags are durable before fast GC unlinks a page.
+    dir.defer(waiting);
+    if stored {
+        r.fence(); // R5: the flags are durable before fast GC unlinks a page.
+    }
     Ok(())
 }
 

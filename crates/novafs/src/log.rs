@@ -335,6 +335,27 @@ impl Log {
         self.applying = epoch;
     }
 
+    pub fn applying_epoch(&self) -> u64 {
+        self.applying
+    }
+
+    /// Kills the add entry at `add`, cancelled by the entry at `canceller`
+    /// but still valid on the media (its in-place invalidation deferred
+    /// for the snapshots: `dir`). The canceller's page then stays as long
+    /// as the add's may be replayed by a snapshot: it takes on the add's
+    /// page's oldest birth and this death, so fast GC never drops it while
+    /// a snapshot lies between them, and the add is invalidated in place
+    /// (`gc`) before it may.
+    pub fn kill_cancelled(&mut self, add: u64, canceller: u64) {
+        self.kill(add);
+        let birth = self.stats.get(&page_of(add)).map_or(0, |s| s.min_birth);
+        let death = self.applying;
+        if let Some(st) = self.stats.get_mut(&page_of(canceller)) {
+            st.min_birth = st.min_birth.min(birth);
+            st.max_death = st.max_death.max(death);
+        }
+    }
+
     /// Marks the entry at `off` dead (NOVA §4.6 rules, decided by the
     /// caller), in the epoch of the entry being applied.
     pub fn kill(&mut self, off: u64) {

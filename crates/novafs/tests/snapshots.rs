@@ -213,6 +213,130 @@ fn a_file_rewritten_under_rotating_snapshots_keeps_a_bounded_log() {
     check(&mount(&region));
 }
 
+/// A directory whose names come and go under a rotation of snapshots (and
+/// one kept for good) keeps a bounded log too: GC drops the dead pages no
+/// snapshot may replay, once the cancelled adds there are invalidated in
+/// place, and every snapshot still lists exactly the names it saw, also
+/// after a crash and a remount.
+#[test]
+fn a_directory_churned_under_rotating_snapshots_keeps_a_bounded_log() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    for k in 0..5 {
+        fs.create(d, format!("keep-{k}").as_bytes(), 0o644, 0, 0).unwrap();
+    }
+    fs.take_snapshot(b"r0").unwrap();
+    let mut want: Vec<(String, Vec<String>)> = vec![("r0".into(), names(&fs, d))];
+    let free_at_start = fs.statfs().blocks_free;
+    for i in 1..1500u32 {
+        // Each name once: a wrongly revived one would show.
+        fs.create(d, format!("t{i}").as_bytes(), 0o644, 0, 0).unwrap();
+        if i > 3 {
+            fs.unlink(d, format!("t{}", i - 3).as_bytes()).unwrap();
+        }
+        if i % 200 == 0 {
+            // Long-lived names keep pages whose other adds are cancelled.
+            fs.create(d, format!("long-{i}").as_bytes(), 0o644, 0, 0).unwrap();
+        }
+        if i % 25 == 0 {
+            let snap = format!("r{}", i / 25);
+            fs.take_snapshot(snap.as_bytes()).unwrap();
+            want.push((snap, names(&fs, d)));
+            if want.len() > 4 {
+                let (gone, _) = want.remove(1);
+                fs.delete_snapshot(gone.as_bytes()).unwrap();
+            }
+        }
+    }
+    fs.wait_reclaimed();
+    // Unbounded, 1,500 dentries (64 or 128 B each) take 30-odd log pages,
+    // each with its replica.
+    let used = free_at_start - fs.statfs().blocks_free;
+    assert!(
+        used <= 40,
+        "the directory's log and what the snapshots keep take {used} pages"
+    );
+    assert!(fs.gc_stats().fast_pages > 0);
+    let check = |fs: &Fs| {
+        for (snap, names_then) in &want {
+            let view = fs.open_snapshot(snap.as_bytes()).unwrap();
+            let vd = view.lookup(ROOT_INO, b"d").unwrap().ino;
+            assert_eq!(&names(&view, vd), names_then, "snapshot {snap}");
+        }
+    };
+    check(&fs);
+    let live = names(&fs, d);
+    drop(fs); // crash
+    let fs = mount(&region);
+    check(&fs);
+    assert_eq!(names(&fs, d), live);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    check(&fs);
+    assert_eq!(names(&fs, d), live);
+}
+
+/// The case GC of a covered directory must get right: an add a snapshot
+/// saw, cancelled by a remove on a later log page, on a page that stays
+/// (a long-lived name shares it). Its remove's page stays while the
+/// snapshot lives, and once it is gone the add is invalidated in place
+/// before the remove's page may go: the name never comes back, neither
+/// while the snapshot lives nor after, across crashes.
+#[test]
+fn a_cancelled_add_a_snapshot_saw_never_comes_back() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    fs.create(d, b"old", 0o644, 0, 0).unwrap();
+    fs.take_snapshot(b"forever").unwrap(); // the log stays covered
+    let mut n = 0u32;
+    let mut churn = |fs: &Fs, ops: u32| {
+        for _ in 0..ops {
+            fs.create(d, format!("f{n}").as_bytes(), 0o644, 0, 0).unwrap();
+            fs.unlink(d, format!("f{n}").as_bytes()).unwrap();
+            n += 1;
+        }
+    };
+    // "a" between two long-lived names (one of them shares its page), on
+    // a page younger than "forever".
+    churn(&fs, 100);
+    fs.create(d, b"long", 0o644, 0, 0).unwrap();
+    fs.create(d, b"a", 0o644, 0, 0).unwrap();
+    fs.create(d, b"long2", 0o644, 0, 0).unwrap();
+    fs.take_snapshot(b"saw-a").unwrap();
+    churn(&fs, 100); // "a"'s page is behind now
+    fs.unlink(d, b"a").unwrap();
+    let region_crash = |fs: Fs| -> Fs {
+        drop(fs);
+        let fs = mount(&region);
+        let d2 = fs.lookup(ROOT_INO, b"d").unwrap().ino;
+        assert_eq!(names(&fs, d2), ["long", "long2", "old"], "after a crash");
+        fs
+    };
+    let mut fs = fs;
+    for round in 0..3 {
+        churn(&fs, 300); // the remove's page falls behind, GC runs
+        assert_eq!(names(&fs, d), ["long", "long2", "old"], "round {round}");
+        if round == 0 {
+            let view = fs.open_snapshot(b"saw-a").unwrap();
+            let vd = view.lookup(ROOT_INO, b"d").unwrap().ino;
+            assert_eq!(names(&view, vd), ["a", "long", "long2", "old"]);
+            drop(view);
+            fs = region_crash(fs);
+            fs.delete_snapshot(b"saw-a").unwrap();
+        } else {
+            fs = region_crash(fs);
+        }
+    }
+    churn(&fs, 300);
+    assert!(fs.gc_stats().fast_pages > 0, "GC ran under the snapshot");
+    assert_eq!(names(&fs, d), ["long", "long2", "old"]);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
 /// Log GC under a snapshot: the log is never compacted while the snapshot
 /// covers it, but its dead pages that the snapshot cannot replay (born and
 /// dead after it) go; the page with the entry the snapshot sees stays. Once
