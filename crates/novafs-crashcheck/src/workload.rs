@@ -693,6 +693,55 @@ pub fn generated() -> Vec<Workload> {
         w.gc = Some(GcKind::Fast);
         out.push(w);
     }
+    // Fast GC of a directory a snapshot covers: a cancelled add that
+    // snapshot "t" saw, whose remove is on a later log page, is
+    // invalidated in place once "t" is gone, before the pages go (its
+    // remove's among them); "long" keeps the add's page.
+    const BEHIND: usize = 100;
+    let churn = |i: usize| match i {
+        BEHIND => Op::Unlink("/d/a".into()),
+        x if x == BEHIND + 1 => Op::DeleteSnapshot("t".into()),
+        _ if i.is_multiple_of(2) => Op::create(format!("/d/f{i}")),
+        _ => Op::Unlink(format!("/d/f{}", i - 1)),
+    };
+    let mut seen = 0;
+    let mut base = None;
+    if let Some(mut w) = around(
+        "fast_gc_dir_under_snapshot",
+        [Op::mkdir("/d"), Op::create("/d/old"), Op::Snapshot("s".into())]
+            .into_iter()
+            // "a" on a page younger than "s".
+            .chain((0..200).map(|i| {
+                if i % 2 == 0 {
+                    Op::create(format!("/d/e{i}"))
+                } else {
+                    Op::Unlink(format!("/d/e{}", i - 1))
+                }
+            }))
+            .chain([
+                Op::create("/d/long"),
+                Op::create("/d/a"),
+                Op::create("/d/long2"),
+                Op::Snapshot("t".into()),
+            ])
+            .collect(),
+        churn,
+        4000,
+        // The first fast GC after "t" is gone.
+        |r| {
+            seen += 1;
+            let n = gc_count(r, GcKind::Fast);
+            if seen == BEHIND + 2 {
+                base = Some(n);
+            }
+            base.is_some_and(|b| n > b)
+        },
+        2,
+        1,
+    ) {
+        w.gc = Some(GcKind::Fast);
+        out.push(w);
+    }
     // Thorough GC of a file (NOVA §4.6): one live page per log page.
     let sparse = |i: usize| {
         let k = i / 71;

@@ -70,6 +70,11 @@ fn fast_gc_under_a_snapshot_is_atomic_at_every_crash_point() {
 }
 
 #[test]
+fn fast_gc_of_a_directory_under_a_snapshot_is_atomic_at_every_crash_point() {
+    assert_atomic("fast_gc_dir_under_snapshot");
+}
+
+#[test]
 fn thorough_gc_of_a_file_is_atomic_at_every_crash_point() {
     assert_atomic("thorough_gc_file");
 }
