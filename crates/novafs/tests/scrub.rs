@@ -355,16 +355,22 @@ fn a_kept_page_past_repair_is_reported_and_fails_only_its_reads() {
     fs.unmount().unwrap();
 }
 
-/// An inode unlinked after a snapshot is kept (record, log, pages) for
-/// it alone. Its damaged primary record and log page are repaired from
-/// their replicas by the scrub, and the snapshot reads the file back.
-#[test]
-fn a_scrub_repairs_the_record_and_log_of_an_inode_only_a_snapshot_keeps() {
+/// An unmounted image whose root holds file "k" (three pages' worth).
+fn image_with_k() -> (std::sync::Arc<dyn Region>, u64) {
     let region = fresh(32, 2);
     let fs = mount(&region);
     let k = fs.create(ROOT_INO, b"k", 0o644, 0, 0).unwrap().ino;
     fs.write(k, 0, &contents(3, 2 * 4096 + 5)).unwrap();
     fs.unmount().unwrap();
+    (region, k)
+}
+
+/// An inode unlinked after a snapshot is kept (record, log, pages) for
+/// it alone. Its damaged primary record and log page are repaired from
+/// their replicas by the scrub, and the snapshot reads the file back.
+#[test]
+fn a_scrub_repairs_the_record_and_log_of_an_inode_only_a_snapshot_keeps() {
+    let (region, k) = image_with_k();
     // Found while the inode is live (the log gains no page by the unlink).
     let record = copies_of(&region, Target::Inode, k);
     let log = copies_of(&region, Target::LogPage, k);
@@ -401,11 +407,7 @@ fn a_scrub_repairs_the_record_and_log_of_an_inode_only_a_snapshot_keeps() {
 /// snapshot still shows the file.
 #[test]
 fn the_crash_scan_reads_a_damaged_kept_record_from_its_replica() {
-    let region = fresh(32, 2);
-    let fs = mount(&region);
-    let k = fs.create(ROOT_INO, b"k", 0o644, 0, 0).unwrap().ino;
-    fs.write(k, 0, &contents(3, 2 * 4096 + 5)).unwrap();
-    fs.unmount().unwrap();
+    let (region, k) = image_with_k();
     let record = copies_of(&region, Target::Inode, k);
     let fs = mount(&region);
     fs.take_snapshot(b"s").unwrap();
