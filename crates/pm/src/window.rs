@@ -298,6 +298,11 @@ mod imp {
             end: AtomicUsize::new(0),
         }
     }; SLOTS];
+    /// One past the highest slot ever used: slots are taken lowest first,
+    /// so the lookups below read only these (none before the first
+    /// window, which keeps `overlaps` off the file system's read and
+    /// write paths).
+    static USED: AtomicUsize = AtomicUsize::new(0);
     /// Each slot's handler, for the service thread.
     static HANDLERS: Mutex<Vec<Option<Arc<dyn Fault>>>> = Mutex::new(Vec::new());
     /// The write end of the service's pipe; -1 until it runs.
@@ -324,6 +329,7 @@ mod imp {
         handlers[slot] = Some(handler);
         RANGES[slot].start.store(start, Ordering::Release);
         RANGES[slot].end.store(start + len, Ordering::Release);
+        USED.fetch_max(slot + 1, Ordering::Release);
         Some(slot)
     }
 
@@ -333,16 +339,21 @@ mod imp {
         HANDLERS.lock().unwrap_or_else(|p| p.into_inner())[slot] = None;
     }
 
+    /// The slots in use so far. Async-signal-safe.
+    fn used() -> &'static [Range] {
+        &RANGES[..USED.load(Ordering::Acquire).min(SLOTS)]
+    }
+
     /// The slot whose window holds `addr`. Async-signal-safe.
     fn find(addr: usize) -> Option<usize> {
-        RANGES.iter().position(|r| {
+        used().iter().position(|r| {
             let start = r.start.load(Ordering::Acquire);
             start != 0 && start <= addr && addr < r.end.load(Ordering::Acquire)
         })
     }
 
     pub(super) fn overlaps(addr: usize, len: usize) -> bool {
-        RANGES.iter().any(|r| {
+        used().iter().any(|r| {
             let start = r.start.load(Ordering::Acquire);
             start != 0 && start < addr.saturating_add(len) && addr < r.end.load(Ordering::Acquire)
         })
