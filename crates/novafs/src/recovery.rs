@@ -449,8 +449,8 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             ctx.region().commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5
             ctx.tables.release(ino);
         }
-        for (ino, off) in resealed {
-            protect_resealed(ctx, ino, off)?;
+        for st in resealed {
+            protect_resealed(ctx, st)?;
         }
         for (ino, off, st) in kept_orphans {
             let ending = ctx.ending(&st)?;
@@ -492,11 +492,9 @@ fn reseal_unprotected(ctx: &Ctx, st: &InodeState) -> Result<bool> {
     Ok(!st.meta.unprotected.is_empty())
 }
 
-/// Commits that inode `ino`'s resealed pages are protected again (R1:
-/// its commit fences the resealed sums first).
-fn protect_resealed(ctx: &Ctx, ino: Ino, off: u64) -> Result<()> {
-    let rec = ctx.live_record(off, ino)?;
-    let mut st = ctx.load_inode(off, &rec)?;
+/// Commits that the resealed pages of inode `st` (as the scan loaded it)
+/// are protected again (R1: its commit fences the resealed sums first).
+fn protect_resealed(ctx: &Ctx, mut st: InodeState) -> Result<()> {
     let (Some(&first), Some(&last)) = (
         st.meta.unprotected.keys().next(),
         st.meta.unprotected.keys().next_back(),
@@ -537,7 +535,7 @@ struct ShardScan {
     used: Vec<u64>,
     /// Live inodes whose unprotected pages the scan resealed: each gets
     /// its MMAP_PROTECT entry once the allocator is whole.
-    resealed: Vec<(Ino, u64)>,
+    resealed: Vec<InodeState>,
     free_inos: Vec<u64>,
     /// Kept inodes no snapshot needs any more: freed by the scan.
     unkept: Vec<(Ino, u64)>,
@@ -582,9 +580,7 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         match load_for_snapshots(ctx, off, &rec) {
             Ok((st, superseded)) => {
                 out.live += u64::from(kept.is_none());
-                if reseal_unprotected(ctx, &st)? && kept.is_none() && st.meta.attr.nlink > 0 {
-                    out.resealed.push((ino, off));
-                }
+                let resealed = reseal_unprotected(ctx, &st)?;
                 // The log loaded, every damaged primary piece repaired: the
                 // primary is whole, and the copy to keep (`replica`).
                 if !ctx.read_only {
@@ -608,6 +604,9 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
                 } else {
                     out.used
                         .extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
+                    if resealed {
+                        out.resealed.push(st);
+                    }
                 }
             }
             Err(e) => {

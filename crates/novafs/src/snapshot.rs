@@ -203,14 +203,14 @@ impl Snapshots {
     /// every snapshot ever taken and at least `sb_epoch`.
     pub fn load(region: &dyn Region, data: &dyn Region, bounds: Bounds, sb_epoch: u64) -> Result<Snapshots> {
         let primary = load_list(region, bounds, SNAPSHOT_LIST_OFF);
-        let (list, last) = match (primary, bounds.replica(SNAPSHOT_LIST_OFF)) {
+        let list = match (primary, bounds.replica(SNAPSHOT_LIST_OFF)) {
             (Ok(l), _) => l,
             (Err(e), None) => return Err(e),
             (Err(e), Some(m)) => load_list(data, bounds, m).map_err(|_| e)?,
         };
         let newest = list.live.keys().next_back().map_or(0, |e| e + 1);
         Ok(Snapshots {
-            epochs: Epochs::new(sb_epoch.max(last.map_or(0, |e| e + 1))),
+            epochs: Epochs::new(sb_epoch.max(list.newest_taken.as_ref().map_or(0, |s| s.epoch + 1))),
             list: Mutex::new(list),
             manifests: Mutex::new(BTreeMap::new()),
             newest: AtomicU64::new(newest),
@@ -584,9 +584,8 @@ fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The list whose head and tail words are at `off`, and the newest epoch
-/// ever recorded in it.
-fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, Option<u64>)> {
+/// The list whose head and tail words are at `off`.
+fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<List> {
     let head = region.load_u64(off + INODE_HEAD_OFF)?;
     let tail = region.load_u64(off + INODE_TAIL_OFF)?;
     let mut list = List {
@@ -597,7 +596,7 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, Opt
         views: BTreeMap::new(),
     };
     if tail == 0 {
-        return Ok((list, None));
+        return Ok(list);
     }
     list.log = Log::load(region, bounds, head, tail, |_, eoff, bytes| {
         let e: SnapshotInfoEntry = decode(bytes)?;
@@ -634,8 +633,7 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, Opt
         }
         Ok(())
     })?;
-    let last = list.newest_taken.as_ref().map(|s| s.epoch);
-    Ok((list, last))
+    Ok(list)
 }
 
 #[cfg(test)]
