@@ -166,6 +166,15 @@ fn a_rotating_list_is_compacted_and_epochs_still_only_grow() {
     assert_eq!(read_all(&fs, f), 1999u32.to_le_bytes());
 }
 
+/// Once deleted snapshots are reclaimed, at most `max` pages more are in
+/// use than when `free_at_start` was taken, and fast GC ran.
+fn assert_gc_bounded(fs: &Fs, free_at_start: u64, max: u64, what: &str) {
+    fs.wait_reclaimed();
+    let used = free_at_start - fs.statfs().blocks_free;
+    assert!(used <= max, "{what} and what the snapshots keep take {used} pages");
+    assert!(fs.gc_stats().fast_pages > 0);
+}
+
 /// A file rewritten under a rotation of snapshots (the newest three kept,
 /// and the first one for good) does not grow its log without end: GC drops the dead log pages no live
 /// snapshot may replay, and keeps those one may, so every snapshot still
@@ -188,14 +197,8 @@ fn a_file_rewritten_under_rotating_snapshots_keeps_a_bounded_log() {
             }
         }
     }
-    fs.wait_reclaimed();
     // Unbounded, 3,000 write entries take 48 log pages (with replicas 96).
-    let used = free_at_start - fs.statfs().blocks_free;
-    assert!(
-        used <= 24,
-        "the file's log and what the snapshots keep take {used} pages"
-    );
-    assert!(fs.gc_stats().fast_pages > 0);
+    assert_gc_bounded(&fs, free_at_start, 24, "the file's log");
     let check = |fs: &Fs| {
         assert_eq!(names_of(fs), ["r0", "r297", "r298", "r299"]);
         for n in [0, 297, 298, 299u32] {
@@ -249,15 +252,9 @@ fn a_directory_churned_under_rotating_snapshots_keeps_a_bounded_log() {
             }
         }
     }
-    fs.wait_reclaimed();
     // Unbounded, 1,500 dentries (64 or 128 B each) take 30-odd log pages,
     // each with its replica.
-    let used = free_at_start - fs.statfs().blocks_free;
-    assert!(
-        used <= 40,
-        "the directory's log and what the snapshots keep take {used} pages"
-    );
-    assert!(fs.gc_stats().fast_pages > 0);
+    assert_gc_bounded(&fs, free_at_start, 40, "the directory's log");
     let check = |fs: &Fs| {
         for (snap, names_then) in &want {
             let view = fs.open_snapshot(snap.as_bytes()).unwrap();
