@@ -9,7 +9,7 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 
 use crate::error::{Error, Result};
 use crate::layout::{PAGE_SHIFT, PAGE_SIZE};
@@ -506,7 +506,9 @@ impl PageAllocator {
         bounds.push(key_end);
         let total = last.saturating_sub(first);
         PageAllocator {
-            pools: (0..shards).map(|_| Mutex::new(Pool::default())).collect(),
+            pools: (0..shards)
+                .map(|_| Mutex::new(Rank::AllocPool, Pool::default()))
+                .collect(),
             bounds,
             free: AtomicU64::new(0),
             singles: AtomicU64::new(0),

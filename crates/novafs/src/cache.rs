@@ -6,7 +6,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use crate::lock::{Mutex, Rank, RwLock, RwLockWriteGuard};
 
 use crate::commit::{Ctx, Fate};
 use crate::error::{Error, Result};
@@ -57,8 +57,10 @@ impl Cache {
     /// snapshot `view`.
     pub fn new(view: Option<u64>) -> Cache {
         Cache {
-            shards: (0..CACHE_SHARDS).map(|_| Mutex::new(U64Map::default())).collect(),
-            held: Mutex::new(U64Map::default()),
+            shards: (0..CACHE_SHARDS)
+                .map(|_| Mutex::new(Rank::CacheShard, U64Map::default()))
+                .collect(),
+            held: Mutex::new(Rank::CacheHeld, U64Map::default()),
             view,
         }
     }
@@ -89,7 +91,7 @@ impl Cache {
         })?;
         let parent = st.dir().map_or(0, |d| d.parent());
         let cell = Arc::new(Cell {
-            state: RwLock::new(st),
+            state: RwLock::new(Rank::Inode, st),
             parent: AtomicU64::new(parent),
         });
         shard.insert(ino, cell.clone());
@@ -105,7 +107,7 @@ impl Cache {
     pub fn insert(&self, st: InodeState, parent: Ino) {
         let ino = st.meta.attr.ino;
         let cell = Arc::new(Cell {
-            state: RwLock::new(st),
+            state: RwLock::new(Rank::Inode, st),
             parent: AtomicU64::new(parent),
         });
         self.shard(ino).lock().insert(ino, cell);

@@ -10,7 +10,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 use pm::Region;
 
 use crate::alloc::Budget;
@@ -221,9 +221,9 @@ impl Fs {
         Ok(Fs {
             reclaimer: (!opts.read_only).then(|| Reclaimer::start(ctx.clone())),
             ctx,
-            sb: Mutex::new(sb),
+            sb: Mutex::new(Rank::Superblock, sb),
             cache: Cache::new(None),
-            rename_lock: Mutex::new(()),
+            rename_lock: Mutex::new(Rank::Rename, ()),
             read_only: opts.read_only,
             atime: if opts.read_only { Atime::Never } else { opts.atime },
             no_dir_atime: opts.no_dir_atime,
@@ -244,9 +244,9 @@ impl Fs {
         };
         Ok(Fs {
             ctx: self.ctx.clone(),
-            sb: Mutex::new(*self.sb.lock()),
+            sb: Mutex::new(Rank::Superblock, *self.sb.lock()),
             cache: Cache::new(Some(epoch)),
-            rename_lock: Mutex::new(()),
+            rename_lock: Mutex::new(Rank::Rename, ()),
             read_only: true,
             atime: Atime::Never,
             no_dir_atime: true,

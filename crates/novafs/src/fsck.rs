@@ -15,7 +15,7 @@ use std::sync::Arc;
 use pm::Region;
 use zerocopy::IntoBytes;
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 
 use crate::cache::Cache;
 use crate::commit::Ctx;
@@ -281,7 +281,7 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     }
     let Survey { dirs, live, lost } = survey(&ctx)?;
     let cache = Cache::new(None);
-    let rename_lock = Mutex::new(());
+    let rename_lock = Mutex::new(Rank::Rename, ());
     let ns = Namespace {
         ctx: &ctx,
         cache: &cache,

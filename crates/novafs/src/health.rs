@@ -10,12 +10,12 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 
 use crate::layout::{Ino, Superblock};
 use crate::time::{now_ns, utc};
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Health {
     repairs: AtomicU64,
     data_repairs: AtomicU64,
@@ -72,6 +72,20 @@ impl std::fmt::Display for HealthCounts {
     }
 }
 
+impl Default for Health {
+    /// Nothing repaired or lost yet.
+    fn default() -> Health {
+        Health {
+            repairs: AtomicU64::new(0),
+            data_repairs: AtomicU64::new(0),
+            losses: AtomicU64::new(0),
+            last_loss: Mutex::new(Rank::Health, (0, 0)),
+            lost: Mutex::new(Rank::Health, HashSet::new()),
+            changed: AtomicBool::new(false),
+        }
+    }
+}
+
 impl Health {
     /// Counting on from what `sb` says happened before this mount.
     pub fn since(sb: &Superblock) -> Health {
@@ -79,7 +93,7 @@ impl Health {
             repairs: AtomicU64::new(sb.meta_repairs),
             data_repairs: AtomicU64::new(sb.data_repairs),
             losses: AtomicU64::new(sb.meta_losses),
-            last_loss: Mutex::new((sb.last_loss_ino, sb.last_loss_ns)),
+            last_loss: Mutex::new(Rank::Health, (sb.last_loss_ino, sb.last_loss_ns)),
             ..Health::default()
         }
     }

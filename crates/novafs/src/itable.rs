@@ -2,7 +2,7 @@
 //! records, the free slots of each shard in DRAM, and the one scan of the
 //! live records that recovery and fsck share.
 
-use parking_lot::{Mutex, RwLock};
+use crate::lock::{Mutex, Rank, RwLock};
 use pm::Region;
 use zerocopy::IntoBytes;
 
@@ -15,10 +15,18 @@ use crate::layout::{
 };
 
 /// One shard's inode table: its chunk chain and free slots.
-#[derive(Default)]
 struct TableShard {
     chunks: RwLock<Vec<u64>>,
     free: Mutex<RangeSet>,
+}
+
+impl TableShard {
+    fn new(chunks: Vec<u64>) -> TableShard {
+        TableShard {
+            chunks: RwLock::new(Rank::InodeChunks, chunks),
+            free: Mutex::new(Rank::InodeSlots, RangeSet::default()),
+        }
+    }
 }
 
 /// The per-shard inode tables (NOVA §4.1). Inode number `ino` lives in
@@ -43,10 +51,7 @@ impl InodeTables {
                     Err(e)
                 }
             })?;
-            shards.push(TableShard {
-                chunks: RwLock::new(chunks),
-                free: Mutex::new(RangeSet::default()),
-            });
+            shards.push(TableShard::new(chunks));
         }
         Ok(InodeTables {
             shards,
@@ -57,7 +62,7 @@ impl InodeTables {
     /// Fresh tables for mkfs: one zeroed chunk per shard.
     pub fn create(region: &dyn Region, alloc: &PageAllocator, shards: u32) -> Result<InodeTables> {
         let t = InodeTables {
-            shards: (0..shards).map(|_| TableShard::default()).collect(),
+            shards: (0..shards).map(|_| TableShard::new(Vec::new())).collect(),
             heads_off: crate::layout::INODE_HEADS_OFF,
         };
         for s in 0..shards as usize {

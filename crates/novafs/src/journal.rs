@@ -35,7 +35,7 @@
 //! that passes, checkpointing each before replaying the next. Records are
 //! redo images, so replay is idempotent.
 
-use parking_lot::{Mutex, MutexGuard};
+use crate::lock::{Mutex, MutexGuard, Rank};
 use pm::Region;
 use zerocopy::IntoBytes;
 
@@ -303,13 +303,16 @@ impl Journal {
         let shards = (0..u64::from(sb.shards))
             .map(|i| {
                 let hdr = header_off(sb, i);
-                Ok(Mutex::new(Shard {
-                    header: hdr,
-                    ring: ring_off(sb, i),
-                    head: load_head(region, hdr, sb.journal_ring_size)?,
-                    checks: Vec::new(),
-                    buf: Vec::new(),
-                }))
+                Ok(Mutex::new(
+                    Rank::Journal,
+                    Shard {
+                        header: hdr,
+                        ring: ring_off(sb, i),
+                        head: load_head(region, hdr, sb.journal_ring_size)?,
+                        checks: Vec::new(),
+                        buf: Vec::new(),
+                    },
+                ))
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Journal {

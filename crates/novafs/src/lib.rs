@@ -6,7 +6,7 @@
 //!
 //! | layer | modules | what |
 //! |---|---|---|
-//! | 0 | `error`, `hash`, `time` | utilities |
+//! | 0 | `error`, `hash`, `time`, `lock` | utilities; the core's locks and their one order |
 //! | 1 | [`layout`] | every on-media structure, declared once (FORMAT.md) |
 //! | 2 | `superblock`, `alloc`, `replica`, `health`, `strips` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3) |
 //! | 3 | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
@@ -45,6 +45,7 @@ mod inode;
 mod itable;
 mod journal;
 pub mod layout;
+mod lock;
 mod log;
 mod mkfs;
 mod mmap;
@@ -87,6 +88,7 @@ mod layering {
         ("error", 0, include_str!("error.rs")),
         ("hash", 0, include_str!("hash.rs")),
         ("time", 0, include_str!("time.rs")),
+        ("lock", 0, include_str!("lock.rs")),
         ("layout", 1, include_str!("layout.rs")),
         ("superblock", 2, include_str!("superblock.rs")),
         ("alloc", 2, include_str!("alloc.rs")),

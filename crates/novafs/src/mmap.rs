@@ -40,7 +40,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-use parking_lot::{Mutex, RwLock, RwLockWriteGuard};
+use crate::lock::{Mutex, Rank, RwLock, RwLockWriteGuard};
 use pm::{Fault, Window};
 
 use crate::alloc::Budget;
@@ -53,7 +53,6 @@ use crate::layout::{ENTRY_EPOCH_OFF, MMAP_PROTECT, MMAP_UNPROTECT, PAGE_SIZE};
 use crate::time::now_ns;
 
 /// The mappings of one mounted file system (`Fs`).
-#[derive(Default)]
 pub struct Mmaps {
     /// Held shared by every fault while it is resolved, exclusively by a
     /// snapshot while it write-protects the mappings (§3.3).
@@ -61,6 +60,16 @@ pub struct Mmaps {
     live: Mutex<Vec<Weak<Shared>>>,
     /// Live mappings: writers skip every mmap step while there are none.
     mapped: AtomicUsize,
+}
+
+impl Default for Mmaps {
+    fn default() -> Self {
+        Mmaps {
+            faults: RwLock::new(Rank::MmapFaults, ()),
+            live: Mutex::new(Rank::MmapList, Vec::new()),
+            mapped: AtomicUsize::new(0),
+        }
+    }
 }
 
 impl Mmaps {
@@ -371,11 +380,14 @@ impl<'fs> Mapping<'fs> {
             pgoff,
             npages,
             writable,
-            state: Mutex::new(PageState {
-                window: None,
-                writable: BTreeSet::new(),
-                blocks: vec![0; npages],
-            }),
+            state: Mutex::new(
+                Rank::MmapPage,
+                PageState {
+                    window: None,
+                    writable: BTreeSet::new(),
+                    blocks: vec![0; npages],
+                },
+            ),
         });
         let window = Window::new(src, npages, shared.clone())?;
         shared.state.lock().window = Some(Arc::new(window));

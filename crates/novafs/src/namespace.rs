@@ -8,7 +8,7 @@
 
 use std::sync::atomic::Ordering;
 
-use parking_lot::Mutex;
+use crate::lock::Mutex;
 
 use crate::alloc::Budget;
 use crate::cache::{alive, Cache, Locked};

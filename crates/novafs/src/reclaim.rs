@@ -15,7 +15,9 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use parking_lot::{Condvar, Mutex};
+use parking_lot::Condvar;
+
+use crate::lock::{Mutex, Rank};
 
 use crate::commit::Ctx;
 use crate::error::{corrupt, Result};
@@ -31,7 +33,6 @@ struct Job {
 }
 
 /// Jobs queued and not yet done, and the signal that they are.
-#[derive(Default)]
 struct Pending {
     jobs: Mutex<usize>,
     done: Condvar,
@@ -47,7 +48,10 @@ pub struct Reclaimer {
 impl Reclaimer {
     pub fn start(ctx: Arc<Ctx>) -> Reclaimer {
         let (queue, jobs) = mpsc::channel();
-        let pending = Arc::new(Pending::default());
+        let pending = Arc::new(Pending {
+            jobs: Mutex::new(Rank::ReclaimQueue, 0),
+            done: Condvar::new(),
+        });
         let p = pending.clone();
         let thread = std::thread::Builder::new()
             .name("novafs-reclaim".into())
@@ -80,7 +84,7 @@ impl Reclaimer {
     pub fn drain(&self) {
         let mut jobs = self.pending.jobs.lock();
         while *jobs > 0 {
-            self.pending.done.wait(&mut jobs);
+            jobs.wait(&self.pending.done);
         }
     }
 }

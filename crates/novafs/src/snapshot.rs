@@ -22,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::{Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::lock::{Mutex, Rank, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::alloc::{current_shard, Budget, Extent, PageAllocator};
 use crate::error::{corrupt, Error, Result};
@@ -67,7 +67,7 @@ impl Epochs {
     pub fn new(current: u64) -> Epochs {
         Epochs {
             current: AtomicU64::new(current),
-            gates: (0..GATES).map(|_| RwLock::new(())).collect(),
+            gates: (0..GATES).map(|_| RwLock::new(Rank::EpochGate, ())).collect(),
         }
     }
 
@@ -155,6 +155,10 @@ pub struct Deleted {
 pub struct Snapshots {
     pub epochs: Epochs,
     list: Mutex<List>,
+    /// The live snapshots by epoch. Changed only under the whole epoch
+    /// gate (`take`, `delete`), so an operation inside the gate (GC asks
+    /// [`Snapshots::any_in`]) reads it without ever waiting.
+    live: RwLock<BTreeMap<u64, Snapshot>>,
     /// Per snapshot epoch, what it keeps (DRAM; the crash scan rebuilds it).
     manifests: Mutex<BTreeMap<u64, Manifest>>,
     /// The newest live snapshot's epoch + 1; 0 when there is none. Read
@@ -192,7 +196,6 @@ struct List {
     /// The newest snapshot ever taken, deleted or not: a compacted list
     /// keeps it, so epochs never go back (`Snapshots::load`).
     newest_taken: Option<Snapshot>,
-    live: BTreeMap<u64, Snapshot>,
     /// Open views, by snapshot epoch: such a snapshot cannot be deleted.
     views: BTreeMap<u64, usize>,
 }
@@ -203,19 +206,20 @@ impl Snapshots {
     /// every snapshot ever taken and at least `sb_epoch`.
     pub fn load(region: &dyn Region, data: &dyn Region, bounds: Bounds, sb_epoch: u64) -> Result<Snapshots> {
         let primary = load_list(region, bounds, SNAPSHOT_LIST_OFF);
-        let list = match (primary, bounds.replica(SNAPSHOT_LIST_OFF)) {
+        let (list, live) = match (primary, bounds.replica(SNAPSHOT_LIST_OFF)) {
             (Ok(l), _) => l,
             (Err(e), None) => return Err(e),
             (Err(e), Some(m)) => load_list(data, bounds, m).map_err(|_| e)?,
         };
-        let newest = list.live.keys().next_back().map_or(0, |e| e + 1);
+        let newest = live.keys().next_back().map_or(0, |e| e + 1);
         Ok(Snapshots {
             epochs: Epochs::new(sb_epoch.max(list.newest_taken.as_ref().map_or(0, |s| s.epoch + 1))),
-            list: Mutex::new(list),
-            manifests: Mutex::new(BTreeMap::new()),
+            list: Mutex::new(Rank::SnapshotList, list),
+            live: RwLock::new(Rank::SnapshotLive, live),
+            manifests: Mutex::new(Rank::Manifests, BTreeMap::new()),
             newest: AtomicU64::new(newest),
             removals: AtomicU64::new(0),
-            freeing: RwLock::new(()),
+            freeing: RwLock::new(Rank::SnapshotFreeing, ()),
         })
     }
 
@@ -227,8 +231,8 @@ impl Snapshots {
     /// The live snapshots, oldest first.
     pub fn list(&self) -> Vec<Snapshot> {
         let held = self.held_pages();
-        let list = self.list.lock();
-        list.live
+        self.live
+            .read()
             .values()
             .map(|s| Snapshot {
                 held_pages: held.get(&s.epoch).copied().unwrap_or(0),
@@ -241,21 +245,21 @@ impl Snapshots {
     /// whose manifest lists something born in `birth` that died in
     /// `before` (or that an older snapshot inherits from `before`).
     pub fn needing(&self, birth: u64, before: u64) -> Option<u64> {
-        let list = self.list.lock();
-        list.live.range(birth..before).next_back().map(|(&e, _)| e)
+        self.live.read().range(birth..before).next_back().map(|(&e, _)| e)
     }
 
     /// Whether a live snapshot's epoch lies in `epochs`.
     pub fn any_in(&self, epochs: std::ops::Range<u64>) -> bool {
-        !epochs.is_empty() && self.list.lock().live.range(epochs).next().is_some()
+        !epochs.is_empty() && self.live.read().range(epochs).next().is_some()
     }
 
     /// Opens a view of snapshot `name`: it cannot be deleted until
     /// [`Snapshots::close_view`]. Returns its epoch.
     pub fn open_view(&self, name: &[u8]) -> Result<u64> {
         let mut list = self.list.lock();
-        let epoch = list
+        let epoch = self
             .live
+            .read()
             .values()
             .find(|s| s.name == name)
             .map(|s| s.epoch)
@@ -363,7 +367,7 @@ impl Snapshots {
         data: std::ops::Range<u64>,
         record_of: impl Fn(Ino) -> Option<u64>,
     ) -> Result<()> {
-        let list = self.list.lock();
+        let live = self.live.read();
         let mut items = Vec::with_capacity(saved.len());
         for k in saved {
             let item = match k.kind {
@@ -394,7 +398,7 @@ impl Snapshots {
                 }
                 Kept::Inode { .. } => record_of(k.ino) == Some(k.off),
             };
-            if !list.live.contains_key(&k.snapshot) || k.birth > k.snapshot || !placed {
+            if !live.contains_key(&k.snapshot) || k.birth > k.snapshot || !placed {
                 return Err(corrupt!(
                     "saved manifest item {k:?} names no live snapshot or lies outside the data area"
                 ));
@@ -432,19 +436,20 @@ impl Snapshots {
         now_ns: i64,
     ) -> Result<Snapshot> {
         check_name(name)?;
-        let mut list = self.list.lock();
-        if list.live.values().any(|s| s.name == name) {
-            return Err(Error::Exists);
-        }
+        // Lock order (src/lock.rs): the whole gate, then the list.
         self.epochs.cut(|epoch| {
+            let mut list = self.list.lock();
+            if self.live.read().values().any(|s| s.name == name) {
+                return Err(Error::Exists);
+            }
             let snap = Snapshot {
                 name: name.to_vec(),
                 epoch,
                 created_ns: now_ns,
                 held_pages: 0,
             };
-            let _ = list.record((region, journal), alloc, SNAPSHOT_TAKE, &snap)?;
-            list.live.insert(epoch, snap.clone());
+            let _ = list.record((region, journal), alloc, SNAPSHOT_TAKE, &snap, &self.live.read())?;
+            self.live.write().insert(epoch, snap.clone());
             list.newest_taken = Some(snap.clone());
             self.newest.store(epoch + 1, Ordering::Release);
             Ok(snap)
@@ -464,20 +469,16 @@ impl Snapshots {
     ) -> Result<Deleted> {
         self.epochs.exclusive(|| {
             let mut list = self.list.lock();
-            let snap = list
-                .live
-                .values()
-                .find(|s| s.name == name)
-                .cloned()
-                .ok_or(Error::NotFound)?;
+            let mut live = self.live.write();
+            let snap = live.values().find(|s| s.name == name).cloned().ok_or(Error::NotFound)?;
             if list.views.contains_key(&snap.epoch) {
                 return Err(Error::Busy(
                     "the snapshot is open (mounted or read through the library)",
                 ));
             }
-            let proof = list.record((region, journal), alloc, SNAPSHOT_DELETE, &snap)?;
-            list.live.remove(&snap.epoch);
-            let newest = list.live.keys().next_back().map_or(0, |e| e + 1);
+            let proof = list.record((region, journal), alloc, SNAPSHOT_DELETE, &snap, &live)?;
+            live.remove(&snap.epoch);
+            let newest = live.keys().next_back().map_or(0, |e| e + 1);
             self.newest.store(newest, Ordering::Release);
             let mut manifests = self.manifests.lock();
             let mut unneeded = Vec::new();
@@ -487,7 +488,7 @@ impl Snapshots {
                 self.removals.fetch_add(1, Ordering::Relaxed);
             }
             for item in emptied {
-                match list.live.range(item.birth()..snap.epoch).next_back() {
+                match live.range(item.birth()..snap.epoch).next_back() {
                     Some((&older, _)) => manifests.entry(older).or_default().push(item),
                     None => unneeded.push(item),
                 }
@@ -512,10 +513,11 @@ impl List {
         alloc: &PageAllocator,
         op: u8,
         snap: &Snapshot,
+        live: &BTreeMap<u64, Snapshot>,
     ) -> Result<Committed> {
         let entry = record_entry(op, snap);
-        if self.log.needs_growth(std::slice::from_ref(&entry)) && self.records > 2 * (self.live.len() + 2) {
-            self.compact((region, journal), alloc)?;
+        if self.log.needs_growth(std::slice::from_ref(&entry)) && self.records > 2 * (live.len() + 2) {
+            self.compact((region, journal), alloc, live)?;
         }
         let p = self.log.append(region, alloc, Budget::Reserve, &[entry])?;
         let proof = self.log.commit(region, SNAPSHOT_LIST_OFF, p)?;
@@ -529,9 +531,14 @@ impl List {
     /// is gone (the next mount's epoch starts past it), then switches head
     /// and tail in one journal transaction (R2) and frees the old log (R3),
     /// as thorough GC does an inode's.
-    fn compact(&mut self, (region, journal): (&dyn Region, &Journal), alloc: &PageAllocator) -> Result<()> {
-        let mut entries: Vec<Entry> = self.live.values().map(|s| record_entry(SNAPSHOT_TAKE, s)).collect();
-        if let Some(newest) = self.newest_taken.as_ref().filter(|n| !self.live.contains_key(&n.epoch)) {
+    fn compact(
+        &mut self,
+        (region, journal): (&dyn Region, &Journal),
+        alloc: &PageAllocator,
+        live: &BTreeMap<u64, Snapshot>,
+    ) -> Result<()> {
+        let mut entries: Vec<Entry> = live.values().map(|s| record_entry(SNAPSHOT_TAKE, s)).collect();
+        if let Some(newest) = self.newest_taken.as_ref().filter(|n| !live.contains_key(&n.epoch)) {
             entries.push(record_entry(SNAPSHOT_TAKE, newest));
             entries.push(record_entry(SNAPSHOT_DELETE, newest));
         }
@@ -584,19 +591,20 @@ fn check_name(name: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The list whose head and tail words are at `off`.
-fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<List> {
+/// The list whose head and tail words are at `off`, and its live
+/// snapshots.
+fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, BTreeMap<u64, Snapshot>)> {
     let head = region.load_u64(off + INODE_HEAD_OFF)?;
     let tail = region.load_u64(off + INODE_TAIL_OFF)?;
     let mut list = List {
         log: Log::default(),
         records: 0,
         newest_taken: None,
-        live: BTreeMap::new(),
         views: BTreeMap::new(),
     };
+    let mut live = BTreeMap::new();
     if tail == 0 {
-        return Ok(list);
+        return Ok((list, live));
     }
     list.log = Log::load(region, bounds, head, tail, |_, eoff, bytes| {
         let e: SnapshotInfoEntry = decode(bytes)?;
@@ -621,19 +629,18 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<List> {
                     created_ns: e.created_ns,
                     held_pages: 0,
                 };
-                list.live.insert(e.epoch, snap.clone());
+                live.insert(e.epoch, snap.clone());
                 list.newest_taken = Some(snap);
             }
             SNAPSHOT_DELETE => {
-                list.live
-                    .remove(&e.epoch)
+                live.remove(&e.epoch)
                     .ok_or_else(|| corrupt!("snapshot record at {eoff:#x} deletes an unknown snapshot"))?;
             }
             op => return Err(corrupt!("snapshot record at {eoff:#x} has unknown op {op}")),
         }
         Ok(())
     })?;
-    Ok(list)
+    Ok((list, live))
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use parking_lot::Mutex;
+use crate::lock::{Mutex, Rank};
 use pm::{PmError, Region};
 
 use crate::error::{corrupt, Error, Result};
@@ -62,11 +62,20 @@ fn csum_bytes(c: &[u32; STRIPS_PER_PAGE]) -> [u8; CSUM_BYTES as usize] {
 /// Data pages whose checksums and parity may be stale: mapped writable by
 /// a DAX mapping (caveat DAXor, Fortis §3.4; `mmap`). Reads return them as
 /// they are, and scrub leaves them alone, until they are resealed.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Stale {
     pages: Mutex<HashSet<u64>>,
     /// The set's size, read without its lock on every read of a page.
     count: AtomicUsize,
+}
+
+impl Default for Stale {
+    fn default() -> Self {
+        Stale {
+            pages: Mutex::new(Rank::Strips, HashSet::new()),
+            count: AtomicUsize::new(0),
+        }
+    }
 }
 
 impl Stale {
