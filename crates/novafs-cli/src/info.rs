@@ -103,6 +103,12 @@ pub fn run(path: &Path) -> Result<()> {
         }
         Err(why) => println!("usage:        unknown until the image is mounted ({why})"),
     }
+    let (reserve, critical) = info.reserve;
+    println!(
+        "reserve:      {reserve} pages ({} MiB) held back from writes, creates and new snapshots, so that deleting \
+         always works on a full image; {critical} of them only for snapshot deletion, GC, unmount and fsck --repair",
+        (reserve * PAGE_SIZE) >> 20
+    );
     match info.snapshots {
         Ok(list) if list.is_empty() => println!("snapshots:    none"),
         Ok(list) => {

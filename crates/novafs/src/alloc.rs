@@ -312,15 +312,43 @@ impl Freed {
     }
 }
 
-/// Who may use the last free pages. A few pages are held back so that
-/// operations that free space (unlink, rmdir, rename, truncate, punch, log
-/// GC) and the clean unmount still work on a full device.
+/// Who may use the last free pages (FORMAT.md "The reserve"). Part of
+/// the device is held back from ordinary allocations so that a full file
+/// system can always be emptied, as ext4's reserved blocks, btrfs's global
+/// reserve and ZFS's slop space do: its upper part for operations that
+/// free space, its lower (critical) part for what must finish even when
+/// those operations have used everything else (they free nothing while a
+/// snapshot keeps what they drop).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Budget {
-    /// Ordinary allocations stop at the reserve.
+    /// Writes, creates, links, plain renames, xattrs, snapshot creation:
+    /// they stop at the reserve.
     Normal,
-    /// Operations that free space may dig into the reserve.
-    Reserve,
+    /// Unlink, rmdir, rename over an existing name, truncate down, punching
+    /// holes: they stop at the critical part.
+    Freeing,
+    /// Snapshot deletion, the reclaimer, log GC, the clean unmount's saved
+    /// state, the crash scan's commits and `fsck --repair`: every page.
+    Critical,
+}
+
+/// The critical part of the reserve, per shard: what one thread's
+/// critical operation needs at most at once, with room to spare: two log
+/// pages and their mirrors (the snapshot list's record, a GC's fresh log
+/// page), and several pages of the clean unmount's saved state.
+const CRITICAL_PAGES_PER_SHARD: u64 = 64;
+
+/// The reserve as a fraction of the data area, as ZFS's slop space (1/32).
+const RESERVE_DIVISOR: u64 = 32;
+
+/// The pages held back from ordinary allocations in a data area of
+/// `total` pages split in `shards`, and the critical part of them
+/// ([`Budget`]): a 32nd of the area, at least enough for every shard's
+/// critical operations twice over, at most a quarter of a tiny area.
+pub fn reserve_pages(total: u64, shards: u64) -> (u64, u64) {
+    let floor = 2 * CRITICAL_PAGES_PER_SHARD * shards;
+    let reserve = (total / RESERVE_DIVISOR).max(floor).min(total / 4);
+    (reserve, reserve / 2)
 }
 
 /// One shard's free pages.
@@ -453,7 +481,10 @@ pub struct PageAllocator {
     /// Pages in all pools' `single` sets: lets data allocation skip visiting
     /// the other pools for singles when there are none.
     singles: AtomicU64,
+    /// Pages [`Budget::Normal`] allocations leave free.
     reserve: u64,
+    /// Pages [`Budget::Freeing`] allocations leave free (`<= reserve`).
+    critical: u64,
     mirror: Option<Mirror>,
 }
 
@@ -504,7 +535,7 @@ impl PageAllocator {
         let per = (split_end.saturating_sub(first) / shards as u64).max(1);
         let mut bounds: Vec<u64> = (0..shards as u64).map(|i| (first + i * per).min(split_end)).collect();
         bounds.push(key_end);
-        let total = last.saturating_sub(first);
+        let (reserve, critical) = reserve_pages(last.saturating_sub(first), shards as u64);
         PageAllocator {
             pools: (0..shards)
                 .map(|_| Mutex::new(Rank::AllocPool, Pool::default()))
@@ -512,7 +543,8 @@ impl PageAllocator {
             bounds,
             free: AtomicU64::new(0),
             singles: AtomicU64::new(0),
-            reserve: (total / 256).clamp(16, 256).min(total / 4),
+            reserve,
+            critical,
             mirror,
         }
     }
@@ -666,9 +698,7 @@ impl PageAllocator {
     /// that cannot be metadata come first, from any pool (see the type's
     /// placement notes).
     pub fn alloc(&self, npages: u64, budget: Budget) -> Result<Vec<Extent>> {
-        if budget == Budget::Normal && self.free_pages() < npages.saturating_add(self.reserve) {
-            return Err(Error::NoSpace);
-        }
+        self.within_budget(npages, budget)?;
         let mut got = Vec::new();
         let mut need = npages;
         let home = current_shard(self.pools.len());
@@ -727,10 +757,7 @@ impl PageAllocator {
         if self.mirror.is_none() {
             return self.alloc(npages, budget);
         }
-        let pages = npages.checked_mul(2).ok_or(Error::NoSpace)?;
-        if budget == Budget::Normal && self.free_pages() < pages.saturating_add(self.reserve) {
-            return Err(Error::NoSpace);
-        }
+        self.within_budget(npages.checked_mul(2).ok_or(Error::NoSpace)?, budget)?;
         let mut got = Vec::new();
         let home = current_shard(self.pools.len());
         let mirror = self.mirror;
@@ -828,6 +855,25 @@ impl PageAllocator {
         let n = self.pools.len();
         let home = current_shard(n);
         std::iter::once(home).chain((0..n).filter(move |&i| i != home))
+    }
+
+    /// `NoSpace` unless `pages` can be taken while leaving free what
+    /// `budget` must leave.
+    fn within_budget(&self, pages: u64, budget: Budget) -> Result<()> {
+        let keep = match budget {
+            Budget::Normal => self.reserve,
+            Budget::Freeing => self.critical,
+            Budget::Critical => 0,
+        };
+        if self.free_pages() < pages.saturating_add(keep) {
+            return Err(Error::NoSpace);
+        }
+        Ok(())
+    }
+
+    /// Pages held back from ordinary allocations ([`reserve_pages`]).
+    pub fn reserved_pages(&self) -> u64 {
+        self.reserve
     }
 
     /// Free pages ordinary allocations may still use.
@@ -1089,14 +1135,14 @@ mod tests {
         let a = PageAllocator::new(4096 * 10, 4096 * 20, 2);
         a.add_free(4096 * 10, 10);
         assert_eq!(a.free_pages(), 10);
-        assert!(matches!(a.alloc(11, Budget::Reserve), Err(Error::NoSpace)));
+        assert!(matches!(a.alloc(11, Budget::Critical), Err(Error::NoSpace)));
         // 10 pages hold back a reserve of 2 from ordinary allocations.
         assert!(matches!(a.alloc(9, Budget::Normal), Err(Error::NoSpace)));
         let eight = a.alloc(8, Budget::Normal).unwrap();
         assert_eq!(a.available_pages(), 0);
         a.abandon(&eight);
         assert_eq!(a.free_pages(), 10);
-        let got = a.alloc(10, Budget::Reserve).unwrap();
+        let got = a.alloc(10, Budget::Critical).unwrap();
         assert_eq!(got.iter().map(|e| e.npages).sum::<u64>(), 10);
         assert_eq!(a.free_pages(), 0);
         a.abandon(&got);
@@ -1186,7 +1232,7 @@ mod tests {
             "outer edge first"
         );
         let mut meta = vec![extent(10, 1)];
-        while let Ok(got) = a.alloc_meta(1, Budget::Reserve) {
+        while let Ok(got) = a.alloc_meta(1, Budget::Critical) {
             meta.extend(got);
         }
         assert_eq!(meta.len(), 468);
@@ -1198,7 +1244,7 @@ mod tests {
         // What is left is the dead zone, for data only.
         assert_eq!(a.free_pages(), 64);
         assert_eq!(a.export(), vec![(478, 64)]);
-        let data = a.alloc(64, Budget::Reserve).unwrap();
+        let data = a.alloc(64, Budget::Critical).unwrap();
         assert_eq!(data, vec![extent(478, 64)]);
         a.release_meta(&Proof, &meta);
         assert_eq!(a.free_pages(), 936);
@@ -1210,13 +1256,13 @@ mod tests {
     #[test]
     fn data_takes_the_dead_zone_then_a_batch_of_pairs_in_two_runs() {
         let a = mirrored(10, 1000, 1, 64);
-        let dead = a.alloc(64, Budget::Reserve).unwrap();
+        let dead = a.alloc(64, Budget::Critical).unwrap();
         assert_eq!(dead, vec![extent(478, 64)]);
         // Then a batch of pairs nearest the middle becomes single: the
         // primaries' run [446, 478) first, then the mirrors' [542, 574),
         // so pages taken one at a time are contiguous.
         let pages: Vec<u64> = (0..40)
-            .flat_map(|_| pages_of(&a.alloc(1, Budget::Reserve).unwrap()))
+            .flat_map(|_| pages_of(&a.alloc(1, Budget::Critical).unwrap()))
             .collect();
         let want: Vec<u64> = (446..478).chain(542..550).collect();
         assert_eq!(pages, want);
@@ -1224,9 +1270,9 @@ mod tests {
         // The rest of the batch is still metadata's: singles whose mirrors
         // are free pair up again when pairs run short.
         let all_pairs = (446 - 10) + (574 - 550) / 2;
-        let meta = a.alloc_meta(all_pairs, Budget::Reserve);
+        let meta = a.alloc_meta(all_pairs, Budget::Critical);
         assert!(meta.is_err(), "the batch's unused mirrors have no free primaries");
-        let meta = a.alloc_meta(446 - 10, Budget::Reserve).unwrap();
+        let meta = a.alloc_meta(446 - 10, Budget::Critical).unwrap();
         assert_eq!(pages_of(&meta).len() as u64, 446 - 10);
     }
 
@@ -1236,7 +1282,7 @@ mod tests {
         let m = geometry(&a);
         let pairs = m.lo_end - m.first;
         let before = a.export();
-        assert!(matches!(a.alloc_meta(pairs + 1, Budget::Reserve), Err(Error::NoSpace)));
+        assert!(matches!(a.alloc_meta(pairs + 1, Budget::Critical), Err(Error::NoSpace)));
         assert_eq!(a.export(), before);
         assert_eq!(a.free_pages(), 600);
         // The reserve: pairs count two pages each.
@@ -1250,7 +1296,7 @@ mod tests {
         // Fragment the area with data: everything used, then a few pairs
         // (in both pools) and many singles freed. More singles than pairs
         // needed is not enough.
-        let all = a.alloc(600, Budget::Reserve).unwrap();
+        let all = a.alloc(600, Budget::Critical).unwrap();
         assert_eq!(a.free_pages(), 0);
         let chosen = [3, 4, 5, 100, 200, 250];
         for &p in &chosen {
@@ -1262,10 +1308,10 @@ mod tests {
         }
         let before = a.export();
         let free = a.free_pages();
-        assert!(matches!(a.alloc_meta(7, Budget::Reserve), Err(Error::NoSpace)));
+        assert!(matches!(a.alloc_meta(7, Budget::Critical), Err(Error::NoSpace)));
         assert_eq!(a.export(), before);
         assert_eq!(a.free_pages(), free);
-        let got = a.alloc_meta(6, Budget::Reserve).unwrap();
+        let got = a.alloc_meta(6, Budget::Critical).unwrap();
         let mut primaries = pages_of(&got);
         primaries.sort_unstable();
         assert_eq!(primaries, chosen);
@@ -1285,7 +1331,7 @@ mod tests {
     #[should_panic(expected = "double free of metadata pages")]
     fn a_pair_freed_twice_is_caught() {
         let a = mirrored(0, 600, 2, 16);
-        let got = a.alloc_meta(3, Budget::Reserve).unwrap();
+        let got = a.alloc_meta(3, Budget::Critical).unwrap();
         a.abandon_meta(&got);
         a.abandon_meta(&got);
     }
@@ -1387,7 +1433,7 @@ mod tests {
             for _ in 0..400 {
                 match rng.below(8) {
                     0..=2 => {
-                        if let Ok(got) = a.alloc(1 + rng.below(24), Budget::Reserve) {
+                        if let Ok(got) = a.alloc(1 + rng.below(24), Budget::Critical) {
                             for p in pages_of(&got) {
                                 assert!(used.insert(p), "data page {p} handed out twice");
                                 assert!(p >= first && p < first + n);
@@ -1400,7 +1446,7 @@ mod tests {
                             let k = 1 + rng.below(16);
                             a.alloc_contiguous_meta(k).map(|off| vec![Extent { off, npages: k }])
                         } else {
-                            a.alloc_meta(1 + rng.below(12), Budget::Reserve)
+                            a.alloc_meta(1 + rng.below(12), Budget::Critical)
                         };
                         if let Ok(got) = got {
                             for p in pages_of(&got) {
@@ -1441,16 +1487,16 @@ mod tests {
             let got = if unpairable == 0 {
                 Vec::new()
             } else {
-                pages_of(&a.alloc(unpairable, Budget::Reserve).unwrap())
+                pages_of(&a.alloc(unpairable, Budget::Critical).unwrap())
             };
             for &p in &got {
                 assert!(used.insert(p), "seed {seed}: page {p} handed out twice");
             }
             let left: Vec<u64> = (first..first + n).filter(|p| !used.contains(p)).collect();
             let pairs = left.iter().filter(|&&p| p < m.lo_end && paired(p, &used)).count() as u64;
-            let meta = a.alloc_meta(pairs, Budget::Reserve).unwrap();
+            let meta = a.alloc_meta(pairs, Budget::Critical).unwrap();
             assert_eq!(a.free_pages(), left.len() as u64 - 2 * pairs, "seed {seed}");
-            assert!(matches!(a.alloc_meta(1, Budget::Reserve), Err(Error::NoSpace)));
+            assert!(matches!(a.alloc_meta(1, Budget::Critical), Err(Error::NoSpace)));
             // Freeing everything restores the whole area.
             a.abandon_meta(&meta);
             a.abandon(&got.iter().map(|&p| extent(p, 1)).collect::<Vec<_>>());
@@ -1472,7 +1518,7 @@ mod tests {
         let m = geometry(&a);
         // One run of pairs [0, lo_end): claim more than that.
         a.pools[0].lock().pairs.scribble(0, m.lo_end + 50);
-        assert!(matches!(a.alloc_meta(1, Budget::Reserve), Err(Error::NoSpace)));
+        assert!(matches!(a.alloc_meta(1, Budget::Critical), Err(Error::NoSpace)));
         let listed: u64 = a.export().iter().map(|&(_, k)| k).sum();
         assert_eq!(a.free_pages(), listed);
         assert_eq!(listed, m.hi_start - m.lo_end, "only the dead zone is left");

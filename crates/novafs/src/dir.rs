@@ -350,7 +350,7 @@ mod tests {
         };
         let entries: Vec<Entry> = (0..n).map(|_| dentry(0, true, b"x", &spec)).collect();
         let mut log = Log::default();
-        let p = log.append(&region, &alloc, Budget::Reserve, &entries)?;
+        let p = log.append(&region, &alloc, Budget::Critical, &entries)?;
         let c = log.commit(&region, 0, p)?;
         log.committed(&c);
         Ok((log, c.offsets().to_vec()))

@@ -223,7 +223,7 @@ pub fn shrink_prep(ctx: &Ctx, st: &InodeState, new_size: u64) -> Result<(Vec<Ent
         return Ok((Vec::new(), Vec::new()));
     }
     let cut = (new_size % PAGE_SIZE) as usize;
-    with_pages(ctx, 1, Budget::Reserve, |extents| {
+    with_pages(ctx, 1, Budget::Freeing, |extents| {
         fill_pages(ctx, map, pg, extents, |_, page| {
             page[cut..].fill(0);
             true
@@ -412,7 +412,7 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
         (partial_pages(map, off, end), any_full)
     };
     let now = now_ns();
-    with_pages(ctx, partial.len() as u64, Budget::Reserve, |extents| {
+    with_pages(ctx, partial.len() as u64, Budget::Freeing, |extents| {
         let map = file_map(st)?;
         let mut entries = zero_partial(ctx, map, &partial, &mut blocks_of(extents), (off, end), size, now)?;
         if let Some(stop) = any_full {
@@ -430,7 +430,7 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
-        commit_file(ctx, st, Budget::Reserve, &entries)
+        commit_file(ctx, st, Budget::Freeing, &entries)
     })
 }
 

@@ -145,6 +145,10 @@ pub struct StatFs {
     /// Free blocks ordinary writes may use (the rest is held back so that
     /// deletes work on a full device).
     pub blocks_avail: u64,
+    /// Blocks held back from ordinary writes (free or used by operations
+    /// that free space), as ext4's reserved blocks (FORMAT.md "The
+    /// reserve").
+    pub blocks_reserved: u64,
     pub files: u64,
     pub files_free: u64,
     pub name_max: u64,
@@ -502,7 +506,7 @@ impl Fs {
         entries.push(setattr_entry(self.ctx.epoch(), &a));
         // A shrink frees space: it may use the reserve (alloc.rs `Budget`).
         let budget = if a.size < old.size {
-            Budget::Reserve
+            Budget::Freeing
         } else {
             Budget::Normal
         };
@@ -1161,11 +1165,13 @@ impl Fs {
         // Inode tables grow on demand: each free page could hold 32 inodes.
         let per_page = PAGE_SIZE / INODE_SIZE;
         let files_free = self.ctx.tables.free_count() + free_pages * per_page;
+        let blocks = (b.data_end - b.data_start) / PAGE_SIZE;
         StatFs {
             block_size: PAGE_SIZE,
-            blocks: (b.data_end - b.data_start) / PAGE_SIZE,
+            blocks,
             blocks_free: free_pages,
             blocks_avail: self.ctx.alloc.available_pages(),
+            blocks_reserved: self.ctx.alloc.reserved_pages(),
             files: self.ctx.tables.capacity() + free_pages * per_page,
             files_free,
             name_max: crate::layout::NAME_MAX as u64,

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use crate::alloc::Budget;
 use crate::commit::Ctx;
 use crate::dir::{dentry, DentrySpec};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inode::{link_entry, mmap_entry, setattr_entry, Body, InodeState};
 use crate::journal::Update;
 use crate::layout::{
@@ -69,7 +69,12 @@ fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     fast(ctx, st)?;
     let (_, total) = st.log.live_ratio();
     if st.log.pages().len() >= THOROUGH_MIN_PAGES && st.meta.live_estimate() * 2 < total {
-        thorough(ctx, st)?;
+        // Compaction writes the new log before it frees the old one: on a
+        // full device the log grows instead, by the page the append needs.
+        match thorough(ctx, st) {
+            Err(Error::NoSpace) => {}
+            r => r?,
+        }
     }
     Ok(())
 }
@@ -182,7 +187,7 @@ fn compact_entries(ctx: &Ctx, st: &InodeState) -> Vec<Entry> {
 pub fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     let entries = compact_entries(ctx, st);
     let mut fresh = Log::default();
-    let p = fresh.append(ctx.region(), &ctx.alloc, Budget::Reserve, &entries)?;
+    let p = fresh.append(ctx.region(), &ctx.alloc, Budget::Critical, &entries)?;
     let head = p.new_head().unwrap_or(fresh.head());
     let switch = [
         Update::word(st.off + INODE_HEAD_OFF, head),

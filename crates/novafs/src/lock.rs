@@ -70,6 +70,7 @@ pub enum Rank {
 
 impl Rank {
     /// Ranks an operation holds several locks of at once.
+    #[cfg(debug_assertions)]
     fn many(self) -> bool {
         matches!(self, Rank::Inode | Rank::EpochGate)
     }

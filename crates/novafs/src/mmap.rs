@@ -333,7 +333,7 @@ fn seal_committed(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, range: Range<u6
     if let Some(span) = seal(ctx, mmaps, st, range)? {
         let e = mmap_entry(ctx.epoch(), span.start, span.end - span.start, MMAP_PROTECT);
         // R1: the resealed sums are durable before the entry that trusts them.
-        file::commit_file(ctx, st, Budget::Reserve, &[e])?;
+        file::commit_file(ctx, st, Budget::Critical, &[e])?;
     }
     Ok(())
 }

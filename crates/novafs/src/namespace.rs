@@ -383,7 +383,7 @@ impl Namespace<'_> {
             let nlink = if is_dir { 0 } else { child.nlink.saturating_sub(1) };
             let ending = self.drop_link(&mut parts, l.get(d.ino), nlink, now)?;
             let extra = ending.as_ref().map_or(&[][..], |e| &e.updates[..]);
-            let durable = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], extra, &[])?;
+            let durable = self.commit_parts(&mut l, Budget::Freeing, &parts, &[(parent, name)], extra, &[])?;
             if let Some(e) = ending {
                 self.cache.forget(self.ctx, l.get(d.ino), &durable, e.fate);
             }
@@ -408,7 +408,7 @@ impl Namespace<'_> {
             dir_mtime: now_ns(),
         };
         let parts = [Part::new(parent, vec![dentry(self.ctx.epoch(), false, name, &spec)])];
-        let _ = self.commit_parts(&mut l, Budget::Reserve, &parts, &[(parent, name)], &[], &[])?;
+        let _ = self.commit_parts(&mut l, Budget::Critical, &parts, &[(parent, name)], &[], &[])?;
         Ok(())
     }
 
@@ -451,7 +451,7 @@ impl Namespace<'_> {
             Part::new(dir, vec![dentry(e, true, name, &spec)]),
             Part::new(ino, vec![own]),
         ];
-        let _ = self.commit_parts(&mut l, Budget::Reserve, &parts, &[], &[], &[])?;
+        let _ = self.commit_parts(&mut l, Budget::Critical, &parts, &[], &[], &[])?;
         if is_dir {
             self.cache.get(self.ctx, ino)?.parent.store(dir, Ordering::Release);
         }
@@ -468,7 +468,7 @@ impl Namespace<'_> {
             return Err(Error::Invalid("only a named file's link count is set"));
         }
         let entries = [link_entry(self.ctx.epoch(), names, now_ns())];
-        commit::single_published(self.ctx, &mut st, Budget::Reserve, &entries)
+        commit::single_published(self.ctx, &mut st, Budget::Critical, &entries)
     }
 
     /// One link of `st` goes away, leaving `nlink`: either the inode's
@@ -779,7 +779,13 @@ impl Namespace<'_> {
             records.push(check);
             extra.extend(words);
         }
-        let durable = self.commit_parts(l, Budget::Reserve, &parts, cancel, &extra, &records)?;
+        // Over an existing name it frees the victim: it may use the reserve.
+        let budget = if dst.is_some() && !r.exchange {
+            Budget::Freeing
+        } else {
+            Budget::Normal
+        };
+        let durable = self.commit_parts(l, budget, &parts, cancel, &extra, &records)?;
         if let (Some(d), Some(e)) = (dst, victim_ending) {
             self.cache.forget(self.ctx, l.get(d.ino), &durable, e.fate);
         }

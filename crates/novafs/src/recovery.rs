@@ -331,7 +331,7 @@ pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     // The chain lives in pages the saved state lists as free: they are
     // free again as soon as the next mount has read them.
     let npages = (blob.len() as u64).div_ceil(LOG_NEXT_OFF);
-    let extents = ctx.alloc.alloc(npages, Budget::Reserve)?;
+    let extents = ctx.alloc.alloc(npages, Budget::Critical)?;
     let chain: Vec<u64> = extents
         .iter()
         .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
@@ -502,7 +502,7 @@ fn protect_resealed(ctx: &Ctx, mut st: InodeState) -> Result<()> {
         return Ok(());
     };
     let e = mmap_entry(ctx.epoch(), first, last - first + 1, MMAP_PROTECT);
-    file::commit_file(ctx, &mut st, Budget::Reserve, &[e])
+    file::commit_file(ctx, &mut st, Budget::Critical, &[e])
 }
 
 /// Loads the inode whose verified record `rec` is at `off`, and, when
@@ -641,6 +641,10 @@ pub struct Inspect {
     pub free: std::result::Result<(u64, u64), String>,
     /// Committed journal transactions awaiting replay.
     pub pending_journal: bool,
+    /// Pages held back from ordinary writes so that a full file system can
+    /// be emptied, and the part of them kept for snapshot deletion, GC,
+    /// the clean unmount and `fsck --repair` (FORMAT.md "The reserve").
+    pub reserve: (u64, u64),
     /// The snapshot list (the space each holds is known once mounted);
     /// else why it cannot be read.
     pub snapshots: std::result::Result<Vec<crate::snapshot::Snapshot>, String>,
@@ -666,6 +670,7 @@ pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
         .map(|ctx| ctx.snapshots.list())
         .map_err(|e| e.to_string());
     Ok(Inspect {
+        reserve: crate::alloc::reserve_pages((sb.data_end - sb.data_start) / PAGE_SIZE, u64::from(sb.shards)),
         superblock: sb,
         primary_bad,
         free,

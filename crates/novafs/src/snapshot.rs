@@ -448,7 +448,9 @@ impl Snapshots {
                 created_ns: now_ns,
                 held_pages: 0,
             };
-            let _ = list.record((region, journal), alloc, SNAPSHOT_TAKE, &snap, &self.live.read())?;
+            let live = self.live.read();
+            let _ = list.record((region, journal), alloc, (SNAPSHOT_TAKE, Budget::Normal), &snap, &live)?;
+            drop(live);
             self.live.write().insert(epoch, snap.clone());
             list.newest_taken = Some(snap.clone());
             self.newest.store(epoch + 1, Ordering::Release);
@@ -476,7 +478,14 @@ impl Snapshots {
                     "the snapshot is open (mounted or read through the library)",
                 ));
             }
-            let proof = list.record((region, journal), alloc, SNAPSHOT_DELETE, &snap, &live)?;
+            // Deleting frees space: it must work on a full device.
+            let proof = list.record(
+                (region, journal),
+                alloc,
+                (SNAPSHOT_DELETE, Budget::Critical),
+                &snap,
+                &live,
+            )?;
             live.remove(&snap.epoch);
             let newest = live.keys().next_back().map_or(0, |e| e + 1);
             self.newest.store(newest, Ordering::Release);
@@ -503,7 +512,8 @@ impl Snapshots {
 }
 
 impl List {
-    /// Appends one record (`op` of `snap`) and commits it with the slot's
+    /// Appends one record (`op` of `snap`, with pages `budget` allows) and
+    /// commits it with the slot's
     /// tail store (R1, R5); the first record also sets the head, before the
     /// fence. A log that would grow while it holds more than twice the
     /// records it needs is compacted first.
@@ -511,15 +521,20 @@ impl List {
         &mut self,
         (region, journal): (&dyn Region, &Journal),
         alloc: &PageAllocator,
-        op: u8,
+        (op, budget): (u8, Budget),
         snap: &Snapshot,
         live: &BTreeMap<u64, Snapshot>,
     ) -> Result<Committed> {
         let entry = record_entry(op, snap);
         if self.log.needs_growth(std::slice::from_ref(&entry)) && self.records > 2 * (live.len() + 2) {
-            self.compact((region, journal), alloc, live)?;
+            // Compaction needs pages before it frees the old log: a full
+            // device appends without it.
+            match self.compact((region, journal), alloc, live, budget) {
+                Err(Error::NoSpace) => {}
+                r => r?,
+            }
         }
-        let p = self.log.append(region, alloc, Budget::Reserve, &[entry])?;
+        let p = self.log.append(region, alloc, budget, &[entry])?;
         let proof = self.log.commit(region, SNAPSHOT_LIST_OFF, p)?;
         self.log.committed(&proof);
         self.records += 1;
@@ -536,6 +551,7 @@ impl List {
         (region, journal): (&dyn Region, &Journal),
         alloc: &PageAllocator,
         live: &BTreeMap<u64, Snapshot>,
+        budget: Budget,
     ) -> Result<()> {
         let mut entries: Vec<Entry> = live.values().map(|s| record_entry(SNAPSHOT_TAKE, s)).collect();
         if let Some(newest) = self.newest_taken.as_ref().filter(|n| !live.contains_key(&n.epoch)) {
@@ -544,7 +560,7 @@ impl List {
         }
         let mut fresh = Log::default();
         let mut txn = journal.begin();
-        let mut p = fresh.append(region, alloc, Budget::Reserve, &entries)?;
+        let mut p = fresh.append(region, alloc, budget, &entries)?;
         txn.depends_on(p.bind(txn.id()));
         let switch = [
             Update::word(SNAPSHOT_LIST_OFF + INODE_HEAD_OFF, p.new_head().unwrap_or(fresh.head())),
