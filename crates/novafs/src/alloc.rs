@@ -792,10 +792,8 @@ impl PageAllocator {
     /// Allocates `npages` physically contiguous pages (inode-table chunks).
     /// With replication on, free singles are tried before pairs (and a pair
     /// whose primary is taken leaves its mirror single).
-    pub fn alloc_contiguous(&self, npages: u64) -> Result<u64> {
-        if self.free_pages() < npages.saturating_add(self.reserve) {
-            return Err(Error::NoSpace);
-        }
+    pub fn alloc_contiguous(&self, npages: u64, budget: Budget) -> Result<u64> {
+        self.within_budget(npages, budget)?;
         for pool in self.home_first() {
             let taken = self.with_pool(pool, |p| {
                 // A fragmented pool is not scanned when it cannot fit.
@@ -827,14 +825,11 @@ impl PageAllocator {
     /// contiguous, in reverse page order) are taken too: an inode-table
     /// chunk. Returns the first primary. With replication off, exactly
     /// [`Self::alloc_contiguous`].
-    pub fn alloc_contiguous_meta(&self, npages: u64) -> Result<u64> {
+    pub fn alloc_contiguous_meta(&self, npages: u64, budget: Budget) -> Result<u64> {
         if self.mirror.is_none() {
-            return self.alloc_contiguous(npages);
+            return self.alloc_contiguous(npages, budget);
         }
-        let pages = npages.checked_mul(2).ok_or(Error::NoSpace)?;
-        if self.free_pages() < pages.saturating_add(self.reserve) {
-            return Err(Error::NoSpace);
-        }
+        self.within_budget(npages.checked_mul(2).ok_or(Error::NoSpace)?, budget)?;
         let mirror = self.mirror;
         for pool in self.home_first() {
             let start = self.with_pool(pool, |p| {
@@ -1341,7 +1336,7 @@ mod tests {
         let a = mirrored(10, 2000, 1, 100);
         let m = geometry(&a);
         assert_eq!(m.lo_end, 960);
-        let chunk = a.alloc_contiguous_meta(512).unwrap() >> PAGE_SHIFT;
+        let chunk = a.alloc_contiguous_meta(512, Budget::Critical).unwrap() >> PAGE_SHIFT;
         assert_eq!(chunk, 10, "chunks from the outer edge");
         for p in chunk..chunk + 512 {
             assert!(!a.is_free(p * P) && !a.is_free(m.of(p) * P));
@@ -1349,13 +1344,13 @@ mod tests {
         assert_eq!(a.free_pages(), 2000 - 1024);
         // 438 pairs left: not a second chunk, and nothing changes.
         let before = a.export();
-        assert!(matches!(a.alloc_contiguous_meta(512), Err(Error::NoSpace)));
+        assert!(matches!(a.alloc_contiguous_meta(512, Budget::Critical), Err(Error::NoSpace)));
         assert_eq!(a.export(), before);
         // Contiguous data comes from the dead zone first.
-        assert_eq!(a.alloc_contiguous(60).unwrap() >> PAGE_SHIFT, 960);
+        assert_eq!(a.alloc_contiguous(60, Budget::Critical).unwrap() >> PAGE_SHIFT, 960);
         // 40 dead pages remain: 100 takes the pairs nearest the middle,
         // leaving their mirrors single.
-        assert_eq!(a.alloc_contiguous(100).unwrap() >> PAGE_SHIFT, 860);
+        assert_eq!(a.alloc_contiguous(100, Budget::Critical).unwrap() >> PAGE_SHIFT, 860);
         assert!(a.is_free(m.of(860) * P) && a.is_free(m.of(959) * P));
         assert_eq!(a.free_pages(), 2000 - 1024 - 160);
         a.release_meta(&Proof, &[extent(chunk, 512)]);
@@ -1369,7 +1364,7 @@ mod tests {
         // Exactly 4 chunks of pairs and the dead zone: one chunk per pool.
         let a = mirrored(3, 2 * 4 * 512 + 256, 4, 256);
         let mut chunks: Vec<u64> = (0..4)
-            .map(|_| a.alloc_contiguous_meta(512).unwrap() >> PAGE_SHIFT)
+            .map(|_| a.alloc_contiguous_meta(512, Budget::Critical).unwrap() >> PAGE_SHIFT)
             .collect();
         chunks.sort_unstable();
         assert_eq!(chunks, vec![3, 515, 1027, 1539]);
@@ -1399,8 +1394,8 @@ mod tests {
                 }
                 2 => {
                     let n = 1 + rng.below(30);
-                    let x = a.alloc_contiguous(n).ok();
-                    let y = b.alloc_contiguous_meta(n).ok();
+                    let x = a.alloc_contiguous(n, Budget::Critical).ok();
+                    let y = b.alloc_contiguous_meta(n, Budget::Critical).ok();
                     assert_eq!(x, y);
                     if let (Some(x), Some(y)) = (x, y) {
                         held_a.push(vec![Extent { off: x, npages: n }]);
@@ -1444,7 +1439,7 @@ mod tests {
                     3 | 4 => {
                         let got = if rng.below(4) == 0 {
                             let k = 1 + rng.below(16);
-                            a.alloc_contiguous_meta(k).map(|off| vec![Extent { off, npages: k }])
+                            a.alloc_contiguous_meta(k, Budget::Critical).map(|off| vec![Extent { off, npages: k }])
                         } else {
                             a.alloc_meta(1 + rng.below(12), Budget::Critical)
                         };
@@ -1549,7 +1544,7 @@ mod tests {
                             }
                             3 => {
                                 let k = 1 + rng.below(32);
-                                if let Ok(off) = a.alloc_contiguous_meta(k) {
+                                if let Ok(off) = a.alloc_contiguous_meta(k, Budget::Critical) {
                                     held.push((true, vec![Extent { off, npages: k }]));
                                 }
                             }

@@ -6,7 +6,7 @@ use crate::lock::{Mutex, Rank, RwLock};
 use pm::Region;
 use zerocopy::IntoBytes;
 
-use crate::alloc::{current_shard, Extent, PageAllocator, RangeSet};
+use crate::alloc::{current_shard, Budget, Extent, PageAllocator, RangeSet};
 use crate::error::{corrupt, Error, Result};
 use crate::layout::Bounds;
 use crate::layout::{
@@ -66,7 +66,8 @@ impl InodeTables {
             heads_off: crate::layout::INODE_HEADS_OFF,
         };
         for s in 0..shards as usize {
-            t.grow(region, alloc, s, &mut t.shards[s].free.lock())?;
+            // The first chunks are the file system's own: the reserve is for later.
+            t.grow(region, alloc, s, &mut t.shards[s].free.lock(), Budget::Critical)?;
         }
         Ok(t)
     }
@@ -129,7 +130,7 @@ impl InodeTables {
         let t = &self.shards[shard];
         let mut free = t.free.lock();
         if free.total() == 0 {
-            self.grow(region, alloc, shard, &mut free)?;
+            self.grow(region, alloc, shard, &mut free, Budget::Normal)?;
         }
         let (local, _) = free.take_first(1).ok_or(Error::NoSpace)?;
         drop(free);
@@ -144,7 +145,7 @@ impl InodeTables {
         let (shard, local) = self.split(ino).ok_or(Error::Invalid("inode number 0"))?;
         let mut free = self.shards[shard].free.lock();
         while (self.shards[shard].chunks.read().len() as u64) * INODES_PER_CHUNK <= local {
-            self.grow(region, alloc, shard, &mut free)?;
+            self.grow(region, alloc, shard, &mut free, Budget::Normal)?;
         }
         if free.take_within(local, local + 1).is_empty() {
             return Err(Error::Exists);
@@ -153,10 +154,17 @@ impl InodeTables {
         self.locate(ino)
     }
 
-    fn grow(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize, free: &mut RangeSet) -> Result<()> {
+    fn grow(
+        &self,
+        region: &dyn Region,
+        alloc: &PageAllocator,
+        shard: usize,
+        free: &mut RangeSet,
+        budget: Budget,
+    ) -> Result<()> {
         let t = &self.shards[shard];
         let index = t.chunks.read().len() as u64;
-        let chunk = alloc.alloc_contiguous_meta(CHUNK_PAGES)?;
+        let chunk = alloc.alloc_contiguous_meta(CHUNK_PAGES, budget)?;
         let footer = ChunkFooter::new(shard as u32, index as u32, 0);
         let init = || -> Result<()> {
             region.zero_nt(chunk, CHUNK_SIZE)?;
