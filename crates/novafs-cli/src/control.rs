@@ -13,48 +13,93 @@
 //!
 //! Names and paths travel hex-encoded. Any request may be answered
 //! `error MESSAGE` instead.
+//!
+//! Requests are served concurrently, each connection on a thread of its
+//! own, so that snapshots are taken, listed and deleted while a scrub
+//! runs. Scrubs still run one at a time (a second waits for the first),
+//! as do snapshot mounts. At most [`MAX_REQUESTS`] are served at once;
+//! a connection beyond that is answered `error busy: too many control
+//! requests, try again` and closed.
 
 use std::cell::RefCell;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use novafs::{Fs, ScrubOptions, ScrubReport, Snapshot};
 
 /// Mounts snapshot NAME of the file system read-only at a mount point
 /// (the daemon's `SnapshotMounts`).
-pub type MountSnapshot = Box<dyn Fn(&Fs, &[u8], &Path) -> Result<()> + Send>;
+pub type MountSnapshot = Box<dyn Fn(&Fs, &[u8], &Path) -> Result<()> + Send + Sync>;
 
-/// The daemon's side: a thread answering requests until [`Server::stop`].
+/// The most requests served at once.
+pub const MAX_REQUESTS: usize = 16;
+
+/// The answer to a connection beyond [`MAX_REQUESTS`].
+const BUSY: &str = "error busy: too many control requests, try again\n";
+
+/// How long a connection's thread waits on its client between looks at
+/// the stop flag.
+const POLL: Duration = Duration::from_millis(100);
+
+/// How long a connection turned away is given to send its request (read
+/// before the answer, so that the client's write does not fail).
+const BUSY_READ: Duration = Duration::from_millis(50);
+
+/// The longest request line read (a hex-encoded name and path are far
+/// shorter).
+const MAX_LINE: u64 = 64 << 10;
+
+/// The daemon's side: a thread accepting connections until
+/// [`Server::stop`], each answered on a thread of its own.
 pub struct Server {
     path: PathBuf,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
+/// What the connections' threads share.
+struct Shared {
+    fs: Arc<Fs>,
+    mount_snapshot: MountSnapshot,
+    /// Held by the running scrub.
+    scrubbing: Mutex<()>,
+    /// Held by a snapshot mount under way.
+    mounting: Mutex<()>,
+}
+
 impl Server {
     /// Listens on `path` (a stale socket of a dead daemon is replaced).
     pub fn start(path: &Path, fs: Arc<Fs>, mount_snapshot: MountSnapshot) -> io::Result<Server> {
+        let shared = Shared {
+            fs,
+            mount_snapshot,
+            scrubbing: Mutex::new(()),
+            mounting: Mutex::new(()),
+        };
+        Server::listen(path, MAX_REQUESTS, move |conn, stop| answer(conn, &shared, stop))
+    }
+
+    /// Listens on `path`, serving each connection with `serve` (given the
+    /// stop flag) on a thread of its own, at most `max` at once.
+    fn listen(
+        path: &Path,
+        max: usize,
+        serve: impl Fn(UnixStream, &AtomicBool) + Send + Sync + 'static,
+    ) -> io::Result<Server> {
         let _ = std::fs::remove_file(path);
         let listener = UnixListener::bind(path)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = thread::Builder::new().name("control".into()).spawn(move || {
-            for conn in listener.incoming() {
-                if flag.load(Ordering::Acquire) {
-                    break;
-                }
-                match conn {
-                    Ok(c) => answer(c, &fs, &flag, &mount_snapshot),
-                    Err(e) => tracing::warn!("control channel: {e}"),
-                }
-            }
-        })?;
+        let thread = thread::Builder::new()
+            .name("control".into())
+            .spawn(move || accept(&listener, max, Arc::new(serve), &flag))?;
         Ok(Server {
             path: path.to_path_buf(),
             stop,
@@ -62,29 +107,170 @@ impl Server {
         })
     }
 
-    /// Ends a running command at its next step and the thread, which then
-    /// holds no reference to the file system; removes the socket.
+    /// Ends the running commands at their next step, then waits for every
+    /// connection's thread and the accepting one, after which none holds a
+    /// reference to the file system; removes the socket.
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::Release);
         // Wakes the accept loop, which sees the flag.
         let _ = UnixStream::connect(&self.path);
         if let Some(t) = self.thread.take() {
-            let _ = t.join();
+            if t.join().is_err() {
+                tracing::error!("control channel: the accepting thread panicked");
+            }
         }
         let _ = std::fs::remove_file(&self.path);
     }
 }
 
-fn answer(conn: UnixStream, fs: &Fs, stop: &AtomicBool, mount_snapshot: &MountSnapshot) {
-    let mut line = String::new();
-    let Ok(reader) = conn.try_clone() else { return };
-    if BufReader::new(reader).read_line(&mut line).is_err() {
+/// The accept loop: each connection served on a thread of its own, at
+/// most `max` at once, until the stop flag is set; then waits for them.
+fn accept<F>(listener: &UnixListener, max: usize, serve: Arc<F>, stop: &Arc<AtomicBool>)
+where
+    F: Fn(UnixStream, &AtomicBool) + Send + Sync + 'static,
+{
+    let mut running: Vec<JoinHandle<()>> = Vec::new();
+    for conn in listener.incoming() {
+        // A client connecting while the daemon stops gets nothing served.
+        if stop.load(Ordering::Acquire) {
+            break;
+        }
+        let conn = match conn {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::warn!("control channel: {e}");
+                continue;
+            }
+        };
+        running = reap(running);
+        if running.len() >= max {
+            tracing::warn!("control channel: {max} requests in progress already; one more turned away");
+            turn_away(&conn);
+            continue;
+        }
+        let (serve, stop) = (serve.clone(), stop.clone());
+        match thread::Builder::new()
+            .name("control-conn".into())
+            .spawn(move || serve(conn, &stop))
+        {
+            Ok(t) => running.push(t),
+            Err(e) => tracing::warn!("control channel: no thread for a request: {e}"),
+        }
+    }
+    for t in running {
+        join(t);
+    }
+}
+
+/// The threads of `running` still running; the others joined.
+fn reap(running: Vec<JoinHandle<()>>) -> Vec<JoinHandle<()>> {
+    let (done, running): (Vec<_>, Vec<_>) = running.into_iter().partition(JoinHandle::is_finished);
+    done.into_iter().for_each(join);
+    running
+}
+
+fn join(t: JoinHandle<()>) {
+    if t.join().is_err() {
+        tracing::error!("control channel: a request's thread panicked");
+    }
+}
+
+/// Answers `BUSY` to a connection, after reading its request (briefly: a
+/// client that sends none is not waited for), since a client whose
+/// request is refused unread may see its write fail, not the answer.
+fn turn_away(conn: &UnixStream) {
+    let deadline = Instant::now() + BUSY_READ;
+    let mut buf = [0u8; 4096];
+    let mut read = 0;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || conn.set_read_timeout(Some(left)).is_err() {
+            break;
+        }
+        match (&*conn).read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                read += n;
+                if buf[..n].contains(&b'\n') || read as u64 >= MAX_LINE {
+                    break;
+                }
+            }
+        }
+    }
+    let sent = conn
+        .set_write_timeout(Some(BUSY_READ))
+        .and_then(|()| (&*conn).write_all(BUSY.as_bytes()));
+    if let Err(e) = sent {
+        tracing::debug!("control channel: answering busy: {e}");
+    }
+}
+
+/// A connection whose reads and writes wait for the client as long as it
+/// takes, but end (timed out) once the daemon stops: its socket's
+/// timeouts ([`POLL`]) let it look at the stop flag.
+#[derive(Clone, Copy)]
+struct Patient<'a> {
+    conn: &'a UnixStream,
+    stop: &'a AtomicBool,
+}
+
+impl Patient<'_> {
+    fn retry<T>(&self, mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        loop {
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+                        && !self.stop.load(Ordering::Acquire) => {}
+                r => return r,
+            }
+        }
+    }
+}
+
+impl Read for Patient<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let conn = self.conn;
+        self.retry(|| (&*conn).read(buf))
+    }
+}
+
+impl Write for Patient<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let conn = self.conn;
+        self.retry(|| (&*conn).write(buf))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn answer(conn: UnixStream, shared: &Shared, stop: &AtomicBool) {
+    let set = conn
+        .set_read_timeout(Some(POLL))
+        .and_then(|()| conn.set_write_timeout(Some(POLL)));
+    if let Err(e) = set {
+        tracing::warn!("control channel: {e}");
         return;
     }
-    let mut out = io::BufWriter::new(conn);
+    let client = Patient { conn: &conn, stop };
+    let mut line = String::new();
+    if let Err(e) = BufReader::new(client.take(MAX_LINE)).read_line(&mut line) {
+        tracing::debug!("control channel: reading a request: {e}");
+        return;
+    }
+    if stop.load(Ordering::Acquire) {
+        return;
+    }
+    let fs = &*shared.fs;
+    let mut out = io::BufWriter::new(client);
     let reply = match line.split_whitespace().collect::<Vec<_>>()[..] {
         ["scrub", rate] => match rate.parse::<u64>() {
-            Ok(rate) => scrub(fs, rate, stop, &mut out),
+            Ok(rate) => {
+                let _one = shared.scrubbing.lock().unwrap_or_else(|p| p.into_inner());
+                scrub(fs, rate, stop, &mut out)
+            }
             Err(_) => writeln!(out, "error bad rate '{rate}'"),
         },
         ["snapshot-list"] => {
@@ -105,7 +291,8 @@ fn answer(conn: UnixStream, fs: &Fs, stop: &AtomicBool, mount_snapshot: &MountSn
         ["snapshot-mount", name, mnt] => {
             let done = unhex(name).and_then(|n| {
                 let mnt = PathBuf::from(std::ffi::OsString::from_vec(unhex(mnt)?));
-                mount_snapshot(fs, &n, &mnt)
+                let _one = shared.mounting.lock().unwrap_or_else(|p| p.into_inner());
+                (shared.mount_snapshot)(fs, &n, &mnt)
             });
             reply(&mut out, done.map(|()| ""))
         }
@@ -157,19 +344,24 @@ fn encode_snapshot(s: &Snapshot) -> String {
 fn send(path: &Path, line: &str) -> Result<BufReader<UnixStream>> {
     let mut conn =
         UnixStream::connect(path).with_context(|| format!("cannot reach the daemon at {}", path.display()))?;
-    writeln!(conn, "{line}")?;
+    if let Err(e) = conn.write_all(format!("{line}\n").as_bytes()) {
+        // A daemon too busy to serve it may have answered and closed
+        // already: its answer says more than the failed write.
+        let mut reply = String::new();
+        if BufReader::new(conn).read_line(&mut reply).is_ok() {
+            if let Some(why) = reply.trim_end().strip_prefix("error ") {
+                bail!("{why}");
+            }
+        }
+        return Err(e).context("cannot send the request to the daemon");
+    }
     Ok(BufReader::new(conn))
 }
 
 /// One request and its single `done VALUE` line.
 fn request(path: &Path, line: &str) -> Result<String> {
-    let mut conn =
-        UnixStream::connect(path).with_context(|| format!("cannot reach the daemon at {}", path.display()))?;
-    writeln!(conn, "{line}")?;
     let mut reply = String::new();
-    BufReader::new(conn)
-        .read_line(&mut reply)
-        .context("the daemon's reply")?;
+    send(path, line)?.read_line(&mut reply).context("the daemon's reply")?;
     let reply = reply.trim_end();
     match reply.split_once(' ').unwrap_or((reply, "")) {
         ("done", v) => Ok(v.to_string()),
@@ -300,4 +492,87 @@ pub fn request_scrub(path: &Path, rate: u64, progress: &dyn Fn(u64, u64)) -> Res
         }
     }
     bail!("the daemon closed the control channel before the scrub ended (was it unmounted?)")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    fn connect(path: &Path) -> BufReader<UnixStream> {
+        let mut conn = UnixStream::connect(path).expect("connect");
+        conn.write_all(b"hold\n").expect("send");
+        BufReader::new(conn)
+    }
+
+    fn line(conn: &mut BufReader<UnixStream>) -> String {
+        let mut line = String::new();
+        conn.read_line(&mut line).expect("read");
+        line
+    }
+
+    fn wait_until(what: &str, cond: impl Fn() -> bool) {
+        let start = Instant::now();
+        while !cond() {
+            assert!(start.elapsed() < Duration::from_secs(5), "timed out waiting for {what}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Requests held by a server bounded to 2 at once: a third is turned
+    /// away busy, one after them is served, and `stop` ends the held ones
+    /// and waits for their threads, none of which holds what they share
+    /// (standing for the file system) afterwards.
+    #[test]
+    fn requests_beyond_the_bound_are_turned_away_and_stop_joins_the_rest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("ctl");
+        let held = Arc::new(AtomicUsize::new(0));
+        let release = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(());
+        let (h, r, s) = (held.clone(), release.clone(), shared.clone());
+        let server = Server::listen(&path, 2, move |conn, stop| {
+            let _shared = &s;
+            let mut request = String::new();
+            if BufReader::new(&conn).read_line(&mut request).is_err() {
+                return;
+            }
+            h.fetch_add(1, Ordering::SeqCst);
+            while !r.load(Ordering::SeqCst) && !stop.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(5));
+            }
+            let _ = (&conn).write_all(b"done\n");
+        })
+        .expect("listen");
+
+        let (mut a, mut b) = (connect(&path), connect(&path));
+        wait_until("two requests held", || held.load(Ordering::SeqCst) == 2);
+        let err = request(&path, "hold").expect_err("a third is turned away");
+        assert_eq!(err.to_string(), "busy: too many control requests, try again");
+        let mut c = connect(&path);
+        assert_eq!(line(&mut c), BUSY);
+        assert_eq!(line(&mut c), "", "closed after the answer");
+
+        release.store(true, Ordering::SeqCst);
+        assert_eq!(line(&mut a), "done\n");
+        assert_eq!(line(&mut b), "done\n");
+        // Served once their threads have ended.
+        wait_until("a request served after them", || {
+            let mut d = connect(&path);
+            let reply = line(&mut d);
+            assert!(reply == "done\n" || reply == BUSY, "{reply}");
+            reply == "done\n"
+        });
+
+        release.store(false, Ordering::SeqCst);
+        let before = held.load(Ordering::SeqCst);
+        let (mut e, mut f) = (connect(&path), connect(&path));
+        wait_until("two more held", || held.load(Ordering::SeqCst) == before + 2);
+        assert_eq!(Arc::strong_count(&shared), 2);
+        server.stop();
+        assert_eq!(Arc::strong_count(&shared), 1, "a thread outlived stop");
+        assert_eq!(line(&mut e), "done\n");
+        assert_eq!(line(&mut f), "done\n");
+        assert!(UnixStream::connect(&path).is_err(), "the socket is gone");
+    }
 }
