@@ -51,7 +51,10 @@ fn bounded(cmd: &mut Command, what: &str) -> std::process::Output {
         });
         let out = child.wait_with_output().expect("wait");
         done.store(true, Ordering::Release);
-        assert!(out.status.code().is_some(), "{what} hung for {CALL_LIMIT:?} and was killed");
+        assert!(
+            out.status.code().is_some(),
+            "{what} hung for {CALL_LIMIT:?} and was killed"
+        );
         out
     })
 }
@@ -110,6 +113,9 @@ fn a_full_mount_under_snapshots_never_hangs_and_empties_after_a_kill() {
     let secs = env_u64("NOVAFS_STRESS_SECS").unwrap_or(5);
     eprintln!("full mount: seed {seed}, {secs} s");
     let mut m = Mount::new("48M", &[]);
+    // The snapshot list's log takes a page and its mirror for good.
+    ok(m.novafs(&["snapshot", "create"]).arg(&m.mnt).arg("first"));
+    ok(m.novafs(&["snapshot", "delete"]).arg(&m.mnt).arg("first"));
     let start = free_and_root(&m.mnt);
     let dirs: Vec<PathBuf> = (0..4).map(|w| m.path(&format!("d{w}"))).collect();
     for d in &dirs {
@@ -143,7 +149,10 @@ fn a_full_mount_under_snapshots_never_hangs_and_empties_after_a_kill() {
             }
             i += 1;
             let name = format!("s{i}");
-            let out = bounded(m.novafs(&["snapshot", "create"]).arg(&m.mnt).arg(&name), "snapshot create");
+            let out = bounded(
+                m.novafs(&["snapshot", "create"]).arg(&m.mnt).arg(&name),
+                "snapshot create",
+            );
             if out.status.success() {
                 taken.push(name);
             } else {
@@ -152,15 +161,25 @@ fn a_full_mount_under_snapshots_never_hangs_and_empties_after_a_kill() {
             }
             while taken.len() > 4 {
                 let old = taken.remove(0);
-                let out = bounded(m.novafs(&["snapshot", "delete"]).arg(&m.mnt).arg(&old), "snapshot delete");
-                assert!(out.status.success(), "snapshot delete {old}: {}", String::from_utf8_lossy(&out.stderr));
+                let out = bounded(
+                    m.novafs(&["snapshot", "delete"]).arg(&m.mnt).arg(&old),
+                    "snapshot delete",
+                );
+                assert!(
+                    out.status.success(),
+                    "snapshot delete {old}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
         stop.store(true, Ordering::Release);
         handles.into_iter().map(|h| h.join().expect("writer")).sum()
     });
-    assert!(full > 0, "seed {seed}: the writers never filled the image: the test proves nothing");
+    assert!(
+        full > 0,
+        "seed {seed}: the writers never filled the image: the test proves nothing"
+    );
     assert!(!taken.is_empty(), "no snapshot was taken");
 
     // SIGKILL on the full image; then everything offline and remounted.
@@ -176,17 +195,29 @@ fn a_full_mount_under_snapshots_never_hangs_and_empties_after_a_kill() {
             m.novafs(&["snapshot", "delete"]).arg(&m.image).arg(name),
             "offline snapshot delete",
         );
-        assert!(out.status.success(), "offline delete {name}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "offline delete {name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     m.mount(&[]);
     for d in &dirs {
         fs::remove_dir_all(d).unwrap_or_else(|e| panic!("rm -rf {} on the full image: {e}", d.display()));
     }
     let (free, root) = free_and_root(&m.mnt);
-    assert_eq!(free, start.0 - 2 * (root - start.1) / 4096, "the space did not all come back");
+    assert_eq!(
+        free,
+        start.0 - 2 * (root - start.1) / 4096,
+        "the space did not all come back"
+    );
     m.umount();
     let out = bounded(novafs(["fsck", "--repair"]).arg(&m.image), "fsck --repair");
-    assert!(out.status.success(), "fsck --repair: {}", String::from_utf8_lossy(&out.stdout));
+    assert!(
+        out.status.success(),
+        "fsck --repair: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let report = m.fsck();
     assert!(!report.contains("leaked"), "{report}");
 }

@@ -1344,7 +1344,10 @@ mod tests {
         assert_eq!(a.free_pages(), 2000 - 1024);
         // 438 pairs left: not a second chunk, and nothing changes.
         let before = a.export();
-        assert!(matches!(a.alloc_contiguous_meta(512, Budget::Critical), Err(Error::NoSpace)));
+        assert!(matches!(
+            a.alloc_contiguous_meta(512, Budget::Critical),
+            Err(Error::NoSpace)
+        ));
         assert_eq!(a.export(), before);
         // Contiguous data comes from the dead zone first.
         assert_eq!(a.alloc_contiguous(60, Budget::Critical).unwrap() >> PAGE_SHIFT, 960);
@@ -1439,7 +1442,8 @@ mod tests {
                     3 | 4 => {
                         let got = if rng.below(4) == 0 {
                             let k = 1 + rng.below(16);
-                            a.alloc_contiguous_meta(k, Budget::Critical).map(|off| vec![Extent { off, npages: k }])
+                            a.alloc_contiguous_meta(k, Budget::Critical)
+                                .map(|off| vec![Extent { off, npages: k }])
                         } else {
                             a.alloc_meta(1 + rng.below(12), Budget::Critical)
                         };

@@ -83,7 +83,10 @@ fn fill_delete_refill_ten_times_returns_all_space() {
         // for the logs the last write needed); the reserve stays free.
         let avail = fs.statfs().blocks_avail;
         assert!(avail < 32, "cycle {cycle}: {avail} pages still available when full");
-        assert!(full < fs.statfs().blocks_reserved + 32, "cycle {cycle}: {full} pages free when full");
+        assert!(
+            full < fs.statfs().blocks_reserved + 32,
+            "cycle {cycle}: {full} pages free when full"
+        );
         if cycle == 8 {
             drop(fs); // crash while full
             assert_fsck_clean(&region);
