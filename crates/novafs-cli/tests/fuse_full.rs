@@ -59,6 +59,15 @@ fn bounded(cmd: &mut Command, what: &str) -> std::process::Output {
     })
 }
 
+/// Sets the flag when dropped, also by a panic.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Release);
+    }
+}
+
 fn sigkill(pid: u32) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
 }
@@ -126,6 +135,8 @@ fn a_full_mount_under_snapshots_never_hangs_and_empties_after_a_kill() {
     let epoch = Instant::now();
     let mut taken = Vec::new();
     let full: u64 = std::thread::scope(|s| {
+        // A failed assertion below stops the writers too.
+        let _stop = StopOnDrop(&stop);
         let handles: Vec<_> = dirs
             .iter()
             .zip(&busy)
@@ -142,7 +153,7 @@ fn a_full_mount_under_snapshots_never_hangs_and_empties_after_a_kill() {
             let now = epoch.elapsed().as_millis() as u64;
             if let Some(w) = busy.iter().position(|b| {
                 let t = b.load(Ordering::Acquire);
-                t != 0 && now - t > CALL_LIMIT.as_millis() as u64
+                t != 0 && now.saturating_sub(t) > CALL_LIMIT.as_millis() as u64
             }) {
                 sigkill(m.pid);
                 panic!("seed {seed}: writer {w} waited over {CALL_LIMIT:?} for the daemon: it hung (killed)");
