@@ -646,6 +646,7 @@ impl Fs {
             target,
             opened: m.opened,
             identity: None,
+            budget: Budget::Normal,
         })
     }
 
@@ -678,6 +679,7 @@ impl Fs {
             target,
             opened: false,
             identity: Some((like.ino, like.generation)),
+            budget: Budget::Normal,
         })
     }
 

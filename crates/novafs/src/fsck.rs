@@ -15,6 +15,7 @@ use std::sync::Arc;
 use pm::Region;
 use zerocopy::IntoBytes;
 
+use crate::alloc::Budget;
 use crate::lock::{Mutex, Rank};
 
 use crate::cache::Cache;
@@ -369,6 +370,7 @@ fn reconnect(
                 target: None,
                 opened: false,
                 identity: None,
+                budget: Budget::Critical,
             };
             ns.create(&node)?.ino
         }

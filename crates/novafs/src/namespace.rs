@@ -55,6 +55,10 @@ pub struct NewNode<'a> {
     /// The inode number and generation to take, restoring a tree with its
     /// numbers (`tune`); None takes any free slot and a new generation.
     pub identity: Option<(Ino, u64)>,
+    /// Normal for every create but `fsck --repair`'s /lost+found, which
+    /// may use the reserve for its log pages (a new inode-table chunk
+    /// stays normal: it is far larger than the reserve's share).
+    pub budget: Budget,
 }
 
 /// A rename, once both names are looked up and every inode is locked.
@@ -252,7 +256,7 @@ impl Namespace<'_> {
                 write_record()?;
             }
             if !init.is_empty() {
-                commit::single_published(ctx, &mut st, Budget::Normal, &init)?;
+                commit::single_published(ctx, &mut st, n.budget, &init)?;
             }
             if let Some(t) = n.target {
                 file::write(ctx, &mut st, 0, t)?;
@@ -279,7 +283,7 @@ impl Namespace<'_> {
                 m.depends_on(&[check]);
                 m.update(words);
             }
-            let appended = m.append(&mut pst, Budget::Normal, &entries)?;
+            let appended = m.append(&mut pst, n.budget, &entries)?;
             let durable = m.commit()?;
             commit::publish(ctx, &mut pst, &entries, &appended.journaled(&durable))
         })();
