@@ -23,6 +23,7 @@
 
 use std::cell::RefCell;
 use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -32,6 +33,7 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use novafs::{Fs, ScrubOptions, ScrubReport, Snapshot};
 
 /// Mounts snapshot NAME of the file system read-only at a mount point
@@ -44,8 +46,8 @@ pub const MAX_REQUESTS: usize = 16;
 /// The answer to a connection beyond [`MAX_REQUESTS`].
 const BUSY: &str = "error busy: too many control requests, try again\n";
 
-/// How long a connection's thread waits on its client between looks at
-/// the stop flag.
+/// How long the accept loop, and a connection's thread on its client,
+/// wait between looks at the stop flag.
 const POLL: Duration = Duration::from_millis(100);
 
 /// How long a connection turned away is given to send its request (read
@@ -111,9 +113,9 @@ impl Server {
     /// connection's thread and the accepting one, after which none holds a
     /// reference to the file system; removes the socket.
     pub fn stop(mut self) {
+        // The accept loop sees the flag within `POLL`, even when the
+        // socket's file is gone (a connection could not wake it then).
         self.stop.store(true, Ordering::Release);
-        // Wakes the accept loop, which sees the flag.
-        let _ = UnixStream::connect(&self.path);
         if let Some(t) = self.thread.take() {
             if t.join().is_err() {
                 tracing::error!("control channel: the accepting thread panicked");
@@ -130,18 +132,33 @@ where
     F: Fn(UnixStream, &AtomicBool) + Send + Sync + 'static,
 {
     let mut running: Vec<JoinHandle<()>> = Vec::new();
-    for conn in listener.incoming() {
-        // A client connecting while the daemon stops gets nothing served.
-        if stop.load(Ordering::Acquire) {
-            break;
+    if let Err(e) = listener.set_nonblocking(true) {
+        tracing::warn!("control channel: {e}");
+    }
+    // A client connecting while the daemon stops gets nothing served.
+    while !stop.load(Ordering::Acquire) {
+        let mut ready = [PollFd::new(listener.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut ready, PollTimeout::from(POLL.as_millis() as u16)) {
+            Ok(0) | Err(nix::errno::Errno::EINTR) => continue,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("control channel: {e}");
+                thread::sleep(POLL);
+                continue;
+            }
         }
-        let conn = match conn {
-            Ok(c) => c,
+        let conn = match listener.accept() {
+            Ok((c, _)) => c,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
             Err(e) => {
                 tracing::warn!("control channel: {e}");
                 continue;
             }
         };
+        if let Err(e) = conn.set_nonblocking(false) {
+            tracing::warn!("control channel: {e}");
+            continue;
+        }
         running = reap(running);
         if running.len() >= max {
             tracing::warn!("control channel: {max} requests in progress already; one more turned away");

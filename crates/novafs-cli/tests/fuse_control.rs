@@ -64,3 +64,47 @@ fn snapshots_are_taken_while_a_scrub_runs() {
     assert!(text.contains("nothing left damaged"), "{text}");
     m.finish();
 }
+
+/// The daemon stops its control channel at unmount without needing the
+/// socket's file: with the file gone (a cleaned-up state directory), the
+/// unmount still returns and leaves the image clean.
+#[test]
+fn unmount_works_when_the_control_socket_file_is_gone() {
+    if !fuse_available() {
+        return;
+    }
+    let mut m = Mount::new("64M", &[]);
+    fs::write(m.path("f"), b"kept").expect("write");
+    let run = m.dir.path().join("run");
+    let mut removed = 0;
+    for e in fs::read_dir(&run).expect("the daemon's state directory") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "ctl") {
+            fs::remove_file(&p).expect("remove the socket");
+            removed += 1;
+        }
+    }
+    assert_eq!(removed, 1, "one control socket in {}", run.display());
+    let mut umount = m
+        .novafs(&["umount"])
+        .arg(&m.mnt)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start novafs umount");
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = umount.try_wait().expect("wait") {
+            break s;
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            let _ = umount.kill();
+            panic!("novafs umount hung with the control socket's file gone");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success(), "novafs umount: {status}");
+    m.mounted = false;
+    let report = m.fsck();
+    assert!(report.contains("cleanly unmounted"), "{report}");
+}
