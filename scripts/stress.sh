@@ -20,7 +20,8 @@
 #
 # Needs root, /dev/fuse, and fsstress: FSSTRESS=/path/to/xfstests/ltp/fsstress
 # (xfstests is not part of this project: see scripts/xfstests.sh for how to
-# build it). Uses target/release/novafs (NOVAFS overrides).
+# build it). Uses target/release/novafs (NOVAFS overrides); KEEP=1 keeps the
+# work directory (image, daemon log) for a look after a failure.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,7 +45,7 @@ LIMIT=120   # seconds: a call that takes longer is a hang
 cleanup() {
   "$NOVAFS" umount "$mnt" >/dev/null 2>&1 || umount -l "$mnt" 2>/dev/null || true
   pkill -f "fsstress -d $mnt" 2>/dev/null || true
-  rm -rf "$work"
+  if [ -n "${KEEP:-}" ]; then echo "stress: kept $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -72,6 +73,16 @@ snapshot_loop() { # PERIOD: take one every PERIOD s, keep four
   done
 }
 
+# Stops background loops and everything they started (a scrub, a find).
+stop_tree() {
+  local p
+  for p in "$@"; do
+    # shellcheck disable=SC2046
+    stop_tree $(pgrep -P "$p" || true)
+    kill "$p" 2>/dev/null || true
+  done
+}
+
 pages_used() { "$NOVAFS" info "$img" | awk '/^usage:/ {print $2}'; }
 
 full_once() { # SEED
@@ -86,7 +97,7 @@ full_once() { # SEED
   snapshot_loop 0.3 &
   local snaps=$!
   wait $load || true
-  kill $snaps 2>/dev/null; wait $snaps 2>/dev/null || true
+  stop_tree $snaps; wait $snaps 2>/dev/null || true
   df -k "$mnt" | tail -n1
   # SIGKILL on the full image, then everything offline.
   kill -9 "$(daemon_pid)"
@@ -126,9 +137,10 @@ soak() { # SEED
   ( while :; do timeout "$LIMIT" find "$mnt" -type f -exec cat {} + >/dev/null 2>&1 || true; done ) &
   local reader=$!
   wait $load || true
-  kill $snaps $scrubber $reader 2>/dev/null; wait 2>/dev/null || true
+  stop_tree $snaps $scrubber $reader; wait 2>/dev/null || true
   nv umount "$mnt"
-  nv fsck "$img" | tail -n1
+  nv fsck "$img" | grep -v ": note: " || true
+  nv fsck "$img" >/dev/null || { echo "stress: fsck found problems" >&2; exit 1; }
 }
 
 check_hung() { [ ! -e "$work/hung" ] || { echo "stress: a call hung (above)" >&2; exit 1; }; }

@@ -338,8 +338,14 @@ pub enum Fate {
 /// A single-inode update: append `entries` to `st`'s log and commit them
 /// with one tail store (R1, R5). Publish them with the proof ([`publish`]).
 pub fn single(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Committed> {
-    let p = st.log.append(ctx.region(), &ctx.alloc, budget, entries)?;
-    st.log.commit(ctx.region(), st.off, p)
+    let committed = st
+        .log
+        .append(ctx.region(), &ctx.alloc, budget, entries)
+        .and_then(|p| st.log.commit(ctx.region(), st.off, p));
+    if committed.is_err() {
+        st.log.release_unreached(&ctx.alloc);
+    }
+    committed
 }
 
 /// [`single`], then [`publish`]: the whole of a single-inode update.

@@ -616,21 +616,27 @@ fn check_free_lists(
         return Ok(());
     }
     rep.pages_free = ctx.alloc.free_pages();
-    let mut leaked = 0u64;
+    let mut leaked = Vec::new();
     let mut page = sb.data_start;
     while page < sb.data_end {
         match (owner.get(&page), ctx.alloc.is_free(page)) {
             (Some(ino), true) => rep
                 .problems
                 .push(format!("page {page:#x} is in use by inode {ino} but listed as free")),
-            (None, false) => leaked += 1,
+            (None, false) => leaked.push(page),
             _ => {}
         }
         page += PAGE_SIZE;
     }
-    if leaked > 0 {
-        rep.problems
-            .push(format!("{leaked} page(s) are neither in use nor free (leaked)"));
+    if !leaked.is_empty() {
+        // The first few by offset: where to look with a hex dump.
+        let first: Vec<String> = leaked.iter().take(8).map(|p| format!("{p:#x}")).collect();
+        rep.problems.push(format!(
+            "{} page(s) are neither in use nor free (leaked): {}{}",
+            leaked.len(),
+            first.join(", "),
+            if leaked.len() > 8 { ", ..." } else { "" }
+        ));
     }
     let saved_free = ctx.tables.free_count();
     if saved_free != free_slots.len() as u64 {

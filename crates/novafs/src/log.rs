@@ -607,6 +607,18 @@ impl Log {
     pub fn page_extents(&self) -> Vec<Extent> {
         self.pages.iter().map(|&off| Extent { off, npages: 1 }).collect()
     }
+
+    /// After a failed commit: a log whose first append was never committed
+    /// has pages no head reaches on the media (a later log has its new
+    /// pages linked from its last page, as spares, and keeps them). They go
+    /// back, or they would be neither in use nor free after the next
+    /// unmount: nothing committed ever pointed at them, so no proof is due.
+    pub fn release_unreached(&mut self, alloc: &PageAllocator) {
+        if self.head == 0 && !self.pages.is_empty() {
+            alloc.abandon_meta(&self.page_extents());
+            *self = Log::default();
+        }
+    }
 }
 
 /// What [`walk`] verifies besides a log's structure (every page pointer

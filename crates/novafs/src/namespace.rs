@@ -151,17 +151,27 @@ impl Namespace<'_> {
         let mut m = Multi::begin(self.ctx);
         m.depends_on(records);
         let mut pending = Vec::with_capacity(parts.len());
-        for p in parts {
-            pending.push(m.append(l.get(p.ino), budget, &p.entries)?);
-        }
         let mut invalidated = Vec::with_capacity(cancel.len());
-        for &(dir, name) in cancel {
-            if m.cancel(l.get(dir), name)? {
-                invalidated.push((dir, name));
+        let committed = (|| {
+            for p in parts {
+                pending.push(m.append(l.get(p.ino), budget, &p.entries)?);
             }
-        }
-        m.update(extra.iter().cloned());
-        let durable = m.commit()?;
+            for &(dir, name) in cancel {
+                if m.cancel(l.get(dir), name)? {
+                    invalidated.push((dir, name));
+                }
+            }
+            m.update(extra.iter().cloned());
+            m.commit()
+        })();
+        let durable = committed.inspect_err(|_| {
+            // An inode's first log page, written for this transaction
+            // (a file renamed or linked before it had a log), is reached
+            // by nothing now.
+            for p in parts {
+                l.get(p.ino).log.release_unreached(&self.ctx.alloc);
+            }
+        })?;
         for (dir, name) in invalidated {
             if let Body::Dir(d) = &mut l.get(dir).meta.body {
                 d.mark_invalidated(name);
