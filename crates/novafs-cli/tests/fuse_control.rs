@@ -7,7 +7,7 @@ use std::fs;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use fuse_common::{fuse_available, ok, wait_until, Mount};
+use fuse_common::{bounded, fuse_available, ok, wait_until, Mount};
 
 #[test]
 fn snapshots_are_taken_while_a_scrub_runs() {
@@ -85,24 +85,11 @@ fn unmount_works_when_the_control_socket_file_is_gone() {
         }
     }
     assert_eq!(removed, 1, "one control socket in {}", run.display());
-    let mut umount = m
-        .novafs(&["umount"])
-        .arg(&m.mnt)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start novafs umount");
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = umount.try_wait().expect("wait") {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(30) {
-            let _ = umount.kill();
-            panic!("novafs umount hung with the control socket's file gone");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let out = bounded(
+        m.novafs(&["umount"]).arg(&m.mnt),
+        "novafs umount with its control socket's file gone",
+    );
+    let status = out.status;
     assert!(status.success(), "novafs umount: {status}");
     m.mounted = false;
     let report = m.fsck();

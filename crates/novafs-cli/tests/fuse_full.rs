@@ -15,48 +15,14 @@ mod fuse_common;
 use std::fs;
 use std::io::{ErrorKind, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use fuse_common::*;
 
-/// A call that takes longer than this is a hang.
-const CALL_LIMIT: Duration = Duration::from_secs(60);
-
 fn env_u64(k: &str) -> Option<u64> {
     std::env::var(k).ok().and_then(|v| v.parse().ok())
-}
-
-/// Runs `cmd` to its end within `CALL_LIMIT`, else kills it and panics.
-fn bounded(cmd: &mut Command, what: &str) -> std::process::Output {
-    let child: Child = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
-    let pid = child.id();
-    let done = AtomicBool::new(false);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let end = Instant::now() + CALL_LIMIT;
-            while !done.load(Ordering::Acquire) {
-                if Instant::now() > end {
-                    sigkill(pid);
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        });
-        let out = child.wait_with_output().expect("wait");
-        done.store(true, Ordering::Release);
-        assert!(
-            out.status.code().is_some(),
-            "{what} hung for {CALL_LIMIT:?} and was killed"
-        );
-        out
-    })
 }
 
 /// Sets the flag when dropped, also by a panic.
@@ -66,10 +32,6 @@ impl Drop for StopOnDrop<'_> {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Release);
     }
-}
-
-fn sigkill(pid: u32) {
-    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
 }
 
 /// Free 4 KiB blocks and the root directory's size (its log), as statfs

@@ -7,6 +7,7 @@ use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
@@ -329,4 +330,43 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<Entry>) {
             walk(root, &p, out);
         }
     }
+}
+
+/// A call that takes longer than this is a hang.
+pub const CALL_LIMIT: Duration = Duration::from_secs(60);
+
+/// Runs `cmd` to its end within `CALL_LIMIT`, else kills it and panics.
+pub fn bounded(cmd: &mut Command, what: &str) -> std::process::Output {
+    let child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot run {what}: {e}"));
+    let pid = child.id();
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let end = Instant::now() + CALL_LIMIT;
+            while !done.load(Ordering::Acquire) {
+                if Instant::now() > end {
+                    sigkill(pid);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let out = child.wait_with_output().expect("wait");
+        done.store(true, Ordering::Release);
+        assert!(
+            out.status.code().is_some(),
+            "{what} hung for {CALL_LIMIT:?} and was killed"
+        );
+        out
+    })
+}
+
+/// SIGKILL to `pid` (a hung program or daemon).
+pub fn sigkill(pid: u32) {
+    let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
 }
