@@ -140,6 +140,17 @@ fn fill_with_one_file(fs: &Fs) -> Ino {
     big
 }
 
+/// Shortens `big`, which filled the device, by `pages` pages: exactly that
+/// many become available.
+fn give_back(fs: &Fs, big: Ino, pages: u64) {
+    let set = SetAttr {
+        size: Some(fs.getattr(big).unwrap().size - pages * 4096),
+        ..SetAttr::default()
+    };
+    fs.setattr(big, &set).unwrap();
+    assert_eq!(fs.statfs().blocks_avail, pages);
+}
+
 /// On a full device, deleting a file must work even when the directory's
 /// log has no room left: otherwise no space can ever be freed.
 #[test]
@@ -192,14 +203,7 @@ fn creating_in_a_large_directory_uses_the_last_free_pages() {
         fs.create(d, &name, 0o644, 0, 0).unwrap();
     }
     let big = fill_with_one_file(&fs);
-    // Give back 40 pages.
-    let size = fs.getattr(big).unwrap().size - 40 * 4096;
-    let set = SetAttr {
-        size: Some(size),
-        ..SetAttr::default()
-    };
-    fs.setattr(big, &set).unwrap();
-    assert_eq!(fs.statfs().blocks_avail, 40);
+    give_back(&fs, big, 40);
     for i in 0.. {
         if let Err(e) = fs.create(d, format!("e{i}").as_bytes(), 0o644, 0, 0) {
             assert_eq!(e.errno(), libc::ENOSPC);
@@ -384,13 +388,7 @@ fn a_failed_rename_gives_back_the_first_log_page_of_a_file() {
     }
     // Room for one log page and its mirror: the rename writes the file's
     // first log page (its ctime), then finds no room for the directory's.
-    let size = fs.getattr(big).unwrap().size - 2 * 4096;
-    let set = SetAttr {
-        size: Some(size),
-        ..SetAttr::default()
-    };
-    fs.setattr(big, &set).unwrap();
-    assert_eq!(fs.statfs().blocks_avail, 2);
+    give_back(&fs, big, 2);
     expect_nospace(
         fs.rename(d, b"f", d, b"g", 0),
         "rename in a directory whose log is full",
