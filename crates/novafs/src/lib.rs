@@ -2,26 +2,29 @@
 //! metadata journaling, in user space over one persistent-memory region.
 //!
 //! One module per concept of the papers, in layers that import downward
-//! only (DESIGN.md §2; the test at the end of this file enforces it):
+//! only (DESIGN.md §2; the tests at the end of this file enforce it), the
+//! modules grouped in folders by layer and concept:
 //!
-//! | layer | modules | what |
-//! |---|---|---|
-//! | 0 | `error`, `hash`, `time`, `lock` | utilities; the core's locks and their one order |
-//! | 1 | [`layout`] | every on-media structure, declared once (FORMAT.md) |
-//! | 2 | `superblock`, `alloc`, `replica`, `health`, `strips` | the superblock and its replica (Fortis §4.2); page allocator (NOVA §4.1); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3) |
-//! | 3 | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
-//! | 4 | `log` | per-inode logs: append, the tail-store commit, fast GC's relinking |
-//! | 5 | `dir`, `pagemap`, `xattrmap`, `itable`, `snapshot` | DRAM indexes (directory, file pages, extended attributes), the inode tables, and the snapshot list with the epoch gate (Fortis §3) |
-//! | 6 | `inode` | an inode's DRAM state, replayed from its log |
-//! | 7 | `commit` | the shared context and the commit paths, which alone make the proofs that publishing and freeing need |
-//! | 8 | `gc`, `cache`, `reclaim` | fast and thorough log GC (NOVA §4.6); the inode cache and lock order; the background reclaimer of deleted snapshots (Fortis §3.2) |
-//! | 9 | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
-//! | 10 | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
-//! | 11 | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
-//! | 12 | `mkfs`, [`fsck`], `scrub` | formatting; the offline check; reading and repairing everything redundancy protects, online |
-//! | 13 | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
-//! | 14 | the crate root | the public API re-exported (`crate::Fs`, …) |
-//! | 15 | [`op`], [`tune`] | one vocabulary of file-system operations over the public API, shared by the model test, the crash checker and the benchmarks; turning features on and off by rebuilding an unmounted image through that API |
+//! | layer | folder | modules | what |
+//! |---|---|---|---|
+//! | 0 | `base` | `error`, `hash`, `time`, `lock` | utilities; the core's locks and their one order |
+//! | 1 | `media` | [`layout`] | every on-media structure, declared once (FORMAT.md) |
+//! | 2 | `media` | `superblock`, `replica`, `health`, `strips` | the superblock and its replica (Fortis §4.2); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3) |
+//! | 2 | `alloc` | `alloc` | the page allocator (NOVA §4.1): range sets, pools, mirror pairs, the reserve |
+//! | 3 | `logs` | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
+//! | 4 | `logs` | `log` | per-inode logs: append, the tail-store commit, fast GC's relinking |
+//! | 5 | `index` | `dir`, `pagemap`, `xattrmap`, `itable` | DRAM indexes (directory, file pages, extended attributes) and the inode tables |
+//! | 5 | `snapshots` | `snapshot` | the snapshot list with the epoch gate (Fortis §3) |
+//! | 6 | `inodes` | `inode` | an inode's DRAM state, replayed from its log |
+//! | 7 | `inodes` | `commit` | the shared context and the commit paths, which alone make the proofs that publishing and freeing need |
+//! | 8 | `logs`, `inodes`, `snapshots` | `gc`, `cache`, `reclaim` | fast and thorough log GC (NOVA §4.6); the inode cache; the background reclaimer of deleted snapshots (Fortis §3.2) |
+//! | 9 | `ops` | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
+//! | 10 | `ops` | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
+//! | 11 | `image` | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
+//! | 12 | `image`, `ops`, `protect` | `mkfs`, [`fsck`], `mmap`, `scrub` | formatting; the offline check; DAX mmap (Fortis §2, §3.3); reading and repairing everything redundancy protects, online |
+//! | 13 | `ops`, `protect` | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
+//! | 14 | | the crate root | the public API re-exported (`crate::Fs`, …) |
+//! | 15 | `image`, `op` | [`op`], [`tune`] | one vocabulary of file-system operations over the public API, shared by the model test, the crash checker and the benchmarks; turning features on and off by rebuilding an unmounted image through that API |
 //!
 //! The journal sits below the log (the "log / journal" level split
 //! in two): a log append committed by a transaction becomes `Committed`
@@ -29,42 +32,38 @@
 
 #![forbid(unsafe_code)]
 
+// The folders group the modules by layer and concept (the table above);
+// the root names every module by its own name, so each module imports
+// what it depends on as `crate::<module>` and the layering test below
+// reads the imports off that.
 mod alloc;
-mod cache;
-mod commit;
-mod dir;
-pub mod error;
-mod file;
-pub mod fs;
-pub mod fsck;
-mod gc;
-mod hash;
-mod health;
-pub mod inject;
-mod inode;
-mod itable;
-mod journal;
-pub mod layout;
-mod lock;
-mod log;
-mod mkfs;
-mod mmap;
-mod namespace;
+mod base;
+mod image;
+mod index;
+mod inodes;
+mod logs;
+mod media;
 pub mod op;
-mod pagemap;
+mod ops;
 #[cfg(feature = "probe")]
 pub mod probe;
-mod reclaim;
-mod recovery;
-mod replica;
-mod scrub;
-mod snapshot;
-mod strips;
-mod superblock;
-pub mod time;
-pub mod tune;
-mod xattr;
-mod xattrmap;
+mod protect;
+mod snapshots;
+
+pub use base::{error, time};
+use base::{hash, lock};
+pub use image::{fsck, tune};
+use image::{mkfs, recovery};
+use index::{dir, itable, pagemap, xattrmap};
+use inodes::{cache, commit, inode};
+use logs::{gc, journal, log};
+pub use media::layout;
+use media::{health, replica, strips, superblock};
+pub use ops::fs;
+use ops::{file, mmap, namespace, xattr};
+pub use protect::inject;
+use protect::scrub;
+use snapshots::{reclaim, snapshot};
 
 pub use error::{Error, Result};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
@@ -84,42 +83,62 @@ pub use snapshot::Snapshot;
 #[cfg(test)]
 mod layering {
     /// Each module's layer (the table above) and its source.
-    const MODULES: &[(&str, u32, &str)] = &[
-        ("error", 0, include_str!("error.rs")),
-        ("hash", 0, include_str!("hash.rs")),
-        ("time", 0, include_str!("time.rs")),
-        ("lock", 0, include_str!("lock.rs")),
-        ("layout", 1, include_str!("layout.rs")),
-        ("superblock", 2, include_str!("superblock.rs")),
-        ("alloc", 2, include_str!("alloc.rs")),
-        ("replica", 2, include_str!("replica.rs")),
-        ("health", 2, include_str!("health.rs")),
-        ("strips", 2, include_str!("strips.rs")),
-        ("journal", 3, include_str!("journal.rs")),
-        ("log", 4, include_str!("log.rs")),
-        ("dir", 5, include_str!("dir.rs")),
-        ("pagemap", 5, include_str!("pagemap/mod.rs")),
-        ("xattrmap", 5, include_str!("xattrmap.rs")),
-        ("itable", 5, include_str!("itable.rs")),
-        ("snapshot", 5, include_str!("snapshot.rs")),
-        ("inode", 6, include_str!("inode.rs")),
-        ("commit", 7, include_str!("commit.rs")),
-        ("gc", 8, include_str!("gc.rs")),
-        ("cache", 8, include_str!("cache.rs")),
-        ("reclaim", 8, include_str!("reclaim.rs")),
-        ("file", 9, include_str!("file.rs")),
-        ("xattr", 9, include_str!("xattr.rs")),
-        ("namespace", 10, include_str!("namespace.rs")),
-        ("recovery", 11, include_str!("recovery.rs")),
-        ("mkfs", 12, include_str!("mkfs.rs")),
-        ("fsck", 12, include_str!("fsck.rs")),
-        ("mmap", 12, include_str!("mmap.rs")),
-        ("scrub", 12, include_str!("scrub.rs")),
-        ("fs", 13, include_str!("fs.rs")),
-        ("probe", 13, include_str!("probe.rs")),
-        ("inject", 13, include_str!("inject.rs")),
-        ("tune", 15, include_str!("tune.rs")),
-        ("op", 15, concat!(include_str!("op.rs"), include_str!("op/runner.rs"))),
+    /// Each module's layer (the table above), the folder it sits in, and
+    /// its source (a folder module's files, its tests left out).
+    const MODULES: &[(&str, u32, &str, &str)] = &[
+        ("error", 0, "base", include_str!("base/error.rs")),
+        ("hash", 0, "base", include_str!("base/hash.rs")),
+        ("time", 0, "base", include_str!("base/time.rs")),
+        ("lock", 0, "base", include_str!("base/lock.rs")),
+        ("layout", 1, "media", include_str!("media/layout.rs")),
+        ("superblock", 2, "media", include_str!("media/superblock.rs")),
+        (
+            "alloc",
+            2,
+            "",
+            concat!(
+                include_str!("alloc/mod.rs"),
+                include_str!("alloc/budget.rs"),
+                include_str!("alloc/mirror.rs"),
+                include_str!("alloc/pages.rs"),
+                include_str!("alloc/pool.rs"),
+                include_str!("alloc/proof.rs"),
+                include_str!("alloc/ranges.rs")
+            ),
+        ),
+        ("replica", 2, "media", include_str!("media/replica.rs")),
+        ("health", 2, "media", include_str!("media/health.rs")),
+        ("strips", 2, "media", include_str!("media/strips.rs")),
+        ("journal", 3, "logs", include_str!("logs/journal.rs")),
+        ("log", 4, "logs", include_str!("logs/log.rs")),
+        ("dir", 5, "index", include_str!("index/dir.rs")),
+        ("pagemap", 5, "index", include_str!("index/pagemap/mod.rs")),
+        ("xattrmap", 5, "index", include_str!("index/xattrmap.rs")),
+        ("itable", 5, "index", include_str!("index/itable.rs")),
+        ("snapshot", 5, "snapshots", include_str!("snapshots/snapshot.rs")),
+        ("inode", 6, "inodes", include_str!("inodes/inode.rs")),
+        ("commit", 7, "inodes", include_str!("inodes/commit.rs")),
+        ("gc", 8, "logs", include_str!("logs/gc.rs")),
+        ("cache", 8, "inodes", include_str!("inodes/cache.rs")),
+        ("reclaim", 8, "snapshots", include_str!("snapshots/reclaim.rs")),
+        ("file", 9, "ops", include_str!("ops/file.rs")),
+        ("xattr", 9, "ops", include_str!("ops/xattr.rs")),
+        ("namespace", 10, "ops", include_str!("ops/namespace.rs")),
+        ("recovery", 11, "image", include_str!("image/recovery.rs")),
+        ("mkfs", 12, "image", include_str!("image/mkfs.rs")),
+        ("fsck", 12, "image", include_str!("image/fsck.rs")),
+        ("mmap", 12, "ops", include_str!("ops/mmap.rs")),
+        ("scrub", 12, "protect", include_str!("protect/scrub.rs")),
+        ("fs", 13, "ops", include_str!("ops/fs.rs")),
+        ("probe", 13, "", include_str!("probe.rs")),
+        ("inject", 13, "protect", include_str!("protect/inject.rs")),
+        ("tune", 15, "image", include_str!("image/tune.rs")),
+        (
+            "op",
+            15,
+            "",
+            concat!(include_str!("op/mod.rs"), include_str!("op/runner.rs")),
+        ),
     ];
 
     /// `crate::{…}` and `crate::Type` name the public API at the root.
@@ -129,7 +148,7 @@ mod layering {
         if name.is_empty() {
             return Some(ROOT);
         }
-        MODULES.iter().find(|(n, _, _)| *n == name).map(|&(_, l, _)| l)
+        MODULES.iter().find(|m| m.0 == name).map(|m| m.1)
     }
 
     /// The modules `src` names as `crate::<module>`, outside its tests.
@@ -146,24 +165,65 @@ mod layering {
             .collect()
     }
 
-    #[test]
-    fn every_module_is_listed_once() {
-        let files: Vec<String> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/src"))
-            .map(|d| {
-                d.filter_map(|e| e.ok())
-                    .filter_map(|e| e.file_name().to_str().map(str::to_owned))
-                    .filter(|n| n != "lib.rs")
-                    .map(|n| n.trim_end_matches(".rs").to_owned())
-                    .collect::<std::collections::BTreeSet<_>>()
-                    .into_iter()
-                    .collect()
-            })
-            .unwrap_or_default();
-        assert!(!files.is_empty());
-        for f in &files {
-            assert!(layer(f).is_some(), "module {f} has no layer in lib.rs");
+    /// Every source file below `dir` (relative to `src`), sorted.
+    fn sources(dir: &std::path::Path, rel: &str, out: &mut Vec<String>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for e in entries.filter_map(|e| e.ok()) {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let path = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            if e.path().is_dir() {
+                sources(&e.path(), &path, out);
+            } else if name.ends_with(".rs") {
+                out.push(path);
+            }
         }
-        assert_eq!(files.len(), MODULES.len(), "a listed module has no file");
+        out.sort();
+    }
+
+    /// The folders that group modules; a folder of its own module (its
+    /// `mod.rs` and the files beside it) is that module.
+    fn is_group(folder: &str) -> bool {
+        MODULES.iter().any(|m| m.2 == folder && !folder.is_empty())
+    }
+
+    /// Every file belongs to a module of the table, in the folder the table
+    /// says, and every module of the table has its files: the tree reads as
+    /// the table.
+    #[test]
+    fn every_module_is_listed_once_in_its_folder() {
+        let mut files = Vec::new();
+        sources(
+            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/src")),
+            "",
+            &mut files,
+        );
+        assert!(!files.is_empty());
+        let mut seen = std::collections::BTreeSet::new();
+        for f in files.iter().filter(|f| *f != "lib.rs") {
+            let parts: Vec<&str> = f.split('/').collect();
+            let (folder, rest) = match parts.as_slice() {
+                [g, rest @ ..] if is_group(g) => (*g, rest),
+                rest => ("", rest),
+            };
+            if rest == ["mod.rs"] {
+                continue; // a group's front page
+            }
+            let module = rest[0].trim_end_matches(".rs");
+            let entry = MODULES.iter().find(|m| m.0 == module);
+            let Some(&(_, _, listed, _)) = entry else {
+                panic!("{f}: module {module} has no layer in lib.rs");
+            };
+            assert_eq!(listed, folder, "{f}: lib.rs puts module {module} in folder {listed:?}");
+            seen.insert(module);
+        }
+        let missing: Vec<&str> = MODULES.iter().map(|m| m.0).filter(|m| !seen.contains(m)).collect();
+        assert!(missing.is_empty(), "listed modules without files: {missing:?}");
     }
 
     /// No module imports one of its own layer or above: the imports form
@@ -171,7 +231,7 @@ mod layering {
     #[test]
     fn modules_import_only_lower_layers() {
         let mut wrong = Vec::new();
-        for &(name, level, src) in MODULES {
+        for &(name, level, _, src) in MODULES {
             for dep in imports(src) {
                 match layer(dep) {
                     Some(l) if l < level || l == 0 => {}

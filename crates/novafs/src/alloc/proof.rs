@@ -1,0 +1,49 @@
+//! What the allocator hands out and takes back: runs of pages, and the
+//! evidence a free needs (rule R3).
+
+use crate::layout::PAGE_SIZE;
+
+/// Evidence that nothing durable references some pages any more (rule R3),
+/// which [`PageAllocator::release`] asks for: only the commit points make
+/// one — a log tail store or a journal transaction (`log::Committed`,
+/// `journal::Durable`) and fast GC's relinking (`log::Unlinked`).
+/// (The rule is shown not to compile when broken in `probe.rs`.)
+pub trait Unreferenced {}
+
+/// A run of contiguous pages, by byte offset.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Extent {
+    pub off: u64,
+    pub npages: u64,
+}
+
+/// Data pages that applied log entries left unreferenced, in runs, each
+/// with the log entry that had mapped it: a page's birth epoch is that
+/// entry's, which decides whether a snapshot still needs it (Fortis §3.2).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Freed(Vec<(Extent, u64)>);
+
+impl Freed {
+    /// Adds page `block`, which the entry at `entry` mapped: it extends
+    /// the last run when it continues it under the same entry.
+    pub fn push_page(&mut self, block: u64, entry: u64) {
+        match self.0.last_mut() {
+            Some((e, at)) if *at == entry && e.off + e.npages * PAGE_SIZE == block => e.npages += 1,
+            _ => self.0.push((Extent { off: block, npages: 1 }, entry)),
+        }
+    }
+
+    /// The runs and their entries.
+    pub fn runs(&self) -> &[(Extent, u64)] {
+        &self.0
+    }
+
+    /// The runs alone.
+    pub fn extents(&self) -> Vec<Extent> {
+        self.0.iter().map(|&(e, _)| e).collect()
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+}

@@ -1,0 +1,8 @@
+//! Layer 0, utilities every layer may use: the one error type, a hasher
+//! for trusted integer keys, time as the file system keeps it, and the
+//! core's locks with their one order.
+
+pub mod error;
+pub(crate) mod hash;
+pub(crate) mod lock;
+pub mod time;

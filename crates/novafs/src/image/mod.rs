@@ -1,0 +1,8 @@
+//! Layers 11–15, whole images: mount, clean unmount and the crash scan
+//! (NOVA §4.7), formatting, the offline check, and `tune`'s rebuilding of
+//! an image with other features.
+
+pub mod fsck;
+pub(crate) mod mkfs;
+pub(crate) mod recovery;
+pub mod tune;

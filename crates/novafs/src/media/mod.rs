@@ -1,0 +1,11 @@
+//! Layers 1–2, the media and its redundancy: every on-media structure
+//! (`layout`, FORMAT.md), the superblock and its replica (NOVA §4.1,
+//! Fortis §4.2), the mirroring view metadata is written through (Fortis
+//! §4.2, §4.4), data checksums and parity (Fortis §4.3), and the counters
+//! of what redundancy repaired and what was lost.
+
+pub(crate) mod health;
+pub mod layout;
+pub(crate) mod replica;
+pub(crate) mod strips;
+pub(crate) mod superblock;
