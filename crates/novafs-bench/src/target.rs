@@ -15,8 +15,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use novafs::op::{Observed, Op, Runner};
 use novafs::{FormatOptions, Fs, Ino, StatFs, ROOT_INO};
+use novafs_ops::{Observed, Op, Runner};
 use pm::{MapOptions, MmapRegion, Region};
 
 use crate::workload::{self, Backend, Params, Remount, Workload};
@@ -328,7 +328,7 @@ impl Drop for Mounted {
 
 /// novafs through the library, on a region file in the scratch directory.
 /// Its life cycle (mkfs, mount, unmount, crash) goes through novafs's
-/// operation vocabulary ([`novafs::op`]).
+/// operation vocabulary ([`novafs_ops`]).
 pub struct LibraryTarget {
     runner: Runner,
     _work: Option<WorkDir>,
@@ -420,7 +420,7 @@ impl Drop for LibraryTarget {
     }
 }
 
-/// Timed loops call `Fs` directly, not through [`novafs::op`]: the
+/// Timed loops call `Fs` directly, not through [`novafs_ops`]: the
 /// vocabulary names nodes by path and books handles, which would add a
 /// path resolution to every operation measured.
 impl Backend for LibraryTarget {

@@ -21,15 +21,15 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use novafs::op::Op;
 use novafs::{Fs, MountOptions};
+use novafs_ops::Op;
 use pm::{Choice, CrashPoint, PointKind, RecordingRegion, Region, Torn, Trace};
 
 use crate::image::OverlayRegion;
 
-use crate::rng::Rng;
 use crate::tree::{Compare, Tree};
 use crate::workload::{apply, fresh_runner, gc_count, runner, tree_of, Expect, Workload};
+use novafs_rng::SplitMix as Rng;
 
 /// How the images of one crash point are chosen ([`choices`]).
 #[derive(Clone, Copy, Debug)]

@@ -9,14 +9,13 @@
 //! not at all. Crashes inside recovery are checked the same way.
 //!
 //! Modules: [`workload`] (scenarios in novafs's operation vocabulary,
-//! [`novafs::op`]), [`tree`] (the visible state), [`engine`] (recording,
-//! enumeration, oracle), [`rng`].
+//! [`novafs_ops`]), [`tree`] (the visible state), [`engine`] (recording,
+//! enumeration, oracle); every seeded choice draws from [`novafs_rng`].
 
 #![forbid(unsafe_code)]
 
 pub mod engine;
 pub mod image;
-pub mod rng;
 pub mod tree;
 pub mod workload;
 

@@ -349,7 +349,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use crate::workload::{fresh_runner, tree_of, REGION_SIZE};
-    use novafs::op::Op;
+    use novafs_ops::Op;
 
     #[test]
     fn hard_links_share_a_name_and_differences_are_spelled_out() {

@@ -1,17 +1,17 @@
 //! Workloads: the catalog of scenarios the checker sweeps (one per
 //! operation type, multi-operation sequences, log growth, fast and thorough
 //! GC, journal wrap-around, orphans, remounts), written in novafs's
-//! operation vocabulary ([`novafs::op`]) and run by its [`Runner`].
+//! operation vocabulary ([`novafs_ops`]) and run by its [`Runner`].
 
 use std::sync::Arc;
 
-use novafs::op::{Op, Runner};
 use novafs::{FormatOptions, RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
 use novafs::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
+use novafs_ops::{Op, Runner};
 use pm::{MemRegion, Region};
 
-use crate::rng::Rng;
 use crate::tree::Tree;
+use novafs_rng::SplitMix as Rng;
 
 /// Size of every crash-test region: small, so images are cheap to copy.
 /// Metadata replicas are on, as mkfs does by default, with a dead zone of

@@ -7,10 +7,10 @@ mod common;
 use std::sync::Arc;
 
 use novafs::layout::{decode, Superblock, PAGE_SIZE};
-use novafs::op::Op;
 use novafs::{Fs, MountOptions};
 use novafs_crashcheck::workload::{self, fresh_runner, REGION_SIZE};
 use novafs_crashcheck::{check_workload, group, Config, Stats};
+use novafs_ops::Op;
 use pm::{Choice, RecordingRegion, Region, Trace};
 
 fn superblock_ok(img: &[u8], off: usize) -> bool {

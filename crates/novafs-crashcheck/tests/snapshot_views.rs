@@ -10,10 +10,10 @@
 
 use std::collections::BTreeMap;
 
-use novafs::op::Op;
 use novafs::Fs;
 use novafs_crashcheck::tree::{Compare, Tree};
 use novafs_crashcheck::workload::{self, apply, fresh_runner, tree_of};
+use novafs_ops::Op;
 
 /// The tree of a view, without the (live) snapshot list.
 fn view_tree(fs: &Fs, name: &str) -> Tree {

@@ -12,10 +12,10 @@
 use std::sync::Arc;
 
 use novafs::layout::{INODE_HEADS_OFF, INODE_SIZE};
-use novafs::op::Op;
 use novafs::{Fs, MountOptions};
 use novafs_crashcheck::workload::{Expect, REGION_SIZE};
 use novafs_crashcheck::{record, Compare, Tree, Workload};
+use novafs_ops::Op;
 use pm::{Choice, MemRegion, PointKind, Region, Torn};
 
 /// Which state recovery must show.

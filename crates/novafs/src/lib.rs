@@ -24,7 +24,7 @@
 //! | 12 | `image`, `ops`, `protect` | `mkfs`, [`fsck`], `mmap`, `scrub` | formatting; the offline check; DAX mmap (Fortis §2, §3.3); reading and repairing everything redundancy protects, online |
 //! | 13 | `ops`, `protect` | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
 //! | 14 | | the crate root | the public API re-exported (`crate::Fs`, …) |
-//! | 15 | `image`, `op` | [`op`], [`tune`] | one vocabulary of file-system operations over the public API, shared by the model test, the crash checker and the benchmarks; turning features on and off by rebuilding an unmounted image through that API |
+//! | 15 | `image` | [`tune`] | turning features on and off by rebuilding an unmounted image through the public API |
 //!
 //! The journal sits below the log (the "log / journal" level split
 //! in two): a log append committed by a transaction becomes `Committed`
@@ -43,7 +43,6 @@ mod index;
 mod inodes;
 mod logs;
 mod media;
-pub mod op;
 mod ops;
 #[cfg(feature = "probe")]
 pub mod probe;
@@ -133,12 +132,6 @@ mod layering {
         ("probe", 13, "", include_str!("probe.rs")),
         ("inject", 13, "protect", include_str!("protect/inject.rs")),
         ("tune", 15, "image", include_str!("image/tune.rs")),
-        (
-            "op",
-            15,
-            "",
-            concat!(include_str!("op/mod.rs"), include_str!("op/runner.rs")),
-        ),
     ];
 
     /// `crate::{…}` and `crate::Type` name the public API at the root.

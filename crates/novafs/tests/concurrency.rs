@@ -8,6 +8,7 @@
 
 mod common;
 
+use novafs_rng::SplitMix;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{mpsc, Arc, Barrier};
@@ -19,24 +20,6 @@ use novafs::{Error, FileType, Fs, Ino, SetAttr, ROOT_INO};
 
 /// How long any one test's threads may run before it counts as a deadlock.
 const WATCHDOG: Duration = Duration::from_secs(120);
-
-/// A small deterministic generator (xorshift64*), one per thread.
-struct Rng(u64);
-
-impl Rng {
-    fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 type Worker<T> = Box<dyn FnOnce() -> T + Send>;
 
@@ -88,7 +71,7 @@ struct Owned {
 }
 
 impl Owned {
-    fn name(&self, rng: &mut Rng) -> (usize, String) {
+    fn name(&self, rng: &mut SplitMix) -> (usize, String) {
         let d = rng.below(self.dirs.len() as u64) as usize;
         (d, format!("{}{}", self.prefix, rng.below(8)))
     }
@@ -128,7 +111,7 @@ fn expect_err<T: std::fmt::Debug>(r: Result<T, Error>, errno: i32, what: &str) {
 
 /// `ops` random calls on the files `o` owns, each result predicted exactly.
 fn churn_owned(fs: &Fs, o: &mut Owned, seed: u64, ops: usize) {
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix::new(seed);
     for step in 0..ops {
         let (d, name) = o.name(&mut rng);
         let dir = o.dirs[d];
@@ -433,7 +416,7 @@ fn concurrent_cross_directory_renames_neither_deadlock_nor_make_loops() {
     for t in 0..MOVERS {
         let (fs, dirs) = (fs.clone(), dirs.clone());
         workers.push(Box::new(move || {
-            let mut rng = Rng::new(1000 + t);
+            let mut rng = SplitMix::new(1000 + t);
             let mut moved = 0;
             for _ in 0..MOVES {
                 let i = rng.below(DIRS as u64) as usize;
@@ -459,7 +442,7 @@ fn concurrent_cross_directory_renames_neither_deadlock_nor_make_loops() {
     for t in 0..2u64 {
         let (fs, dirs) = (fs.clone(), dirs.clone());
         workers.push(Box::new(move || {
-            let mut rng = Rng::new(2000 + t);
+            let mut rng = SplitMix::new(2000 + t);
             for k in 0..MOVES {
                 let d = dirs[rng.below(DIRS as u64) as usize];
                 let name = format!("f{t}_{k}");

@@ -4,8 +4,8 @@
 //! crash remounts are part of the sequence; after each one the whole tree is
 //! compared, the free-space count is checked for leaks and fsck must be clean.
 //!
-//! The operations are novafs's own vocabulary ([`novafs::op::Op`]), run on
-//! novafs by its one interpreter ([`novafs::op::Runner`]); the reference
+//! The operations are novafs's own vocabulary ([`novafs_ops::Op`]), run on
+//! novafs by its one interpreter ([`novafs_ops::Runner`]); the reference
 //! model is this file's own. The checks after each step read the whole
 //! tree through `Fs` by inode number.
 //!
@@ -20,12 +20,12 @@ use std::fmt;
 use std::sync::Arc;
 
 use common::assert_fsck_clean;
-use novafs::op::{self, At, Observed, Op, OpError, Owner, Runner, Whence};
 use novafs::MAX_FILE_SIZE;
 use novafs::{
     Attr, DirEntry, Error, FileType, FormatOptions, Fs, Ino, MountReport, SetAttr, RENAME_EXCHANGE, RENAME_NOREPLACE,
     ROOT_INO, SEEK_DATA,
 };
+use novafs_ops::{self as op, At, Observed, Op, OpError, Owner, Runner, Whence};
 use pm::MemRegion;
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -957,14 +957,11 @@ fn length() -> impl Strategy<Value = u64> {
 /// The writes of [`Step::WriteMany`] as (offset, length, data seed):
 /// offsets within 64 KiB, 1 to 300 bytes.
 fn many_writes(seed: u8, count: usize) -> Vec<(u64, u64, u64)> {
-    let mut x = u64::from(seed) * 0x9E37_79B9 + 1;
+    let mut rng = novafs_rng::SplitMix::new(u64::from(seed));
     (0..count)
         .map(|i| {
-            x = x
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            let off = (x >> 33) % 65_536;
-            let len = 1 + (x >> 17) % 300;
+            let off = rng.below(65_536);
+            let len = 1 + rng.below(300);
             (off, len, u64::from(seed.wrapping_add(i as u8) | 1))
         })
         .collect()

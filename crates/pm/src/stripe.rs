@@ -244,16 +244,11 @@ mod tests {
     use super::*;
 
     fn pages() -> Vec<Box<[u8; PAGE]>> {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut rng = novafs_rng::SplitMix::new(0);
         let mut out = vec![Box::new([0u8; PAGE]), Box::new([0xFF; PAGE])];
         for _ in 0..64 {
             let mut p = Box::new([0u8; PAGE]);
-            for b in p.iter_mut() {
-                x ^= x << 13;
-                x ^= x >> 7;
-                x ^= x << 17;
-                *b = x as u8;
-            }
+            rng.fill(&mut p[..]);
             out.push(p);
         }
         out

@@ -1,3 +1,5 @@
+use novafs_rng::SplitMix;
+
 use super::mirror::Mirror;
 use super::pool::extent;
 use super::ranges::Overlap;
@@ -135,19 +137,6 @@ fn mirrored(first: u64, n: u64, shards: usize, dead: u64) -> PageAllocator {
 
 fn geometry(a: &PageAllocator) -> Mirror {
     a.mirror.expect("mirrored")
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
 }
 
 #[test]
@@ -315,7 +304,7 @@ fn replication_off_is_the_plain_allocator() {
     let b = PageAllocator::new(4096 * 10, 4096 * 1010, 3);
     a.add_free(4096 * 10, 1000);
     b.add_free(4096 * 10, 1000);
-    let mut rng = Rng(7);
+    let mut rng = SplitMix::new(7);
     let (mut held_a, mut held_b) = (Vec::new(), Vec::new());
     for _ in 0..300 {
         match rng.below(4) {
@@ -360,7 +349,7 @@ fn fragmented_by_data_meta_still_finds_every_pair() {
         let (first, n) = (7, 2001);
         let a = mirrored(first, n, 3, 100);
         let m = geometry(&a);
-        let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let mut rng = SplitMix::new(seed);
         let mut used = std::collections::BTreeSet::new();
         let mut held: Vec<(bool, Vec<Extent>)> = Vec::new();
         for _ in 0..400 {
@@ -466,7 +455,7 @@ fn concurrent_meta_and_data_keep_the_free_set_exact() {
         .map(|t| {
             let a = a.clone();
             std::thread::spawn(move || {
-                let mut rng = Rng(0x1234_5678 + t * 77);
+                let mut rng = SplitMix::new(0x1234_5678 + t * 77);
                 let mut held: Vec<(bool, Vec<Extent>)> = Vec::new();
                 for _ in 0..3000 {
                     match rng.below(6) {

@@ -219,13 +219,8 @@ fn random_writes_holes_and_truncates_match_a_page_per_entry_index() {
     let (mut m, mut r) = (FileMap::default(), Reference::default());
     let mut log = Log::default();
     let mut holes = 0;
-    let mut seed = 0x2545_F491_4F6C_DD1Du64;
-    let mut rand = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut rng = novafs_rng::SplitMix::new(1);
+    let mut rand = |n: u64| rng.below(n);
     let mut was_large = false;
     for i in 1..50_000u64 {
         let (entry, block) = (64 * i, 4096 * 8 * i);

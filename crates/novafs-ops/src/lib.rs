@@ -8,12 +8,13 @@
 //! means the same in every run) and the bytes a write carries ([`data`]);
 //! [`Runner`] (op/runner.rs) interprets operations: path resolution, the
 //! handles it holds open, and the life cycle of one image (mkfs, mount,
-//! unmount, crash). It touches only the public API of [`crate::Fs`];
+//! unmount, crash). It touches only the public API of [`novafs::Fs`];
 //! nothing in the core imports this module.
 
 use std::fmt;
 
-use crate::SetAttr;
+use novafs::SetAttr;
+pub use novafs_rng::SplitMix;
 
 mod runner;
 
@@ -27,7 +28,7 @@ pub const DIR_PERM: u32 = 0o755;
 /// The node an operation acts on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum At {
-    /// An absolute path, resolved as [`crate::Fs::resolve`] does (symlinks are
+    /// An absolute path, resolved as [`novafs::Fs::resolve`] does (symlinks are
     /// not followed).
     Path(String),
     /// The `i`-th handle the runner holds open, counting in the order they
@@ -122,8 +123,8 @@ pub enum Op {
     },
     Unlink(String),
     Rmdir(String),
-    /// rename(2) with its flags ([`crate::RENAME_NOREPLACE`],
-    /// [`crate::RENAME_EXCHANGE`]).
+    /// rename(2) with its flags ([`novafs::RENAME_NOREPLACE`],
+    /// [`novafs::RENAME_EXCHANGE`]).
     Rename {
         from: String,
         to: String,
@@ -153,7 +154,7 @@ pub enum Op {
         off: u64,
         len: u64,
     },
-    /// fallocate(2) with its mode (0, [`crate::file::FALLOC_FL_KEEP_SIZE`],
+    /// fallocate(2) with its mode (0, [`novafs::FALLOC_FL_KEEP_SIZE`],
     /// or punching a hole).
     Fallocate {
         at: At,
@@ -173,8 +174,8 @@ pub enum Op {
         at: At,
         set: SetAttr,
     },
-    /// setxattr(2) with its flags ([`crate::XATTR_CREATE`],
-    /// [`crate::XATTR_REPLACE`]).
+    /// setxattr(2) with its flags ([`novafs::XATTR_CREATE`],
+    /// [`novafs::XATTR_REPLACE`]).
     SetXattr {
         at: At,
         name: Vec<u8>,
@@ -537,25 +538,6 @@ impl fmt::Display for Op {
     }
 }
 
-/// SplitMix64: the deterministic stream behind [`data`], public so that
-/// workload generators can draw from the same one.
-#[derive(Clone, Debug)]
-pub struct SplitMix(u64);
-
-impl SplitMix {
-    pub fn new(seed: u64) -> SplitMix {
-        SplitMix(seed ^ 0x6a09_e667_f3bc_c908)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
-
 /// The `len` bytes [`Op::Write`] writes with `seed`: zeros for seed 0
 /// (written zeros are data, not a hole), else a stream that differs with
 /// the seed, so a misplaced or stale page never reads back as the
@@ -586,7 +568,7 @@ pub fn split(path: &str) -> (&str, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::RENAME_EXCHANGE;
+    use novafs::RENAME_EXCHANGE;
 
     #[test]
     fn the_shorthands_print_as_the_crash_checker_has_always_printed_them() {

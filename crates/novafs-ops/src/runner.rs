@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use pm::Region;
 
-use super::{data, split, At, Op, Whence};
-use crate::{
+use crate::{data, split, At, Op, Whence};
+use novafs::{
     Attr, DirEntry, Error, FormatOptions, Fs, Ino, MetaReplicas, MountOptions, MountReport, StatFs, SEEK_DATA,
     SEEK_HOLE,
 };
@@ -311,8 +311,8 @@ fn resolve(fs: &Fs, path: &str) -> Result<Attr, OpError> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::op::{Whence, FILE_PERM};
-    use crate::FileType;
+    use crate::{Whence, FILE_PERM};
+    use novafs::FileType;
 
     fn mounted() -> Runner {
         let region: Arc<dyn Region> = Arc::new(pm::MemRegion::new(12 << 20));
