@@ -1,0 +1,56 @@
+//! Room for the file a command is about to write, checked before it
+//! writes anything: an emulated region is a file whose every page is
+//! allocated up front (pm preallocates it), so a file system without the
+//! room fails midway and would leave a useless, possibly huge, file behind.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use nix::sys::statvfs::statvfs;
+
+use crate::info::approx;
+
+/// Bytes this process may still allocate on the file system of `path`'s
+/// directory (root may use the blocks kept for it).
+pub fn available(path: &Path) -> Result<u64> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    let st = statvfs(dir).with_context(|| format!("cannot read the free space of {}", dir.display()))?;
+    let blocks = if nix::unistd::geteuid().is_root() {
+        st.blocks_free()
+    } else {
+        st.blocks_available()
+    };
+    Ok(u64::from(blocks).saturating_mul(u64::from(st.fragment_size())))
+}
+
+/// Bytes `path` already has allocated (0 if it does not exist), which
+/// rewriting it in place does not need again.
+pub fn allocated(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.blocks() * 512)
+}
+
+/// Refuses, in one line, an image of `size` bytes at `path` that its file
+/// system has no room for, saying how much there is and what fits.
+pub fn check_image_fits(path: &Path, size: u64) -> Result<()> {
+    let free = available(path)? + allocated(path);
+    if size <= free {
+        return Ok(());
+    }
+    let fit = if free >= 1 << 30 {
+        format!("use --size {}G or less, or", free >> 30)
+    } else if free >= 1 << 20 {
+        format!("use --size {}M or less, or", free >> 20)
+    } else {
+        "free some space there, or".to_string()
+    };
+    bail!(
+        "cannot make a {} image {}: its file system has {} free; {fit} put the image on a larger file system",
+        approx(size),
+        path.display(),
+        approx(free)
+    )
+}
