@@ -7,8 +7,8 @@ mod fuse_common;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -389,28 +389,29 @@ fn mount_8_mounts_through_the_helpers() {
 }
 
 /// What a helper path holds: a link (its target), a file (contents and
-/// mode), or nothing.
+/// mode), or nothing; and its mtime.
 #[derive(Debug, PartialEq)]
 enum Held {
-    Link(std::path::PathBuf),
-    File(Vec<u8>, u32),
+    Link(PathBuf, i64),
+    File(Vec<u8>, u32, i64),
     Absent,
 }
 
-fn held(paths: &[std::path::PathBuf]) -> Vec<Held> {
+fn held(paths: &[PathBuf]) -> Vec<Held> {
     paths
         .iter()
         .map(|p| match fs::symlink_metadata(p) {
-            Ok(m) if m.file_type().is_symlink() => Held::Link(fs::read_link(p).expect("readlink")),
-            Ok(m) => Held::File(fs::read(p).expect("read"), m.permissions().mode()),
+            Ok(m) if m.file_type().is_symlink() => Held::Link(fs::read_link(p).expect("readlink"), m.mtime()),
+            Ok(m) => Held::File(fs::read(p).expect("read"), m.permissions().mode(), m.mtime()),
             Err(_) => Held::Absent,
         })
         .collect()
 }
 
 /// The mount helpers a test installs are put back as they were (a link, a
-/// file, nothing): when the test ends, when it panics, and, after a run
-/// killed midway, by the next run before it installs its own.
+/// file, nothing; with their times): when the test ends, when it panics,
+/// and, after a run killed midway, by the next run before it installs its
+/// own.
 #[test]
 fn installed_mount_helpers_are_put_back() {
     let dir = shm_dir();
@@ -419,19 +420,24 @@ fn installed_mount_helpers_are_put_back() {
             .iter()
             .map(|n| dir.path().join(n))
             .collect(),
-        lock: dir.path().join("lock"),
+        lock: dir.path().to_path_buf(),
         saved: dir.path().join("saved"),
     };
     let helpers = places().helpers;
     std::os::unix::fs::symlink("/elsewhere/bin/novafs", &helpers[0]).expect("symlink");
     fs::write(&helpers[1], "#!/bin/sh\nexit 0\n").expect("write");
     fs::set_permissions(&helpers[1], fs::Permissions::from_mode(0o751)).expect("chmod");
+    // Old times, which a copy made now would not have.
+    for h in &helpers[..2] {
+        ok(Command::new("touch").args(["-h", "-t", "200001021234.56"]).arg(h));
+    }
     let before = held(&helpers);
     let exe = Path::new(fuse_common::NOVAFS);
-    let installed: Vec<Held> = (0..3).map(|_| Held::Link(exe.to_path_buf())).collect();
+    let targets = || helpers.iter().map(|p| fs::read_link(p).ok()).collect::<Vec<_>>();
+    let installed = vec![Some(exe.to_path_buf()); 3];
 
     let guard = mount_helpers::Installed::new(places(), exe);
-    assert_eq!(held(&helpers), installed);
+    assert_eq!(targets(), installed);
     drop(guard);
     assert_eq!(held(&helpers), before, "after the test");
     assert!(!places().saved.exists());
@@ -444,7 +450,7 @@ fn installed_mount_helpers_are_put_back() {
     assert_eq!(held(&helpers), before, "after a panic");
 
     mount_helpers::Installed::new(places(), exe).abandon();
-    assert_eq!(held(&helpers), installed, "a killed run leaves them");
+    assert_eq!(targets(), installed, "a killed run leaves them");
     let guard = mount_helpers::Installed::new(places(), Path::new("/another/build/novafs"));
     drop(guard);
     assert_eq!(held(&helpers), before, "after the next run");

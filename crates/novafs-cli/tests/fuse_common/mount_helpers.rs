@@ -10,12 +10,14 @@
 //! the guard puts it back, also when the test panics; a run killed before
 //! that leaves the saved copy, and the next run restores from it first.
 
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io;
-use std::os::unix::fs::symlink;
+use std::os::unix::fs::{symlink, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use nix::fcntl::{Flock, FlockArg};
+use nix::fcntl::{Flock, FlockArg, AT_FDCWD};
+use nix::sys::stat::{utimensat, UtimensatFlags};
+use nix::sys::time::TimeSpec;
 
 /// Where mount(8) looks for the helpers of types novafs and fuse.novafs.
 pub const SBIN_HELPERS: [&str; 2] = ["/sbin/mount.novafs", "/sbin/mount.fuse.novafs"];
@@ -23,7 +25,8 @@ pub const SBIN_HELPERS: [&str; 2] = ["/sbin/mount.novafs", "/sbin/mount.fuse.nov
 /// Files to install, and where to keep what they replace.
 pub struct Places {
     pub helpers: Vec<PathBuf>,
-    /// Held locked while the helpers are installed.
+    /// Held locked (flock) while the helpers are installed: an existing
+    /// file or directory, so that no lock file is left behind.
     pub lock: PathBuf,
     /// Holds what was there: present exactly while it must be put back.
     pub saved: PathBuf,
@@ -35,7 +38,7 @@ impl Places {
     pub fn sbin() -> Places {
         Places {
             helpers: SBIN_HELPERS.iter().map(PathBuf::from).collect(),
-            lock: PathBuf::from("/var/tmp/novafs-test-mount-helpers.lock"),
+            lock: PathBuf::from("/sbin"),
             saved: PathBuf::from("/var/tmp/novafs-test-mount-helpers.saved"),
         }
     }
@@ -51,12 +54,7 @@ pub struct Installed {
 
 impl Installed {
     pub fn new(places: Places, exe: &Path) -> Installed {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&places.lock)
-            .unwrap_or_else(|e| panic!("{}: {e}", places.lock.display()));
+        let file = File::open(&places.lock).unwrap_or_else(|e| panic!("{}: {e}", places.lock.display()));
         let lock = Flock::lock(file, FlockArg::LockExclusive)
             .unwrap_or_else(|(_, e)| panic!("lock {}: {e}", places.lock.display()));
         if places.saved.exists() {
@@ -99,8 +97,9 @@ impl Drop for Installed {
     }
 }
 
-/// Copies each helper (a link as a link) into `saved`, or a note that it
-/// was absent; the rename makes `saved` appear only when complete.
+/// Copies each helper (a link as a link, with its times) into `saved`,
+/// or a note that it was absent; the rename makes `saved` appear only
+/// when complete.
 fn save(places: &Places) -> io::Result<()> {
     let new = places.saved.with_extension("new");
     if new.exists() {
@@ -110,17 +109,21 @@ fn save(places: &Places) -> io::Result<()> {
     for helper in &places.helpers {
         let copy = new.join(name(helper));
         match fs::symlink_metadata(helper) {
-            Ok(m) if m.file_type().is_symlink() => symlink(fs::read_link(helper)?, copy)?,
-            Ok(m) if m.is_file() => drop(fs::copy(helper, copy)?),
+            Ok(m) if m.file_type().is_symlink() => symlink(fs::read_link(helper)?, &copy)?,
+            Ok(m) if m.is_file() => drop(fs::copy(helper, &copy)?),
             Ok(_) => {
                 return Err(io::Error::other(format!(
                     "{} is neither a file nor a link",
                     helper.display()
                 )))
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => drop(File::create(absent(&copy))?),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                File::create(absent(&copy))?;
+                continue;
+            }
             Err(e) => return Err(e),
         }
+        copy_times(helper, &copy)?;
     }
     fs::rename(&new, &places.saved)
 }
@@ -138,8 +141,23 @@ fn restore(places: &Places) -> io::Result<()> {
         } else {
             fs::copy(&copy, helper)?;
         }
+        copy_times(&copy, helper)?;
     }
     fs::remove_dir_all(&places.saved)
+}
+
+/// Gives `to` the access and modification times of `from` (of a link
+/// itself, not of what it points to).
+fn copy_times(from: &Path, to: &Path) -> io::Result<()> {
+    let m = fs::symlink_metadata(from)?;
+    utimensat(
+        AT_FDCWD,
+        to,
+        &TimeSpec::new(m.atime(), m.atime_nsec()),
+        &TimeSpec::new(m.mtime(), m.mtime_nsec()),
+        UtimensatFlags::NoFollowSymlink,
+    )
+    .map_err(io::Error::from)
 }
 
 fn name(helper: &Path) -> &std::ffi::OsStr {
