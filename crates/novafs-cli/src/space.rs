@@ -24,7 +24,8 @@ pub fn available(path: &Path) -> Result<u64> {
     } else {
         st.blocks_available()
     };
-    Ok(u64::from(blocks).saturating_mul(u64::from(st.fragment_size())))
+    // Both are u32 on some 32-bit targets.
+    Ok((blocks as u64).saturating_mul(st.fragment_size() as u64))
 }
 
 /// Bytes `path` already has allocated (0 if it does not exist), which

@@ -124,7 +124,7 @@ mod tests {
                 if matches!(opt.as_str(), "dev" | "suid") && !nix::unistd::geteuid().is_root() {
                     continue;
                 }
-                parse_options(&[opt.clone()]).unwrap_or_else(|e| panic!("{opt}: {e}"));
+                parse_options(std::slice::from_ref(&opt)).unwrap_or_else(|e| panic!("{opt}: {e}"));
             }
         }
     }
