@@ -6,7 +6,7 @@
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use nix::sys::statvfs::statvfs;
 
 use crate::info::approx;
@@ -18,7 +18,11 @@ pub fn available(path: &Path) -> Result<u64> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    let st = statvfs(dir).with_context(|| format!("cannot read the free space of {}", dir.display()))?;
+    let st = match statvfs(dir) {
+        Ok(st) => st,
+        Err(nix::errno::Errno::ENOENT) => bail!("directory {} does not exist; create it first", dir.display()),
+        Err(e) => bail!("cannot read the free space of {}: {e}", dir.display()),
+    };
     let blocks = if nix::unistd::geteuid().is_root() {
         st.blocks_free()
     } else {

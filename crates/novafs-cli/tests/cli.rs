@@ -506,7 +506,8 @@ fn mkfs_larger_than_its_file_system_says_how_much_room_there_is() {
         "96M",
         r#""$NOVAFS" mkfs --size 100T img; echo "exit $?"; ls -A
         printf data > old; "$NOVAFS" mkfs --force --size 100T old; echo "exit $?"; ls -A; stat -c '%n %s' old
-        rm old; "$NOVAFS" mkfs --size 128M img; echo "exit $?"; ls -A"#,
+        rm old; "$NOVAFS" mkfs --size 128M img; echo "exit $?"; ls -A
+        "$NOVAFS" mkfs --size 64M no/such/dir/img; echo "exit $?""#,
     );
     assert_eq!(
         out,
@@ -520,6 +521,8 @@ fn mkfs_larger_than_its_file_system_says_how_much_room_there_is() {
          old 4\n\
          novafs: cannot make a 128.0 MiB image img: its file system has 96.0 MiB free; \
          use --size 96M or less, or put the image on a larger file system\n\
+         exit 1\n\
+         novafs: directory no/such/dir does not exist; create it first\n\
          exit 1\n"
     );
 }
