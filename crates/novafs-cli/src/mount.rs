@@ -14,6 +14,12 @@
 //! saved, image marked clean) and removes the state file. `umount` waits
 //! for that, so when it returns the image is clean. After SIGKILL the flock
 //! dies with the process and the next mount recovers (NOVA §4.7).
+//!
+//! One job per file: `options` (`-o`), `helper` (mount(8)'s helper and
+//! remount), `spawn` (the parent), `daemon` (serving), `snapshots`
+//! (snapshot mounts beside the live one), `signals`, `umount`, `checks`
+//! (before the image is touched), `mountinfo`, `state` (the state files)
+//! and `sys` (the system calls std lacks).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
