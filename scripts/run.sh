@@ -9,12 +9,17 @@ cd "$(dirname "$0")/.."
 IMAGE=${NOVAFS_IMAGE:-/dev/shm/novafs.img}
 MNT=${NOVAFS_MNT:-/mnt/novafs}
 
+# Rust first: without it nothing below can work.
+. scripts/need-rust.sh
+need_rust
+
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
-  # fuse3 for the mount; the rest are what README's test command runs on
-  # the mount (the same list as .ci/run; tests/setup_installs.rs checks both).
-  apt-get install -y -qq fuse3 sqlite3 rsync git tar diffutils util-linux mount acl attr >/dev/null
+  # gcc links the build (rustc calls cc); fuse3 for the mount; the rest are
+  # what README's test command runs on the mount (the same list as .ci/run;
+  # tests/setup_installs.rs checks both).
+  apt-get install -y -qq gcc fuse3 sqlite3 rsync git tar diffutils util-linux mount acl attr >/dev/null
 fi
 cargo build --release
 NOVAFS=target/release/novafs

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use crate::target::{find_tool, sh};
+use crate::tools::{find_tool, sh};
 use crate::workload::Params;
 
 /// Which side of fio's per-job report to read.

@@ -11,9 +11,9 @@ use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use novafs::Ino;
 
+use crate::backend::{write_whole, Backend};
 use crate::personality::{self, is_nospc, Counters, FileSet, Personality, Until};
 use crate::target::LibraryTarget;
-use crate::workload::{write_whole, Backend};
 
 /// The GC counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

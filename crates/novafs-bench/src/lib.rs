@@ -1,19 +1,22 @@
 //! The comparison harness as a library: the workloads of the NOVA paper's
-//! evaluation written once against a [`workload::Backend`], the targets
-//! they run on ([`target`]), and the reports. The `novafs-bench` binary runs
-//! them all beside kernel file systems; `novafs bench` runs the §5.2
-//! microbenchmark ([`workload::micro`]), the DRAM measurement ([`memory`])
-//! and the recovery timing ([`workload::time_mounts`]) on the library
-//! target alone. A benchmark, not a test.
+//! evaluation written once against a [`backend::Backend`], the targets
+//! they run on ([`target`]), and the reports. The `novafs-bench` binary
+//! runs them all beside kernel file systems and draws the plots (its own
+//! `plot` module, so that `novafs` links this library without plotters);
+//! `novafs bench` runs the §5.2 microbenchmark ([`workload::micro`]), the
+//! DRAM measurement ([`memory`]) and the recovery timing
+//! ([`workload::time_mounts`]) on the library target alone. A benchmark,
+//! not a test.
 
 #![forbid(unsafe_code)]
 
+pub mod backend;
 pub mod fio;
 pub mod fullfs;
 pub mod memory;
 pub mod personality;
-pub mod plot;
 pub mod report;
 pub mod stats;
 pub mod target;
+pub mod tools;
 pub mod workload;

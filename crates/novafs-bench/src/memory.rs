@@ -5,8 +5,8 @@
 
 use anyhow::{Context, Result};
 
+use crate::backend::Backend;
 use crate::target::LibraryTarget;
-use crate::workload::Backend;
 
 /// Bytes of DRAM per empty file and per 4 KiB data page.
 #[derive(Debug, Clone, Copy, PartialEq)]

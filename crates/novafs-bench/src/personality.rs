@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::workload::{parallel, read_whole, write_whole, Backend, Rng};
+use crate::backend::{parallel, read_whole, write_whole, Backend, Rng};
 
 /// The four filebench personalities of NOVA §5.3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,10 +14,11 @@ use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use novafs::layout::PAGE_SIZE;
 use novafs::{FormatOptions, StatFs, ROOT_INO};
+use novafs_bench::backend::Backend;
 use novafs_bench::memory;
 use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
-use novafs_bench::workload::{micro, time_mounts, Backend, Micro, SetShape};
+use novafs_bench::workload::{micro, time_mounts, Micro, SetShape};
 use pm::{MapOptions, MmapRegion, Protection, Region, WriteProtect};
 
 use crate::bench_snapshots;

@@ -17,11 +17,10 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use novafs::layout::PAGE_SIZE;
+use novafs_bench::backend::{Backend, Remount};
 use novafs_bench::personality::{self, Counters, Personality, Until};
 use novafs_bench::stats::summarize;
 use novafs_bench::target::LibraryTarget;
-use novafs_bench::workload::Backend;
-use novafs_bench::workload::Remount;
 use pm::{MapOptions, MmapRegion, Region, WriteProtect};
 
 use crate::image::explain;

@@ -47,6 +47,9 @@ pub fn explain(path: &Path, e: PmError) -> anyhow::Error {
         PmError::Io { source, .. } if source.kind() == std::io::ErrorKind::PermissionDenied => {
             anyhow!("{p}: permission denied; run as a user who can read and write it")
         }
+        // These name the path themselves: once is enough.
+        PmError::Io { source, .. } => anyhow!("{p}: {source}"),
+        PmError::Invalid { msg, .. } => anyhow!("{p}: {msg}"),
         other => anyhow!("{p}: {other}"),
     }
 }

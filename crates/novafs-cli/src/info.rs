@@ -21,6 +21,20 @@ pub fn bytes(n: u64) -> String {
     }
 }
 
+/// Bytes with a binary unit and one decimal.
+pub fn approx(n: u64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let (mut value, mut unit) = (n as f64 / 1024.0, 0);
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 /// The protection `opts` formats with, in words (mkfs, bench).
 pub fn protection(opts: &FormatOptions) -> String {
     let replicas = if opts.meta_replicas {

@@ -20,6 +20,7 @@ mod mkfs;
 mod mount;
 mod scrub;
 mod snapshot;
+mod space;
 mod tune;
 
 #[derive(Parser)]

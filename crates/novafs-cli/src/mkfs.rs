@@ -1,7 +1,8 @@
 //! `novafs mkfs`: create an image file (or use a devdax device) and lay out
 //! an empty file system on it.
 
-use std::path::PathBuf;
+use std::os::unix::fs::FileTypeExt;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -9,9 +10,10 @@ use anyhow::{anyhow, bail, Result};
 use indicatif::ProgressBar;
 use novafs::layout::DEFAULT_DEAD_ZONE;
 use novafs::{FormatOptions, Fs};
-use pm::{MapOptions, MemRegion, MmapRegion, Region};
+use pm::{MapOptions, MemRegion, MmapRegion, Region, RegionKind};
 
 use crate::image::{explain, explain_fs, parse_size};
+use crate::space;
 
 const DEFAULT_SIZE: u64 = 1 << 30;
 // `--dead-zone`'s default, as its help shows it.
@@ -80,6 +82,22 @@ pub fn run(args: &Args) -> Result<()> {
     if let Some(min) = minimum_size(&format).filter(|&min| size < min) {
         return Err(too_small(size, min, &format));
     }
+    // A devdax device is all there is already; a file needs the room.
+    if !existing.as_ref().is_some_and(|m| m.file_type().is_char_device()) {
+        space::check_image_fits(path, size)?;
+    }
+    let kind = format_image(path, size, &format).inspect_err(|_| undo(path, existing.as_ref()))?;
+    let replicas = crate::info::protection(&format);
+    println!(
+        "novafs: formatted {} ({} MiB, {shards} shards, {replicas}, {kind})",
+        path.display(),
+        size >> 20
+    );
+    Ok(())
+}
+
+/// Creates (or resizes) the image file and formats it.
+fn format_image(path: &Path, size: u64, format: &FormatOptions) -> Result<RegionKind> {
     let spinner =
         ProgressBar::new_spinner().with_message(format!("formatting {} ({} MiB)", path.display(), size >> 20));
     spinner.enable_steady_tick(Duration::from_millis(100));
@@ -90,18 +108,31 @@ pub fn run(args: &Args) -> Result<()> {
     let region = MmapRegion::create(path, size, &opts).map_err(|e| explain(path, e))?;
     let kind = region.kind();
     let region: Arc<dyn Region> = Arc::new(region);
-    Fs::format(region, &format).map_err(|e| match e {
-        novafs::Error::TooSmall { size, min } => too_small(size, min, &format),
+    Fs::format(region, format).map_err(|e| match e {
+        novafs::Error::TooSmall { size, min } => too_small(size, min, format),
         e => explain_fs(path, e),
     })?;
     spinner.finish_and_clear();
-    let replicas = crate::info::protection(&format);
-    println!(
-        "novafs: formatted {} ({} MiB, {shards} shards, {replicas}, {kind})",
-        path.display(),
-        size >> 20
-    );
-    Ok(())
+    Ok(kind)
+}
+
+/// After a failed format: removes the file if mkfs created it, and gives
+/// a file that was there before its old length back (what mkfs wrote
+/// into it is not undone: --force or an empty file let it write there).
+fn undo(path: &Path, before: Option<&std::fs::Metadata>) {
+    let done = match before {
+        None => std::fs::remove_file(path),
+        Some(m) if m.is_file() && std::fs::metadata(path).is_ok_and(|now| now.len() > m.len()) => {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(path)
+                .and_then(|f| f.set_len(m.len()))
+        }
+        Some(_) => Ok(()),
+    };
+    if let Err(e) = done {
+        tracing::warn!("cannot undo what the failed mkfs did to {}: {e}", path.display());
+    }
 }
 
 /// The smallest image `format` accepts with `opts`, as the library

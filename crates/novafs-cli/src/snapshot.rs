@@ -146,18 +146,8 @@ fn print_list(list: &[Snapshot]) {
             String::from_utf8_lossy(&s.name),
             s.epoch,
             novafs::time::utc(s.created_ns),
-            human(s.held_pages * 4096)
+            crate::info::approx(s.held_pages * 4096)
         );
-    }
-}
-
-/// Bytes with a binary unit.
-fn human(n: u64) -> String {
-    match n {
-        0..1024 => format!("{n} B"),
-        1024..1_048_576 => format!("{:.1} KiB", n as f64 / 1024.0),
-        1_048_576..1_073_741_824 => format!("{:.1} MiB", n as f64 / 1_048_576.0),
-        _ => format!("{:.1} GiB", n as f64 / 1_073_741_824.0),
     }
 }
 
@@ -172,12 +162,7 @@ fn rollback(image: &Path, name: &str) -> Result<()> {
         );
     }
     let features = Features::of(&*from).map_err(|e| explain_fs(image, e))?;
-    let tmp = tune::temp_path(image);
-    let done = tune::build(from, &tmp, image, features, Some(name.as_bytes())).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })?;
-    std::fs::rename(&tmp, image).with_context(|| format!("replacing {} with {}", image.display(), tmp.display()))?;
-    tune::sync_dir(image)?;
+    let done = tune::replace(from, image, features, Some(name.as_bytes()))?;
     println!(
         "novafs: {} rolled back to snapshot {name} ({} inodes, {} names); it has no snapshots now",
         image.display(),

@@ -14,7 +14,8 @@ use novafs::tune::{rebuild, Features};
 use pm::{MapOptions, MmapRegion, Region};
 
 use crate::image::{explain, explain_fs, open, parse_size};
-use crate::info::bytes;
+use crate::info::{approx, bytes};
+use crate::space;
 
 /// A feature `tune` turns on or off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -86,12 +87,7 @@ pub fn run(args: &Args) -> Result<()> {
         );
         return Ok(());
     }
-    let tmp = temp_path(path);
-    let done = build(from, &tmp, path, wanted, None).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })?;
-    std::fs::rename(&tmp, path).with_context(|| format!("replacing {} with {}", path.display(), tmp.display()))?;
-    sync_dir(path)?;
+    let done = replace(from, path, wanted, None)?;
     println!(
         "novafs: {} now has {} ({} inodes, {} names, {} of file data copied)",
         path.display(),
@@ -103,10 +99,51 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// Rebuilds the image at `path` (mapped and locked as `from`) into
+/// `IMAGE.tune-tmp` beside it, from `snapshot` if given, and renames the
+/// durable copy over it. A copy left by a run that was killed is removed
+/// first: holding the image's lock, no other run can be writing it. A
+/// failed run removes its own.
+pub fn replace(
+    from: Arc<dyn Region>,
+    path: &Path,
+    wanted: Features,
+    snapshot: Option<&[u8]>,
+) -> Result<novafs::tune::Rebuilt> {
+    let tmp = temp_path(path);
+    if std::fs::symlink_metadata(&tmp).is_ok() {
+        std::fs::remove_file(&tmp)
+            .with_context(|| format!("cannot remove {}, left by an interrupted run", tmp.display()))?;
+        eprintln!(
+            "novafs: removed {}, left by an interrupted tune or rollback",
+            tmp.display()
+        );
+    }
+    let free = space::available(&tmp)?;
+    if from.len() > free {
+        bail!(
+            "cannot rebuild {}: the copy made beside it needs {} and its file system has {} free; free some space there",
+            path.display(),
+            approx(from.len()),
+            approx(free)
+        );
+    }
+    build(from, &tmp, path, wanted, snapshot)
+        .and_then(|done| {
+            std::fs::rename(&tmp, path)
+                .with_context(|| format!("replacing {} with {}", path.display(), tmp.display()))?;
+            sync_dir(path)?;
+            Ok(done)
+        })
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
+}
+
 /// Rebuilds into `tmp` (from `snapshot` of the image, if given), then
 /// makes it durable. The original stays mapped (and locked) until the
 /// copy is on disk.
-pub fn build(
+fn build(
     from: Arc<dyn Region>,
     tmp: &Path,
     path: &Path,
@@ -152,14 +189,14 @@ pub fn build(
 }
 
 /// `IMAGE.tune-tmp` in the image's own directory, so the rename is atomic.
-pub fn temp_path(path: &Path) -> PathBuf {
+fn temp_path(path: &Path) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(".tune-tmp");
     path.with_file_name(name)
 }
 
 /// Makes the rename durable.
-pub fn sync_dir(path: &Path) -> Result<()> {
+fn sync_dir(path: &Path) -> Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

@@ -440,3 +440,147 @@ fn bench_compares_replicas_side_by_side_with_targets_and_storage() {
         "both scratch images removed"
     );
 }
+
+/// `novafs mount --help` describes every `-o` option mount takes: those
+/// its refusal of an unknown option lists (the parser's own list), the
+/// access-time options among them.
+#[test]
+fn mount_help_lists_every_option_mount_takes() {
+    let o = novafs(&[
+        "mount",
+        "-o",
+        "no-such-option",
+        "/nonexistent/image",
+        "/nonexistent/mnt",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    let known = err
+        .split_once("; known options: ")
+        .unwrap_or_else(|| panic!("{err}"))
+        .1
+        .replace(" (and fstab's ", ", ")
+        .replace(')', "");
+    let o = novafs(&["mount", "--help"]);
+    assert!(o.status.success());
+    let help = String::from_utf8_lossy(&o.stdout).to_string();
+    let words: Vec<&str> = help
+        .split_whitespace()
+        .map(|w| w.trim_start_matches('(').trim_end_matches([',', ';', '.', ')']))
+        .collect();
+    let listed: Vec<&str> = known.split(", ").collect();
+    assert!(listed.len() > 30, "{known}");
+    for option in listed
+        .iter()
+        .chain(&["relatime", "atime", "noatime", "strictatime", "nodiratime", "lazytime"])
+    {
+        assert!(words.contains(option), "--help omits {option}:\n{help}");
+    }
+}
+
+/// Runs `script` with sh in a private mount namespace, in a fresh tmpfs of
+/// `size` (a file system whose free space is known exactly, gone with the
+/// namespace), with $NOVAFS the binary; returns its stdout and stderr,
+/// interleaved.
+fn in_small_fs(size: &str, script: &str) -> String {
+    let dir = scratch();
+    let o = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c"])
+        .arg(format!(
+            "mount -t tmpfs -o size={size} tmpfs \"$0\" && cd \"$0\" && {{ {script}\n}} 2>&1"
+        ))
+        .arg(dir.path())
+        .env("NOVAFS", env!("CARGO_BIN_EXE_novafs"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+/// mkfs of more than the file system holds says, in one line, how much it
+/// holds and what to do, before it creates anything; an existing file is
+/// left as it was.
+#[test]
+fn mkfs_larger_than_its_file_system_says_how_much_room_there_is() {
+    let out = in_small_fs(
+        "96M",
+        r#""$NOVAFS" mkfs --size 100T img; echo "exit $?"; ls -A
+        printf data > old; "$NOVAFS" mkfs --force --size 100T old; echo "exit $?"; ls -A; stat -c '%n %s' old
+        rm old; "$NOVAFS" mkfs --size 128M img; echo "exit $?"; ls -A
+        "$NOVAFS" mkfs --size 64M no/such/dir/img; echo "exit $?""#,
+    );
+    assert_eq!(
+        out,
+        "novafs: cannot make a 100.0 TiB image img: its file system has 96.0 MiB free; \
+         use --size 96M or less, or put the image on a larger file system\n\
+         exit 1\n\
+         novafs: cannot make a 100.0 TiB image old: its file system has 96.0 MiB free; \
+         use --size 96M or less, or put the image on a larger file system\n\
+         exit 1\n\
+         old\n\
+         old 4\n\
+         novafs: cannot make a 128.0 MiB image img: its file system has 96.0 MiB free; \
+         use --size 96M or less, or put the image on a larger file system\n\
+         exit 1\n\
+         novafs: directory no/such/dir does not exist; create it first\n\
+         exit 1\n"
+    );
+}
+
+/// A mkfs that fails after creating its file removes the file (here the
+/// file size limit stops it), names the path once, and gives a file that
+/// was there before its old length back.
+#[test]
+fn a_failed_mkfs_removes_the_file_it_created() {
+    // RLIMIT_FSIZE below 64 MiB whether sh counts 512- or 1024-byte
+    // blocks; SIGXFSZ ignored, so that the write fails with EFBIG.
+    let out = in_small_fs(
+        "256M",
+        r#"trap '' XFSZ; ulimit -f 32768
+        "$NOVAFS" mkfs --size 64M img; echo "exit $?"; ls -A
+        : > empty; "$NOVAFS" mkfs --size 64M empty; echo "exit $?"; ls -A; stat -c '%n %s' empty"#,
+    );
+    assert_eq!(
+        out,
+        "novafs: img: File too large (os error 27)\n\
+         exit 1\n\
+         novafs: empty: File too large (os error 27)\n\
+         exit 1\n\
+         empty\n\
+         empty 0\n"
+    );
+}
+
+/// tune checks first that the copy it builds beside the image fits, and
+/// leaves nothing behind when it does not; a copy a killed tune left is
+/// removed (and said so) before the room is counted.
+#[test]
+fn tune_checks_the_room_for_its_copy_and_removes_a_stale_one() {
+    let out = in_small_fs(
+        "96M",
+        r#""$NOVAFS" mkfs --size 64M img > /dev/null
+        "$NOVAFS" tune --disable parity img; echo "exit $?"; ls -A"#,
+    );
+    assert_eq!(
+        out,
+        "novafs: cannot rebuild img: the copy made beside it needs 64.0 MiB and its file system has \
+         32.0 MiB free; free some space there\n\
+         exit 1\n\
+         img\n"
+    );
+    // 64 MiB of image and 64 MiB of stale copy leave 32 MiB of 160: only
+    // without the stale copy does the new one fit.
+    let out = in_small_fs(
+        "160M",
+        r#""$NOVAFS" mkfs --size 64M img > /dev/null; fallocate -l 64M img.tune-tmp
+        "$NOVAFS" tune --disable parity img; echo "exit $?"; ls -A"#,
+    );
+    assert_eq!(
+        out,
+        "novafs: removed img.tune-tmp, left by an interrupted tune or rollback\n\
+         novafs: img now has meta-protection (dead zone 1 MiB), data-checksums, no parity \
+         (1 inodes, 0 names, 0 bytes of file data copied)\n\
+         exit 0\n\
+         img\n"
+    );
+}

@@ -7,13 +7,12 @@ use std::fs;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use fuse_common::{bounded, fuse_available, ok, wait_until, Mount};
+use fuse_common::{bounded, ok, require_fuse, wait_until, Mount};
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn snapshots_are_taken_while_a_scrub_runs() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("64M", &[]);
     // 4 MiB of file data: at 1 MiB/s the scrub lasts about 4 s.
     for i in 0..4u8 {
@@ -69,10 +68,9 @@ fn snapshots_are_taken_while_a_scrub_runs() {
 /// socket's file: with the file gone (a cleaned-up state directory), the
 /// unmount still returns and leaves the image clean.
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn unmount_works_when_the_control_socket_file_is_gone() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("64M", &[]);
     fs::write(m.path("f"), b"kept").expect("write");
     let run = m.dir.path().join("run");

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use fuse_common::{fuse_available, is_mount_point, ok, process_alive, wait_until, Mount, Rng};
+use fuse_common::{is_mount_point, ok, process_alive, require_fuse, wait_until, Mount, Rng};
 
 /// The workload's view of what must be on the image: name → contents.
 type Model = BTreeMap<String, Vec<u8>>;
@@ -70,10 +70,9 @@ fn workload(mnt: &Path, done: &AtomicUsize) -> (Model, Vec<String>) {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn sigkill_mid_workload_then_remount_recovers_everything_that_returned() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("256M", &[]);
     let done = Arc::new(AtomicUsize::new(0));
     let worker = {

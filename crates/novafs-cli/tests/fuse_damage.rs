@@ -11,7 +11,7 @@ use std::fs;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use fuse_common::{fuse_available, novafs, ok, run, Mount};
+use fuse_common::{novafs, ok, require_fuse, run, Mount};
 
 /// Everything the daemons of this test's mounts logged.
 fn daemon_logs(m: &Mount) -> String {
@@ -39,10 +39,9 @@ fn statfs_blocks(p: &Path) -> (u64, u64) {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn damaged_metadata_through_fuse_is_repaired_or_eio_for_that_file_only() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("64M", &[]);
     let a_data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
     fs::write(m.path("a"), &a_data).unwrap();
@@ -118,10 +117,9 @@ fn damaged_metadata_through_fuse_is_repaired_or_eio_for_that_file_only() {
 /// and repairs them while the mount stays in use, and a page beyond
 /// repair makes it exit 1 naming the file.
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn scrub_of_a_mount_point_repairs_damage_made_while_mounted() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     use std::io::{Seek, SeekFrom, Write};
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::FileExt;
@@ -199,10 +197,9 @@ fn damaged(data: &[u8], inject: &[&str], poison: bool) -> Mount {
 /// mount: one copy is read around, both make that file an error (EIO; a
 /// record whose valid bit is hit reads as gone) and nothing else changes.
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn each_structure_and_copy_damaged_or_poisoned_through_fuse() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let data: Vec<u8> = (0..6000u32).map(|i| (i % 241) as u8).collect();
     for target in ["inode", "log-entry", "log-page"] {
         for (which, poison) in [
@@ -236,10 +233,9 @@ fn each_structure_and_copy_damaged_or_poisoned_through_fuse() {
 /// whole; two strips of a page, or both checksum copies of a strip, make
 /// that file EIO; another file is untouched either way.
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn each_data_protection_damaged_or_poisoned_through_fuse() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let data: Vec<u8> = (0..8192u32).map(|i| (i % 251) as u8).collect();
     for (target, which, bytes, poison, readable) in [
         ("data-page", "primary", "1", false, true),

@@ -10,7 +10,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use fuse_common::{fuse_available, ok, shm_dir, Mount, Rng};
+use fuse_common::{ok, require_fuse, shm_dir, Mount, Rng};
 
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
 const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
@@ -59,10 +59,9 @@ fn check_all(f: &File, shadow: &[u8], op: usize) {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn fsx_random_read_write_truncate_fallocate_matches_a_shadow_copy() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("256M", &[]);
     let path = m.path("fsx");
     File::create(&path).expect("create");
@@ -196,10 +195,9 @@ cmp "$S/src$ID" "$M/file$ID"
 "#;
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn concurrent_writers_from_several_processes_lose_nothing() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     const WORKERS: usize = 4;
     let m = Mount::new("256M", &[]);
     let scratch = shm_dir();

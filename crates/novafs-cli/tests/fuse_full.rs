@@ -72,10 +72,9 @@ fn writer(dir: &Path, seed: u64, stop: &AtomicBool, busy: &AtomicU64, epoch: Ins
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn a_full_mount_under_snapshots_never_hangs_and_empties_after_a_kill() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let seed = env_u64("NOVAFS_STRESS_SEED").unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

@@ -7,12 +7,15 @@ mod fuse_common;
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use fuse_common::{fuse_available, is_mount_point, novafs, ok, process_alive, run, shm_dir, wait_until, Mount};
+use fuse_common::{
+    is_mount_point, mount_helpers, novafs, ok, process_alive, require_fuse, require_fuse_root, run, shm_dir,
+    wait_until, Mount,
+};
 use nix::sys::signal::Signal;
 
 /// Runs `novafs ARGS`, expects failure with exactly one line on stderr
@@ -56,10 +59,9 @@ fn mount_cmd(image: &Path, mnt: &Path) -> Command {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn bad_mount_points_are_refused_in_one_line_and_the_image_is_untouched() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let dir = shm_dir();
     let image = dir.path().join("image");
     ok(novafs(["mkfs", "--size", "64M"]).arg(&image));
@@ -86,10 +88,9 @@ fn bad_mount_points_are_refused_in_one_line_and_the_image_is_untouched() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn bad_images_are_refused_in_one_line_and_left_untouched() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let dir = shm_dir();
     let mnt = dir.path().join("mnt");
     fs::create_dir(&mnt).expect("mkdir");
@@ -113,10 +114,9 @@ fn bad_images_are_refused_in_one_line_and_left_untouched() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn a_mounted_image_is_shared_by_a_second_mount_and_cannot_be_checked() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("64M", &[]);
     fs::write(m.path("f"), "data").expect("write");
     let before = bytes(&m.image);
@@ -156,10 +156,9 @@ fn a_mounted_image_is_shared_by_a_second_mount_and_cannot_be_checked() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn sigterm_and_sigint_unmount_cleanly() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("64M", &[]);
     fs::write(m.path("kept"), "kept across SIGTERM").expect("write");
     signal(m.pid as i32, Signal::SIGTERM);
@@ -190,10 +189,9 @@ fn sigterm_and_sigint_unmount_cleanly() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn a_busy_mount_refuses_umount_and_sigterm_detaches_until_the_last_close() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("64M", &[]);
     let mut open = File::create(m.path("open")).expect("create");
     open.write_all(b"before").expect("write");
@@ -214,10 +212,9 @@ fn a_busy_mount_refuses_umount_and_sigterm_detaches_until_the_last_close() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn read_only_mounts_serve_reads_and_refuse_writes() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("64M", &["threads=1"]);
     fs::create_dir(m.path("d")).expect("mkdir");
     fs::write(m.path("d/f"), "read me").expect("write");
@@ -240,14 +237,13 @@ fn read_only_mounts_serve_reads_and_refuse_writes() {
 }
 
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn without_root_and_without_fusermount3_mount_says_what_to_install() {
-    if !fuse_available() {
-        return;
-    }
-    let Some(setpriv) = setpriv_as_root() else {
-        eprintln!("skipped: needs root and setpriv to run as another user");
-        return;
-    };
+    require_fuse_root();
+    let setpriv = Path::new(SETPRIV);
     let dir = shm_dir();
     fs::set_permissions(dir.path(), fs::Permissions::from_mode(0o777)).expect("chmod");
     let image = dir.path().join("image");
@@ -269,14 +265,13 @@ fn without_root_and_without_fusermount3_mount_says_what_to_install() {
 }
 
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn allow_other_lets_other_users_in_and_permissions_still_apply() {
-    if !fuse_available() {
-        return;
-    }
-    let Some(setpriv) = setpriv_as_root() else {
-        eprintln!("skipped: needs root and setpriv to run as another user");
-        return;
-    };
+    require_fuse_root();
+    let setpriv = Path::new(SETPRIV);
     let as_nobody = |args: &[&Path]| {
         let mut c = Command::new(setpriv);
         c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
@@ -297,11 +292,8 @@ fn allow_other_lets_other_users_in_and_permissions_still_apply() {
     m.finish();
 }
 
-/// setpriv, when this test runs as root and can use it to act as another user.
-fn setpriv_as_root() -> Option<&'static Path> {
-    let setpriv = Path::new("/usr/bin/setpriv");
-    (setpriv.exists() && nix::unistd::geteuid().is_root()).then_some(setpriv)
-}
+/// Runs a program as another user (util-linux; the test runs as root).
+const SETPRIV: &str = "/usr/bin/setpriv";
 
 /// Sends `sig` to a process this test started.
 fn signal(pid: i32, sig: Signal) {
@@ -316,15 +308,14 @@ fn signal(pid: i32, sig: Signal) {
 /// the image. One option it cannot honour fails the mount with
 /// a clear message.
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn mount_8_mounts_through_the_helpers() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        return; // the helpers live in /sbin
-    }
+    require_fuse_root();
     let exe = fs::canonicalize(fuse_common::NOVAFS).expect("the novafs binary");
-    for helper in ["/sbin/mount.novafs", "/sbin/mount.fuse.novafs"] {
-        let _ = fs::remove_file(helper);
-        std::os::unix::fs::symlink(&exe, helper).expect("install the helper");
-    }
+    let _helpers = mount_helpers::Installed::new(mount_helpers::Places::sbin(), &exe);
     let mut m = Mount::new("32M", &[]);
     m.umount();
     let fstab = m.image.with_extension("fstab");
@@ -395,4 +386,73 @@ fn mount_8_mounts_through_the_helpers() {
         let out = novafs(["fsck"]).arg(&m.image).output().expect("fsck");
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("cleanly unmounted")
     });
+}
+
+/// What a helper path holds: a link (its target), a file (contents and
+/// mode), or nothing; and its mtime.
+#[derive(Debug, PartialEq)]
+enum Held {
+    Link(PathBuf, i64),
+    File(Vec<u8>, u32, i64),
+    Absent,
+}
+
+fn held(paths: &[PathBuf]) -> Vec<Held> {
+    paths
+        .iter()
+        .map(|p| match fs::symlink_metadata(p) {
+            Ok(m) if m.file_type().is_symlink() => Held::Link(fs::read_link(p).expect("readlink"), m.mtime()),
+            Ok(m) => Held::File(fs::read(p).expect("read"), m.permissions().mode(), m.mtime()),
+            Err(_) => Held::Absent,
+        })
+        .collect()
+}
+
+/// The mount helpers a test installs are put back as they were (a link, a
+/// file, nothing; with their times): when the test ends, when it panics,
+/// and, after a run killed midway, by the next run before it installs its
+/// own.
+#[test]
+fn installed_mount_helpers_are_put_back() {
+    let dir = shm_dir();
+    let places = || mount_helpers::Places {
+        helpers: ["mount.link", "mount.file", "mount.absent"]
+            .iter()
+            .map(|n| dir.path().join(n))
+            .collect(),
+        lock: dir.path().to_path_buf(),
+        saved: dir.path().join("saved"),
+    };
+    let helpers = places().helpers;
+    std::os::unix::fs::symlink("/elsewhere/bin/novafs", &helpers[0]).expect("symlink");
+    fs::write(&helpers[1], "#!/bin/sh\nexit 0\n").expect("write");
+    fs::set_permissions(&helpers[1], fs::Permissions::from_mode(0o751)).expect("chmod");
+    // Old times, which a copy made now would not have.
+    for h in &helpers[..2] {
+        ok(Command::new("touch").args(["-h", "-t", "200001021234.56"]).arg(h));
+    }
+    let before = held(&helpers);
+    let exe = Path::new(fuse_common::NOVAFS);
+    let targets = || helpers.iter().map(|p| fs::read_link(p).ok()).collect::<Vec<_>>();
+    let installed = vec![Some(exe.to_path_buf()); 3];
+
+    let guard = mount_helpers::Installed::new(places(), exe);
+    assert_eq!(targets(), installed);
+    drop(guard);
+    assert_eq!(held(&helpers), before, "after the test");
+    assert!(!places().saved.exists());
+
+    let panicked = std::panic::catch_unwind(|| {
+        let _guard = mount_helpers::Installed::new(places(), exe);
+        panic!("a failing test");
+    });
+    assert!(panicked.is_err());
+    assert_eq!(held(&helpers), before, "after a panic");
+
+    mount_helpers::Installed::new(places(), exe).abandon();
+    assert_eq!(targets(), installed, "a killed run leaves them");
+    let guard = mount_helpers::Installed::new(places(), Path::new("/another/build/novafs"));
+    drop(guard);
+    assert_eq!(held(&helpers), before, "after the next run");
+    assert!(!places().saved.exists());
 }

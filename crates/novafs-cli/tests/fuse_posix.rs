@@ -15,7 +15,7 @@ use std::path::Path;
 
 use std::process::Command;
 
-use fuse_common::{as_nobody, fuse_available, run, Mount};
+use fuse_common::{as_nobody, require_fuse, require_fuse_root, run, Mount};
 
 fn errno<T: std::fmt::Debug>(r: io::Result<T>) -> i32 {
     r.expect_err("should fail").raw_os_error().expect("an errno")
@@ -66,10 +66,9 @@ fn free_blocks(p: &Path) -> u64 {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn failing_operations_return_the_exact_errno() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("64M", &[]);
     let p = |s: &str| m.path(s);
     fs::create_dir(p("d")).expect("mkdir");
@@ -125,10 +124,9 @@ fn failing_operations_return_the_exact_errno() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn running_out_of_space_is_enospc_and_deleting_gives_the_space_back() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("64M", &[]);
     let free_before = free_blocks(&m.mnt);
     let mut f = File::create(m.path("big")).expect("create");
@@ -151,10 +149,9 @@ fn running_out_of_space_is_enospc_and_deleting_gives_the_space_back() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn an_unlinked_file_lives_until_its_last_close() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("64M", &[]);
     let free_before = free_blocks(&m.mnt);
     let mut f = OpenOptions::new()
@@ -179,10 +176,9 @@ fn an_unlinked_file_lives_until_its_last_close() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn set_group_id_directories_pass_their_group_on() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("64M", &[]);
     let g = m.path("g");
     fs::create_dir(&g).expect("mkdir");
@@ -203,10 +199,9 @@ fn set_group_id_directories_pass_their_group_on() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn a_large_directory_lists_every_entry_once_even_while_it_shrinks() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("128M", &[]);
     let d = m.path("big");
     fs::create_dir(&d).expect("mkdir");
@@ -244,10 +239,9 @@ fn a_large_directory_lists_every_entry_once_even_while_it_shrinks() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn attributes_links_and_symlinks_round_trip() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("64M", &[]);
     let f = m.path("f");
     fs::write(&f, "data").expect("write");
@@ -285,10 +279,9 @@ fn attributes_links_and_symlinks_round_trip() {
 /// A time before 1970 keeps its nanoseconds (stored and returned exactly,
 /// as on tmpfs), across a remount; a rename sets the moved file's ctime.
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn times_before_1970_are_exact_and_rename_sets_ctime() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("32M", &[]);
     let f = m.path("f");
     fs::write(&f, "x").expect("write");
@@ -320,10 +313,9 @@ fn times_before_1970_are_exact_and_rename_sets_ctime() {
 /// /proc/mounts and `df -T` name the type `fuse.novafs`; a directory's
 /// st_size and st_blocks are not 0.
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn the_mount_is_typed_fuse_novafs_and_directories_have_a_size() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("32M", &[]);
     let line = mounts_line(&m);
     assert_eq!(line.split(' ').nth(2), Some("fuse.novafs"), "{line}");
@@ -338,10 +330,9 @@ fn the_mount_is_typed_fuse_novafs_and_directories_have_a_size() {
 /// nlink 0 (xfstests generic/035). Once nothing holds them, their space
 /// comes back.
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn a_removed_directory_still_in_use_answers_like_tmpfs() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("32M", &[]);
     let free_before = free_blocks(&m.mnt);
     fs::create_dir(m.path("cwd")).expect("mkdir");
@@ -371,10 +362,12 @@ fn a_removed_directory_still_in_use_answers_like_tmpfs() {
 /// Root may mount with dev and suid (device nodes then work) and noexec
 /// (programs then do not run); the defaults stay nodev,nosuid.
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn root_may_mount_with_dev_suid_and_noexec() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        return;
-    }
+    require_fuse_root();
     let flags = |m: &Mount| mounts_line(m).split(' ').nth(3).expect("options").to_string();
     let mut m = Mount::new("32M", &[]);
     let defaults = flags(&m);
@@ -406,10 +399,9 @@ fn root_may_mount_with_dev_suid_and_noexec() {
 /// within the directory: the listing ends, each original name exactly
 /// once, none of the new names (xfstests generic/736).
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn a_listing_ends_while_its_entries_are_renamed() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("64M", &[]);
     fs::create_dir(m.path("d")).expect("mkdir");
     for i in 0..2000 {
@@ -432,10 +424,9 @@ fn a_listing_ends_while_its_entries_are_renamed() {
 /// fallocate FALLOC_FL_ZERO_RANGE through the mount: the range reads as
 /// zeros, the bytes around it stay, and without KEEP_SIZE the file grows.
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn zero_range_through_the_mount() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("32M", &[]);
     let data: Vec<u8> = (0..3 * 4096).map(|i| (i % 250) as u8 + 1).collect();
     fs::write(m.path("f"), &data).expect("write");
@@ -460,11 +451,12 @@ fn zero_range_through_the_mount() {
 /// set-group-ID goes too unless the group may not execute and the mode
 /// does not change otherwise; root's keeps them.
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn fallocate_by_another_user_clears_set_id_bits() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs FUSE and root (another user's fallocate)");
-        return;
-    }
+    require_fuse_root();
     let m = Mount::new("32M", &["allow_other"]);
     fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).expect("chmod");
     let f = m.path("f");
@@ -511,10 +503,12 @@ fn fallocate_by_another_user_clears_set_id_bits() {
 /// its caches and across a remount, and goes stale once the file is gone
 /// (xfstests generic/426, 467, 477: export support).
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn file_handles_survive_dropped_caches_and_remounts() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        return; // open_by_handle_at needs CAP_DAC_READ_SEARCH
-    }
+    require_fuse_root();
     /// struct file_handle with room for the handle.
     #[repr(C)]
     struct Handle {
@@ -586,10 +580,12 @@ fn file_handles_survive_dropped_caches_and_remounts() {
 /// +i stops writes, unlink and rename; +a lets only appends through;
 /// lsattr (FS_IOC_GETFLAGS) reads them back after a remount.
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn chattr_immutable_and_append_only_through_the_mount() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        return; // setting +i and +a needs CAP_LINUX_IMMUTABLE
-    }
+    require_fuse_root();
     fn set_flags(p: &Path, flags: libc::c_int) -> io::Result<()> {
         let f = File::open(p)?;
         // SAFETY: an open descriptor and a pointer to an int, as the

@@ -17,7 +17,7 @@ use std::fs;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
-use fuse_common::{fuse_available, shm_dir, Mount};
+use fuse_common::{require_fuse_root, shm_dir, Mount};
 use nix::errno::Errno;
 
 /// One case's transcript, built as its calls run in `dir`.
@@ -663,11 +663,12 @@ fn transcript(root: &Path, name: &str, case: fn(&mut T)) -> Vec<String> {
 }
 
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn every_case_matches_tmpfs() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs FUSE and root (chown, device nodes, trusted.* attributes)");
-        return;
-    }
+    require_fuse_root();
     // SAFETY: umask only changes this process's creation mask.
     unsafe { libc::umask(0o022) };
     let tmpfs = shm_dir();

@@ -7,13 +7,12 @@ mod fuse_common;
 use std::fs;
 use std::process::Command;
 
-use fuse_common::{compare_metadata, diff_trees, fuse_available, make_tree, ok, shm_dir, Mount, Preserved};
+use fuse_common::{compare_metadata, diff_trees, make_tree, ok, require_fuse, shm_dir, Mount, Preserved};
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn cp_a_of_a_tree_then_diff_r_finds_no_difference() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let src = shm_dir();
     make_tree(src.path(), 1);
     let m = Mount::new("256M", &[]);
@@ -40,10 +39,9 @@ fn cp_a_of_a_tree_then_diff_r_finds_no_difference() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn tar_created_and_extracted_on_the_mount_round_trips() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let src = shm_dir();
     make_tree(src.path(), 2);
     let m = Mount::new("256M", &[]);
@@ -96,10 +94,9 @@ fn git(dir: &std::path::Path, home: &std::path::Path) -> Command {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn git_init_add_commit_gc_clone_and_fsck_are_clean() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let home = shm_dir();
     let m = Mount::new("256M", &[]);
     let repo = m.path("repo");
@@ -135,10 +132,9 @@ fn sqlite(db: &std::path::Path, sql: &str) -> String {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn sqlite3_transactions_survive_and_integrity_check_is_ok() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("256M", &[]);
     for mode in ["DELETE", "WAL"] {
         let db = m.path(&format!("{mode}.db"));
@@ -172,10 +168,9 @@ fn sqlite3_transactions_survive_and_integrity_check_is_ok() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn rsync_into_and_out_of_the_mount_including_deltas() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let src = shm_dir();
     make_tree(src.path(), 4);
     let m = Mount::new("256M", &[]);

@@ -11,7 +11,9 @@ use std::fs;
 use std::path::Path;
 use std::process::Command;
 
-use fuse_common::{compare_metadata, diff_trees, fuse_available, make_tree, ok, run, shm_dir, Mount, Preserved};
+use fuse_common::{
+    compare_metadata, diff_trees, make_tree, ok, require_fuse, require_fuse_root, run, shm_dir, Mount, Preserved,
+};
 
 const SAME: Preserved = Preserved {
     ns_times: true,
@@ -49,11 +51,12 @@ fn change(root: &Path, round: u8) {
 }
 
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn snapshots_mount_beside_the_live_tree_and_roll_back() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs FUSE and root (mounting snapshots as the daemon does)");
-        return;
-    }
+    require_fuse_root();
     let mut m = Mount::new("256M", &[]);
     let live = m.mnt.clone();
     make_tree(&live.join("t"), 1);
@@ -109,10 +112,9 @@ fn snapshots_mount_beside_the_live_tree_and_roll_back() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn bad_snapshot_requests_say_what_is_wrong() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("32M", &[]);
     let fails = |args: &[&str], path: &Path, want: &str| {
         let out = run(m.novafs(args).arg(path).args(["missing"]));

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::thread::sleep;
 use std::time::Duration;
 
-use fuse_common::{as_nobody, fuse_available, ok, run, shm_dir, Mount};
+use fuse_common::{as_nobody, ok, require_fuse, require_fuse_root, run, shm_dir, Mount};
 
 /// setfattr's base64 form of a value ("0s..."): short enough that 64 KiB
 /// fits one argument (a single one may not pass 128 KiB).
@@ -80,10 +80,9 @@ fn dump(root: &Path) -> String {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn xattrs_of_every_namespace_round_trip_and_fail_as_on_linux() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("256M", &[]);
     let f = m.path("f");
     fs::write(&f, b"data").unwrap();
@@ -152,10 +151,9 @@ fn xattrs_of_every_namespace_round_trip_and_fail_as_on_linux() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn cp_rsync_and_tar_keep_xattrs_both_ways() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let src = shm_dir();
     let tree = src.path().join("tree");
     fs::create_dir_all(tree.join("sub")).unwrap();
@@ -214,11 +212,12 @@ fn getfacl(path: &Path) -> String {
 }
 
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn acls_grant_deny_inherit_and_follow_chmod() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs FUSE and root (another user's access)");
-        return;
-    }
+    require_fuse_root();
     let m = Mount::new("256M", &["allow_other"]);
     // Let another user reach the mount point.
     fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
@@ -270,10 +269,9 @@ fn acls_grant_deny_inherit_and_follow_chmod() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn the_umask_applies_where_no_default_acl_is() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let m = Mount::new("256M", &[]);
     ok(Command::new("sh")
         .arg("-c")
@@ -288,10 +286,9 @@ fn the_umask_applies_where_no_default_acl_is() {
 }
 
 #[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn access_times_follow_relatime_noatime_and_strictatime() {
-    if !fuse_available() {
-        return;
-    }
+    require_fuse();
     let mut m = Mount::new("256M", &[]);
     let f = m.path("f");
     let atime = |f: &Path| {
@@ -337,11 +334,12 @@ fn access_times_follow_relatime_noatime_and_strictatime() {
 }
 
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn overlayfs_with_its_upper_layer_on_novafs_whites_out_deleted_files() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs FUSE and root (overlayfs)");
-        return;
-    }
+    require_fuse_root();
     let m = Mount::new("256M", &[]);
     let lower = shm_dir();
     fs::write(lower.path().join("keep"), b"lower\n").unwrap();
@@ -389,11 +387,12 @@ fn overlayfs_with_its_upper_layer_on_novafs_whites_out_deleted_files() {
 /// Setting an access ACL as the owner, outside the file's group, drops
 /// set-group-ID as chmod would (xfstests generic/375); root keeps it.
 #[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
 fn setfacl_outside_the_group_drops_set_group_id() {
-    if !fuse_available() || !nix::unistd::geteuid().is_root() {
-        eprintln!("skipped: needs FUSE and root (another user's setfacl)");
-        return;
-    }
+    require_fuse_root();
     let m = Mount::new("32M", &["allow_other"]);
     fs::set_permissions(m.dir.path(), fs::Permissions::from_mode(0o755)).unwrap();
     for (name, by_nobody, want) in [("mine", true, 0o775), ("roots", false, 0o2775)] {

@@ -33,6 +33,7 @@ const PACKAGE_OF: &[(&str, &str)] = &[
     ("tar", "tar"),
     ("touch", "coreutils"),
     ("umount", "mount"),
+    ("unshare", "util-linux"),
 ];
 
 /// Packages every Debian system has (Essential: yes).
@@ -41,7 +42,7 @@ const ESSENTIAL: &[&str] = &["coreutils", "dash", "diffutils", "tar", "util-linu
 /// Programs the tests run other than by name through `Command::new`:
 /// through a path (`setpriv`), inside `sh -c` scripts, or from a list of
 /// arguments (`fallocate`).
-const INDIRECT: &[&str] = &["setpriv", "ls", "rmdir", "stat", "touch", "fallocate"];
+const INDIRECT: &[&str] = &["setpriv", "ls", "rmdir", "stat", "touch", "fallocate", "mount"];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

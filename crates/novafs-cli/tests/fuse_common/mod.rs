@@ -12,16 +12,27 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+pub mod mount_helpers;
+
 pub const NOVAFS: &str = env!("CARGO_BIN_EXE_novafs");
 
-/// False (after saying so) where FUSE cannot run; tests then return.
-pub fn fuse_available() -> bool {
-    if Path::new("/dev/fuse").exists() {
-        true
-    } else {
-        eprintln!("skipped: /dev/fuse absent");
-        false
+/// The first line of every FUSE test. It runs only where the build found
+/// /dev/fuse or under CI (elsewhere it is ignored: see build.rs), so a
+/// missing /dev/fuse fails it here rather than letting it pass unrun.
+pub fn require_fuse() {
+    let simulated_absent = std::env::var("NOVAFS_TEST_NO_FUSE").is_ok_and(|v| !matches!(v.as_str(), "" | "0"));
+    let opened = fs::OpenOptions::new().read(true).write(true).open("/dev/fuse");
+    match opened {
+        Ok(_) if !simulated_absent => {}
+        Ok(_) => panic!("this test needs FUSE: /dev/fuse is treated as absent (NOVAFS_TEST_NO_FUSE)"),
+        Err(e) => panic!("this test needs FUSE: /dev/fuse: {e}"),
     }
+}
+
+/// [`require_fuse`], for the tests that also need root.
+pub fn require_fuse_root() {
+    require_fuse();
+    assert!(nix::unistd::geteuid().is_root(), "this test needs root");
 }
 
 /// Runs a command, returning its output; panics if it cannot start.

@@ -10,6 +10,8 @@
 
 #![forbid(unsafe_code)]
 
+mod plot;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,11 +21,12 @@ use anyhow::{Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
+use novafs_bench::fullfs;
 use novafs_bench::personality::Personality;
 use novafs_bench::report::{self, Samples};
 use novafs_bench::target::{self, Target};
+use novafs_bench::tools;
 use novafs_bench::workload::{Params, PersonalityParams, RecoverySet, SetShape, Workload};
-use novafs_bench::{fullfs, plot};
 
 #[derive(Parser)]
 #[command(
@@ -147,7 +150,7 @@ fn main() -> Result<()> {
         workloads.extend(RecoverySet::ALL.map(Workload::Recovery));
     }
     if !args.no_fio {
-        match target::ensure_tool("fio", "fio") {
+        match tools::ensure_tool("fio", "fio") {
             Ok(_) => workloads.push(Workload::Fio),
             Err(e) => {
                 eprintln!("no fio runs: {e:#}");

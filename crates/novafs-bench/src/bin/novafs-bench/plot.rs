@@ -7,7 +7,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use crate::report::Panel;
+use novafs_bench::report::{self, Panel};
 
 /// DejaVu Sans, where Debian and Ubuntu put it; plotters' ab_glyph text
 /// needs a font registered at run time.
@@ -95,7 +95,7 @@ pub fn bars(path: &Path, panels: &[Panel]) -> Result<()> {
         chart
             .draw_series(panel.bars.iter().enumerate().map(|(i, (_, s))| {
                 Text::new(
-                    crate::report::fmt_num(s.median),
+                    report::fmt_num(s.median),
                     (SegmentValue::CenterOf(i), top * 0.02),
                     ("sans-serif", 11)
                         .into_font()

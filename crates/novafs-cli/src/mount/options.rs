@@ -1,0 +1,178 @@
+//! `-o` options: what `novafs mount` (and mount(8) through its helper) takes.
+
+use std::thread;
+
+use anyhow::{anyhow, bail, Result};
+use novafs::{Atime, MetaReplicas};
+use pm::WriteProtect;
+
+/// Parsed `-o` options.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Options {
+    pub(super) read_only: bool,
+    pub(super) allow_other: bool,
+    pub(super) devices: bool,
+    pub(super) setuid: bool,
+    pub(super) exec: bool,
+    pub(super) threads: usize,
+    pub(super) eadr: bool,
+    pub(super) protect: WriteProtect,
+    pub(super) meta_replicas: MetaReplicas,
+    pub(super) atime: Atime,
+    pub(super) no_dir_atime: bool,
+    /// Serve this snapshot of the image, read-only, instead of its live
+    /// state (`novafs snapshot mount IMAGE NAME DIR`).
+    pub(super) snapshot: Option<String>,
+}
+
+/// Every option `parse_options` takes (`novafs mount --help` describes each).
+const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
+     relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
+     threads=N, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off \
+     (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
+
+pub(super) fn parse_options(list: &[String]) -> Result<Options> {
+    let mut o = Options {
+        read_only: false,
+        allow_other: false,
+        devices: false,
+        setuid: false,
+        exec: true,
+        threads: thread::available_parallelism().map_or(1, |n| n.get()),
+        eadr: false,
+        protect: WriteProtect::default(),
+        meta_replicas: MetaReplicas::AsFormatted,
+        atime: Atime::Relative,
+        no_dir_atime: false,
+        snapshot: None,
+    };
+    for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
+        match opt {
+            "ro" => o.read_only = true,
+            "rw" => o.read_only = false,
+            "allow_other" => o.allow_other = true,
+            "dev" | "suid" if !nix::unistd::geteuid().is_root() => {
+                bail!("{opt} needs root: a mount by another user is always nodev,nosuid")
+            }
+            "dev" => o.devices = true,
+            "nodev" => o.devices = false,
+            "suid" => o.setuid = true,
+            "nosuid" => o.setuid = false,
+            "exec" => o.exec = true,
+            "noexec" => o.exec = false,
+            "eadr" => o.eadr = true,
+            // What /etc/fstab and mount(8) pass along that is theirs, not
+            // the file system's.
+            "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "user" | "users" | "owner" | "group" => {}
+            _ if opt.starts_with("x-") || opt.starts_with("comment=") => {}
+            // Every operation is durable when it returns (strict mode):
+            // as synchronous as sync and dirsync ask, which async allows.
+            "sync" | "dirsync" | "async" => {}
+            // Access times, as Linux: relatime unless asked otherwise.
+            "noatime" => o.atime = Atime::Never,
+            "relatime" | "atime" => o.atime = Atime::Relative,
+            "strictatime" => o.atime = Atime::Strict,
+            "nodiratime" => o.no_dir_atime = true,
+            "diratime" => o.no_dir_atime = false,
+            // Every update novafs makes is durable at once (one log
+            // entry); there is nothing to keep in memory for later.
+            "lazytime" | "nolazytime" => {}
+            "meta_protection=on" => o.meta_replicas = MetaReplicas::Required,
+            "meta_protection=off" => o.meta_replicas = MetaReplicas::Skipped,
+            _ if opt.starts_with("meta_protection=") => {
+                bail!("{opt}: use meta_protection=on or meta_protection=off")
+            }
+            _ if opt.starts_with("snapshot=") => {
+                o.snapshot = Some(opt["snapshot=".len()..].to_string());
+                o.read_only = true;
+            }
+            _ if opt.starts_with("protect=") => {
+                o.protect = opt["protect=".len()..].parse().map_err(|e: String| anyhow!(e))?;
+            }
+            _ => match opt.strip_prefix("threads=") {
+                Some(n) => {
+                    o.threads = n
+                        .parse()
+                        .ok()
+                        .filter(|n| (1..=1024).contains(n))
+                        .ok_or_else(|| anyhow!("threads={n} is not a thread count; use 1 to 1024"))?;
+                }
+                None => bail!("unknown mount option '{opt}'; known options: {KNOWN_OPTIONS}"),
+            },
+        }
+    }
+    Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every option the refusal of an unknown one (and so `--help`) lists
+    /// is one the parser takes, with each value it names.
+    #[test]
+    fn every_listed_option_parses() {
+        let list = KNOWN_OPTIONS.replace(" (and fstab's ", ", ").replace(')', "");
+        for listed in list.split(", ") {
+            let spellings: Vec<String> = match listed.split_once('=') {
+                Some((key, "NAME" | "*")) => vec![format!("{key}=x")],
+                Some((key, "N")) => vec![format!("{key}=2")],
+                Some((key, values)) => values.split('|').map(|v| format!("{key}={v}")).collect(),
+                None => vec![listed.replace('*', "test")],
+            };
+            for opt in spellings {
+                if matches!(opt.as_str(), "dev" | "suid") && !nix::unistd::geteuid().is_root() {
+                    continue;
+                }
+                parse_options(std::slice::from_ref(&opt)).unwrap_or_else(|e| panic!("{opt}: {e}"));
+            }
+        }
+    }
+
+    #[test]
+    fn options_parse_and_reject_unknown_ones() {
+        let o = parse_options(&["ro,threads=3".into(), "allow_other".into()]).expect("valid");
+        assert!(o.read_only && o.allow_other && !o.eadr);
+        assert!(!o.devices && !o.setuid && o.exec, "safe defaults: nodev, nosuid, exec");
+        assert_eq!(o.threads, 3);
+        let o = parse_options(&["noexec,exec,noexec".into()]).expect("valid");
+        assert!(!o.exec, "the last one wins");
+        if nix::unistd::geteuid().is_root() {
+            let o = parse_options(&["dev,suid".into()]).expect("root may");
+            assert!(o.devices && o.setuid);
+        } else {
+            let e = parse_options(&["suid".into()]).expect_err("root only");
+            assert!(e.to_string().contains("suid needs root"), "{e}");
+        }
+        assert!(parse_options(&["threads=0".into()]).is_err());
+        let e = parse_options(&["data=journal".into()]).expect_err("unknown");
+        assert!(e.to_string().contains("unknown mount option 'data=journal'"));
+        // fstab's and mount(8)'s own, and what strict mode already gives.
+        let o = parse_options(&["defaults,nofail,x-systemd.automount,sync,noatime".into()]).expect("accepted");
+        assert!(!o.read_only);
+        assert_eq!(o.atime, Atime::Never);
+        let o = parse_options(&[String::new()]).expect("none");
+        assert_eq!(
+            (o.atime, o.no_dir_atime),
+            (Atime::Relative, false),
+            "relatime by default, as Linux"
+        );
+        let o = parse_options(&["strictatime,lazytime,nodiratime".into()]).expect("accepted");
+        assert_eq!((o.atime, o.no_dir_atime), (Atime::Strict, true));
+        assert_eq!(o.protect, WriteProtect::Auto);
+        let o = parse_options(&["protect=mprotect".into()]).expect("valid");
+        assert_eq!(o.protect, WriteProtect::Mprotect);
+        let e = parse_options(&["protect=yes".into()]).expect_err("bad mode");
+        assert!(e.to_string().contains("use off, auto, pkey or mprotect"), "{e}");
+        assert_eq!(o.meta_replicas, MetaReplicas::AsFormatted);
+        let o = parse_options(&["meta_protection=off".into()]).expect("valid");
+        assert_eq!(o.meta_replicas, MetaReplicas::Skipped);
+        let o = parse_options(&["meta_protection=on".into()]).expect("valid");
+        assert_eq!(o.meta_replicas, MetaReplicas::Required);
+        let e = parse_options(&["meta_protection=maybe".into()]).expect_err("bad value");
+        assert!(
+            e.to_string().contains("use meta_protection=on or meta_protection=off"),
+            "{e}"
+        );
+    }
+}
