@@ -66,18 +66,6 @@ pub fn read_whole<B: Backend>(b: &B, f: &B::File, buf: &mut [u8]) -> Result<u64>
     Ok(size)
 }
 
-/// xorshift64*: cheap, and the same offsets on every target.
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) % n.max(1)
-    }
-}
-
 /// Run `body(thread index)` on `threads` threads at once; the wall time of
 /// the slowest bounds the measurement.
 pub fn parallel<F>(threads: usize, body: F) -> Result<f64>

@@ -24,7 +24,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::backend::{parallel, read_whole, write_whole, Backend, Rng};
+use novafs_rng::SplitMix;
+
+use crate::backend::{parallel, read_whole, write_whole, Backend};
 
 /// The four filebench personalities of NOVA §5.3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,7 +169,7 @@ impl FileSet {
 
     /// An entry that exists (or not), not held by another thread, searched
     /// from a random start.
-    fn pick(&self, rng: &mut Rng, exists: bool) -> Option<(usize, MutexGuard<'_, bool>)> {
+    fn pick(&self, rng: &mut SplitMix, exists: bool) -> Option<(usize, MutexGuard<'_, bool>)> {
         let n = self.slots.len();
         let start = rng.below(n as u64) as usize;
         (0..n).find_map(|k| {
@@ -278,7 +280,7 @@ struct Worker<'a, B: Backend> {
     set: &'a FileSet,
     k: Personality,
     shape: Shape,
-    rng: Rng,
+    rng: SplitMix,
     wbuf: Vec<u8>,
     rbuf: Vec<u8>,
     /// This thread's log file, if the personality has one.
@@ -303,7 +305,7 @@ impl<'a, B: Backend> Worker<'a, B> {
             set,
             k,
             shape,
-            rng: Rng(0x2545_F491_4F6C_DD1D ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+            rng: SplitMix::derive(3, t as u64),
             wbuf: vec![0xB7u8; shape.write_io.max(1)],
             rbuf: vec![0u8; shape.read_io.max(1)],
             log,

@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use crate::backend::{parallel, write_whole, Backend, Remount, Rng};
+use novafs_rng::SplitMix;
+
+use crate::backend::{parallel, write_whole, Backend, Remount};
 pub use crate::personality::{Personality, PersonalityParams};
 
 /// One column of the results: what is measured, in which unit, and which way
@@ -358,7 +360,7 @@ fn random<B: Backend>(b: &B, dir: &B::Dir, p: &Params, threads: usize) -> Result
     let total = (p.random_ops * threads as u64) as f64;
     let write = parallel(threads, |i| {
         let page = vec![0x77u8; PAGE];
-        let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ i as u64);
+        let mut rng = SplitMix::derive(1, i as u64);
         for _ in 0..p.random_ops {
             b.write_at(&files[i], rng.below(pages) * PAGE as u64, &page)?;
         }
@@ -366,7 +368,7 @@ fn random<B: Backend>(b: &B, dir: &B::Dir, p: &Params, threads: usize) -> Result
     })?;
     let read = parallel(threads, |i| {
         let mut page = vec![0u8; PAGE];
-        let mut rng = Rng(0xD1B5_4A32_D192_ED03 ^ i as u64);
+        let mut rng = SplitMix::derive(2, i as u64);
         for _ in 0..p.random_ops {
             b.read_at(&files[i], rng.below(pages) * PAGE as u64, &mut page)?;
         }

@@ -243,8 +243,9 @@ fn replicas() -> Comparison {
 }
 
 /// `--compare-data-protection`: no protection at all against metadata
-/// replicas plus data checksums and parity (the default). Issue 12's
-/// targets: a 4 KiB append at most 1.4x, a 4 KiB read at most 1.4x.
+/// replicas plus data checksums and parity (the default). The targets
+/// the protection was built to (what users of NOVA-Fortis pay, Fortis
+/// §5.2): a 4 KiB append at most 1.4x, a 4 KiB read at most 1.4x.
 fn data_protection() -> Comparison {
     let config = |name, on| Config {
         name,

@@ -162,7 +162,8 @@ fn fsck_repair_fixes_what_it_can_and_says_what_it_did() {
         .status
         .success());
     // A damaged primary superblock and a saved allocator state whose length
-    // is absurd (issue 11's reproducer): the check says so, repair fixes both.
+    // is absurd (a length that once made fsck try to allocate 498 GB): the
+    // check says so, repair fixes both.
     let mut bytes = std::fs::read(&img).unwrap();
     bytes[16..48].fill(0xFF);
     // The recovery inode's tail word in page 2 and in its replica, the

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use fuse_common::{is_mount_point, ok, process_alive, require_fuse, wait_until, Mount, Rng};
+use fuse_common::{is_mount_point, ok, process_alive, random_bytes, require_fuse, wait_until, Mount, SplitMix};
 
 /// The workload's view of what must be on the image: name → contents.
 type Model = BTreeMap<String, Vec<u8>>;
@@ -23,12 +23,12 @@ type Model = BTreeMap<String, Vec<u8>>;
 /// that returned, and the names the failed operation touched.
 fn workload(mnt: &Path, done: &AtomicUsize) -> (Model, Vec<String>) {
     let mut model = Model::new();
-    let mut rng = Rng::new(0xdead);
+    let mut rng = SplitMix::new(0xdead);
     let p = |n: &str| -> PathBuf { mnt.join(n) };
     for i in 0.. {
         let name = format!("f{i:05}");
         let len = 1 + rng.below(20_000) as usize;
-        let data = rng.bytes(len);
+        let data = random_bytes(&mut rng, len);
         if fs::write(p(&name), &data).is_err() {
             return (model, vec![name]);
         }

@@ -10,7 +10,7 @@ use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use fuse_common::{ok, require_fuse, shm_dir, Mount, Rng};
+use fuse_common::{ok, random_bytes, require_fuse, shm_dir, Mount, SplitMix};
 
 const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
 const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
@@ -67,7 +67,7 @@ fn fsx_random_read_write_truncate_fallocate_matches_a_shadow_copy() {
     File::create(&path).expect("create");
     let mut f = open_rw(&path);
     let mut shadow: Vec<u8> = Vec::new();
-    let mut rng = Rng::new(0x5eed_f5c5);
+    let mut rng = SplitMix::new(0x5eed_f5c5);
     const MAX_LEN: u64 = 6 << 20;
     const OPS: usize = 4000;
     for op in 0..OPS {
@@ -81,7 +81,7 @@ fn fsx_random_read_write_truncate_fallocate_matches_a_shadow_copy() {
                     1 + rng.below(64 << 10)
                 };
                 let off = rng.below(MAX_LEN - len);
-                let data = rng.bytes(len as usize);
+                let data = random_bytes(&mut rng, len as usize);
                 f.write_all_at(&data, off).expect("pwrite");
                 let end = (off + len) as usize;
                 if shadow.len() < end {
@@ -202,10 +202,10 @@ fn concurrent_writers_from_several_processes_lose_nothing() {
     let m = Mount::new("256M", &[]);
     let scratch = shm_dir();
     fs::create_dir(m.path("churn")).expect("mkdir");
-    let mut rng = Rng::new(77);
+    let mut rng = SplitMix::new(77);
     for id in 0..WORKERS {
         let size = (1 << 20) + rng.below(3 << 20) as usize;
-        fs::write(scratch.path().join(format!("src{id}")), rng.bytes(size)).expect("write");
+        fs::write(scratch.path().join(format!("src{id}")), random_bytes(&mut rng, size)).expect("write");
     }
     let children: Vec<Child> = (0..WORKERS)
         .map(|id| {

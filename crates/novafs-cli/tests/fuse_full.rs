@@ -44,20 +44,20 @@ fn free_and_root(mnt: &Path) -> (u64, u64) {
 /// One writer's loop in its own directory: files created, written and
 /// removed until `stop`; returns how often the device was full.
 fn writer(dir: &Path, seed: u64, stop: &AtomicBool, busy: &AtomicU64, epoch: Instant) -> u64 {
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix::new(seed);
     let buf: Vec<u8> = (0..256 * 1024).map(|i| (i % 251) as u8).collect();
     let mut full = 0;
     while !stop.load(Ordering::Acquire) {
-        let f: PathBuf = dir.join(format!("f{}", rng.next() % 48));
+        let f: PathBuf = dir.join(format!("f{}", rng.next_u64() % 48));
         busy.store(epoch.elapsed().as_millis() as u64 + 1, Ordering::Release);
-        let r = match rng.next() % 6 {
+        let r = match rng.next_u64() % 6 {
             0..=2 => fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&f)
-                .and_then(|mut h| h.write_all(&buf[..1 + (rng.next() % buf.len() as u64) as usize])),
+                .and_then(|mut h| h.write_all(&buf[..1 + (rng.next_u64() % buf.len() as u64) as usize])),
             3 => fs::remove_file(&f),
-            4 => fs::rename(&f, dir.join(format!("f{}", rng.next() % 48))),
+            4 => fs::rename(&f, dir.join(format!("f{}", rng.next_u64() % 48))),
             _ => fs::OpenOptions::new().write(true).open(&f).and_then(|h| h.set_len(0)),
         };
         busy.store(0, Ordering::Release);

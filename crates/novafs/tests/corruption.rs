@@ -410,8 +410,8 @@ fn repair_rebuilds_a_damaged_saved_allocator_state() {
         fs.write(f.ino, 0, &[1u8; 5 * 4096]).unwrap();
     });
     let before = free_space(&copy(&mem));
-    // The reproducer of issue 11: a length that once made every tool
-    // try to allocate 498 GB.
+    // A saved-state length that once made every tool try to allocate
+    // 498 GB.
     // In both copies of the recovery inode: one alone is read from the other.
     let fs = open(&mem).unwrap();
     let data_end = fs.superblock().data_end;

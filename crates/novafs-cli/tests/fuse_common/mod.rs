@@ -2,6 +2,7 @@
 //! it with the real `novafs` binary, run programs, unmount, fsck.
 #![allow(dead_code)]
 
+pub use novafs_rng::SplitMix;
 use std::ffi::OsStr;
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
@@ -200,36 +201,18 @@ pub fn wait_until(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool)
     }
 }
 
-/// A small deterministic generator (xorshift64*), for seeded workloads.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Rng {
-        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// Uniform in 0..n (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-
-    pub fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next() as u8).collect()
-    }
+/// `n` bytes from `rng`'s stream.
+pub fn random_bytes(rng: &mut SplitMix, n: usize) -> Vec<u8> {
+    let mut v = vec![0; n];
+    rng.fill(&mut v);
+    v
 }
 
 /// A varied tree: nested directories, empty, small, page-straddling and
 /// multi-MiB files, odd permissions, old timestamps, symlinks (also
 /// dangling), hard links, a FIFO, and names with spaces and UTF-8.
 pub fn make_tree(root: &Path, seed: u64) {
-    let mut rng = Rng::new(seed);
+    let mut rng = SplitMix::new(seed);
     let dirs = ["", "a", "a/b", "a/b/c", "empty dir", "ünïcødé", "deep/1/2/3/4/5"];
     for d in dirs {
         fs::create_dir_all(root.join(d)).expect("mkdir");
@@ -238,7 +221,7 @@ pub fn make_tree(root: &Path, seed: u64) {
     for (i, d) in dirs.iter().enumerate() {
         for (j, &size) in sizes.iter().enumerate().skip(i % 3) {
             let p = root.join(d).join(format!("file {i}-{j}.bin"));
-            fs::write(&p, rng.bytes(size)).expect("write");
+            fs::write(&p, random_bytes(&mut rng, size)).expect("write");
             let mode = [0o644, 0o600, 0o755, 0o444][(i + j) % 4];
             fs::set_permissions(&p, fs::Permissions::from_mode(mode)).expect("chmod");
         }

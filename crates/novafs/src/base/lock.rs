@@ -96,7 +96,7 @@ mod check {
         HELD.with(|held| {
             let mut held = held.borrow_mut();
             if let Some(&after) = held.iter().find(|&&h| h > rank || (h == rank && !rank.many())) {
-                panic!("lock order violated: taking {rank:?} while holding {after:?} (held: {held:?}; src/lock.rs)");
+                panic!("lock order violated: taking {rank:?} while holding {after:?} (held: {held:?}; crates/novafs/src/base/lock.rs)");
             }
             held.push(rank);
         });

@@ -436,7 +436,7 @@ impl Snapshots {
         now_ns: i64,
     ) -> Result<Snapshot> {
         check_name(name)?;
-        // Lock order (src/lock.rs): the whole gate, then the list.
+        // Lock order (`lock`): the whole gate, then the list.
         self.epochs.cut(|epoch| {
             let mut list = self.list.lock();
             if self.live.read().values().any(|s| s.name == name) {
