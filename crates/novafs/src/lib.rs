@@ -17,7 +17,7 @@
 //! | 8 | `gc`, `cache`, `reclaim` | fast and thorough log GC (NOVA §4.6); the inode cache and lock order; the background reclaimer of deleted snapshots (Fortis §3.2) |
 //! | 9 | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
 //! | 10 | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
-//! | 11 | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
+//! | 11 | `recovery`, `paths` | mount, clean unmount, the crash scan (NOVA §4.7); an inode's names, found by walking the tree (what scrub reports) |
 //! | 12 | `mkfs`, [`fsck`], `scrub` | formatting; the offline check; reading and repairing everything redundancy protects, online |
 //! | 13 | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
 //! | 14 | the crate root | the public API re-exported (`crate::Fs`, …) |
@@ -52,6 +52,7 @@ mod mmap;
 mod namespace;
 pub mod op;
 mod pagemap;
+mod paths;
 #[cfg(feature = "probe")]
 pub mod probe;
 mod reclaim;
@@ -78,7 +79,7 @@ pub use layout::MAX_FILE_SIZE;
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
 pub use mmap::Mapping;
 pub use recovery::{inspect, Inspect, MetaReplicas, MountReport};
-pub use scrub::{ScrubOptions, ScrubReport};
+pub use scrub::{Damaged, ScrubOptions, ScrubReport};
 pub use snapshot::Snapshot;
 
 #[cfg(test)]
@@ -111,6 +112,7 @@ mod layering {
         ("xattr", 9, include_str!("xattr.rs")),
         ("namespace", 10, include_str!("namespace.rs")),
         ("recovery", 11, include_str!("recovery.rs")),
+        ("paths", 11, include_str!("paths.rs")),
         ("mkfs", 12, include_str!("mkfs.rs")),
         ("fsck", 12, include_str!("fsck.rs")),
         ("mmap", 12, include_str!("mmap.rs")),
