@@ -466,7 +466,11 @@ fn encode_damaged(d: &Damaged) -> String {
         "{} {} {others} {} {path} {}",
         d.ino,
         u8::from(d.lost),
-        if ranges.is_empty() { "-".to_string() } else { ranges.join(",") },
+        if ranges.is_empty() {
+            "-".to_string()
+        } else {
+            ranges.join(",")
+        },
         d.why.replace('\n', " ")
     )
 }

@@ -386,6 +386,19 @@ impl Filesystem for FuseFs {
         match found {
             Ok(a) => self.entry("lookup", reply, &a),
             Err(Error::NotFound) => negative_entry(reply),
+            // A lost inode: its name gets a node with placeholder
+            // attributes that expire at once, so stat (GETATTR) and open
+            // answer EIO while unlink and rename over it reach the name.
+            Err(e) if e.errno() == libc::EIO && name.as_bytes() != b"." => {
+                match self.fs.dentry(parent.0, name.as_bytes()) {
+                    Ok(d) if self.fs.remember(d.ino).is_ok() => {
+                        let _ = errno("lookup", &e); // logged
+                        let attr = file_attr(&lost_placeholder(d.ino, d.kind));
+                        reply.entry(&Duration::ZERO, &attr, Generation(0));
+                    }
+                    _ => reply.error(errno("lookup", &e)),
+                }
+            }
             Err(e) => reply.error(errno("lookup", &e)),
         }
     }
@@ -626,8 +639,8 @@ impl Filesystem for FuseFs {
                 return false; // gone meanwhile: left out
             }
             // A lost inode's name is listed with placeholder attributes
-            // that expire at once: stat, open or a path through it sends
-            // a new lookup, which answers EIO. (A zero node id would keep
+            // that expire at once (as `lookup` answers it): stat and open
+            // answer EIO. (A zero node id would keep
             // the kernel from caching it, but fuser gives the dirent the
             // same number, and glibc's readdir skips d_ino 0.)
             let (attr, ttl) = match a {

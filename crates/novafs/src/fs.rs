@@ -423,6 +423,23 @@ impl Fs {
         self.getattr(target)
     }
 
+    /// The entry `name` of directory `parent`, without loading the inode
+    /// it names: what a front end answers for a name whose inode is lost
+    /// ([`Fs::lookup`] says EIO). FUSE must give the kernel a node for
+    /// such a name, or unlink and rename could not reach it.
+    pub fn dentry(&self, parent: Ino, name: &[u8]) -> Result<DirEntry> {
+        let cell = self.cell(parent)?;
+        let st = cell.state.read();
+        alive(&st)?;
+        let d = st.dir()?.get(name).ok_or(Error::NotFound)?;
+        Ok(DirEntry {
+            ino: d.ino,
+            kind: kind_of_ftype(d.ftype),
+            name: name.to_vec(),
+            next_offset: d.seq,
+        })
+    }
+
     /// Resolves an absolute or root-relative path without following
     /// symlinks (lstat semantics).
     pub fn resolve(&self, path: &str) -> Result<Attr> {

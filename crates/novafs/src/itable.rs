@@ -360,7 +360,10 @@ pub fn read_record(region: &dyn Region, off: u64, ino: Ino, state: u64) -> Resul
     region.read(off, &mut buf)?;
     let rec: Inode = decode(&buf)?;
     if !matches!(rec.state, INODE_FREE | INODE_LIVE | INODE_KEPT) {
-        return Err(corrupt!("inode {ino}'s record has a damaged state word {:#x}", rec.state));
+        return Err(corrupt!(
+            "inode {ino}'s record has a damaged state word {:#x}",
+            rec.state
+        ));
     }
     if rec.state != state {
         return Err(Error::NotFound);

@@ -650,7 +650,8 @@ fn unfree(ctx: &Ctx, ino: Ino, used: &mut Vec<u64>) -> Result<Option<Slot>> {
     let off = ctx.tables.locate(ino)?;
     let state = |r: &dyn Region, at: u64| r.load_u64(at + INODE_STATE_OFF).ok();
     let replica = ctx.bounds.replica(off);
-    if state(ctx.region(), off) == Some(INODE_FREE) || replica.is_some_and(|m| state(ctx.data(), m) == Some(INODE_FREE)) {
+    if state(ctx.region(), off) == Some(INODE_FREE) || replica.is_some_and(|m| state(ctx.data(), m) == Some(INODE_FREE))
+    {
         return Ok(Some(Slot::Free(ino)));
     }
     let found = match ctx.live_record(off, ino) {
@@ -661,7 +662,10 @@ fn unfree(ctx: &Ctx, ino: Ino, used: &mut Vec<u64>) -> Result<Option<Slot>> {
         Ok(slot) => Ok(Some(slot)),
         Err(e) => {
             let mut buf = [0u8; INODE_SIZE as usize];
-            let rec: Inode = ctx.region().read(off, &mut buf).map_or(Inode::default(), |()| decode(&buf).unwrap_or_default());
+            let rec: Inode = ctx
+                .region()
+                .read(off, &mut buf)
+                .map_or(Inode::default(), |()| decode(&buf).unwrap_or_default());
             lost(ctx, ino, &rec, &e, used);
             Ok(None)
         }

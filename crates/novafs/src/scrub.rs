@@ -30,11 +30,11 @@ use crate::commit::Ctx;
 use crate::error::{corrupt, Error, Result};
 use crate::inode::{Body, Ino, InodeState};
 use crate::itable::Slot;
-use crate::paths::names;
 use crate::layout::{
     decode, ChunkFooter, Inode, CHUNK_FOOTER_OFF, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE, RESERVED_INODES,
     RESERVED_INODES_OFF,
 };
+use crate::paths::names;
 use crate::replica::{readable, sync};
 use crate::snapshot::{Kept, KeptItems, KeptPin};
 use zerocopy::IntoBytes;
@@ -153,7 +153,11 @@ pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, 
         })?;
         if !unsure.is_empty() {
             let kept = ctx.snapshots.kept_items();
-            let kept = |i| kept.items.iter().any(|(_, k)| matches!(*k, Kept::Inode { ino, .. } if ino == i));
+            let kept = |i| {
+                kept.items
+                    .iter()
+                    .any(|(_, k)| matches!(*k, Kept::Inode { ino, .. } if ino == i))
+            };
             live.extend(unsure.drain(..).filter(|&i| !kept(i)));
         }
         for ino in live {

@@ -134,7 +134,10 @@ fn names_of_a_lost_inode_stay_listed_and_answer_eio_until_fsck_repair_removes_th
             // New files never take the lost inode's number: its names
             // would lead to them.
             for i in 0..8 {
-                let n = fs.create(ROOT_INO, format!("new{i}").as_bytes(), 0o644, 0, 0).unwrap().ino;
+                let n = fs
+                    .create(ROOT_INO, format!("new{i}").as_bytes(), 0o644, 0, 0)
+                    .unwrap()
+                    .ino;
                 assert_ne!(n, t.a, "{why}");
             }
             for i in 0..8 {
@@ -180,7 +183,10 @@ fn a_rename_over_the_name_of_a_lost_file_replaces_it() {
     fs.unmount().unwrap();
     // Nothing names the lost inode any more: fsck finds no dangling name.
     let problems = fsck_problems(&region);
-    assert!(!problems.iter().any(|p| p.contains("points to missing inode")), "{problems:?}");
+    assert!(
+        !problems.iter().any(|p| p.contains("points to missing inode")),
+        "{problems:?}"
+    );
 }
 
 #[test]
@@ -232,7 +238,10 @@ fn after_a_crash_a_damaged_primary_state_word_gives_way_to_the_replica() {
         // Fill the free space the scan found with other files' data.
         let mut n = 0;
         loop {
-            let f = fs.create(ROOT_INO, format!("fill{n}").as_bytes(), 0o644, 0, 0).unwrap().ino;
+            let f = fs
+                .create(ROOT_INO, format!("fill{n}").as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino;
             n += 1;
             if fs.write(f, 0, &contents(9, 1 << 20)).is_err() {
                 break;

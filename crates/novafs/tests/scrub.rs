@@ -579,7 +579,11 @@ fn damage_past_repair_is_named_by_path_and_byte_range() {
         let got = fs.read(f, pg as u64 * 4096, &mut buf);
         match bad {
             true => assert_eq!(got.unwrap_err().errno(), libc::EIO, "page {pg}"),
-            false => assert_eq!(buf[..got.unwrap()], want[pg * 4096..(pg * 4096 + 4096).min(size)], "page {pg}"),
+            false => assert_eq!(
+                buf[..got.unwrap()],
+                want[pg * 4096..(pg * 4096 + 4096).min(size)],
+                "page {pg}"
+            ),
         }
     }
     // Rewritten, the ranges read again; a second scrub finds only e.
@@ -587,7 +591,11 @@ fn damage_past_repair_is_named_by_path_and_byte_range() {
     fs.write(f, 20480, &want[20480..]).unwrap();
     assert!(read_all(&fs, f) == want);
     let again = scrub(&fs);
-    assert_eq!(again.damaged.iter().map(|d| d.ino).collect::<Vec<_>>(), [e], "{again:?}");
+    assert_eq!(
+        again.damaged.iter().map(|d| d.ino).collect::<Vec<_>>(),
+        [e],
+        "{again:?}"
+    );
     fs.unmount().unwrap();
 }
 
