@@ -4,7 +4,9 @@
 //! connection, one line:
 //!
 //! - `scrub RATE` (bytes per second, 0 for no limit): answered with lines
-//!   `progress DONE TOTAL`, `damaged INO WHY`, then `done KEY=VALUE...`;
+//!   `progress DONE TOTAL`, `damaged INO LOST OTHER_NAMES RANGES PATH WHY`
+//!   (LOST 0 or 1, RANGES `START-END,...` or `-`, PATH hex or `-`), then
+//!   `done KEY=VALUE...`;
 //! - `snapshot-create NAME`, `snapshot-delete NAME`: `done EPOCH`;
 //! - `snapshot-list`: a line `snapshot NAME EPOCH CREATED_NS HELD_PAGES`
 //!   per snapshot, then `done`;
@@ -34,7 +36,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use novafs::{Fs, ScrubOptions, ScrubReport, Snapshot};
+use novafs::{Damaged, Fs, ScrubOptions, ScrubReport, Snapshot};
 
 /// Mounts snapshot NAME of the file system read-only at a mount point
 /// (the daemon's `SnapshotMounts`).
@@ -447,13 +449,62 @@ fn scrub(fs: &Fs, rate: u64, stop: &AtomicBool, out: &mut impl Write) -> io::Res
     match result {
         Ok(rep) => {
             tracing::info!(?rep, "scrub finished");
-            for (ino, why) in &rep.damaged {
-                writeln!(w, "damaged {ino} {}", why.replace('\n', " "))?;
+            for d in &rep.damaged {
+                writeln!(w, "damaged {}", encode_damaged(d))?;
             }
             writeln!(w, "done {}", encode(&rep))
         }
         Err(e) => writeln!(w, "error {e}"),
     }
+}
+
+/// One damaged object as the words of its `damaged` line.
+fn encode_damaged(d: &Damaged) -> String {
+    let ranges: Vec<String> = d.ranges.iter().map(|r| format!("{}-{}", r.start, r.end)).collect();
+    let (path, others) = d.path.as_ref().map_or(("-".to_string(), 0), |(p, n)| (hex(p), *n));
+    format!(
+        "{} {} {others} {} {path} {}",
+        d.ino,
+        u8::from(d.lost),
+        if ranges.is_empty() {
+            "-".to_string()
+        } else {
+            ranges.join(",")
+        },
+        d.why.replace('\n', " ")
+    )
+}
+
+fn decode_damaged(line: &str) -> Result<Damaged> {
+    let bad = || anyhow!("bad damaged line '{line}'");
+    let mut w = line.splitn(6, ' ');
+    let mut word = || w.next().ok_or_else(bad);
+    let num = |s: &str| s.parse::<u64>().map_err(|_| bad());
+    let ino = num(word()?)?;
+    let lost = word()? == "1";
+    let others = num(word()?)?;
+    let ranges = match word()? {
+        "-" => Vec::new(),
+        rs => rs
+            .split(',')
+            .map(|r| {
+                let (a, b) = r.split_once('-').ok_or_else(bad)?;
+                Ok(num(a)?..num(b)?)
+            })
+            .collect::<Result<_>>()?,
+    };
+    let path = match word()? {
+        "-" => None,
+        p => Some((unhex(p)?, others)),
+    };
+    let why = word().unwrap_or_default().to_string();
+    Ok(Damaged {
+        ino,
+        path,
+        lost,
+        ranges,
+        why,
+    })
 }
 
 /// A report's counters as `key=value` words.
@@ -495,10 +546,7 @@ pub fn request_scrub(path: &Path, rate: u64, progress: &dyn Fn(u64, u64)) -> Res
                 let mut it = rest.split_whitespace().map(|w| w.parse::<u64>().unwrap_or(0));
                 progress(it.next().unwrap_or(0), it.next().unwrap_or(0));
             }
-            "damaged" => {
-                let (ino, why) = rest.split_once(' ').unwrap_or((rest, ""));
-                damaged.push((ino.parse().unwrap_or(0), why.to_string()));
-            }
+            "damaged" => damaged.push(decode_damaged(rest)?),
             "done" => {
                 let mut rep = decode(rest)?;
                 rep.damaged = damaged;

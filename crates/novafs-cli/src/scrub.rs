@@ -9,7 +9,7 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use indicatif::{ProgressBar, ProgressStyle};
-use novafs::{Fs, MountOptions, ScrubOptions, ScrubReport};
+use novafs::{Damaged, Fs, MountOptions, ScrubOptions, ScrubReport};
 
 use crate::image::{explain_fs, open, parse_size};
 use crate::{control, mount};
@@ -73,16 +73,36 @@ fn scrub(args: &Args, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
 }
 
 fn print_report(target: &str, rep: &ScrubReport) {
-    for (ino, why) in &rep.damaged {
-        println!("{target}: DAMAGED: inode {ino}: {why}");
+    for d in &rep.damaged {
+        println!("{target}: DAMAGED: {d}");
     }
     let state = match (rep.stopped, rep.damaged.len()) {
         (true, _) => "stopped before the end (unmounted?)".to_string(),
         (false, 0) => "nothing left damaged".to_string(),
-        (false, n) => format!("{n} object(s) damaged beyond repair (novafs fsck --repair removes them)"),
+        (false, n) => format!("{n} object(s) damaged beyond repair: {}", advice(&rep.damaged)),
     };
     println!(
         "{target}: scrubbed {} inodes and {} data pages; repaired {} metadata range(s) and {} data strip(s), rewrote {} replica page(s); {state}",
         rep.inodes, rep.pages, rep.metadata_repaired, rep.data_repaired, rep.replicas_rewritten
     );
+}
+
+/// What the user can do about `damaged`. A damaged byte range is not
+/// removed by anything (fsck rightly keeps the file, whose rest reads):
+/// it is rewritten from a copy. A lost inode's names go with fsck's repair.
+fn advice(damaged: &[Damaged]) -> String {
+    let mut say = Vec::new();
+    if damaged.iter().any(|d| !d.ranges.is_empty()) {
+        say.push(
+            "restore the byte ranges listed from a snapshot or a backup (they read EIO until rewritten; the rest \
+             of each file reads)",
+        );
+    }
+    if damaged.iter().any(|d| d.lost) {
+        say.push("restore lost files from a snapshot or a backup; `novafs fsck --repair` removes their names");
+    }
+    if say.is_empty() {
+        say.push("restore what is listed from a snapshot or a backup");
+    }
+    say.join("; ")
 }

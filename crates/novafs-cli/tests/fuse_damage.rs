@@ -156,7 +156,16 @@ fn scrub_of_a_mount_point_repairs_damage_made_while_mounted() {
     let out = run(&mut m.novafs(&["scrub", "--rate", "1M", m.mnt.to_str().unwrap()]));
     let text = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{text}");
-    assert!(text.contains(&format!("DAMAGED: inode {ino}: ")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "DAMAGED: /f (inode {ino}): bytes 0..4096 read EIO until rewritten ("
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 object(s) damaged beyond repair: restore the byte ranges listed from a snapshot or a backup"),
+        "{text}"
+    );
     // The kernel still caches the pages read above: drop them first.
     let f = fs::File::open(m.path("f")).unwrap();
     // SAFETY: an open descriptor; advice only.
@@ -258,4 +267,47 @@ fn each_data_protection_damaged_or_poisoned_through_fuse() {
         assert_eq!(fs::read(m.path("b")).unwrap(), b"untouched", "{why}");
         m.umount();
     }
+}
+
+/// Both copies of a file's inode record damaged: the name stays. `ls`
+/// lists it, stat and open answer EIO (not ENOENT: a program must tell a
+/// lost file from one that never was), `rm` removes it, and the rest of
+/// the directory is untouched.
+#[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
+fn a_lost_inode_keeps_its_name_through_fuse_and_stat_answers_eio() {
+    require_fuse();
+    let mut m = Mount::new("64M", &[]);
+    fs::write(m.path("lost"), b"gone").unwrap();
+    fs::write(m.path("kept"), b"still here").unwrap();
+    let ino = fs::metadata(m.path("lost")).unwrap().ino().to_string();
+    m.umount();
+    ok(novafs([
+        "inject", "--target", "inode", "--which", "both", "--ino", &ino, "--bytes", "128",
+    ])
+    .arg(&m.image));
+    m.mount(&[]);
+    let ls = ok(std::process::Command::new("ls").arg("-1").arg(&m.mnt));
+    assert_eq!(ls, "kept\nlost\n");
+    for err in [
+        fs::symlink_metadata(m.path("lost")).unwrap_err(),
+        fs::File::open(m.path("lost")).unwrap_err(),
+    ] {
+        assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
+    }
+    // Listed again (the kernel may have cached the first listing's entry).
+    let ls = ok(std::process::Command::new("ls").arg("-1").arg(&m.mnt));
+    assert_eq!(ls, "kept\nlost\n");
+    assert_eq!(fs::read(m.path("kept")).unwrap(), b"still here");
+    fs::remove_file(m.path("lost")).unwrap();
+    let ls = ok(std::process::Command::new("ls").arg("-1").arg(&m.mnt));
+    assert_eq!(ls, "kept\n");
+    m.umount();
+    // What the lost inode held is found by no one until fsck's repair
+    // rebuilds free space.
+    let check = run(novafs(["fsck"]).arg(&m.image));
+    let out = String::from_utf8_lossy(&check.stdout);
+    assert_eq!(check.status.code(), Some(1), "{out}");
+    assert!(out.contains("leaked"), "{out}");
+    assert!(!out.contains("points to missing inode"), "{out}");
 }

@@ -245,6 +245,27 @@ fn kind(k: FileType) -> fuser::FileType {
     }
 }
 
+/// What readdirplus says of an entry whose inode is lost: its number and
+/// type (from the directory entry), nothing else known.
+fn lost_placeholder(ino: u64, kind: FileType) -> Attr {
+    Attr {
+        ino,
+        kind,
+        perm: 0,
+        nlink: 1,
+        uid: 0,
+        gid: 0,
+        size: 0,
+        blocks: 0,
+        atime: 0,
+        mtime: 0,
+        ctime: 0,
+        rdev: 0,
+        generation: 0,
+        flags: 0,
+    }
+}
+
 fn file_attr(a: &Attr) -> FileAttr {
     FileAttr {
         ino: INodeNo(a.ino),
@@ -365,6 +386,19 @@ impl Filesystem for FuseFs {
         match found {
             Ok(a) => self.entry("lookup", reply, &a),
             Err(Error::NotFound) => negative_entry(reply),
+            // A lost inode: its name gets a node with placeholder
+            // attributes that expire at once, so stat (GETATTR) and open
+            // answer EIO while unlink and rename over it reach the name.
+            Err(e) if e.errno() == libc::EIO && name.as_bytes() != b"." => {
+                match self.fs.dentry(parent.0, name.as_bytes()) {
+                    Ok(d) if self.fs.remember(d.ino).is_ok() => {
+                        let _ = errno("lookup", &e); // logged
+                        let attr = file_attr(&lost_placeholder(d.ino, d.kind));
+                        reply.entry(&Duration::ZERO, &attr, Generation(0));
+                    }
+                    _ => reply.error(errno("lookup", &e)),
+                }
+            }
             Err(e) => reply.error(errno("lookup", &e)),
         }
     }
@@ -604,13 +638,22 @@ impl Filesystem for FuseFs {
             if counted && self.fs.remember(e.ino).is_err() {
                 return false; // gone meanwhile: left out
             }
+            // A lost inode's name is listed with placeholder attributes
+            // that expire at once (as `lookup` answers it): stat and open
+            // answer EIO. (A zero node id would keep
+            // the kernel from caching it, but fuser gives the dirent the
+            // same number, and glibc's readdir skips d_ino 0.)
+            let (attr, ttl) = match a {
+                Some(a) => (*a, ATTR_TTL),
+                None => (lost_placeholder(e.ino, e.kind), Duration::ZERO),
+            };
             let full = reply.add(
                 INodeNo(e.ino),
                 e.next_offset,
                 OsStr::from_bytes(&e.name),
-                &ATTR_TTL,
-                &file_attr(a),
-                Generation(a.generation),
+                &ttl,
+                &file_attr(&attr),
+                Generation(attr.generation),
             );
             if full && counted {
                 let _ = self.fs.forget(e.ino, 1); // not sent after all

@@ -20,7 +20,7 @@
 //! | 8 | `logs`, `inodes`, `snapshots` | `gc`, `cache`, `reclaim` | fast and thorough log GC (NOVA §4.6); the inode cache; the background reclaimer of deleted snapshots (Fortis §3.2) |
 //! | 9 | `ops` | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
 //! | 10 | `ops` | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
-//! | 11 | `image` | `recovery` | mount, clean unmount, the crash scan (NOVA §4.7) |
+//! | 11 | `image` | `recovery`, `paths` | mount, clean unmount, the crash scan (NOVA §4.7); an inode's names, found by walking the tree (what scrub reports) |
 //! | 12 | `image`, `ops`, `protect` | `mkfs`, [`fsck`], `mmap`, `scrub` | formatting; the offline check; DAX mmap (Fortis §2, §3.3); reading and repairing everything redundancy protects, online |
 //! | 13 | `ops`, `protect` | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
 //! | 14 | | the crate root | the public API re-exported (`crate::Fs`, …) |
@@ -52,7 +52,7 @@ mod snapshots;
 pub use base::{error, time};
 use base::{hash, lock};
 pub use image::{fsck, tune};
-use image::{mkfs, recovery};
+use image::{mkfs, paths, recovery};
 use index::{dir, itable, pagemap, xattrmap};
 use inodes::{cache, commit, inode};
 use logs::{gc, journal, log};
@@ -76,7 +76,7 @@ pub use layout::MAX_FILE_SIZE;
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
 pub use mmap::Mapping;
 pub use recovery::{inspect, Inspect, MetaReplicas, MountReport};
-pub use scrub::{ScrubOptions, ScrubReport};
+pub use scrub::{Damaged, ScrubOptions, ScrubReport};
 pub use snapshot::Snapshot;
 
 #[cfg(test)]
@@ -124,6 +124,7 @@ mod layering {
         ("xattr", 9, "ops", include_str!("ops/xattr.rs")),
         ("namespace", 10, "ops", include_str!("ops/namespace.rs")),
         ("recovery", 11, "image", include_str!("image/recovery.rs")),
+        ("paths", 11, "image", include_str!("image/paths.rs")),
         ("mkfs", 12, "image", include_str!("image/mkfs.rs")),
         ("fsck", 12, "image", include_str!("image/fsck.rs")),
         ("mmap", 12, "ops", include_str!("ops/mmap.rs")),

@@ -587,6 +587,7 @@ fn readdir_plus_lists_every_entry_once_with_its_attributes() {
     }
     let mut seen = Vec::new();
     fs.readdir_plus(d.ino, 0, u64::MAX, |e, a| {
+        let a = a.expect("nothing is lost");
         assert_eq!(e.ino, a.ino);
         seen.push((String::from_utf8(e.name).unwrap(), a.uid, a.size, e.next_offset));
         false

@@ -96,8 +96,8 @@ fn what_redundancy_cannot_repair_is_reported_for_that_file_only() {
     let fs = mount(&region);
     let rep = scrub(&fs);
     assert_eq!(rep.damaged.len(), 1, "{rep:?}");
-    assert_eq!(rep.damaged[0].0, f.b);
-    assert!(rep.damaged[0].1.contains("data page"), "{rep:?}");
+    assert_eq!(rep.damaged[0].ino, f.b);
+    assert!(rep.damaged[0].why.contains("data page"), "{rep:?}");
     assert_eq!(read_all(&fs, f.a), contents(1, 5 * 4096));
     assert_eq!((fs.health().losses, fs.health().last_loss_ino), (1, f.b));
     fs.unmount().unwrap();
@@ -330,8 +330,8 @@ fn a_kept_page_past_repair_is_reported_and_fails_only_its_reads() {
     let fs = mount(&region);
     let rep = scrub(&fs);
     assert_eq!(rep.damaged.len(), 1, "{rep:?}");
-    let (ino, why) = &rep.damaged[0];
-    assert_eq!(*ino, 0, "{rep:?}");
+    let novafs::Damaged { ino, why, path, .. } = &rep.damaged[0];
+    assert_eq!((*ino, path), (0, &None), "{rep:?}");
     assert!(why.contains(&format!("data page {:#x}", old[2])), "{why}");
     assert!(why.contains("snapshot"), "{why}");
     assert_eq!((rep.data_repaired, rep.metadata_repaired), (0, 0), "{rep:?}");
@@ -505,4 +505,102 @@ fn a_scrub_passes_over_what_deleted_snapshots_kept() {
     }
     Arc::into_inner(fs).unwrap().unmount().unwrap();
     assert_fsck_clean(&region);
+}
+
+/// `zpool status -v` for novafs: what parity cannot rebuild is named by
+/// path (one of its names, and how many others) and byte range, the
+/// whole file checked past its first bad page; the rest of the file
+/// reads, the ranges read EIO until rewritten, and then all is well. An
+/// inode lost whole is reported by its path too.
+#[test]
+fn damage_past_repair_is_named_by_path_and_byte_range() {
+    let region = fresh(32, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    let f = fs.create(d, b"f", 0o644, 0, 0).unwrap().ino;
+    let size = 5 * 4096 + 100;
+    fs.write(f, 0, &contents(4, size)).unwrap();
+    fs.link(f, ROOT_INO, b"g").unwrap();
+    let e = fs.create(d, b"e", 0o644, 0, 0).unwrap().ino;
+    fs.write(e, 0, &contents(5, 100)).unwrap();
+    fs.unmount().unwrap();
+    let pages: Vec<u64> = novafs::inject::locate(&*region, Target::DataPage, f)
+        .unwrap()
+        .iter()
+        .map(|page| page.copies[0].1)
+        .collect();
+    assert_eq!(pages.len(), 6);
+    // Two strips of pages 1, 2 and 5 (the last, 100 bytes long).
+    for pg in [1, 2, 5] {
+        flip(&region, pages[pg] + 100, 40); // strip 0
+        flip(&region, pages[pg] + 3 * 512 + 7, 40); // strip 3
+    }
+    // Both copies of e's record: e is lost whole.
+    let spec = Spec {
+        which: Which::Both,
+        ino: e,
+        bytes: 128,
+        ..Spec::new(Target::Inode)
+    };
+    corrupt(&*region, &spec).unwrap();
+    let state = state_word(&region, e);
+    let fs = mount(&region);
+    let rep = scrub(&fs);
+    let mut shown: Vec<String> = rep.damaged.iter().map(|d| d.to_string()).collect();
+    shown.sort();
+    let strip0 = |pg: usize| {
+        format!(
+            "damaged on the media: data page {:#x}: strips [0, 3] are damaged and parity rebuilds only one",
+            pages[pg]
+        )
+    };
+    assert_eq!(
+        shown,
+        [
+            format!(
+                "/d/e (inode {e}): lost, every access answers EIO (damaged on the media: inode {e}'s record has a \
+                 damaged state word {state:#x})"
+            ),
+            format!(
+                "/g (inode {f}, and 1 other name): bytes 4096..12288, 20480..20580 read EIO until rewritten ({})",
+                strip0(1)
+            ),
+        ],
+        "{rep:?}"
+    );
+    let damaged = rep.damaged.iter().find(|x| x.ino == f).unwrap();
+    assert_eq!(damaged.path, Some((b"/g".to_vec(), 1)));
+    assert_eq!(damaged.ranges, [4096..12288, 20480..20580]);
+    assert!(!damaged.lost);
+    // The rest of the file reads; each damaged page is EIO.
+    let want = contents(4, size);
+    let mut buf = vec![0u8; 4096];
+    for (pg, bad) in [(0, false), (1, true), (2, true), (3, false), (4, false), (5, true)] {
+        let got = fs.read(f, pg as u64 * 4096, &mut buf);
+        match bad {
+            true => assert_eq!(got.unwrap_err().errno(), libc::EIO, "page {pg}"),
+            false => assert_eq!(
+                buf[..got.unwrap()],
+                want[pg * 4096..(pg * 4096 + 4096).min(size)],
+                "page {pg}"
+            ),
+        }
+    }
+    // Rewritten, the ranges read again; a second scrub finds only e.
+    fs.write(f, 4096, &want[4096..12288]).unwrap();
+    fs.write(f, 20480, &want[20480..]).unwrap();
+    assert!(read_all(&fs, f) == want);
+    let again = scrub(&fs);
+    assert_eq!(
+        again.damaged.iter().map(|d| d.ino).collect::<Vec<_>>(),
+        [e],
+        "{again:?}"
+    );
+    fs.unmount().unwrap();
+}
+
+/// The primary state word of inode `ino`'s record (damaged).
+fn state_word(region: &Arc<dyn Region>, ino: u64) -> u64 {
+    let (primary, _) = copies_of(region, Target::Inode, ino);
+    u64::from_le_bytes(bytes_at(region, primary, 8).try_into().unwrap())
 }

@@ -557,6 +557,13 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         resynced: 0,
     };
     ctx.tables.scan_shard(r, shard, |slot| {
+        let slot = match slot {
+            Slot::Free(ino) => match unfree(ctx, ino, &mut out.used)? {
+                Some(slot) => slot,
+                None => return Ok(()), // lost: counted, its number kept
+            },
+            slot => slot,
+        };
         let (ino, off, rec, kept) = match slot {
             Slot::Live { ino, off, rec } => (ino, off, rec, None),
             Slot::Kept { ino, off, rec } => {
@@ -609,15 +616,7 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
                     }
                 }
             }
-            Err(e) => {
-                // Keep whatever pages it may own out of the allocator;
-                // the inode itself reads as EIO and fsck reports it.
-                ctx.health.lost(ino, &e);
-                if let Ok(pages) = crate::log::chain_pages(r, ctx.bounds, rec.log_head, true) {
-                    let copies = pages.into_iter().flat_map(|p| ctx.bounds.copies(p));
-                    out.used.extend(copies.map(|p| p >> PAGE_SHIFT));
-                }
-            }
+            Err(e) => lost(ctx, ino, &rec, &e, &mut out.used),
         }
         Ok(())
     })?;
@@ -628,6 +627,49 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         }
     }
     Ok(out)
+}
+
+/// Inode `ino` (record `rec`) has no good copy: counted, and whatever
+/// pages its log may own kept out of the allocator. The inode itself
+/// reads as EIO, its names stay, and fsck reports it.
+fn lost(ctx: &Ctx, ino: Ino, rec: &Inode, e: &Error, used: &mut Vec<u64>) {
+    ctx.health.lost(ino, e);
+    if let Ok(pages) = crate::log::chain_pages(ctx.region(), ctx.bounds, rec.log_head, true) {
+        let copies = pages.into_iter().flat_map(|p| ctx.bounds.copies(p));
+        used.extend(copies.map(|p| p >> PAGE_SHIFT));
+    }
+}
+
+/// A slot the table scan passed as free (its primary's state word says
+/// neither live nor kept): free indeed when that word, or else the
+/// replica's, says free. Any other value is damage, and the inode may be
+/// live: a whole replica stands in (copied back on a writable mount);
+/// without one the inode is lost ([`lost`], None) and its number stays
+/// taken, or a new inode there would answer to the names of the lost one.
+fn unfree(ctx: &Ctx, ino: Ino, used: &mut Vec<u64>) -> Result<Option<Slot>> {
+    let off = ctx.tables.locate(ino)?;
+    let state = |r: &dyn Region, at: u64| r.load_u64(at + INODE_STATE_OFF).ok();
+    let replica = ctx.bounds.replica(off);
+    if state(ctx.region(), off) == Some(INODE_FREE) || replica.is_some_and(|m| state(ctx.data(), m) == Some(INODE_FREE))
+    {
+        return Ok(Some(Slot::Free(ino)));
+    }
+    let found = match ctx.live_record(off, ino) {
+        Ok(rec) => Ok(Slot::Live { ino, off, rec }),
+        Err(_) => ctx.kept_record(off, ino).map(|rec| Slot::Kept { ino, off, rec }),
+    };
+    match found {
+        Ok(slot) => Ok(Some(slot)),
+        Err(e) => {
+            let mut buf = [0u8; INODE_SIZE as usize];
+            let rec: Inode = ctx
+                .region()
+                .read(off, &mut buf)
+                .map_or(Inode::default(), |()| decode(&buf).unwrap_or_default());
+            lost(ctx, ino, &rec, &e, used);
+            Ok(None)
+        }
+    }
 }
 
 /// What `novafs info` shows about an image, read without mounting it.

@@ -11,7 +11,7 @@ use crate::error::{corrupt, Error, Result};
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ChunkFooter, Ino, Inode, Superblock, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES,
-    CHUNK_SIZE, INODES_PER_CHUNK, INODE_KEPT, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
+    CHUNK_SIZE, INODES_PER_CHUNK, INODE_FREE, INODE_KEPT, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
 };
 
 /// One shard's inode table: its chunk chain and free slots.
@@ -351,11 +351,20 @@ pub fn read_live_record(region: &dyn Region, off: u64, ino: Ino) -> Result<Inode
 }
 
 /// Reads the record at `off` and checks that it is inode `ino` in state
-/// `state` (`INODE_LIVE` or `INODE_KEPT`); NotFound in another state.
+/// `state` (`INODE_LIVE` or `INODE_KEPT`); NotFound in another state, and
+/// Corrupt in none: a state word no commit writes is damage, and the
+/// inode it held may be live (a name still leads to it), so it must read
+/// as lost (EIO), not as never having existed.
 pub fn read_record(region: &dyn Region, off: u64, ino: Ino, state: u64) -> Result<Inode> {
     let mut buf = [0u8; INODE_SIZE as usize];
     region.read(off, &mut buf)?;
     let rec: Inode = decode(&buf)?;
+    if !matches!(rec.state, INODE_FREE | INODE_LIVE | INODE_KEPT) {
+        return Err(corrupt!(
+            "inode {ino}'s record has a damaged state word {:#x}",
+            rec.state
+        ));
+    }
     if rec.state != state {
         return Err(Error::NotFound);
     }

@@ -52,6 +52,14 @@ pub fn alive(st: &InodeState) -> Result<()> {
     }
 }
 
+/// Whether `e` says an object has no good copy left (damage the checksums
+/// caught, or a media error): it answers EIO, and a name that leads to it
+/// stays, so that the loss shows (as ext4 answers EIO for an inode that
+/// fails its checksum) until `fsck --repair` removes the name.
+pub fn is_loss(e: &Error) -> bool {
+    matches!(e, Error::Corrupt(_) | Error::Pm(_))
+}
+
 impl Cache {
     /// The cache of the live file system (`view` `None`) or of a view of
     /// snapshot `view`.
@@ -85,7 +93,7 @@ impl Cache {
                 .and_then(|rec| ctx.load_inode_at(off, &rec, epoch)),
         }
         .inspect_err(|e| {
-            if matches!(e, Error::Corrupt(_) | Error::Pm(_)) {
+            if is_loss(e) {
                 ctx.health.lost(ino, e);
             }
         })?;

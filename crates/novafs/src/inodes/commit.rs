@@ -19,7 +19,7 @@ use std::sync::Arc;
 use pm::Region;
 
 use crate::alloc::{Budget, Freed, PageAllocator, Unreferenced};
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::health::Health;
 use crate::inode::InodeState;
 use crate::itable::read_record;
@@ -142,23 +142,29 @@ impl Ctx {
     /// The record of inode `ino` at `off` as snapshot `epoch` sees it:
     /// live or kept, created at or before the snapshot and, if kept,
     /// deleted after it; else NotFound. Read from the primary, or the
-    /// replica when the primary fails its checksum.
+    /// replica when the primary fails its checksum or has a state word no
+    /// commit writes (Corrupt when both do: a lost inode, not a free one).
     pub fn record_at(&self, off: u64, ino: Ino, epoch: u64) -> Result<Inode> {
         let read = |r: &dyn Region, at: u64| -> Result<Inode> {
             let mut buf = [0u8; INODE_SIZE as usize];
             r.read(at, &mut buf)?;
             decode(&buf)
         };
+        let known = |rec: &Inode| matches!(rec.state, INODE_FREE | INODE_LIVE | INODE_KEPT);
         let mut rec = read(self.region(), off)?;
-        if rec.csum != rec.compute_csum() {
+        if rec.csum != rec.compute_csum() || !known(&rec) {
             if let Some(m) = self.bounds.replica(off) {
-                rec = read(self.data(), m)?;
+                let other = read(self.data(), m)?;
+                if known(&other) {
+                    rec = other;
+                }
             }
         }
         let seen = match rec.state {
             INODE_LIVE => rec.create_epoch <= epoch,
             INODE_KEPT => rec.create_epoch <= epoch && epoch < rec.delete_epoch,
-            _ => false,
+            INODE_FREE => false,
+            bad => return Err(corrupt!("inode {ino}'s record has a damaged state word {bad:#x}")),
         };
         if !seen || rec.ino != ino {
             return Err(Error::NotFound);
@@ -238,7 +244,7 @@ impl Ctx {
             );
         }
         if let Some(p) = st.log.pages().iter().find(|&&p| self.alloc.is_free(p)) {
-            return Err(crate::error::corrupt!(
+            return Err(corrupt!(
                 "log page {p:#x} of inode {} is free in the allocator",
                 st.meta.attr.ino
             ));

@@ -157,7 +157,8 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
         .ok_or(Error::FileTooBig)?;
     let first = off / PAGE_SIZE;
     let last = (end - 1) / PAGE_SIZE;
-    let size = st.meta.attr.size.max(end);
+    let old_size = st.meta.attr.size;
+    let size = old_size.max(end);
     with_pages(ctx, last - first + 1, Budget::Normal, |extents| {
         let map = file_map(st)?;
         let mut pg = first;
@@ -167,8 +168,16 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
                 let lo = off.max(pstart);
                 let hi = end.min(pstart + PAGE_SIZE);
                 let src = &data[(lo - off) as usize..(hi - off) as usize];
+                // The old page is read only for bytes of the file the
+                // write leaves: rewriting all of a last page's data (a
+                // range scrub reported damaged) must not need the page.
+                let keeps_old = (lo > pstart && pstart < old_size) || (hi < pstart + PAGE_SIZE && hi < old_size);
                 if hi - lo == PAGE_SIZE {
                     ctx.put_block(e.off + i * PAGE_SIZE, src)?;
+                } else if !keeps_old {
+                    let mut page = vec![0u8; PS];
+                    page[(lo - pstart) as usize..(hi - pstart) as usize].copy_from_slice(src);
+                    ctx.put_block(e.off + i * PAGE_SIZE, &page)?;
                 } else {
                     fill_pages(
                         ctx,

@@ -14,7 +14,7 @@ use crate::lock::{Mutex, Rank};
 use pm::Region;
 
 use crate::alloc::Budget;
-use crate::cache::{alive, Cache, Cell};
+use crate::cache::{alive, is_loss, Cache, Cell};
 use crate::commit::Ctx;
 use crate::error::{Error, Result};
 use crate::file;
@@ -421,6 +421,23 @@ impl Fs {
             }
         };
         self.getattr(target)
+    }
+
+    /// The entry `name` of directory `parent`, without loading the inode
+    /// it names: what a front end answers for a name whose inode is lost
+    /// ([`Fs::lookup`] says EIO). FUSE must give the kernel a node for
+    /// such a name, or unlink and rename could not reach it.
+    pub fn dentry(&self, parent: Ino, name: &[u8]) -> Result<DirEntry> {
+        let cell = self.cell(parent)?;
+        let st = cell.state.read();
+        alive(&st)?;
+        let d = st.dir()?.get(name).ok_or(Error::NotFound)?;
+        Ok(DirEntry {
+            ino: d.ino,
+            kind: kind_of_ftype(d.ftype),
+            name: name.to_vec(),
+            next_offset: d.seq,
+        })
     }
 
     /// Resolves an absolute or root-relative path without following
@@ -866,15 +883,18 @@ impl Fs {
     /// looked up after the directory's lock is dropped: holding it while
     /// locking children could deadlock with a rename that locks them in
     /// inode order. An entry removed in between is left out, as if listed
-    /// before its removal. An error after some entries were emitted ends
-    /// the listing early with Ok: the caller's next call meets it again.
-    /// Entries stop below `end` as in [`Fs::readdir_to`].
+    /// before its removal. An entry whose inode is lost (no good copy of
+    /// its record or log: its lookup answers EIO) comes with `None`: the
+    /// name stays listed, so the loss shows. Any other error after some
+    /// entries were emitted ends the listing early with Ok: the caller's
+    /// next call meets it again. Entries stop below `end` as in
+    /// [`Fs::readdir_to`].
     pub fn readdir_plus(
         &self,
         ino: Ino,
         offset: u64,
         end: u64,
-        mut emit: impl FnMut(DirEntry, &Attr) -> bool,
+        mut emit: impl FnMut(DirEntry, Option<&Attr>) -> bool,
     ) -> Result<()> {
         const BATCH: usize = 64;
         let mut next = offset;
@@ -891,16 +911,19 @@ impl Fs {
             let last_batch = batch.len() < BATCH;
             for e in batch {
                 let after = e.next_offset;
-                match self.getattr(e.ino) {
-                    Ok(a) => {
-                        if emit(e, &a) {
-                            return Ok(());
-                        }
-                        emitted = true;
+                let attr = match self.getattr(e.ino) {
+                    Ok(a) => Some(a),
+                    Err(err) if is_loss(&err) => None,
+                    Err(Error::NotFound) => {
+                        next = after;
+                        continue;
                     }
-                    Err(Error::NotFound) => {}
                     Err(err) => return stop(err, emitted),
+                };
+                if emit(e, attr.as_ref()) {
+                    return Ok(());
                 }
+                emitted = true;
                 next = after;
             }
             if last_batch {
@@ -947,9 +970,17 @@ impl Fs {
     /// drops the last reference (tmpfs behaves so). A file's references
     /// do not keep it: its handles do that job, and the space of an
     /// unlinked file that nobody has open comes back at once; they keep
-    /// only its number from reuse until the kernel forgets it.
+    /// only its number from reuse until the kernel forgets it. A lost
+    /// inode (listed by [`Fs::readdir_plus`] without attributes) is held
+    /// as a file's number is: nothing of it can be loaded.
     pub fn remember(&self, ino: Ino) -> Result<()> {
-        let cell = self.cell(ino)?;
+        let cell = match self.cell(ino) {
+            Err(e) if is_loss(&e) => {
+                self.cache.hold(ino);
+                return Ok(());
+            }
+            found => found?,
+        };
         let mut st = cell.state.write();
         alive(&st)?;
         if st.meta.attr.kind == FileType::Directory {

@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use crate::lock::Mutex;
 
 use crate::alloc::Budget;
-use crate::cache::{alive, Cache, Locked};
+use crate::cache::{alive, is_loss, Cache, Locked};
 use crate::commit::{self, Ctx, Ending, Multi};
 use crate::dir::{check_name, dentry, Dent, DentrySpec};
 use crate::error::{Error, Result};
@@ -69,6 +69,8 @@ struct Rename<'a> {
     newname: &'a [u8],
     src: Dent,
     dst: Option<Dent>,
+    /// `dst` names a lost file: only the name is replaced.
+    dst_lost: bool,
     exchange: bool,
     /// The owner of the whiteout RENAME_WHITEOUT leaves at the old name.
     whiteout: Option<(u32, u32)>,
@@ -368,7 +370,14 @@ impl Namespace<'_> {
         let pcell = self.cache.get(self.ctx, parent)?;
         loop {
             let d = peek(&pcell.state.read(), name)?.ok_or(Error::NotFound)?;
-            let cells = [(parent, pcell.clone()), (d.ino, self.cache.get(self.ctx, d.ino)?)];
+            let child = match self.cache.get(self.ctx, d.ino) {
+                Err(e) if is_loss(&e) => match self.remove_lost(parent, name, d, want_dir, e)? {
+                    true => return Ok(()),
+                    false => continue, // Changed meanwhile: look again.
+                },
+                found => found?,
+            };
+            let cells = [(parent, pcell.clone()), (d.ino, child)];
             let mut l = Locked::lock(&cells)?;
             if l.get(parent).dir()?.get(name) != Some(d) {
                 continue; // Changed while unlocked: look again.
@@ -405,13 +414,45 @@ impl Namespace<'_> {
         }
     }
 
+    /// unlink of name `d` (`name` in `parent`) whose inode is lost (`lost`
+    /// says why): only the name goes, as `fsck --repair` removes it. What
+    /// the inode held stays allocated, found by no one (its log, the list
+    /// of its pages, is what was lost) until `fsck --repair` rebuilds free
+    /// space by a full scan; its slot stays taken too, since other names
+    /// of it may remain. A directory's name is not removed (rmdir cannot
+    /// tell whether a lost directory is empty): EIO, and `fsck --repair`
+    /// reconnects what it held. False when the name changed meanwhile.
+    fn remove_lost(&self, parent: Ino, name: &[u8], d: Dent, want_dir: bool, lost: Error) -> Result<bool> {
+        let is_dir = d.ftype == ftype_of_mode(libc::S_IFDIR);
+        match (want_dir, is_dir) {
+            (true, false) => return Err(Error::NotDir),
+            (false, true) => return Err(Error::IsDir),
+            (true, true) => return Err(lost),
+            (false, false) => {}
+        }
+        self.drop_name(parent, name, Some(d), Budget::Freeing)
+    }
+
     /// Removes the name `name` of `parent` whose target inode is lost
     /// (`fsck --repair`): the directory's side of an unlink, with nothing
     /// done to the target, which no longer loads.
     pub fn drop_dangling(&self, parent: Ino, name: &[u8]) -> Result<()> {
+        self.drop_name(parent, name, None, Budget::Critical).map(|_| ())
+    }
+
+    /// [`Namespace::drop_dangling`], when `name` still is `expect` (any
+    /// name when None); false when it is not.
+    fn drop_name(&self, parent: Ino, name: &[u8], expect: Option<Dent>, budget: Budget) -> Result<bool> {
         let cells = [(parent, self.cache.get(self.ctx, parent)?)];
         let mut l = Locked::lock(&cells)?;
         let d = l.get(parent).dir()?.get(name).ok_or(Error::NotFound)?;
+        if let Some(e) = expect {
+            if e != d {
+                return Ok(false);
+            }
+            // An unlink obeys chattr as any; fsck's repair does not.
+            l.get(parent).meta.attr.check_changeable()?;
+        }
         let p = &l.get(parent).meta.attr;
         let spec = DentrySpec {
             ino: d.ino,
@@ -422,8 +463,8 @@ impl Namespace<'_> {
             dir_mtime: now_ns(),
         };
         let parts = [Part::new(parent, vec![dentry(self.ctx.epoch(), false, name, &spec)])];
-        let _ = self.commit_parts(&mut l, Budget::Critical, &parts, &[(parent, name)], &[], &[])?;
-        Ok(())
+        let _ = self.commit_parts(&mut l, budget, &parts, &[(parent, name)], &[], &[])?;
+        Ok(true)
     }
 
     /// Names the unreachable inode `ino` `name` in `dir` (`fsck --repair`
@@ -536,9 +577,20 @@ impl Namespace<'_> {
             if dst.is_some_and(|d| d.ino == src.ino) {
                 return Ok(()); // Two names of one inode: POSIX says do nothing.
             }
-            let mut inos = vec![parent, newparent, src.ino];
-            inos.extend(dst.map(|d| d.ino));
-            let cells = self.cache.get_all(self.ctx, &inos)?;
+            let mut cells = self.cache.get_all(self.ctx, &[parent, newparent, src.ino])?;
+            let mut dst_lost = false;
+            if let Some(d) = dst {
+                match self.cache.get(self.ctx, d.ino) {
+                    Ok(cell) => cells.push((d.ino, cell)),
+                    // A lost file's name is replaced as unlink removes it
+                    // (`remove_lost`), so a restore from a backup by a
+                    // rename over it works. A lost source, a lost
+                    // directory (replaced only when empty) and an exchange
+                    // would change the lost inode itself: EIO.
+                    Err(e) if is_loss(&e) && !exchange && d.ftype != ftype_of_mode(libc::S_IFDIR) => dst_lost = true,
+                    Err(e) => return Err(e),
+                }
+            }
             let mut l = Locked::lock(&cells)?;
             if l.get(parent).dir()?.get(name) != Some(src) || l.get(newparent).dir()?.get(newname) != dst {
                 continue;
@@ -550,6 +602,7 @@ impl Namespace<'_> {
                 newname,
                 src,
                 dst,
+                dst_lost,
                 exchange,
                 whiteout: (flags & RENAME_WHITEOUT != 0).then_some(owner),
             };
@@ -586,7 +639,7 @@ impl Namespace<'_> {
         l.get(r.src.ino).meta.attr.check_changeable()?;
         l.get(r.parent).meta.attr.check_changeable()?;
         l.get(r.newparent).meta.attr.check_names_added()?;
-        if let Some(d) = r.dst {
+        if let Some(d) = r.dst.filter(|_| !r.dst_lost) {
             l.get(d.ino).meta.attr.check_changeable()?;
             if r.exchange {
                 l.get(r.newparent).meta.attr.check_changeable()?;
@@ -749,7 +802,7 @@ impl Namespace<'_> {
                 }
                 None => parent_entries.push(dentry(e, false, r.name, &spec(src.ino, src.seq, src.ftype, p_final))),
             }
-            if let Some(d) = dst {
+            if let Some(d) = dst.filter(|_| !r.dst_lost) {
                 let victim = l.get(d.ino);
                 let nlink = if dst_dir {
                     0

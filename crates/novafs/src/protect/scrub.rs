@@ -9,7 +9,9 @@
 //! a live file's. Then the metadata no live inode covers: the inode
 //! tables' heads, chunk footers and free slots, and the reserved records
 //! of page 2 (the superblock's two copies are `Fs::scrub`'s). What cannot
-//! be repaired is reported (and counted as lost); nothing else is touched.
+//! be repaired is reported (and counted as lost) by path and, for file
+//! data, byte range, as `zpool status -v` lists files with permanent
+//! errors; nothing else is touched.
 //!
 //! Locking: an inode's write lock is held only while its replicas are
 //! rewritten (a writer would otherwise race the copy); its data pages are
@@ -20,18 +22,19 @@
 //! ([`scrub_kept`]). A shard's free-slot lock is held while its table is
 //! checked, so no slot is claimed or released and no chunk added meanwhile.
 
-use std::ops::Deref;
+use std::ops::{Deref, Range};
 use std::time::{Duration, Instant};
 
-use crate::cache::{alive, Cache};
+use crate::cache::{alive, is_loss, Cache};
 use crate::commit::Ctx;
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::inode::{Body, Ino, InodeState};
 use crate::itable::Slot;
 use crate::layout::{
     decode, ChunkFooter, Inode, CHUNK_FOOTER_OFF, INODES_PER_CHUNK, INODE_LIVE, INODE_SIZE, PAGE_SIZE, RESERVED_INODES,
     RESERVED_INODES_OFF,
 };
+use crate::paths::names;
 use crate::replica::{readable, sync};
 use crate::snapshot::{Kept, KeptItems, KeptPin};
 use zerocopy::IntoBytes;
@@ -55,10 +58,61 @@ pub struct ScrubReport {
     pub replicas_rewritten: u64,
     /// Data strips rebuilt and checksum copies rewritten.
     pub data_repaired: u64,
-    /// Objects that could not be repaired, and why.
-    pub damaged: Vec<(Ino, String)>,
+    /// Objects that could not be repaired.
+    pub damaged: Vec<Damaged>,
     /// Stopped before the end because `progress` said so.
     pub stopped: bool,
+}
+
+/// One object scrub could not repair.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damaged {
+    /// Its inode; 0 for a data run only snapshots keep.
+    pub ino: Ino,
+    /// A path to it from the root and how many other names it has (hard
+    /// links); None when no name leads to it (kept for snapshots, or
+    /// below a lost directory).
+    pub path: Option<(Vec<u8>, u64)>,
+    /// The inode itself is lost (its record or log): every access to it
+    /// answers EIO, and `fsck --repair` removes its names.
+    pub lost: bool,
+    /// Byte ranges of the file that read EIO until rewritten: data pages
+    /// with more bad strips than parity rebuilds. The rest of it reads.
+    pub ranges: Vec<Range<u64>>,
+    /// What was found (the first damage, when there are several).
+    pub why: String,
+}
+
+/// One line for people, e.g. "/d/f (inode 12, and 1 other name): bytes
+/// 4096..8192 read EIO until rewritten (data page 0x…: …)".
+impl std::fmt::Display for Damaged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.path, self.ino) {
+            (Some((path, others)), ino) => {
+                write!(f, "{} (inode {ino}", String::from_utf8_lossy(path))?;
+                match others {
+                    0 => {}
+                    1 => f.write_str(", and 1 other name")?,
+                    n => write!(f, ", and {n} other names")?,
+                }
+                f.write_str(")")?;
+            }
+            (None, 0) => f.write_str("no inode")?,
+            (None, ino) => write!(f, "inode {ino} (no name leads to it)")?,
+        }
+        if self.lost {
+            return write!(f, ": lost, every access answers EIO ({})", self.why);
+        }
+        if self.ranges.is_empty() {
+            return write!(f, ": {}", self.why);
+        }
+        f.write_str(": bytes ")?;
+        for (i, r) in self.ranges.iter().enumerate() {
+            let sep = if i == 0 { "" } else { ", " };
+            write!(f, "{sep}{}..{}", r.start, r.end)?;
+        }
+        write!(f, " read EIO until rewritten ({})", self.why)
+    }
 }
 
 /// Pages checked under one hold of an inode's read lock (or one pin of a
@@ -80,18 +134,32 @@ pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, 
         done: 0,
     };
     'shards: for shard in 0..ctx.tables.shard_count() as usize {
-        let mut live = Vec::new();
+        let (mut live, mut unsure) = (Vec::new(), Vec::new());
         ctx.tables.scan_shard(ctx.region(), shard, |slot| {
             // A slot DRAM holds free is not an inode, whatever its
             // primary says (scribbled, it is scrubbed as a free slot).
-            // Kept slots are the manifests' (`scrub_kept`).
-            if let Slot::Live { ino, .. } = slot {
-                if !ctx.tables.is_free(ino) {
-                    live.push(ino);
-                }
+            // One DRAM holds taken whose primary does not read as live
+            // may be a live inode with a damaged state word: loaded too,
+            // its replica repairs it, or it is reported lost (a slot a
+            // create is filling, or a freed one the kernel still holds,
+            // reads as free and is passed over). Kept slots are the
+            // manifests' (`scrub_kept`).
+            match slot {
+                Slot::Live { ino, .. } if !ctx.tables.is_free(ino) => live.push(ino),
+                Slot::Free(ino) if !ctx.tables.is_free(ino) => unsure.push(ino),
+                _ => {}
             }
             Ok(())
         })?;
+        if !unsure.is_empty() {
+            let kept = ctx.snapshots.kept_items();
+            let kept = |i| {
+                kept.items
+                    .iter()
+                    .any(|(_, k)| matches!(*k, Kept::Inode { ino, .. } if ino == i))
+            };
+            live.extend(unsure.drain(..).filter(|&i| !kept(i)));
+        }
         for ino in live {
             let checked = scrub_inode(ctx, cache, ino, &mut rep, &mut pacer);
             settle(ctx, &mut rep, ino, checked, || None)?;
@@ -107,6 +175,10 @@ pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, 
     }
     if !rep.stopped && ctx.bounds.live_replicas() && !ctx.read_only {
         scrub_tables(ctx, &mut rep)?;
+    }
+    let named = names(ctx, cache, rep.damaged.iter().map(|d| d.ino).filter(|&i| i != 0));
+    for d in &mut rep.damaged {
+        d.path = named.get(&d.ino).cloned();
     }
     let after = ctx.health.counts();
     rep.metadata_repaired = after.repairs - before.repairs;
@@ -135,6 +207,40 @@ impl Pacer {
     }
 }
 
+/// Data pages of one object that could not be repaired.
+#[derive(Debug, Default)]
+struct BadPages {
+    /// File page numbers, ascending.
+    pages: Vec<u64>,
+    /// The file's size when they were found.
+    size: u64,
+    /// The first damage found (a file page's or an xattr value page's).
+    first: Option<Error>,
+}
+
+impl BadPages {
+    fn add(&mut self, page: Option<u64>, e: Error) {
+        self.pages.extend(page);
+        self.first.get_or_insert(e);
+    }
+
+    /// The pages as byte ranges of the file, runs merged, the last
+    /// clipped to its size.
+    fn ranges(&self) -> Vec<Range<u64>> {
+        let mut out: Vec<Range<u64>> = Vec::new();
+        for &pg in &self.pages {
+            let (start, end) = (pg * PAGE_SIZE, (pg + 1) * PAGE_SIZE);
+            // A page past the end (fallocate's KEEP_SIZE) is named whole.
+            let r = start..if self.size > start { end.min(self.size) } else { end };
+            match out.last_mut() {
+                Some(last) if last.end == r.start => last.end = r.end,
+                _ => out.push(r),
+            }
+        }
+        out
+    }
+}
+
 /// Counts what checking one object of inode `ino` came to: damage that
 /// could not be repaired is reported (with `what` the object is, when it
 /// is not the inode itself) and counted as lost; an object freed
@@ -143,25 +249,40 @@ fn settle(
     ctx: &Ctx,
     rep: &mut ScrubReport,
     ino: Ino,
-    checked: Result<()>,
+    checked: Result<BadPages>,
     what: impl FnOnce() -> Option<String>,
 ) -> Result<()> {
-    match checked {
-        Ok(()) | Err(Error::NotFound) => Ok(()),
-        Err(e @ (Error::Corrupt(_) | Error::Pm(_))) => {
-            ctx.health.lost(ino, &e);
-            let why = match what() {
-                Some(what) => format!("{what}: {e}"),
-                None => e.to_string(),
-            };
-            rep.damaged.push((ino, why));
-            Ok(())
-        }
-        Err(e) => Err(e),
-    }
+    let (bad, lost) = match checked {
+        Ok(bad) => (bad, false),
+        Err(Error::NotFound) => return Ok(()),
+        Err(e) if is_loss(&e) => (
+            BadPages {
+                first: Some(e),
+                ..BadPages::default()
+            },
+            true,
+        ),
+        Err(e) => return Err(e),
+    };
+    let Some(e) = &bad.first else {
+        return Ok(());
+    };
+    ctx.health.lost(ino, e);
+    let why = match what() {
+        Some(what) => format!("{what}: {e}"),
+        None => e.to_string(),
+    };
+    rep.damaged.push(Damaged {
+        ino,
+        path: None,
+        lost,
+        ranges: bad.ranges(),
+        why,
+    });
+    Ok(())
 }
 
-fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, pacer: &mut Pacer) -> Result<()> {
+fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, pacer: &mut Pacer) -> Result<BadPages> {
     // Loading verifies the record and every committed entry, repairing a
     // damaged primary from its replica (`Ctx::live_record`, `load_inode`).
     let cell = cache.get(ctx, ino)?;
@@ -197,20 +318,33 @@ fn rewrite_replicas(ctx: &Ctx, st: &InodeState, rep: &mut ScrubReport) -> Result
 
 /// Checks every data page of an inode, its extended attribute values'
 /// and then its file's, a batch at a time, each under `hold()`: the
-/// inode's state while none of its pages can be freed and reused.
+/// inode's state while none of its pages can be freed and reused. A page
+/// past repair is noted and the rest still checked.
 fn scrub_pages<G: Deref<Target = InodeState>>(
     ctx: &Ctx,
     rep: &mut ScrubReport,
     pacer: &mut Pacer,
     mut hold: impl FnMut() -> Result<G>,
-) -> Result<()> {
+) -> Result<BadPages> {
     let mut page = vec![0u8; PAGE_SIZE as usize];
+    let mut bad = BadPages::default();
+    let mut check = |block, pg: Option<u64>, bad: &mut BadPages| match scrub_block(ctx, block, &mut page) {
+        Err(e) if is_loss(&e) => {
+            let e = match pg {
+                None => corrupt!("an extended attribute's value: {e}"),
+                Some(_) => e,
+            };
+            bad.add(pg, e);
+            Ok(())
+        }
+        done => done,
+    };
     {
         // Extended attribute values in data pages (at most 16 a name).
         let st = hold()?;
         let mut checked_pages = 0;
         for block in st.meta.xattrs.blocks() {
-            scrub_block(ctx, block, &mut page)?;
+            check(block, None, &mut bad)?;
             checked_pages += 1;
         }
         drop(st);
@@ -221,13 +355,14 @@ fn scrub_pages<G: Deref<Target = InodeState>>(
     loop {
         let st = hold()?;
         let Body::File(map) = &st.meta.body else {
-            return Ok(());
+            return Ok(bad);
         };
+        bad.size = st.meta.attr.size;
         let mut next = map.next_mapped(from);
         let mut checked_pages = 0;
         while let Some(pg) = next.filter(|_| checked_pages < BATCH) {
             if let Some(block) = map.lookup(pg) {
-                scrub_block(ctx, block, &mut page)?;
+                check(block, Some(pg), &mut bad)?;
                 checked_pages += 1;
             }
             next = map.next_mapped(pg + 1);
@@ -237,7 +372,7 @@ fn scrub_pages<G: Deref<Target = InodeState>>(
         pacer.paced(checked_pages * PAGE_SIZE);
         match next {
             Some(pg) => from = pg,
-            None => return Ok(()),
+            None => return Ok(bad),
         }
     }
 }
@@ -278,7 +413,14 @@ fn scrub_kept(ctx: &Ctx, rep: &mut ScrubReport, pacer: &mut Pacer, progress: &dy
                     for block in (first..first + n).map(|i| ext.off + i * PAGE_SIZE) {
                         // No inode maps it: reported as inode 0's, and
                         // the rest of the run is still checked.
-                        let checked = scrub_block(ctx, block, &mut page);
+                        let checked = match scrub_block(ctx, block, &mut page) {
+                            Err(e) if is_loss(&e) => {
+                                let mut bad = BadPages::default();
+                                bad.add(None, e);
+                                Ok(bad)
+                            }
+                            done => done.map(|()| BadPages::default()),
+                        };
                         settle(ctx, rep, 0, checked, || {
                             Some(format!("data page {block:#x} kept for snapshot {snapshot}"))
                         })?;
@@ -332,7 +474,7 @@ fn scrub_kept_inode(
     off: u64,
     rep: &mut ScrubReport,
     pacer: &mut Pacer,
-) -> Result<()> {
+) -> Result<BadPages> {
     let pin = ctx.snapshots.pin(kept, item).ok_or(Error::NotFound)?;
     let st = ctx.load_inode(off, &ctx.kept_record(off, ino)?)?;
     if rewrites_replicas(ctx) {
