@@ -13,7 +13,6 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use pm::Region;
-use zerocopy::IntoBytes;
 
 use crate::alloc::Budget;
 use crate::lock::{Mutex, Rank};
@@ -27,7 +26,7 @@ use crate::itable::Slot;
 use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
+    decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
     ENTRY_INVALID, FEATURE_INCOMPAT_SNAPSHOTS, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, KEPT_INODE, PAGE_SIZE,
     RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
 };
@@ -74,14 +73,14 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let mut rep = Report::default();
     let r = &*region;
     let (sb, primary_bad) = read_superblock(r)?;
-    // A crash during a superblock update (R4) leaves one copy torn or stale:
-    // a legal crash state that the next read-write mount repairs.
+    // A copy torn or stale is damage or a crash during a superblock
+    // update (R4); either way one copy is gone until a repair rewrites it.
     if primary_bad {
-        rep.notes
-            .push("primary superblock is damaged; the replica is intact and the next mount repairs it".into());
+        rep.problems
+            .push("primary superblock is damaged (the replica is intact); fsck --repair rewrites it".into());
     } else if !replica_matches(r, &sb) {
-        rep.notes
-            .push("superblock replica is damaged or stale; the next mount rewrites it".into());
+        rep.problems
+            .push("superblock replica is damaged or stale; fsck --repair rewrites it".into());
     }
     rep.clean = sb.state == STATE_CLEAN;
     let health = HealthCounts::of(&sb);
@@ -123,8 +122,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let mut done = 0;
     for shard in 0..tables.shard_count() as usize {
         tables.scan_shard(ctx.region(), shard, |slot| {
-            let (ino, off, rec) = match slot {
-                Slot::Free(ino) => {
+            let (ino, off, rec, replica) = match slot {
+                Slot::Free { ino, replica, .. } => {
+                    // Judged by its replica: the primary's state word is damaged.
+                    from_replica += u64::from(replica);
                     free_slots.push(ino);
                     return Ok(());
                 }
@@ -133,19 +134,19 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                     progress(done, total);
                     return Ok(());
                 }
-                Slot::Live { ino, off, rec } => (ino, off, rec),
+                Slot::Live { ino, off, rec, replica } => (ino, off, rec, replica),
                 Slot::Kept { ino, rec, .. } if ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch).is_none() => {
                     rep.notes.push(format!(
                         "inode {ino} is kept for snapshots that are gone (a crash while one was deleted); the next mount frees it"
                     ));
                     return Ok(());
                 }
-                Slot::Kept { ino, off, rec } => (ino, off, rec),
+                Slot::Kept { ino, off, rec, replica } => (ino, off, rec, replica),
             };
             let live = rec.state == INODE_LIVE;
             rep.inodes += u64::from(live);
-            let verified = ctx.scanned_record(off, rec)?;
-            let (st, superseded) = match recovery::load_for_snapshots(&ctx, off, &verified) {
+            from_replica += u64::from(replica);
+            let (st, superseded) = match recovery::load_for_snapshots(&ctx, off, &rec) {
                 Ok(loaded) => loaded,
                 Err(e) => {
                     rep.problems.push(format!("inode {ino}: {e}"));
@@ -156,19 +157,17 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 own(&mut rep, p, ino);
             }
             from_replica += st.log.repairs().len() as u64;
-            from_replica += u64::from(verified.as_bytes() != rec.as_bytes());
-            let rec = verified;
+            // The log pointers outside the record's checksum: the load
+            // falls back to the replica's when the primary's lead nowhere.
+            let (head, tail) = (st.log.head(), st.log.tail());
+            from_replica += u64::from((head, tail) != (rec.log_head, rec.log_tail));
             if !bounds.stale {
                 // Only the committed part of the tail page means anything:
                 // past the tail, a repaired primary may keep its damage
                 // until the next append overwrites both copies.
-                let tail_page = verified.log_tail - verified.log_tail % PAGE_SIZE;
+                let tail_page = tail - tail % PAGE_SIZE;
                 for &p in st.log.pages() {
-                    let len = if p == tail_page {
-                        verified.log_tail - p
-                    } else {
-                        PAGE_SIZE
-                    };
+                    let len = if p == tail_page { tail - p } else { PAGE_SIZE };
                     replica_pages += sync(ctx.data(), bounds, p, len, false)?;
                 }
             }
@@ -198,7 +197,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             }
             if st.attr().kind == FileType::Directory {
                 let deferrable = sb.features_incompat & FEATURE_INCOMPAT_SNAPSHOTS != 0;
-                check_cancellations(&mut rep, ctx.region(), bounds, &rec, deferrable)?;
+                check_cancellations(&mut rep, ctx.region(), bounds, (ino, head, tail), deferrable)?;
             }
             seen.insert(ino, describe(&st));
             Ok(())
@@ -216,8 +215,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         replica_pages += sync(ctx.data(), bounds, RESERVED_INODES_OFF, PAGE_SIZE, false)?;
     }
     if from_replica > 0 {
-        rep.notes.push(format!(
-            "{from_replica} damaged metadata piece(s) were read from their replicas; mounting (or fsck --repair) rewrites them"
+        // A checksum that fails, or a word that is no value, is damage: a
+        // crash leaves neither (R1, R5).
+        rep.problems.push(format!(
+            "{from_replica} damaged metadata piece(s) were read from their replicas; fsck --repair rewrites them"
         ));
     }
     if replica_pages > 0 {
@@ -434,10 +435,12 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
     let mut lost = Vec::new();
     for shard in 0..ctx.tables.shard_count() as usize {
         ctx.tables.scan_shard(r, shard, |slot| {
-            let Slot::Live { ino, off, rec } = slot else {
+            let Slot::Live { ino, off, rec, .. } = slot else {
                 return Ok(());
             };
-            match InodeState::load(r, ctx.bounds, off, &rec) {
+            // As a mount loads it: the log pointers and entries the
+            // primary lost are the replica's.
+            match ctx.load_inode(off, &rec) {
                 Ok(_) if rec.ino != ino => lost.push((ino, off, format!("its slot holds inode {}", rec.ino))),
                 Ok(st) => {
                     live.insert(ino, (st.attr().kind, st.attr().nlink));
@@ -465,10 +468,16 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
 /// but where snapshots are, the invalidation of one a snapshot may see
 /// waits until log GC (`commit::Multi::cancel`): then it is `deferrable`,
 /// noted, not a problem; its canceller is still in the log.
-fn check_cancellations(rep: &mut Report, r: &dyn Region, bounds: Bounds, rec: &Inode, deferrable: bool) -> Result<()> {
+fn check_cancellations(
+    rep: &mut Report,
+    r: &dyn Region,
+    bounds: Bounds,
+    (dir, head, tail): (Ino, u64, u64),
+    deferrable: bool,
+) -> Result<()> {
     let mut valid_adds: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut stale = Vec::new();
-    Log::load(r, bounds, rec.log_head, rec.log_tail, |_, off, bytes| {
+    Log::load(r, bounds, head, tail, |_, off, bytes| {
         let hdr: EntryHeader = decode(bytes)?;
         let etype = EntryType::from_u8(hdr.etype);
         if hdr.flags & ENTRY_INVALID != 0 || !matches!(etype, Some(EntryType::DentryAdd | EntryType::DentryRemove)) {
@@ -493,16 +502,14 @@ fn check_cancellations(rep: &mut Report, r: &dyn Region, bounds: Bounds, rec: &I
     })?;
     if deferrable && !stale.is_empty() {
         rep.notes.push(format!(
-            "directory {}: {} cancelled add entries await their invalidation (deferred for snapshots)",
-            rec.ino,
+            "directory {dir}: {} cancelled add entries await their invalidation (deferred for snapshots)",
             stale.len()
         ));
         return Ok(());
     }
     for (off, name) in stale {
         rep.problems.push(format!(
-            "directory {}: the add entry of '{name}' at {off:#x} was cancelled but not invalidated",
-            rec.ino
+            "directory {dir}: the add entry of '{name}' at {off:#x} was cancelled but not invalidated"
         ));
     }
     Ok(())

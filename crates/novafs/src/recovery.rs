@@ -557,9 +557,18 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         resynced: 0,
     };
     ctx.tables.scan_shard(r, shard, |slot| {
+        // The table's scan judged the slot from a whole copy of its
+        // record: a damaged primary is copied back before the chunk's
+        // replica is made equal to it below.
+        if let Slot::Free { off, replica: true, .. }
+        | Slot::Live { off, replica: true, .. }
+        | Slot::Kept { off, replica: true, .. } = slot
+        {
+            ctx.repair(&[(off, INODE_SIZE)])?;
+        }
         let (ino, off, rec, kept) = match slot {
-            Slot::Live { ino, off, rec } => (ino, off, rec, None),
-            Slot::Kept { ino, off, rec } => {
+            Slot::Live { ino, off, rec, .. } => (ino, off, rec, None),
+            Slot::Kept { ino, off, rec, .. } => {
                 match ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch) {
                     Some(s) => (ino, off, rec, Some(s)),
                     None => {
@@ -570,13 +579,12 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
                     }
                 }
             }
-            Slot::Free(ino) => {
+            Slot::Free { ino, .. } => {
                 out.free_inos.push(ino);
                 return Ok(());
             }
             Slot::ChunkDone => return Ok(()),
         };
-        let rec = ctx.scanned_record(off, rec)?;
         match load_for_snapshots(ctx, off, &rec) {
             Ok((st, superseded)) => {
                 out.live += u64::from(kept.is_none());
@@ -622,7 +630,7 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         Ok(())
     })?;
     if !ctx.read_only {
-        // Every live record was verified above (`scanned_record`).
+        // Every record was judged whole above, damaged primaries repaired.
         for (_, chunk) in ctx.tables.slots(shard) {
             out.resynced += sync(ctx.data(), ctx.bounds, chunk, CHUNK_SIZE, true)?;
         }
