@@ -9,6 +9,8 @@
 //! part of the file system's state. It changes nothing else; [`repair`]
 //! does.
 
+mod data;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
@@ -115,6 +117,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         own(&mut rep, p, 0);
     }
     let mut seen: HashMap<Ino, Seen> = HashMap::new();
+    let mut bad_data: Vec<(Ino, data::DataCheck)> = Vec::new();
     let mut free_slots: Vec<Ino> = Vec::new();
     let total: u64 = (0..tables.shard_count() as usize)
         .map(|s| tables.slots(s).len() as u64)
@@ -178,6 +181,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             for p in st.pages(bounds) {
                 own(&mut rep, p, ino);
             }
+            let checked = data::check_data(&ctx, &st, false)?;
+            if checked.rebuildable > 0 || !checked.lost.is_empty() {
+                bad_data.push((ino, checked));
+            }
             if !live {
                 // Kept: no live name reaches it. Listed as the scan lists
                 // it, for the saved manifests to be checked against.
@@ -234,6 +241,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         }
     }
     check_tree(&mut rep, &seen);
+    report_data(&mut rep, &seen, &bad_data);
     rep.pages_used = owner.len() as u64;
     if rep.clean {
         check_free_lists(&mut rep, &region, &sb, &owner, &free_slots, &ctx.snapshots)?;
@@ -243,6 +251,58 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         rep.pages_free = (sb.data_end - sb.data_start) / PAGE_SIZE - rep.pages_used;
     }
     Ok(rep)
+}
+
+/// Problems for the data pages that fail their checks: one line for all
+/// that redundancy rebuilds, and one per page that it cannot, naming the
+/// file and the bytes lost.
+fn report_data(rep: &mut Report, seen: &HashMap<Ino, Seen>, bad: &[(Ino, data::DataCheck)]) {
+    let rebuildable: u64 = bad.iter().map(|(_, c)| c.rebuildable).sum();
+    if rebuildable > 0 {
+        rep.problems.push(format!(
+            "{rebuildable} data page(s) fail a checksum or differ from their parity; fsck --repair rebuilds them from their redundancy"
+        ));
+    }
+    let paths = paths(
+        seen.iter()
+            .map(|(&ino, s)| (ino, s.entries.iter().map(|(n, t, _)| (n.as_slice(), *t)))),
+    );
+    for (ino, c) in bad {
+        for (lost, why) in &c.lost {
+            rep.problems.push(lost_line(*ino, &paths, lost, why));
+        }
+    }
+}
+
+/// What a user is told about data redundancy cannot rebuild.
+fn lost_line(ino: Ino, paths: &HashMap<Ino, String>, lost: &data::Lost, why: &str) -> String {
+    let name = paths.get(&ino).map_or_else(|| "no name".to_string(), Clone::clone);
+    format!(
+        "inode {ino} ({name}): {lost} cannot be rebuilt ({why}); they read EIO until written again: restore them from a snapshot or a backup"
+    )
+}
+
+/// A path of every inode the root reaches, from `(directory, its (name,
+/// target) entries)`: the first name found, breadth first.
+fn paths<'a, E>(dirs: impl Iterator<Item = (Ino, E)>) -> HashMap<Ino, String>
+where
+    E: Iterator<Item = (&'a [u8], Ino)>,
+{
+    let entries: HashMap<Ino, Vec<(&[u8], Ino)>> = dirs.map(|(d, e)| (d, e.collect())).collect();
+    let mut out = HashMap::from([(ROOT_INO, "/".to_string())]);
+    let mut queue = VecDeque::from([ROOT_INO]);
+    while let Some(d) = queue.pop_front() {
+        let base = out
+            .get(&d)
+            .map_or_else(String::new, |p| p.trim_end_matches('/').to_string());
+        for &(name, t) in entries.get(&d).map_or(&[][..], Vec::as_slice) {
+            if !out.contains_key(&t) {
+                out.insert(t, format!("{base}/{}", String::from_utf8_lossy(name)));
+                queue.push_back(t);
+            }
+        }
+    }
+    out
 }
 
 /// `fsck --repair`: makes the image consistent again, keeping everything
@@ -281,7 +341,8 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
             report.orphans_reclaimed
         ));
     }
-    let Survey { dirs, live, lost } = survey(&ctx)?;
+    let Survey { dirs, live, lost, data } = survey(&ctx)?;
+    data_repaired(&dirs, &data, &mut done);
     let cache = Cache::new(None);
     let rename_lock = Mutex::new(Rank::Rename, ());
     let ns = Namespace {
@@ -316,6 +377,26 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     recovery::save_clean(&ctx, &mut sb)?;
     done.push("free pages and inode slots rebuilt by a full scan and saved".to_string());
     Ok(done)
+}
+
+/// One line for the data pages rebuilt, and one per page that could not
+/// be: the file keeps them, reading EIO there (`data`).
+fn data_repaired(dirs: &[Dir], data: &[(Ino, data::DataCheck)], done: &mut Vec<String>) {
+    let rebuilt: u64 = data.iter().map(|(_, c)| c.rebuildable).sum();
+    if rebuilt > 0 {
+        done.push(format!(
+            "{rebuilt} data page(s) rebuilt from their checksums and parity"
+        ));
+    }
+    let paths = paths(
+        dirs.iter()
+            .map(|(d, e)| (*d, e.iter().map(|(n, t)| (n.as_slice(), *t)))),
+    );
+    for (ino, c) in data {
+        for (lost, why) in &c.lost {
+            done.push(format!("kept, with a loss: {}", lost_line(*ino, &paths, lost, why)));
+        }
+    }
 }
 
 /// Gives every inode that still loads but that no name reaches any more
@@ -426,6 +507,9 @@ struct Survey {
     /// Type and link count of each.
     live: HashMap<Ino, (FileType, u32)>,
     lost: Vec<Lost>,
+    /// Inodes whose data pages failed their checks: rebuilt where
+    /// redundancy allows.
+    data: Vec<(Ino, data::DataCheck)>,
 }
 
 fn survey(ctx: &Ctx) -> Result<Survey> {
@@ -433,6 +517,7 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
     let mut dirs = Vec::new();
     let mut live = HashMap::new();
     let mut lost = Vec::new();
+    let mut data = Vec::new();
     for shard in 0..ctx.tables.shard_count() as usize {
         ctx.tables.scan_shard(r, shard, |slot| {
             let Slot::Live { ino, off, rec, .. } = slot else {
@@ -443,6 +528,10 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
             match ctx.load_inode(off, &rec) {
                 Ok(_) if rec.ino != ino => lost.push((ino, off, format!("its slot holds inode {}", rec.ino))),
                 Ok(st) => {
+                    let checked = data::check_data(ctx, &st, true)?;
+                    if checked.rebuildable > 0 || !checked.lost.is_empty() {
+                        data.push((ino, checked));
+                    }
                     live.insert(ino, (st.attr().kind, st.attr().nlink));
                     if let Body::Dir(d) = &st.meta.body {
                         dirs.push((ino, d.iter().map(|(n, e)| (n.to_vec(), e.ino)).collect()));
@@ -457,7 +546,7 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
             Ok(())
         })?;
     }
-    Ok(Survey { dirs, live, lost })
+    Ok(Survey { dirs, live, lost, data })
 }
 
 /// NOVA §4.6: an add entry is invalidated in place by the same transaction

@@ -214,6 +214,38 @@ impl InodeTables {
         })
     }
 
+    /// Rewrites the primary copies of shard `shard`'s head and chunk
+    /// footers where they differ from the chain DRAM holds (read from the
+    /// replicas when the primaries were damaged: [`InodeTables::load`]),
+    /// so that a resync copying primaries over replicas keeps the chain.
+    /// Returns how many it rewrote.
+    pub fn restore_chain(&self, data: &dyn Region, shard: usize) -> Result<u64> {
+        let chunks = self.shards[shard].chunks.read().clone();
+        let mut want = vec![(
+            self.head_off(shard),
+            chunks.first().copied().unwrap_or(0).to_le_bytes().to_vec(),
+        )];
+        for (i, &c) in chunks.iter().enumerate() {
+            let next = chunks.get(i + 1).copied().unwrap_or(0);
+            let footer = ChunkFooter::new(shard as u32, i as u32, next);
+            want.push((c + CHUNK_FOOTER_OFF, footer.as_bytes().to_vec()));
+        }
+        let mut rewritten = 0;
+        for (off, bytes) in want {
+            let mut have = vec![0u8; bytes.len()];
+            if !readable(data.read(off, &mut have))? || have != bytes {
+                tracing::warn!(off, shard, "inode table link repaired from the chain its replica holds");
+                data.write(off, &bytes)?;
+                data.flush(off, bytes.len() as u64)?;
+                rewritten += 1;
+            }
+        }
+        if rewritten > 0 {
+            data.fence(); // The repaired links are durable before a resync copies them.
+        }
+        Ok(rewritten)
+    }
+
     /// Where shard `shard`'s head (its first chunk) is kept.
     pub fn head_off(&self, shard: usize) -> u64 {
         self.heads_off + 8 * shard as u64

@@ -630,7 +630,10 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         Ok(())
     })?;
     if !ctx.read_only {
-        // Every record was judged whole above, damaged primaries repaired.
+        // Every record was judged whole above, damaged primaries repaired;
+        // the chain's links too, before the primaries are copied over.
+        let relinked = ctx.tables.restore_chain(ctx.data(), shard)?;
+        ctx.health.repaired(relinked);
         for (_, chunk) in ctx.tables.slots(shard) {
             out.resynced += sync(ctx.data(), ctx.bounds, chunk, CHUNK_SIZE, true)?;
         }
