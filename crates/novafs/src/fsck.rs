@@ -296,8 +296,8 @@ where
             .get(&d)
             .map_or_else(String::new, |p| p.trim_end_matches('/').to_string());
         for &(name, t) in entries.get(&d).map_or(&[][..], Vec::as_slice) {
-            if !out.contains_key(&t) {
-                out.insert(t, format!("{base}/{}", String::from_utf8_lossy(name)));
+            if let std::collections::hash_map::Entry::Vacant(e) = out.entry(t) {
+                e.insert(format!("{base}/{}", String::from_utf8_lossy(name)));
                 queue.push_back(t);
             }
         }

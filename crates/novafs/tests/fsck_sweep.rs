@@ -10,6 +10,8 @@
 //! `NOVAFS_SWEEP_LONG=1`: the image of 4,000 files in 20 directories and
 //! more seeds per inode.
 
+#![allow(clippy::unwrap_used)]
+
 mod sweep_common;
 
 use std::ops::Range;

@@ -7,6 +7,8 @@
 //!
 //! `NOVAFS_SWEEP_LONG=1`: more seeds.
 
+#![allow(clippy::unwrap_used)]
+
 mod sweep_common;
 
 use novafs::inject::{self, Spec, Target, Which};
@@ -175,4 +177,43 @@ fn a_data_page_beyond_its_redundancy_is_named_and_the_file_kept() {
         diff(&before, &after)
     );
     assert_eq!(after[path].contents, *whole);
+}
+
+/// Log-page damage lands anywhere in the page by default (often past the
+/// log's tail, where nothing reads it); with `live` only on bytes a mount
+/// reads. `live` names no other target.
+#[test]
+fn live_log_page_damage_lands_only_on_bytes_a_mount_reads() {
+    let (base, _) = populated(16, 1, 3);
+    let (_mem, region) = copy_of(&base);
+    let before = tree(&region).unwrap();
+    let mut past = 0;
+    for ino in [1, before["/d0"].attr.ino, before["/d0/f0"].attr.ino] {
+        let pages = inject::locate(&*region, Target::LogPage, ino).unwrap();
+        let read = |spec: &Spec| {
+            let d = &inject::plan(&*region, spec).unwrap()[0];
+            let l = pages.iter().find(|l| l.copies[0].1 == d.base).unwrap();
+            let at = d.off - d.base..d.off - d.base + d.len;
+            l.live
+                .as_ref()
+                .unwrap()
+                .iter()
+                .any(|r| r.start <= at.start && at.end <= r.end)
+        };
+        for seed in 1..=100 {
+            let plain = Spec {
+                ino,
+                seed,
+                ..Spec::new(Target::LogPage)
+            };
+            past += usize::from(!read(&plain));
+            assert!(read(&Spec { live: true, ..plain }), "inode {ino} seed {seed}");
+        }
+    }
+    assert!(past > 100, "by default most damage misses what is read: {past} of 300");
+    let inode = Spec {
+        live: true,
+        ..Spec::new(Target::Inode)
+    };
+    assert!(matches!(inject::plan(&*region, &inode), Err(novafs::Error::Invalid(_))));
 }
