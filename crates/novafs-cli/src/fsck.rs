@@ -62,7 +62,7 @@ fn exit(clean: bool) -> ExitCode {
 fn check(path: &Path, region: &Arc<dyn Region>) -> Result<Outcome, ExitCode> {
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template("checking inode tables {bar:30} {pos}/{len} chunks")
+        ProgressStyle::with_template("checking inodes and their data {bar:30} {pos}/{len} table chunks")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     let progress = |done: u64, total: u64| {

@@ -20,7 +20,9 @@ pub enum TargetArg {
     Superblock,
     /// The 128-byte table record of inode --ino.
     Inode,
-    /// A byte range in one page of inode --ino's log.
+    /// A byte range in one page of inode --ino's log, anywhere in the page:
+    /// often past the log's tail, where nothing reads it (then no check
+    /// can notice it, and none needs to). --live aims at bytes that are read.
     LogPage,
     /// Bytes inside one committed entry of inode --ino's log.
     LogEntry,
@@ -97,6 +99,11 @@ pub struct Args {
     /// How many bytes (one run, clipped to the structure).
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u64).range(1..))]
     bytes: u64,
+    /// With --target log-page: damage only bytes a mount reads (inside the
+    /// committed entries, or the end mark and link that lead to the next
+    /// page), never past the log's tail. The run is clipped to one of them.
+    #[arg(long)]
+    live: bool,
 }
 
 /// Shown after `novafs inject --help`.
@@ -117,6 +124,11 @@ pub fn run(args: &Args) -> ExitCode {
 fn inject_into(args: &Args) -> anyhow::Result<()> {
     let path = &args.image;
     let target = Target::from(args.target);
+    if args.live && target != Target::LogPage {
+        return Err(anyhow!(
+            "--live applies to the log-page target only (every byte of {target} is read)"
+        ));
+    }
     if args.ino.is_some() && !target.per_inode() {
         return Err(anyhow!(
             "--ino applies to the inode, log-page, log-entry and data-page targets, not {target}"
@@ -128,6 +140,7 @@ fn inject_into(args: &Args) -> anyhow::Result<()> {
         ino: args.ino.unwrap_or(novafs::ROOT_INO),
         seed: args.seed,
         bytes: args.bytes,
+        live: args.live,
     };
     // Locked: a mounted (or checked) image is refused.
     let region = open(path, true, false)?;

@@ -127,8 +127,9 @@ fn fsck_code(img: &str) -> Option<i32> {
 enum Verdict {
     /// Exit 0.
     Clean,
-    /// Exit 1, the one problem being metadata pages that differ from
-    /// their replicas: one copy is damaged, the other was read.
+    /// Exit 1, the problems being metadata pages that differ from their
+    /// replicas and, if the damaged copy was read, that it was read from
+    /// the replica: one copy is damaged, the other was read.
     CopiesDiffer,
     /// Exit 1 with some other problem: the damage is what fsck reports.
     Problem,
@@ -148,9 +149,22 @@ fn assert_verdict(img: &str, want: Verdict, why: &dyn std::fmt::Display) {
     let ok = match want {
         Verdict::Clean => code == Some(0),
         Verdict::CopiesDiffer => {
-            code == Some(1) && problems.len() == 1 && problems[0].contains("differ from their replicas")
+            code == Some(1)
+                && problems
+                    .iter()
+                    .filter(|p| p.contains("differ from their replicas"))
+                    .count()
+                    == 1
+                && problems
+                    .iter()
+                    .all(|p| p.contains("differ from their replicas") || p.contains("read from their replicas"))
         }
-        Verdict::Problem => code == Some(1) && problems.iter().any(|p| !p.contains("differ from their replicas")),
+        Verdict::Problem => {
+            code == Some(1)
+                && problems
+                    .iter()
+                    .any(|p| !p.contains("differ from their replicas") && !p.contains("read from their replicas"))
+        }
         Verdict::Either => matches!(code, Some(0 | 1)),
     };
     assert!(ok, "{why}: want {want:?}, fsck exit {code:?}:\n{out}");
@@ -170,8 +184,8 @@ fn each_target_prints_what_it_changed_and_fsck_judges_it() {
     // for `fsck --repair` (or the next mount, for a damaged primary).
     // Only damage to both copies loses the inode.
     let cases: &[(&[&str], &str, Verdict)] = &[
-        // The replica repairs it: a note, not a problem.
-        (&["--target", "superblock"], "superblock (primary) at 0x0", Clean),
+        // One copy is gone: a problem until fsck --repair rewrites it.
+        (&["--target", "superblock"], "superblock (primary) at 0x0", Problem),
         (
             &["--target", "inode", "--ino", &ino],
             &format!("inode {f} record (primary) at"),
@@ -211,6 +225,12 @@ fn each_target_prints_what_it_changed_and_fsck_judges_it() {
             &format!("inode {f} log page (primary) at"),
             CopiesDiffer,
         ),
+        // Aimed at what is read, a few bytes of the page are enough.
+        (
+            &["--target", "log-page", "--ino", &ino, "--live"],
+            &format!("inode {f} log page (primary) at"),
+            CopiesDiffer,
+        ),
         (
             &[
                 "--target", "log-page", "--ino", &ino, "--bytes", "4096", "--which", "both",
@@ -232,11 +252,11 @@ fn each_target_prints_what_it_changed_and_fsck_judges_it() {
         ),
         // Mostly stale ring bytes: detected or harmless, never a crash.
         (&["--target", "journal", "--seed", "3"], "journal ", Either),
-        // No data checksums yet: fsck cannot see damaged file data.
+        // fsck checks every strip against its checksums: parity rebuilds it.
         (
             &["--target", "data-page", "--ino", &ino],
             &format!("inode {f} data page (file page "),
-            Clean,
+            Problem,
         ),
     ];
     for (i, (args, names, verdict)) in cases.iter().enumerate() {
@@ -331,7 +351,12 @@ fn poison_of_a_data_page_writes_the_sidecar_and_reads_fail_until_it_is_removed()
     let fs = mount(&img);
     assert_eq!(fs.read(f, 0, &mut buf).unwrap_err().errno(), libc::EIO);
     fs.unmount().unwrap();
-    assert_eq!(fsck_code(&img), Some(0), "fsck reads no file data");
+    // fsck checks file data: it names the file and the bytes lost.
+    let (code, report) = fsck(&img);
+    assert_eq!(code, Some(1), "{report}");
+    let named = ["0..4096", "4096..8192"].map(|r| format!("inode {f} (/f): bytes {r} cannot be rebuilt"));
+    assert!(named.iter().any(|n| report.contains(n)), "{report}");
+    assert!(report.contains("restore them from a snapshot or a backup"), "{report}");
     std::fs::remove_file(&sidecar).unwrap();
     let fs = mount(&img);
     assert_eq!(fs.read(f, 0, &mut buf).unwrap(), 8192);
@@ -480,6 +505,15 @@ fn without_replicas_primary_damage_fails_and_replicas_are_refused() {
     assert_eq!(std::fs::read(&base).unwrap(), before, "image untouched");
 }
 
+/// `--target log-page`'s help says where its damage lands by default, and
+/// what `--live` changes.
+#[test]
+fn log_page_help_says_the_default_may_miss_what_is_read() {
+    let help = stdout(&novafs(&["inject", "--help"]));
+    assert!(help.contains("past the log's tail, where nothing reads it"), "{help}");
+    assert!(help.contains("--live"), "{help}");
+}
+
 #[test]
 fn bad_requests_get_one_line_and_exit_2() {
     let dir = scratch();
@@ -520,6 +554,10 @@ fn bad_requests_get_one_line_and_exit_2() {
         (
             &["inject", &img, "--target", "inode", "--ino", "0"],
             "inode numbers start at 1",
+        ),
+        (
+            &["inject", &img, "--target", "inode", "--live"],
+            "--live applies to the log-page target only",
         ),
         (&["inject", &missing, "--target", "inode"], "does not exist"),
     ];

@@ -126,7 +126,12 @@ mod layering {
         ("recovery", 11, "image", include_str!("image/recovery.rs")),
         ("paths", 11, "image", include_str!("image/paths.rs")),
         ("mkfs", 12, "image", include_str!("image/mkfs.rs")),
-        ("fsck", 12, "image", include_str!("image/fsck.rs")),
+        (
+            "fsck",
+            12,
+            "image",
+            concat!(include_str!("image/fsck/mod.rs"), include_str!("image/fsck/data.rs")),
+        ),
         ("mmap", 12, "ops", include_str!("ops/mmap.rs")),
         ("scrub", 12, "protect", include_str!("protect/scrub.rs")),
         ("fs", 13, "ops", include_str!("ops/fs.rs")),

@@ -177,7 +177,7 @@ pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
     let alloc = allocator_of(&sb);
     alloc.add_free(sb.data_start, (sb.data_end - sb.data_start) >> PAGE_SHIFT);
     let meta = Mirrored::view(region.clone(), bounds);
-    let tables = InodeTables::create(&*meta, &alloc, shards)?;
+    let tables = InodeTables::create(&*meta, &alloc, shards, bounds)?;
     let journal = Journal::open(&*meta, &sb)?;
     let snapshots = Snapshots::load(&*meta, &*region, bounds, 0)?;
     let ctx = Ctx {

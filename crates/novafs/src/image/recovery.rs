@@ -557,16 +557,25 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         resynced: 0,
     };
     ctx.tables.scan_shard(r, shard, |slot| {
+        // The table's scan judged the slot from a whole copy of its
+        // record: a damaged primary is copied back before the chunk's
+        // replica is made equal to it below.
+        if let Slot::Free { off, replica: true, .. }
+        | Slot::Live { off, replica: true, .. }
+        | Slot::Kept { off, replica: true, .. } = slot
+        {
+            ctx.repair(&[(off, INODE_SIZE)])?;
+        }
         let slot = match slot {
-            Slot::Free(ino) => match unfree(ctx, ino, &mut out.used)? {
+            Slot::Free { ino, .. } => match unfree(ctx, ino, &mut out.used)? {
                 Some(slot) => slot,
                 None => return Ok(()), // lost: counted, its number kept
             },
             slot => slot,
         };
         let (ino, off, rec, kept) = match slot {
-            Slot::Live { ino, off, rec } => (ino, off, rec, None),
-            Slot::Kept { ino, off, rec } => {
+            Slot::Live { ino, off, rec, .. } => (ino, off, rec, None),
+            Slot::Kept { ino, off, rec, .. } => {
                 match ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch) {
                     Some(s) => (ino, off, rec, Some(s)),
                     None => {
@@ -577,13 +586,12 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
                     }
                 }
             }
-            Slot::Free(ino) => {
+            Slot::Free { ino, .. } => {
                 out.free_inos.push(ino);
                 return Ok(());
             }
             Slot::ChunkDone => return Ok(()),
         };
-        let rec = ctx.scanned_record(off, rec)?;
         match load_for_snapshots(ctx, off, &rec) {
             Ok((st, superseded)) => {
                 out.live += u64::from(kept.is_none());
@@ -621,7 +629,10 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         Ok(())
     })?;
     if !ctx.read_only {
-        // Every live record was verified above (`scanned_record`).
+        // Every record was judged whole above, damaged primaries repaired;
+        // the chain's links too, before the primaries are copied over.
+        let relinked = ctx.tables.restore_chain(ctx.data(), shard)?;
+        ctx.health.repaired(relinked);
         for (_, chunk) in ctx.tables.slots(shard) {
             out.resynced += sync(ctx.data(), ctx.bounds, chunk, CHUNK_SIZE, true)?;
         }
@@ -652,11 +663,25 @@ fn unfree(ctx: &Ctx, ino: Ino, used: &mut Vec<u64>) -> Result<Option<Slot>> {
     let replica = ctx.bounds.replica(off);
     if state(ctx.region(), off) == Some(INODE_FREE) || replica.is_some_and(|m| state(ctx.data(), m) == Some(INODE_FREE))
     {
-        return Ok(Some(Slot::Free(ino)));
+        return Ok(Some(Slot::Free {
+            ino,
+            off,
+            replica: false,
+        }));
     }
     let found = match ctx.live_record(off, ino) {
-        Ok(rec) => Ok(Slot::Live { ino, off, rec }),
-        Err(_) => ctx.kept_record(off, ino).map(|rec| Slot::Kept { ino, off, rec }),
+        Ok(rec) => Ok(Slot::Live {
+            ino,
+            off,
+            rec,
+            replica: false,
+        }),
+        Err(_) => ctx.kept_record(off, ino).map(|rec| Slot::Kept {
+            ino,
+            off,
+            rec,
+            replica: false,
+        }),
     };
     match found {
         Ok(slot) => Ok(Some(slot)),

@@ -13,6 +13,7 @@ use crate::layout::{
     decode, ChunkFooter, Ino, Inode, Superblock, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES,
     CHUNK_SIZE, INODES_PER_CHUNK, INODE_FREE, INODE_KEPT, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
 };
+use crate::replica::readable;
 
 /// One shard's inode table: its chunk chain and free slots.
 struct TableShard {
@@ -34,6 +35,8 @@ impl TableShard {
 pub struct InodeTables {
     shards: Vec<TableShard>,
     heads_off: u64,
+    /// Where the records' replicas are, for the scan's checked reads.
+    bounds: Bounds,
 }
 
 impl InodeTables {
@@ -56,14 +59,16 @@ impl InodeTables {
         Ok(InodeTables {
             shards,
             heads_off: sb.inode_heads_off,
+            bounds,
         })
     }
 
     /// Fresh tables for mkfs: one zeroed chunk per shard.
-    pub fn create(region: &dyn Region, alloc: &PageAllocator, shards: u32) -> Result<InodeTables> {
+    pub fn create(region: &dyn Region, alloc: &PageAllocator, shards: u32, bounds: Bounds) -> Result<InodeTables> {
         let t = InodeTables {
             shards: (0..shards).map(|_| TableShard::new(Vec::new())).collect(),
             heads_off: crate::layout::INODE_HEADS_OFF,
+            bounds,
         };
         for s in 0..shards as usize {
             // The first chunks are the file system's own: the reserve is for later.
@@ -209,6 +214,38 @@ impl InodeTables {
         })
     }
 
+    /// Rewrites the primary copies of shard `shard`'s head and chunk
+    /// footers where they differ from the chain DRAM holds (read from the
+    /// replicas when the primaries were damaged: [`InodeTables::load`]),
+    /// so that a resync copying primaries over replicas keeps the chain.
+    /// Returns how many it rewrote.
+    pub fn restore_chain(&self, data: &dyn Region, shard: usize) -> Result<u64> {
+        let chunks = self.shards[shard].chunks.read().clone();
+        let mut want = vec![(
+            self.head_off(shard),
+            chunks.first().copied().unwrap_or(0).to_le_bytes().to_vec(),
+        )];
+        for (i, &c) in chunks.iter().enumerate() {
+            let next = chunks.get(i + 1).copied().unwrap_or(0);
+            let footer = ChunkFooter::new(shard as u32, i as u32, next);
+            want.push((c + CHUNK_FOOTER_OFF, footer.as_bytes().to_vec()));
+        }
+        let mut rewritten = 0;
+        for (off, bytes) in want {
+            let mut have = vec![0u8; bytes.len()];
+            if !readable(data.read(off, &mut have))? || have != bytes {
+                tracing::warn!(off, shard, "inode table link repaired from the chain its replica holds");
+                data.write(off, &bytes)?;
+                data.flush(off, bytes.len() as u64)?;
+                rewritten += 1;
+            }
+        }
+        if rewritten > 0 {
+            data.fence(); // The repaired links are durable before a resync copies them.
+        }
+        Ok(rewritten)
+    }
+
     /// Where shard `shard`'s head (its first chunk) is kept.
     pub fn head_off(&self, shard: usize) -> u64 {
         self.heads_off + 8 * shard as u64
@@ -299,18 +336,26 @@ fn chunk_chain(region: &dyn Region, sb: &Superblock, bounds: Bounds, s: u64, rep
 }
 
 /// One slot of an inode table, as [`InodeTables::scan_shard`] finds it.
+/// `replica` says the slot was judged by its replica record, the primary
+/// being damaged: a writable mount copies the replica back.
 pub enum Slot {
-    Free(Ino),
+    Free {
+        ino: Ino,
+        off: u64,
+        replica: bool,
+    },
     Live {
         ino: Ino,
         off: u64,
         rec: Inode,
+        replica: bool,
     },
     /// Deleted but kept for snapshots (`INODE_KEPT`).
     Kept {
         ino: Ino,
         off: u64,
         rec: Inode,
+        replica: bool,
     },
     /// Every slot of one more chunk has been visited (for progress).
     ChunkDone,
@@ -318,7 +363,9 @@ pub enum Slot {
 
 impl InodeTables {
     /// Visits every slot of `shard` in order, reading each chunk once: the
-    /// scan recovery (NOVA §4.7) and fsck share.
+    /// scan recovery (NOVA §4.7), fsck and scrub share. Each slot is
+    /// judged from a checked copy of its record ([`checked_record`]),
+    /// never from unchecked bytes of the primary alone.
     pub fn scan_shard(
         &self,
         region: &dyn Region,
@@ -331,18 +378,49 @@ impl InodeTables {
             for slot in 0..INODES_PER_CHUNK {
                 let ino = self.ino_of(shard, base + slot);
                 let at = (slot * INODE_SIZE) as usize;
-                let rec: Inode = decode(&buf[at..at + INODE_SIZE as usize])?;
                 let off = chunk + slot * INODE_SIZE;
+                let (rec, replica) =
+                    checked_record(region, self.bounds, off, decode(&buf[at..at + INODE_SIZE as usize])?)?;
                 visit(match rec.state {
-                    INODE_LIVE => Slot::Live { ino, off, rec },
-                    INODE_KEPT => Slot::Kept { ino, off, rec },
-                    _ => Slot::Free(ino),
+                    INODE_LIVE => Slot::Live { ino, off, rec, replica },
+                    INODE_KEPT => Slot::Kept { ino, off, rec, replica },
+                    _ => Slot::Free { ino, off, replica },
                 })?;
             }
             visit(Slot::ChunkDone)?;
         }
         Ok(())
     }
+}
+
+/// The record at `off` as a scan must judge its slot (Fortis §4.2): the
+/// primary `rec` when it is whole — a free state, or a live or kept one
+/// that passes its checksum — else the replica's record when that one is
+/// whole, with `true` (the primary is to be repaired from it). A state
+/// word that is no state at all is damage, never a crash (R5: it changes
+/// by one 8-byte store), so then the replica decides whatever it says;
+/// a known state is kept, since after a crash between the two copies of
+/// a state change the primary is the copy to keep (`replica`). When
+/// neither copy is whole the primary is returned, for the load to fail.
+pub fn checked_record(region: &dyn Region, bounds: Bounds, off: u64, rec: Inode) -> Result<(Inode, bool)> {
+    let known = |r: &Inode| matches!(r.state, INODE_FREE | INODE_LIVE | INODE_KEPT);
+    let whole = |r: &Inode| r.state == INODE_FREE || (known(r) && r.csum == r.compute_csum());
+    if whole(&rec) {
+        return Ok((rec, false));
+    }
+    let Some(m) = bounds.replica(off) else {
+        return Ok((rec, false));
+    };
+    let mut buf = [0u8; INODE_SIZE as usize];
+    if !readable(region.read(m, &mut buf))? {
+        return Ok((rec, false));
+    }
+    let other: Inode = decode(&buf)?;
+    if whole(&other) && (!known(&rec) || other.state == rec.state) {
+        tracing::warn!(off, "inode record judged by its replica");
+        return Ok((other, true));
+    }
+    Ok((rec, false))
 }
 
 /// Reads the record at `off` and checks that it is a live inode `ino`.

@@ -178,27 +178,6 @@ impl Ctx {
         InodeState::load_at(self.region(), self.bounds, off, rec, epoch)
     }
 
-    /// The record of a live or kept slot found by a table scan (`rec`, read from
-    /// the primary), or its replica's when only the replica passes its
-    /// checksum (repaired on a writable mount).
-    pub fn scanned_record(&self, off: u64, rec: Inode) -> Result<Inode> {
-        if rec.csum == rec.compute_csum() {
-            return Ok(rec);
-        }
-        let Some(m) = self.bounds.replica(off) else {
-            return Ok(rec);
-        };
-        let mut buf = [0u8; INODE_SIZE as usize];
-        self.data().read(m, &mut buf)?;
-        let other: Inode = decode(&buf)?;
-        // A kept inode's record is read through its replica as a live one's.
-        if other.state == rec.state && other.csum == other.compute_csum() {
-            self.repair(&[(off, INODE_SIZE)])?;
-            return Ok(other);
-        }
-        Ok(rec)
-    }
-
     /// Loads the inode whose (verified) record `rec` sits at `off`. Its
     /// log head and tail are outside the record's checksum: when the log
     /// does not load from the primary's words, the replica's are tried, and

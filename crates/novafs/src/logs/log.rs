@@ -287,6 +287,11 @@ impl Log {
         self.head
     }
 
+    /// The committed tail the log was loaded with (or last committed).
+    pub fn tail(&self) -> u64 {
+        self.tail
+    }
+
     /// The `(offset, length)` ranges the load read from the replica
     /// because the primary was damaged.
     pub fn repairs(&self) -> &[(u64, u64)] {

@@ -22,7 +22,7 @@
 //! damaged copy does not keep the other from being damaged too.
 
 use std::fmt;
-use std::ops::ControlFlow;
+use std::ops::{ControlFlow, Range};
 
 use pm::Region;
 
@@ -30,8 +30,8 @@ use crate::error::{corrupt, Error, Result};
 use crate::inode::{Body, InodeState};
 use crate::itable::{read_live_record, InodeTables};
 use crate::layout::{
-    Bounds, EntryType, Ino, Inode, Superblock, INODE_HEADS_OFF, INODE_LIVE, INODE_SIZE, JOURNAL_HEADERS_OFF, PAGE_SIZE,
-    RESERVED_INODES, RESERVED_INODES_OFF,
+    Bounds, EntryType, Ino, Inode, Superblock, INODE_HEADS_OFF, INODE_LIVE, INODE_SIZE, JOURNAL_HEADERS_OFF,
+    LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, RESERVED_INODES, RESERVED_INODES_OFF,
 };
 use crate::layout::{CSUM_BYTES, STRIP_SIZE};
 use crate::log::{self, Step, Verify};
@@ -194,6 +194,10 @@ pub struct Located {
     pub len: u64,
     /// Region offset of each copy the image keeps, the primary first.
     pub copies: Vec<(CopyKind, u64)>,
+    /// The bytes of it a mount reads, as offsets inside it, when that is
+    /// not all of it: a log page's committed entries and the words that
+    /// lead to them (`Spec::live` aims there).
+    pub live: Option<Vec<Range<u64>>>,
 }
 
 impl Located {
@@ -203,6 +207,7 @@ impl Located {
             ino,
             len,
             copies: vec![(CopyKind::Primary, off)],
+            live: None,
         }
     }
 
@@ -235,6 +240,10 @@ pub struct Spec {
     pub seed: u64,
     /// How many bytes to change (clipped to the structure).
     pub bytes: u64,
+    /// Aim only at bytes a mount reads ([`Located::live`]): for a log
+    /// page, inside its committed entries or the words that lead to them,
+    /// not past the log's tail, where damage changes nothing read.
+    pub live: bool,
 }
 
 impl Spec {
@@ -246,6 +255,7 @@ impl Spec {
             ino: crate::layout::ROOT_INO,
             seed: 1,
             bytes: 8,
+            live: false,
         }
     }
 }
@@ -333,13 +343,7 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
             let what = if live { "record" } else { "record (free slot)" };
             vec![Located::mirrored(what, Some(ino), off, INODE_SIZE, bounds)]
         }
-        Target::LogPage => committed_log(region, &sb, ino)?
-            .into_iter()
-            .filter_map(|f| match f {
-                Found::Page(p) => Some(Located::mirrored("log page", Some(ino), p, PAGE_SIZE, bounds)),
-                Found::Entry { .. } => None,
-            })
-            .collect(),
+        Target::LogPage => log_pages(committed_log(region, &sb, ino)?, ino, bounds),
         Target::LogEntry => committed_log(region, &sb, ino)?
             .into_iter()
             .filter_map(|f| match f {
@@ -378,6 +382,7 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
                             (CopyKind::Primary, sb.csum_off[0] + at),
                             (CopyKind::Replica, sb.csum_off[1] + at),
                         ],
+                        live: None,
                     }
                 })
                 .collect()
@@ -435,6 +440,45 @@ pub fn locate(region: &dyn Region, target: Target, ino: Ino) -> Result<Vec<Locat
     })
 }
 
+/// The log pages of a log walk `found`, each with the bytes a mount reads
+/// in it: its committed entries, contiguous from the page's start; in a
+/// page before the tail's, the type byte that ends them (when they do not
+/// fill the page) and the link to the next page.
+fn log_pages(found: Vec<Found>, ino: Ino, bounds: Bounds) -> Vec<Located> {
+    let mut pages: Vec<Located> = Vec::new();
+    for f in found {
+        match f {
+            Found::Page(p) => {
+                let mut l = Located::mirrored("log page", Some(ino), p, PAGE_SIZE, bounds);
+                l.live = Some(Vec::new());
+                pages.push(l);
+            }
+            Found::Entry { off, len, .. } => {
+                if let Some(live) = pages.last_mut().and_then(|l| l.live.as_mut()) {
+                    let at = off % PAGE_SIZE;
+                    match live.last_mut() {
+                        Some(r) if r.end == at => r.end = at + len,
+                        _ => live.push(at..at + len),
+                    }
+                }
+            }
+        }
+    }
+    let before_tail = pages.len().saturating_sub(1);
+    for l in &mut pages[..before_tail] {
+        let live = l.live.get_or_insert_with(Vec::new);
+        let end = live.last().map_or(0, |r| r.end);
+        if end < LOG_USABLE {
+            match live.last_mut() {
+                Some(r) => r.end += 1,
+                None => live.push(0..1),
+            }
+        }
+        live.push(LOG_NEXT_OFF..PAGE_SIZE);
+    }
+    pages
+}
+
 /// `(what it holds, data page)` for every page file `ino` maps and every
 /// page holding one of its extended attribute values: the file system's
 /// own replay of its log, which verifies every entry.
@@ -488,6 +532,11 @@ fn plan_with(region: &dyn Region, spec: &Spec, rng: &mut Rng) -> Result<Vec<Dama
     if spec.bytes == 0 {
         return Err(Error::Invalid("the number of bytes to damage must be at least 1"));
     }
+    if spec.live && spec.target != Target::LogPage {
+        return Err(Error::Invalid(
+            "aiming at the bytes a mount reads applies to log pages (every byte of the other structures is read)",
+        ));
+    }
     let wanted = spec.which.copies();
     if wanted.contains(&CopyKind::Replica) && !spec.target.may_have_replica() {
         return Err(Error::NotSupported(spec.target.no_replica(true)));
@@ -503,17 +552,24 @@ fn plan_with(region: &dyn Region, spec: &Spec, rng: &mut Rng) -> Result<Vec<Dama
             _ => "no such structure on this image",
         }));
     }
+    // Aimed at what is read: a page with nothing read in it is no target.
+    let read = |l: &Located| !spec.live || l.live.as_ref().is_none_or(|r| !r.is_empty());
     let found: Vec<&Located> = found
         .iter()
-        .filter(|l| wanted.iter().all(|&k| l.copy(k).is_some()))
+        .filter(|l| wanted.iter().all(|&k| l.copy(k).is_some()) && read(l))
         .collect();
     let replicas = || read_superblock(region).is_ok_and(|(sb, _)| bounds_of(&sb).replicas);
     let no_replica = || Error::NotSupported(spec.target.no_replica(replicas()));
     let s = *found
         .get(rng.below(found.len() as u64) as usize)
         .ok_or_else(no_replica)?;
-    let len = spec.bytes.min(s.len);
-    let at = rng.below(s.len - len + 1);
+    let (at, len) = match (&s.live, spec.live) {
+        (Some(live), true) => pick_in(rng, live, spec.bytes),
+        _ => {
+            let len = spec.bytes.min(s.len);
+            (rng.below(s.len - len + 1), len)
+        }
+    };
     wanted
         .iter()
         .map(|&kind| {
@@ -531,6 +587,21 @@ fn plan_with(region: &dyn Region, spec: &Spec, rng: &mut Rng) -> Result<Vec<Dama
         .collect()
 }
 
+/// A run of up to `bytes` bytes inside one of the non-empty `ranges`, every
+/// start position equally likely; `(start, length)`.
+fn pick_in(rng: &mut Rng, ranges: &[Range<u64>], bytes: u64) -> (u64, u64) {
+    let len = |r: &Range<u64>| bytes.min(r.end - r.start);
+    let starts = |r: &Range<u64>| r.end - r.start - len(r) + 1;
+    let mut k = rng.below(ranges.iter().map(starts).sum());
+    for r in ranges {
+        if k < starts(r) {
+            return (r.start + k, len(r));
+        }
+        k -= starts(r);
+    }
+    (0, 0) // Not reached: `k` is below the sum.
+}
+
 /// Both superblock copies. The replica is where the superblock says when
 /// either copy is readable, else in the region's last page.
 fn superblock(region: &dyn Region) -> Result<Located> {
@@ -545,6 +616,7 @@ fn superblock(region: &dyn Region) -> Result<Located> {
         ino: None,
         len: size_of::<Superblock>() as u64,
         copies: vec![(CopyKind::Primary, 0), (CopyKind::Replica, replica)],
+        live: None,
     })
 }
 
@@ -1147,14 +1219,23 @@ mod tests {
 
     /// What fsck says of a clean image where one copy of some metadata
     /// differs from the other: a problem naming the pages that differ (the
-    /// copies were written before one fence, so a difference is damage),
-    /// nothing else. `fsck --repair` rewrites them.
+    /// copies were written before one fence, so a difference is damage)
+    /// and, when what fsck reads was damaged in the primary, one saying
+    /// it was read from the replica; nothing else. `fsck --repair`
+    /// rewrites them.
     fn assert_only_copies_differ(mem: &Arc<MemRegion>, why: &dyn fmt::Display) -> crate::fsck::Report {
         let region: Arc<dyn Region> = mem.clone();
         let rep = crate::fsck::check(region, &|_, _| {}).unwrap();
-        assert_eq!(rep.problems.len(), 1, "{why}: {:?}", rep.problems);
+        let differ = |p: &String| p.contains("differ from their replicas");
+        let read = |p: &String| p.contains("read from their replicas");
+        assert_eq!(
+            rep.problems.iter().filter(|p| differ(p)).count(),
+            1,
+            "{why}: {:?}",
+            rep.problems
+        );
         assert!(
-            rep.problems[0].contains("differ from their replicas"),
+            rep.problems.iter().all(|p| differ(p) || read(p)),
             "{why}: {:?}",
             rep.problems
         );
@@ -1199,9 +1280,9 @@ mod tests {
                 // only the copies differ.
                 let rep = assert_only_copies_differ(&x.mem, why);
                 assert!(
-                    rep.notes.iter().any(|n| n.contains("read from their replicas")),
+                    rep.problems.iter().any(|n| n.contains("read from their replicas")),
                     "{why}: {:?}",
-                    rep.notes
+                    rep.problems
                 );
                 // A read-only mount reads everything and writes nothing.
                 let fs = Fs::open(
@@ -1257,9 +1338,9 @@ mod tests {
             assert_eq!(x.damage[0].copy, Some(CopyKind::Replica));
             let rep = assert_only_copies_differ(&x.mem, why);
             assert!(
-                !rep.notes.iter().any(|n| n.contains("read from their replicas")),
+                !rep.problems.iter().any(|n| n.contains("read from their replicas")),
                 "{why}: {:?}",
-                rep.notes
+                rep.problems
             );
             let fs = mount(&x.mem).unwrap();
             reads_everything(&fs, x.files, why);

@@ -146,7 +146,7 @@ pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, 
             // manifests' (`scrub_kept`).
             match slot {
                 Slot::Live { ino, .. } if !ctx.tables.is_free(ino) => live.push(ino),
-                Slot::Free(ino) if !ctx.tables.is_free(ino) => unsure.push(ino),
+                Slot::Free { ino, .. } if !ctx.tables.is_free(ino) => unsure.push(ino),
                 _ => {}
             }
             Ok(())

@@ -9,11 +9,12 @@
 //! part of the file system's state. It changes nothing else; [`repair`]
 //! does.
 
+mod data;
+
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 
 use pm::Region;
-use zerocopy::IntoBytes;
 
 use crate::alloc::Budget;
 use crate::lock::{Mutex, Rank};
@@ -27,7 +28,7 @@ use crate::itable::Slot;
 use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, Inode, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
+    decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
     ENTRY_INVALID, FEATURE_INCOMPAT_SNAPSHOTS, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, KEPT_INODE, PAGE_SIZE,
     RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
 };
@@ -74,14 +75,14 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let mut rep = Report::default();
     let r = &*region;
     let (sb, primary_bad) = read_superblock(r)?;
-    // A crash during a superblock update (R4) leaves one copy torn or stale:
-    // a legal crash state that the next read-write mount repairs.
+    // A copy torn or stale is damage or a crash during a superblock
+    // update (R4); either way one copy is gone until a repair rewrites it.
     if primary_bad {
-        rep.notes
-            .push("primary superblock is damaged; the replica is intact and the next mount repairs it".into());
+        rep.problems
+            .push("primary superblock is damaged (the replica is intact); fsck --repair rewrites it".into());
     } else if !replica_matches(r, &sb) {
-        rep.notes
-            .push("superblock replica is damaged or stale; the next mount rewrites it".into());
+        rep.problems
+            .push("superblock replica is damaged or stale; fsck --repair rewrites it".into());
     }
     rep.clean = sb.state == STATE_CLEAN;
     let health = HealthCounts::of(&sb);
@@ -116,6 +117,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         own(&mut rep, p, 0);
     }
     let mut seen: HashMap<Ino, Seen> = HashMap::new();
+    let mut bad_data: Vec<(Ino, data::DataCheck)> = Vec::new();
     let mut free_slots: Vec<Ino> = Vec::new();
     let total: u64 = (0..tables.shard_count() as usize)
         .map(|s| tables.slots(s).len() as u64)
@@ -123,8 +125,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let mut done = 0;
     for shard in 0..tables.shard_count() as usize {
         tables.scan_shard(ctx.region(), shard, |slot| {
-            let (ino, off, rec) = match slot {
-                Slot::Free(ino) => {
+            let (ino, off, rec, replica) = match slot {
+                Slot::Free { ino, replica, .. } => {
+                    // Judged by its replica: the primary's state word is damaged.
+                    from_replica += u64::from(replica);
                     free_slots.push(ino);
                     return Ok(());
                 }
@@ -133,19 +137,19 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                     progress(done, total);
                     return Ok(());
                 }
-                Slot::Live { ino, off, rec } => (ino, off, rec),
+                Slot::Live { ino, off, rec, replica } => (ino, off, rec, replica),
                 Slot::Kept { ino, rec, .. } if ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch).is_none() => {
                     rep.notes.push(format!(
                         "inode {ino} is kept for snapshots that are gone (a crash while one was deleted); the next mount frees it"
                     ));
                     return Ok(());
                 }
-                Slot::Kept { ino, off, rec } => (ino, off, rec),
+                Slot::Kept { ino, off, rec, replica } => (ino, off, rec, replica),
             };
             let live = rec.state == INODE_LIVE;
             rep.inodes += u64::from(live);
-            let verified = ctx.scanned_record(off, rec)?;
-            let (st, superseded) = match recovery::load_for_snapshots(&ctx, off, &verified) {
+            from_replica += u64::from(replica);
+            let (st, superseded) = match recovery::load_for_snapshots(&ctx, off, &rec) {
                 Ok(loaded) => loaded,
                 Err(e) => {
                     rep.problems.push(format!("inode {ino}: {e}"));
@@ -156,19 +160,17 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 own(&mut rep, p, ino);
             }
             from_replica += st.log.repairs().len() as u64;
-            from_replica += u64::from(verified.as_bytes() != rec.as_bytes());
-            let rec = verified;
+            // The log pointers outside the record's checksum: the load
+            // falls back to the replica's when the primary's lead nowhere.
+            let (head, tail) = (st.log.head(), st.log.tail());
+            from_replica += u64::from((head, tail) != (rec.log_head, rec.log_tail));
             if !bounds.stale {
                 // Only the committed part of the tail page means anything:
                 // past the tail, a repaired primary may keep its damage
                 // until the next append overwrites both copies.
-                let tail_page = verified.log_tail - verified.log_tail % PAGE_SIZE;
+                let tail_page = tail - tail % PAGE_SIZE;
                 for &p in st.log.pages() {
-                    let len = if p == tail_page {
-                        verified.log_tail - p
-                    } else {
-                        PAGE_SIZE
-                    };
+                    let len = if p == tail_page { tail - p } else { PAGE_SIZE };
                     replica_pages += sync(ctx.data(), bounds, p, len, false)?;
                 }
             }
@@ -178,6 +180,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             }
             for p in st.pages(bounds) {
                 own(&mut rep, p, ino);
+            }
+            let checked = data::check_data(&ctx, &st, false)?;
+            if checked.rebuildable > 0 || !checked.lost.is_empty() {
+                bad_data.push((ino, checked));
             }
             if !live {
                 // Kept: no live name reaches it. Listed as the scan lists
@@ -198,7 +204,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             }
             if st.attr().kind == FileType::Directory {
                 let deferrable = sb.features_incompat & FEATURE_INCOMPAT_SNAPSHOTS != 0;
-                check_cancellations(&mut rep, ctx.region(), bounds, &rec, deferrable)?;
+                check_cancellations(&mut rep, ctx.region(), bounds, (ino, head, tail), deferrable)?;
             }
             seen.insert(ino, describe(&st));
             Ok(())
@@ -216,8 +222,10 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         replica_pages += sync(ctx.data(), bounds, RESERVED_INODES_OFF, PAGE_SIZE, false)?;
     }
     if from_replica > 0 {
-        rep.notes.push(format!(
-            "{from_replica} damaged metadata piece(s) were read from their replicas; mounting (or fsck --repair) rewrites them"
+        // A checksum that fails, or a word that is no value, is damage: a
+        // crash leaves neither (R1, R5).
+        rep.problems.push(format!(
+            "{from_replica} damaged metadata piece(s) were read from their replicas; fsck --repair rewrites them"
         ));
     }
     if replica_pages > 0 {
@@ -233,6 +241,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         }
     }
     check_tree(&mut rep, &seen);
+    report_data(&mut rep, &seen, &bad_data);
     rep.pages_used = owner.len() as u64;
     if rep.clean {
         check_free_lists(&mut rep, &region, &sb, &owner, &free_slots, &ctx.snapshots)?;
@@ -242,6 +251,58 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         rep.pages_free = (sb.data_end - sb.data_start) / PAGE_SIZE - rep.pages_used;
     }
     Ok(rep)
+}
+
+/// Problems for the data pages that fail their checks: one line for all
+/// that redundancy rebuilds, and one per page that it cannot, naming the
+/// file and the bytes lost.
+fn report_data(rep: &mut Report, seen: &HashMap<Ino, Seen>, bad: &[(Ino, data::DataCheck)]) {
+    let rebuildable: u64 = bad.iter().map(|(_, c)| c.rebuildable).sum();
+    if rebuildable > 0 {
+        rep.problems.push(format!(
+            "{rebuildable} data page(s) fail a checksum or differ from their parity; fsck --repair rebuilds them from their redundancy"
+        ));
+    }
+    let paths = paths(
+        seen.iter()
+            .map(|(&ino, s)| (ino, s.entries.iter().map(|(n, t, _)| (n.as_slice(), *t)))),
+    );
+    for (ino, c) in bad {
+        for (lost, why) in &c.lost {
+            rep.problems.push(lost_line(*ino, &paths, lost, why));
+        }
+    }
+}
+
+/// What a user is told about data redundancy cannot rebuild.
+fn lost_line(ino: Ino, paths: &HashMap<Ino, String>, lost: &data::Lost, why: &str) -> String {
+    let name = paths.get(&ino).map_or_else(|| "no name".to_string(), Clone::clone);
+    format!(
+        "inode {ino} ({name}): {lost} cannot be rebuilt ({why}); they read EIO until written again: restore them from a snapshot or a backup"
+    )
+}
+
+/// A path of every inode the root reaches, from `(directory, its (name,
+/// target) entries)`: the first name found, breadth first.
+fn paths<'a, E>(dirs: impl Iterator<Item = (Ino, E)>) -> HashMap<Ino, String>
+where
+    E: Iterator<Item = (&'a [u8], Ino)>,
+{
+    let entries: HashMap<Ino, Vec<(&[u8], Ino)>> = dirs.map(|(d, e)| (d, e.collect())).collect();
+    let mut out = HashMap::from([(ROOT_INO, "/".to_string())]);
+    let mut queue = VecDeque::from([ROOT_INO]);
+    while let Some(d) = queue.pop_front() {
+        let base = out
+            .get(&d)
+            .map_or_else(String::new, |p| p.trim_end_matches('/').to_string());
+        for &(name, t) in entries.get(&d).map_or(&[][..], Vec::as_slice) {
+            if let std::collections::hash_map::Entry::Vacant(e) = out.entry(t) {
+                e.insert(format!("{base}/{}", String::from_utf8_lossy(name)));
+                queue.push_back(t);
+            }
+        }
+    }
+    out
 }
 
 /// `fsck --repair`: makes the image consistent again, keeping everything
@@ -280,7 +341,8 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
             report.orphans_reclaimed
         ));
     }
-    let Survey { dirs, live, lost } = survey(&ctx)?;
+    let Survey { dirs, live, lost, data } = survey(&ctx)?;
+    data_repaired(&dirs, &data, &mut done);
     let cache = Cache::new(None);
     let rename_lock = Mutex::new(Rank::Rename, ());
     let ns = Namespace {
@@ -315,6 +377,26 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     recovery::save_clean(&ctx, &mut sb)?;
     done.push("free pages and inode slots rebuilt by a full scan and saved".to_string());
     Ok(done)
+}
+
+/// One line for the data pages rebuilt, and one per page that could not
+/// be: the file keeps them, reading EIO there (`data`).
+fn data_repaired(dirs: &[Dir], data: &[(Ino, data::DataCheck)], done: &mut Vec<String>) {
+    let rebuilt: u64 = data.iter().map(|(_, c)| c.rebuildable).sum();
+    if rebuilt > 0 {
+        done.push(format!(
+            "{rebuilt} data page(s) rebuilt from their checksums and parity"
+        ));
+    }
+    let paths = paths(
+        dirs.iter()
+            .map(|(d, e)| (*d, e.iter().map(|(n, t)| (n.as_slice(), *t)))),
+    );
+    for (ino, c) in data {
+        for (lost, why) in &c.lost {
+            done.push(format!("kept, with a loss: {}", lost_line(*ino, &paths, lost, why)));
+        }
+    }
 }
 
 /// Gives every inode that still loads but that no name reaches any more
@@ -425,6 +507,9 @@ struct Survey {
     /// Type and link count of each.
     live: HashMap<Ino, (FileType, u32)>,
     lost: Vec<Lost>,
+    /// Inodes whose data pages failed their checks: rebuilt where
+    /// redundancy allows.
+    data: Vec<(Ino, data::DataCheck)>,
 }
 
 fn survey(ctx: &Ctx) -> Result<Survey> {
@@ -432,14 +517,21 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
     let mut dirs = Vec::new();
     let mut live = HashMap::new();
     let mut lost = Vec::new();
+    let mut data = Vec::new();
     for shard in 0..ctx.tables.shard_count() as usize {
         ctx.tables.scan_shard(r, shard, |slot| {
-            let Slot::Live { ino, off, rec } = slot else {
+            let Slot::Live { ino, off, rec, .. } = slot else {
                 return Ok(());
             };
-            match InodeState::load(r, ctx.bounds, off, &rec) {
+            // As a mount loads it: the log pointers and entries the
+            // primary lost are the replica's.
+            match ctx.load_inode(off, &rec) {
                 Ok(_) if rec.ino != ino => lost.push((ino, off, format!("its slot holds inode {}", rec.ino))),
                 Ok(st) => {
+                    let checked = data::check_data(ctx, &st, true)?;
+                    if checked.rebuildable > 0 || !checked.lost.is_empty() {
+                        data.push((ino, checked));
+                    }
                     live.insert(ino, (st.attr().kind, st.attr().nlink));
                     if let Body::Dir(d) = &st.meta.body {
                         dirs.push((ino, d.iter().map(|(n, e)| (n.to_vec(), e.ino)).collect()));
@@ -454,7 +546,7 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
             Ok(())
         })?;
     }
-    Ok(Survey { dirs, live, lost })
+    Ok(Survey { dirs, live, lost, data })
 }
 
 /// NOVA §4.6: an add entry is invalidated in place by the same transaction
@@ -465,10 +557,16 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
 /// but where snapshots are, the invalidation of one a snapshot may see
 /// waits until log GC (`commit::Multi::cancel`): then it is `deferrable`,
 /// noted, not a problem; its canceller is still in the log.
-fn check_cancellations(rep: &mut Report, r: &dyn Region, bounds: Bounds, rec: &Inode, deferrable: bool) -> Result<()> {
+fn check_cancellations(
+    rep: &mut Report,
+    r: &dyn Region,
+    bounds: Bounds,
+    (dir, head, tail): (Ino, u64, u64),
+    deferrable: bool,
+) -> Result<()> {
     let mut valid_adds: HashMap<Vec<u8>, u64> = HashMap::new();
     let mut stale = Vec::new();
-    Log::load(r, bounds, rec.log_head, rec.log_tail, |_, off, bytes| {
+    Log::load(r, bounds, head, tail, |_, off, bytes| {
         let hdr: EntryHeader = decode(bytes)?;
         let etype = EntryType::from_u8(hdr.etype);
         if hdr.flags & ENTRY_INVALID != 0 || !matches!(etype, Some(EntryType::DentryAdd | EntryType::DentryRemove)) {
@@ -493,16 +591,14 @@ fn check_cancellations(rep: &mut Report, r: &dyn Region, bounds: Bounds, rec: &I
     })?;
     if deferrable && !stale.is_empty() {
         rep.notes.push(format!(
-            "directory {}: {} cancelled add entries await their invalidation (deferred for snapshots)",
-            rec.ino,
+            "directory {dir}: {} cancelled add entries await their invalidation (deferred for snapshots)",
             stale.len()
         ));
         return Ok(());
     }
     for (off, name) in stale {
         rep.problems.push(format!(
-            "directory {}: the add entry of '{name}' at {off:#x} was cancelled but not invalidated",
-            rec.ino
+            "directory {dir}: the add entry of '{name}' at {off:#x} was cancelled but not invalidated"
         ));
     }
     Ok(())
