@@ -11,6 +11,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use novafs_crashcheck::damage::Kind;
 use novafs_crashcheck::{group, sweep, workload, Config, Stats, Workload};
 
 #[derive(clap::Args)]
@@ -36,6 +37,12 @@ pub struct Args {
     /// Check only this image of the crash point (from a reproducer).
     #[arg(long, requires = "point")]
     image: Option<usize>,
+    /// Also check each crash image with a media error (reads fail) in one copy (primary or replica, by the seed) of a metadata line the interrupted operation wrote.
+    #[arg(long)]
+    media_errors: bool,
+    /// The same with the copy's line overwritten with garbage that reads back (a scribble: only checksums find it).
+    #[arg(long)]
+    scribbles: bool,
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     jobs: usize,
@@ -108,6 +115,12 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
     cfg.only_point = args.point;
     cfg.known = args.known_bug.clone();
     cfg.only_image = args.image;
+    if args.media_errors {
+        cfg.damage.push(Kind::MediaError);
+    }
+    if args.scribbles {
+        cfg.damage.push(Kind::Scribble);
+    }
     let target = args.images.or(args.all.then_some(100_000));
     // The long sweep checks every scenario whatever the image count, then
     // random sequences until the target is reached.
