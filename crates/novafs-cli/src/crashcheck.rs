@@ -65,7 +65,14 @@ pub struct Args {
 
 pub fn run(args: &Args) -> ExitCode {
     if args.list {
-        for w in workload::all() {
+        let all = match workload::all() {
+            Ok(all) => all,
+            Err(e) => {
+                eprintln!("novafs: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        for w in all {
             println!(
                 "{:<28} {} setup ops, {} recorded ops",
                 w.name,
@@ -105,7 +112,14 @@ pub fn run(args: &Args) -> ExitCode {
     }
 }
 
-/// One sweep with `seed`; `None` when the arguments name no workload.
+/// Every named workload; `None` (said on stderr) when a generated one
+/// could not be built.
+fn all_or_say() -> Option<Vec<Workload>> {
+    workload::all().map_err(|e| eprintln!("novafs: {e}")).ok()
+}
+
+/// One sweep with `seed`; `None` when the arguments name no workload or
+/// one cannot be built.
 fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
     let mut cfg = if args.all {
         Config::thorough(seed)
@@ -127,15 +141,15 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
     let mut scenarios = 0;
     let workloads: Box<dyn Iterator<Item = Workload> + Send> = match &args.workload {
         Some(name) => match workload::by_name(name) {
-            Some(w) => Box::new(std::iter::once(w)),
-            None => {
-                eprintln!("novafs: no workload named {name:?} (see novafs crashcheck --list)");
+            Ok(w) => Box::new(std::iter::once(w)),
+            Err(e) => {
+                eprintln!("novafs: {e}");
                 return None;
             }
         },
         None if args.all => {
             let len = args.sequence_len;
-            let catalog = workload::all();
+            let catalog = all_or_say()?;
             scenarios = catalog.len() as u64;
             Box::new(catalog.into_iter().chain((0..).map(move |i: u64| {
                 // Alternate one-shard and two-shard sequences.
@@ -147,7 +161,7 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
                 }
             })))
         }
-        None => Box::new(workload::all().into_iter()),
+        None => Box::new(all_or_say()?.into_iter()),
     };
     let verbose = args.point.is_some();
     let t0 = Instant::now();
