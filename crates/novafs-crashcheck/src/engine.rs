@@ -9,7 +9,11 @@
 //! 3. after a clean unmount the image is fsck-clean again (the rebuilt
 //!    allocators are exact), and a remount shows the same tree;
 //! 4. for a sample of images, the recovery itself is recorded and crashed:
-//!    every crash image of the recovery must recover to the same tree.
+//!    every crash image of the recovery must recover to the same tree;
+//! 5. with [`Config::damage`], each image is checked again with one copy
+//!    of a line of metadata the operation wrote damaged ([`crate::damage`]):
+//!    fsck runs, recovery reaches a legal state losing nothing, and, for
+//!    damage that reads back, the image is fsck-clean after the unmount.
 //!
 //! The legal states come from the recorded run itself: the tree is captured
 //! through the API after every operation (no crash there), so timestamps

@@ -6,7 +6,12 @@
 //! 8-byte commit word old in one copy and new in the other, an entry torn
 //! in one — and the rules that make the primary alone consistent (R1, R2,
 //! R5) make it the one to keep: recovery copies it over the replica, which
-//! completes the interrupted update as Fortis's tick-tock does. Loads fall
+//! completes the interrupted update as Fortis's tick-tock does. The replica
+//! gets the same stores in the same order before the same fences, so it
+//! obeys R1, R2 and R5 alone too: where the primary is unreadable after a
+//! crash, the replica holds versions the primary's lines could hold, and
+//! recovery from them reaches a legal state (FORMAT.md "A crash and a
+//! damaged copy"; `novafs crashcheck --media-errors`). Loads fall
 //! back to the replica on a media error; a checksum that fails in the
 //! primary is repaired from the replica by the code that knows the
 //! structure (`log`, `itable`).
