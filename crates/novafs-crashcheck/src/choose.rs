@@ -29,7 +29,6 @@ pub struct Pick {
     pub torn: usize,
 }
 
-
 impl Pick {
     /// About `n` images per crash point of a recorded recovery.
     pub(crate) fn recovery(n: usize) -> Pick {

@@ -103,7 +103,11 @@ impl fmt::Display for Damage {
             Kind::MediaError => "a media error in",
         };
         let copy = if self.replica { "replica" } else { "primary" };
-        let what = if self.pair.is_superblock() { "superblock" } else { "metadata" };
+        let what = if self.pair.is_superblock() {
+            "superblock"
+        } else {
+            "metadata"
+        };
         write!(
             f,
             "{kind} the {copy} of {what} line {:#x} (primary {:#x}, replica {:#x})",
@@ -160,7 +164,9 @@ impl Writes {
                 Event::Zero { off, len } => (*off, *len),
                 _ => continue,
             };
-            let (Some(id), Some(m)) = (op, mirror(off)) else { continue };
+            let (Some(id), Some(m)) = (op, mirror(off)) else {
+                continue;
+            };
             // The next store, past flushes and fences, must be the same
             // bytes at the mirror.
             let next = ev[i + 1..]
@@ -179,7 +185,12 @@ impl Writes {
             let first = off - off % CACHELINE;
             let store: Store = (first..off + len)
                 .step_by(CACHELINE as usize)
-                .filter_map(|line| Some(Pair { primary: line, replica: mirror(line)? }))
+                .filter_map(|line| {
+                    Some(Pair {
+                        primary: line,
+                        replica: mirror(line)?,
+                    })
+                })
                 .collect();
             w.by_op.entry(id).or_default().push((i, store));
         }
@@ -257,4 +268,112 @@ pub fn choose(
         replica,
         kind: *rng.pick(kinds)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::workload::{fresh_runner, REGION_SIZE};
+    use pm::RecordingRegion;
+    use std::sync::Arc;
+
+    /// A formatted image, its geometry, and a primary metadata line with
+    /// its mirror.
+    fn formatted() -> (Vec<u8>, u64, u64) {
+        let r = fresh_runner(REGION_SIZE, 1).unwrap();
+        let mut img = vec![0u8; REGION_SIZE as usize];
+        r.region().read(0, &mut img).unwrap();
+        let sb = superblock(&img).unwrap();
+        let bounds = Bounds {
+            data_start: sb.data_start,
+            data_end: sb.data_end,
+            replicas: true,
+            dead_zone_pages: sb.dead_zone_pages,
+            stale: false,
+        };
+        let p = sb.data_start + 5 * PAGE_SIZE + 128;
+        (img, p, bounds.mirror(p).unwrap())
+    }
+
+    /// Damage chosen where the op of `trace` ends, over `seeds`.
+    fn damages(trace: &Trace, seeds: u64) -> Vec<Damage> {
+        let writes = Writes::of(trace);
+        let mut out = Vec::new();
+        trace.crash_points(|cp| {
+            if cp.kind == pm::PointKind::OpEnd {
+                let region = OverlayRegion::new(cp.durable.clone(), []);
+                for s in 0..seeds {
+                    let kinds = [Kind::MediaError, Kind::Scribble];
+                    out.extend(choose(&writes.at(cp), cp, &region, &kinds, &mut Rng::new(s)));
+                }
+            }
+            true
+        });
+        out
+    }
+
+    #[test]
+    fn stores_mirrored_before_one_fence_damage_either_copy() {
+        let (img, p, m) = formatted();
+        let rec = RecordingRegion::new(img);
+        rec.begin_op(0);
+        rec.write(p, &[7u8; 100]).unwrap();
+        rec.write(m, &[7u8; 100]).unwrap();
+        // A store whose mirror gets other bytes is not metadata.
+        rec.write(p + 1024, &[1u8; 8]).unwrap();
+        rec.write(m + 1024, &[2u8; 8]).unwrap();
+        rec.end_op();
+        let d = damages(&rec.trace(), 64);
+        assert_eq!(d.len(), 64);
+        // Bytes 128..228 of the page: two lines, each with its mirror line.
+        let pairs: BTreeSet<(u64, u64)> = d.iter().map(|d| (d.pair.primary, d.pair.replica)).collect();
+        assert_eq!(pairs, [(p, m), (p + 64, m + 64)].into_iter().collect());
+        assert!(d
+            .iter()
+            .all(|d| d.line() == if d.replica { d.pair.replica } else { d.pair.primary }));
+        assert!(d.iter().any(|d| d.replica) && d.iter().any(|d| !d.replica));
+        assert!(d.iter().any(|d| d.kind == Kind::Scribble) && d.iter().any(|d| d.kind == Kind::MediaError));
+    }
+
+    #[test]
+    fn the_only_whole_copy_is_never_damaged() {
+        let (img, p, m) = formatted();
+        let rec = RecordingRegion::new(img);
+        rec.begin_op(0);
+        // The primary durable (tick), the replica still uncertain (tock).
+        rec.write(p, &[7u8; 64]).unwrap();
+        rec.flush(p, 64).unwrap();
+        rec.fence();
+        rec.write(m, &[7u8; 64]).unwrap();
+        rec.end_op();
+        let d = damages(&rec.trace(), 32);
+        assert_eq!(d.len(), 32);
+        assert!(d.iter().all(|d| d.replica && d.line() == m), "{:?}", d[0]);
+    }
+
+    #[test]
+    fn a_damaged_line_changes_every_byte_and_a_media_error_fails_reads() {
+        let base = Arc::new(vec![5u8; 4096]);
+        let pair = Pair {
+            primary: 1024,
+            replica: 3072,
+        };
+        for (kind, replica) in [(Kind::Scribble, false), (Kind::MediaError, true)] {
+            let d = Damage { pair, replica, kind };
+            let img = d.apply(&base, &[(1024, [6u8; 64])], &mut Rng::new(3));
+            let v = img.to_vec();
+            let at = d.line() as usize;
+            let before = if replica { 5 } else { 6 };
+            assert!(v[at..at + 64].iter().all(|&b| b != before), "{d}");
+            assert_eq!(
+                img.read(at as u64, &mut [0u8; 1]).is_err(),
+                kind == Kind::MediaError,
+                "{d}"
+            );
+            // The rest of the image, the patch included, is as it was.
+            let other = if replica { 1024 } else { 3072 };
+            assert_eq!(v[other], if replica { 6 } else { 5 });
+        }
+    }
 }

@@ -122,7 +122,6 @@ impl Config {
     }
 }
 
-
 /// One image that broke the rules, with how to reproduce it.
 #[derive(Clone, Debug)]
 pub struct Failure {
@@ -633,10 +632,14 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
             // The same image with one copy of what the op wrote damaged
             // must recover as the image does (a legal state), every copy
             // whole again after the unmount.
-            let (Ok(undamaged), true) = (&outcome.result, fresh) else { continue };
+            let (Ok(undamaged), true) = (&outcome.result, fresh) else {
+                continue;
+            };
             let mut drng = Rng::derive(cfg.seed ^ 0xda, (cp.index as u64) << 20 ^ idx as u64);
             let probe = plain(&cp.durable, &patches)();
-            let Some(dmg) = damage::choose(&written, cp, &probe, &cfg.damage, &mut drng) else { continue };
+            let Some(dmg) = damage::choose(&written, cp, &probe, &cfg.damage, &mut drng) else {
+                continue;
+            };
             let bytes = drng.next_u64();
             let damaged = || Arc::new(dmg.apply(&cp.durable, &patches, &mut Rng::new(bytes)));
             let o = examine(&damaged, Some(&dmg), cfg, &mut trees);
@@ -653,7 +656,14 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                 Err(e) => Some(format!("{e}\n({})", describe_choice(cp, choice))),
             };
             if let Some(m) = msg {
-                fail(stats, Some(cp.index), Some(idx), moment(&rec, cp), None, format!("after {dmg}: {m}"));
+                fail(
+                    stats,
+                    Some(cp.index),
+                    Some(idx),
+                    moment(&rec, cp),
+                    None,
+                    format!("after {dmg}: {m}"),
+                );
             }
         }
         true
@@ -720,7 +730,6 @@ pub fn count_points(w: &Workload) -> Result<usize, String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
 
     #[test]
     fn failures_group_by_kind_regardless_of_numbers() {

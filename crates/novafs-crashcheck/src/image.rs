@@ -42,7 +42,10 @@ impl OverlayRegion {
 
     /// Makes reads of the line at `line` (a multiple of 64) fail.
     pub fn poison(&self, line: u64) {
-        self.poisoned.write().unwrap_or_else(PoisonError::into_inner).insert(line);
+        self.poisoned
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(line);
     }
 
     fn first_poisoned(&self, off: u64, len: u64) -> Option<u64> {

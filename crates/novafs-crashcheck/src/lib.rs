@@ -28,7 +28,9 @@ pub mod tree;
 pub mod workload;
 
 pub use choose::{choices, Pick};
-pub use engine::{check_workload, check_workload_with, group, record, record_with, Config, Failure, Recorded, Stats, Wrap};
+pub use engine::{
+    check_workload, check_workload_with, group, record, record_with, Config, Failure, Recorded, Stats, Wrap,
+};
 pub use tree::{Compare, Tree};
 pub use workload::Workload;
 

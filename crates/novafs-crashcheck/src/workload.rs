@@ -160,7 +160,11 @@ pub fn by_name(name: &str) -> Result<Workload, String> {
             let (Ok(seed), Ok(len)) = (seed.parse(), len.parse()) else {
                 return Err(none());
             };
-            return Ok(if sharded { random_sharded(seed, len) } else { random(seed, len) });
+            return Ok(if sharded {
+                random_sharded(seed, len)
+            } else {
+                random(seed, len)
+            });
         }
     }
     if let Some(w) = catalog().into_iter().find(|w| w.name == name) {
@@ -188,7 +192,9 @@ mod tests {
         }
         assert_eq!(by_name("fast_gc").unwrap().name, "fast_gc");
         assert_eq!(by_name("random2-3-4").unwrap().ops.len(), 4);
-        assert!(by_name("nothing").unwrap_err().contains("no workload named \"nothing\""));
+        assert!(by_name("nothing")
+            .unwrap_err()
+            .contains("no workload named \"nothing\""));
         assert!(by_name("random-x-4").is_err());
     }
 }

@@ -2,8 +2,8 @@
 //! multi-operation sequences, and inode-table growth.
 
 use novafs::op::Op;
-use novafs::{RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
 use novafs::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
+use novafs::{RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
 
 use super::Workload;
 
@@ -437,7 +437,6 @@ pub fn catalog() -> Vec<Workload> {
     ]
 }
 
-
 /// Creates that fill the first inode-table chunk and claim a second one
 /// (a 2 MiB chunk linked by one 8-byte pointer).
 pub fn inode_table_growth() -> Workload {
@@ -451,4 +450,3 @@ pub fn inode_table_growth() -> Workload {
     w.region_size = 16 << 20; // Room for a second 2 MiB chunk, its mirror and the logs.
     w
 }
-

@@ -16,7 +16,11 @@ pub type Generated = (&'static str, Result<Workload, String>);
 /// Runs `setup` then `ops` on a fresh file system; returns the index of
 /// the first op after which `stop` holds. An op that fails, or `stop`
 /// never holding, is an error.
-fn first_where(setup: &[Op], ops: impl Iterator<Item = Op>, mut stop: impl FnMut(&Runner) -> bool) -> Result<usize, String> {
+fn first_where(
+    setup: &[Op],
+    ops: impl Iterator<Item = Op>,
+    mut stop: impl FnMut(&Runner) -> bool,
+) -> Result<usize, String> {
     let mut r = fresh_runner(REGION_SIZE, 1)?;
     r.apply(&Op::Mount).map_err(|e| format!("mount: {e}"))?;
     for (i, op) in setup.iter().enumerate() {
@@ -100,9 +104,25 @@ pub fn generated() -> Vec<Generated> {
     // after which the file's log occupies a new page takes more than its
     // one data page.
     let grow = |i: usize| Op::write("/f", i as u64 * 4096, 8, 100 + i as u64);
-    out.push(window("log_growth_file", vec![Op::create("/f")], grow, 400, took_more_than(1), 1, 1));
+    out.push(window(
+        "log_growth_file",
+        vec![Op::create("/f")],
+        grow,
+        400,
+        took_more_than(1),
+        1,
+        1,
+    ));
     let entry = |i: usize| Op::create(format!("/d/entry-{i:04}"));
-    out.push(window("log_growth_dir", vec![Op::mkdir("/d")], entry, 400, took_more_than(0), 1, 1));
+    out.push(window(
+        "log_growth_dir",
+        vec![Op::mkdir("/d")],
+        entry,
+        400,
+        took_more_than(0),
+        1,
+        1,
+    ));
     // Fast GC: overwrites of one page leave only dead entries behind.
     let over = |i: usize| Op::write("/f", (i % 3) as u64 * 8, 8, 1000 + i as u64);
     out.push(around(
@@ -286,16 +306,37 @@ mod tests {
 
     #[test]
     fn a_trial_that_never_gets_there_is_an_error_naming_the_workload() {
-        let (name, w) = window("never", vec![Op::create("/f")], |i| Op::write("/f", 0, 8, i as u64), 5, |_| false, 1, 1);
+        let (name, w) = window(
+            "never",
+            vec![Op::create("/f")],
+            |i| Op::write("/f", 0, 8, i as u64),
+            5,
+            |_| false,
+            1,
+            1,
+        );
         assert_eq!(name, "never");
-        assert_eq!(w.unwrap_err(), "workload never: what the trial waits for never happened in 5 operations");
+        assert_eq!(
+            w.unwrap_err(),
+            "workload never: what the trial waits for never happened in 5 operations"
+        );
     }
 
     #[test]
     fn a_trial_op_that_fails_is_an_error_naming_the_workload_and_the_op() {
-        let (_, w) = around("broken", Vec::new(), |_| Op::Unlink("/missing".into()), 5, |_| true, GcKind::Fast);
+        let (_, w) = around(
+            "broken",
+            Vec::new(),
+            |_| Op::Unlink("/missing".into()),
+            5,
+            |_| true,
+            GcKind::Fast,
+        );
         let e = w.unwrap_err();
-        assert!(e.starts_with("workload broken: trial op 0 (unlink /missing) failed: "), "{e}");
+        assert!(
+            e.starts_with("workload broken: trial op 0 (unlink /missing) failed: "),
+            "{e}"
+        );
     }
 
     #[test]
