@@ -11,6 +11,7 @@
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use novafs_crashcheck::damage::Kind;
 use novafs_crashcheck::{group, sweep, workload, Config, Stats, Workload};
 
 #[derive(clap::Args)]
@@ -36,6 +37,12 @@ pub struct Args {
     /// Check only this image of the crash point (from a reproducer).
     #[arg(long, requires = "point")]
     image: Option<usize>,
+    /// Also check each crash image with a media error (reads fail) in one copy (primary or replica, by the seed) of a metadata line the interrupted operation wrote.
+    #[arg(long)]
+    media_errors: bool,
+    /// The same with the copy's line overwritten with garbage that reads back (a scribble: only checksums find it).
+    #[arg(long)]
+    scribbles: bool,
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     jobs: usize,
@@ -58,7 +65,14 @@ pub struct Args {
 
 pub fn run(args: &Args) -> ExitCode {
     if args.list {
-        for w in workload::all() {
+        let all = match workload::all() {
+            Ok(all) => all,
+            Err(e) => {
+                eprintln!("novafs: {e}");
+                return ExitCode::from(2);
+            }
+        };
+        for w in all {
             println!(
                 "{:<28} {} setup ops, {} recorded ops",
                 w.name,
@@ -98,7 +112,14 @@ pub fn run(args: &Args) -> ExitCode {
     }
 }
 
-/// One sweep with `seed`; `None` when the arguments name no workload.
+/// Every named workload; `None` (said on stderr) when a generated one
+/// could not be built.
+fn all_or_say() -> Option<Vec<Workload>> {
+    workload::all().map_err(|e| eprintln!("novafs: {e}")).ok()
+}
+
+/// One sweep with `seed`; `None` when the arguments name no workload or
+/// one cannot be built.
 fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
     let mut cfg = if args.all {
         Config::thorough(seed)
@@ -108,21 +129,27 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
     cfg.only_point = args.point;
     cfg.known = args.known_bug.clone();
     cfg.only_image = args.image;
+    if args.media_errors {
+        cfg.damage.push(Kind::MediaError);
+    }
+    if args.scribbles {
+        cfg.damage.push(Kind::Scribble);
+    }
     let target = args.images.or(args.all.then_some(100_000));
     // The long sweep checks every scenario whatever the image count, then
     // random sequences until the target is reached.
     let mut scenarios = 0;
     let workloads: Box<dyn Iterator<Item = Workload> + Send> = match &args.workload {
         Some(name) => match workload::by_name(name) {
-            Some(w) => Box::new(std::iter::once(w)),
-            None => {
-                eprintln!("novafs: no workload named {name:?} (see novafs crashcheck --list)");
+            Ok(w) => Box::new(std::iter::once(w)),
+            Err(e) => {
+                eprintln!("novafs: {e}");
                 return None;
             }
         },
         None if args.all => {
             let len = args.sequence_len;
-            let catalog = workload::all();
+            let catalog = all_or_say()?;
             scenarios = catalog.len() as u64;
             Box::new(catalog.into_iter().chain((0..).map(move |i: u64| {
                 // Alternate one-shard and two-shard sequences.
@@ -134,7 +161,7 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
                 }
             })))
         }
-        None => Box::new(workload::all().into_iter()),
+        None => Box::new(all_or_say()?.into_iter()),
     };
     let verbose = args.point.is_some();
     let t0 = Instant::now();

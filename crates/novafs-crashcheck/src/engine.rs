@@ -9,7 +9,11 @@
 //! 3. after a clean unmount the image is fsck-clean again (the rebuilt
 //!    allocators are exact), and a remount shows the same tree;
 //! 4. for a sample of images, the recovery itself is recorded and crashed:
-//!    every crash image of the recovery must recover to the same tree.
+//!    every crash image of the recovery must recover to the same tree;
+//! 5. with [`Config::damage`], each image is checked again with one copy
+//!    of a line of metadata the operation wrote damaged ([`crate::damage`]):
+//!    fsck runs, recovery reaches a legal state losing nothing, and, for
+//!    damage that reads back, the image is fsck-clean after the unmount.
 //!
 //! The legal states come from the recorded run itself: the tree is captured
 //! through the API after every operation (no crash there), so timestamps
@@ -23,36 +27,14 @@ use std::time::{Duration, Instant};
 
 use novafs::{Fs, MountOptions};
 use novafs_ops::Op;
-use pm::{Choice, CrashPoint, PointKind, RecordingRegion, Region, Torn, Trace};
+use pm::{CrashPoint, PointKind, RecordingRegion, Region, Trace};
 
+use crate::choose::{choices, describe_choice, Pick};
+use crate::damage::{self, Damage, Writes};
 use crate::image::OverlayRegion;
-
 use crate::tree::{Compare, Tree};
 use crate::workload::{apply, fresh_runner, gc_count, runner, tree_of, Expect, Workload};
 use novafs_rng::SplitMix as Rng;
-
-/// How the images of one crash point are chosen ([`choices`]).
-#[derive(Clone, Copy, Debug)]
-pub struct Pick {
-    /// A crash point with at most this many distinct untorn images has all
-    /// of them checked (1024 = every subset of 10 single-version lines).
-    pub exhaustive_max: u128,
-    /// Otherwise: the all-old and all-new images plus this many random ones.
-    pub samples: usize,
-    /// A crash point whose untorn and torn images together number at most
-    /// this has every torn image checked too: each uncertain line torn at
-    /// 8-byte granularity (every mix of the words in which a version
-    /// differs from the durable content) with every choice of the others.
-    pub torn_exhaustive_max: u128,
-    /// Otherwise, at a crash point with at most this many uncertain lines,
-    /// for each line the newest version with each single word left old and
-    /// with each single word alone new, every other line new (the images
-    /// in which a commit may have reached media but one word of what it
-    /// publishes did not: issue 9's hole). Up to 16 images per line.
-    pub word_tears: usize,
-    /// And this many random torn images.
-    pub torn: usize,
-}
 
 /// How hard to look.
 #[derive(Clone, Debug)]
@@ -76,6 +58,9 @@ pub struct Config {
     pub max_images: Option<u64>,
     /// Also fsck the raw crash image before mounting it.
     pub raw_fsck: bool,
+    /// Also check each crash image with one copy of metadata the
+    /// operation wrote damaged in one of these ways ([`crate::damage`]).
+    pub damage: Vec<damage::Kind>,
     /// Failures whose message contains one of these are known, reported
     /// bugs: counted in [`Stats::known`], not in [`Stats::failures`].
     pub known: Vec<String>,
@@ -103,6 +88,7 @@ impl Config {
             recovery_pick: Pick::recovery(4),
             max_images: Some(4000),
             raw_fsck: true,
+            damage: Vec::new(),
             known: Vec::new(),
             compare: Compare::default(),
             only_point: None,
@@ -127,23 +113,11 @@ impl Config {
             recovery_pick: Pick::recovery(12),
             max_images: None,
             raw_fsck: true,
+            damage: Vec::new(),
             known: Vec::new(),
             compare: Compare::default(),
             only_point: None,
             only_image: None,
-        }
-    }
-}
-
-impl Pick {
-    /// About `n` images per crash point of a recorded recovery.
-    fn recovery(n: usize) -> Pick {
-        Pick {
-            exhaustive_max: n as u128,
-            samples: n.saturating_sub(2),
-            torn_exhaustive_max: n as u128,
-            word_tears: 0,
-            torn: 1,
         }
     }
 }
@@ -155,6 +129,8 @@ pub struct Failure {
     pub seed: u64,
     /// Found by the long sweep's settings (`--all`).
     pub long: bool,
+    /// Found with damaged copies (`--media-errors`, `--scribbles`).
+    pub damage: Vec<damage::Kind>,
     /// Crash point and image index within it (`None`: the run itself).
     pub point: Option<usize>,
     pub image: Option<usize>,
@@ -222,9 +198,10 @@ impl fmt::Display for Failure {
             writeln!(f, "    {l}")?;
         }
         let all = if self.long { " --all" } else { "" };
+        let media: String = self.damage.iter().map(|k| format!(" {}", k.flag())).collect();
         write!(
             f,
-            "    reproduce: novafs crashcheck{all} --workload {} --seed {}",
+            "    reproduce: novafs crashcheck{all}{media} --workload {} --seed {}",
             self.workload, self.seed
         )?;
         if let Some(p) = self.point {
@@ -251,6 +228,12 @@ pub struct Stats {
     /// Recoveries recorded and crashed, and the images they produced.
     pub recoveries: u64,
     pub recovery_images: u64,
+    /// Images checked with one copy damaged (`--media-errors`), and how
+    /// many of them recovered to the other legal state than the image
+    /// without damage (the op in flight applied where it was not, or not
+    /// where it was: a copy may be a step behind the other at a crash).
+    pub damaged: u64,
+    pub damaged_other_state: u64,
     pub failures: Vec<Failure>,
     /// Failures matching [`Config::known`].
     pub known: Vec<Failure>,
@@ -266,6 +249,8 @@ impl Stats {
         self.repeats += o.repeats;
         self.recoveries += o.recoveries;
         self.recovery_images += o.recovery_images;
+        self.damaged += o.damaged;
+        self.damaged_other_state += o.damaged_other_state;
         self.failures.extend(o.failures);
         self.known.extend(o.known);
         self.elapsed += o.elapsed;
@@ -276,13 +261,21 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} workloads, {} operations, {} crash points, {} images checked ({} of them inside recovery, from {} recorded recoveries), {} repeated images, {} failures{}",
+            "{} workloads, {} operations, {} crash points, {} images checked ({} of them inside recovery, from {} recorded recoveries{}), {} repeated images, {} failures{}",
             self.workloads,
             self.ops,
             self.crash_points,
             self.images,
             self.recovery_images,
             self.recoveries,
+            if self.damaged > 0 {
+                format!(
+                    "; {} with a damaged copy, {} of those recovered to the op's other legal state",
+                    self.damaged, self.damaged_other_state
+                )
+            } else {
+                String::new()
+            },
             self.repeats,
             self.failures.len(),
             if self.known.is_empty() {
@@ -386,9 +379,18 @@ fn panic_text(p: Box<dyn std::any::Any + Send>) -> String {
 /// A crash image: a base image and the lines that differ from it.
 type Patches = Vec<(u64, [u8; 64])>;
 
+/// Builds a fresh copy of one crash image.
+type Image<'a> = dyn Fn() -> Arc<OverlayRegion> + 'a;
+
+/// The plain crash image `base` + `patches`.
+fn plain<'a>(base: &'a Arc<Vec<u8>>, patches: &'a Patches) -> impl Fn() -> Arc<OverlayRegion> + 'a {
+    || Arc::new(OverlayRegion::new(base.clone(), patches.iter().copied()))
+}
+
 /// The oracle's mechanical part: fsck, recover, capture, unmount, fsck.
-fn examine(base: &Arc<Vec<u8>>, patches: &Patches, cfg: &Config, trees: &mut HashMap<u64, Tree>) -> Outcome {
-    let r = catch_unwind(AssertUnwindSafe(|| examine_inner(base, patches, cfg)));
+/// With `damage`, one copy of some metadata in the image is damaged.
+fn examine(image: &Image<'_>, damage: Option<&Damage>, cfg: &Config, trees: &mut HashMap<u64, Tree>) -> Outcome {
+    let r = catch_unwind(AssertUnwindSafe(|| examine_inner(image, damage, cfg)));
     match r {
         Ok(Ok((tree, busy))) => {
             let d = tree.digest(cfg.compare);
@@ -417,12 +419,19 @@ fn fsck_problems(region: Arc<dyn Region>) -> Result<(), String> {
     }
 }
 
-fn examine_inner(base: &Arc<Vec<u8>>, patches: &Patches, cfg: &Config) -> Result<(Tree, bool), String> {
-    let image = || -> Arc<dyn Region> { Arc::new(OverlayRegion::new(base.clone(), patches.iter().copied())) };
+fn examine_inner(image: &Image<'_>, damage: Option<&Damage>, cfg: &Config) -> Result<(Tree, bool), String> {
     if cfg.raw_fsck {
-        fsck_problems(image()).map_err(|e| format!("fsck of the crash image: {e}"))?;
+        match damage {
+            None => fsck_problems(image()).map_err(|e| format!("fsck of the crash image: {e}"))?,
+            // fsck reports the damaged copy (a problem); it must still run.
+            Some(_) => drop(
+                novafs::fsck::check(image(), &|_, _| {})
+                    .map_err(|e| format!("fsck of the damaged crash image could not run: {e}"))?,
+            ),
+        }
     }
-    let region = image();
+    let overlay = image();
+    let region: Arc<dyn Region> = overlay.clone();
     let fs = Fs::open(region.clone(), MountOptions::default()).map_err(|e| format!("recovery failed: {e}"))?;
     let rep = fs.mount_report();
     let busy = rep.journal_replayed > 0 || rep.orphans_reclaimed > 0;
@@ -430,13 +439,26 @@ fn examine_inner(base: &Arc<Vec<u8>>, patches: &Patches, cfg: &Config) -> Result
     // A crash damages nothing: recovery and reading everything back must
     // not need redundancy (a repair here means a copy, checksum or parity
     // was left inconsistent by a write path).
+    // With damage, the other copy must serve: repairs, no loss.
     let health = fs.health();
-    if health != novafs::HealthCounts::default() {
-        return Err(format!("recovery and reads needed redundancy: {health}"));
+    match damage {
+        None if health != novafs::HealthCounts::default() => {
+            return Err(format!("recovery and reads needed redundancy: {health}"));
+        }
+        Some(_) if health.losses > 0 => return Err(format!("recovery lost objects: {health}")),
+        _ => {}
     }
     fs.unmount()
         .map_err(|e| format!("clean unmount after recovery failed: {e}"))?;
-    fsck_problems(region.clone()).map_err(|e| format!("fsck after recovery and a clean unmount: {e}"))?;
+    match damage.map(|d| d.kind) {
+        // Reads go around a line that stays unreadable (only the kernel
+        // clears poison): fsck reports the lost copy, and must run.
+        Some(damage::Kind::MediaError) => drop(
+            novafs::fsck::check(region.clone(), &|_, _| {})
+                .map_err(|e| format!("fsck after recovery and a clean unmount could not run: {e}"))?,
+        ),
+        _ => fsck_problems(region.clone()).map_err(|e| format!("fsck after recovery and a clean unmount: {e}"))?,
+    }
     // The clean image (saved allocators, no scan) shows the same tree.
     let fs = Fs::open(region, MountOptions::default()).map_err(|e| format!("remount after recovery failed: {e}"))?;
     let again = Tree::capture(&fs).map_err(|e| format!("after a remount of the recovered image: {e}"))?;
@@ -450,190 +472,21 @@ fn examine_inner(base: &Arc<Vec<u8>>, patches: &Patches, cfg: &Config) -> Result
     Ok((tree, busy))
 }
 
-/// The images checked at one crash point ([`Pick`]): all of them when few,
-/// else the all-old and all-new images and a seeded sample; torn lines
-/// likewise, all of them when few, else single-word tears and a sample.
-pub fn choices(cp: &CrashPoint<'_>, pick: &Pick, rng: &mut Rng) -> Vec<Choice> {
-    let n = cp.lines.len();
-    let mut out = Vec::new();
-    let total = cp.image_count();
-    if total <= pick.exhaustive_max {
-        out.extend(every_choice(cp, None).map(|lines| Choice { lines, torn: None }));
-    } else {
-        out.push(Choice {
-            lines: vec![0; n],
-            torn: None,
-        });
-        out.push(newest(cp));
-        for _ in 0..pick.samples {
-            out.push(random_choice(cp, rng));
-        }
-    }
-    if n == 0 {
-        return out;
-    }
-    if total.saturating_add(torn_count(cp)) <= pick.torn_exhaustive_max {
-        for line in 0..n {
-            for version in 1..=cp.lines[line].versions.len() {
-                for mask in tears(cp, line, version) {
-                    let torn = Some(Torn { line, version, mask });
-                    out.extend(every_choice(cp, Some(line)).map(|lines| Choice { lines, torn }));
-                }
-            }
-        }
-        return out;
-    }
-    if n <= pick.word_tears {
-        for line in 0..n {
-            let version = cp.lines[line].versions.len();
-            let diff = differing_words(cp, line, version);
-            for w in (0..8).filter(|w| diff & (1 << w) != 0) {
-                for mask in [diff & !(1 << w), 1 << w] {
-                    if mask != 0 && mask != diff {
-                        let mut c = newest(cp);
-                        c.torn = Some(Torn { line, version, mask });
-                        out.push(c);
-                    }
-                }
-            }
-        }
-    }
-    for _ in 0..pick.torn {
-        let mut c = random_choice(cp, rng);
-        let line = rng.below(n as u64) as usize;
-        let version = 1 + rng.below(cp.lines[line].versions.len() as u64) as usize;
-        let diff = differing_words(cp, line, version);
-        // A random proper, non-empty part of the differing words; a line
-        // with fewer than two has no torn image its choices lack.
-        let mask = diff & rng.below(256) as u8;
-        if mask != 0 && mask != diff {
-            c.torn = Some(Torn { line, version, mask });
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// The image in which every uncertain line holds its newest version.
-fn newest(cp: &CrashPoint<'_>) -> Choice {
-    Choice {
-        lines: cp.lines.iter().map(|l| l.versions.len()).collect(),
-        torn: None,
-    }
-}
-
-/// Every combination of line choices, with line `fixed` (if any) left at 0
-/// (a torn line overrides its choice).
-fn every_choice<'a>(cp: &'a CrashPoint<'_>, fixed: Option<usize>) -> impl Iterator<Item = Vec<usize>> + 'a {
-    let n = cp.lines.len();
-    let mut digits = Some(vec![0usize; n]);
-    std::iter::from_fn(move || {
-        let cur = digits.take()?;
-        let mut next = cur.clone();
-        for (i, d) in next.iter_mut().enumerate() {
-            if Some(i) == fixed {
-                continue;
-            }
-            *d += 1;
-            if *d < cp.lines[i].choices() {
-                digits = Some(next);
-                return Some(cur);
-            }
-            *d = 0;
-        }
-        Some(cur)
-    })
-}
-
-/// Bit `w` set: word `w` of `version` of line `line` differs from the
-/// durable content (only those words can tear into a new image).
-fn differing_words(cp: &CrashPoint<'_>, line: usize, version: usize) -> u8 {
-    let l = &cp.lines[line];
-    let at = l.off as usize;
-    let v = &l.versions[version - 1];
-    (0..8).fold(0u8, |m, w| {
-        let o = at + w * 8;
-        let durable = cp.durable.get(o..o + 8).unwrap_or(&[0; 8]);
-        if durable != &v[w * 8..w * 8 + 8] {
-            m | 1 << w
+/// Why tree `got` is none of the `allowed` states of `rec`.
+fn illegal(got: &Tree, rec: &Recorded, allowed: &[usize], cmp: Compare, image: String) -> String {
+    let mut m = format!("recovered tree is not a legal state ({image})");
+    for &s in allowed {
+        let which = if s == allowed[0] && allowed.len() > 1 {
+            "the state before the op"
         } else {
-            m
+            "the state after the op"
+        };
+        m += &format!("\ndifferences from {which}:");
+        for l in got.diff(&rec.states[s], cmp, 8) {
+            m += &format!("\n  {l}");
         }
-    })
-}
-
-/// Every torn mask of `version` of `line` that makes an image no untorn
-/// choice makes: the proper, non-empty parts of its differing words.
-fn tears(cp: &CrashPoint<'_>, line: usize, version: usize) -> Vec<u8> {
-    let diff = differing_words(cp, line, version);
-    let mut out = Vec::new();
-    let mut sub = diff.wrapping_sub(1) & diff;
-    while sub != 0 {
-        out.push(sub);
-        sub = sub.wrapping_sub(1) & diff;
     }
-    out
-}
-
-/// How many torn images exhaustive enumeration would check (saturating).
-fn torn_count(cp: &CrashPoint<'_>) -> u128 {
-    let total = cp.image_count();
-    (0..cp.lines.len()).fold(0u128, |acc, line| {
-        let others = total / cp.lines[line].choices() as u128;
-        let masks: u128 = (1..=cp.lines[line].versions.len())
-            .map(|v| tears(cp, line, v).len() as u128)
-            .sum();
-        acc.saturating_add(masks.saturating_mul(others))
-    })
-}
-
-/// Each line independently: new with a density drawn per image, so both
-/// nearly-empty and nearly-full subsets are sampled.
-fn random_choice(cp: &CrashPoint<'_>, rng: &mut Rng) -> Choice {
-    let density = rng.below(101);
-    Choice {
-        lines: cp
-            .lines
-            .iter()
-            .map(|l| {
-                if rng.below(100) < density {
-                    1 + rng.below(l.versions.len() as u64) as usize
-                } else {
-                    0
-                }
-            })
-            .collect(),
-        torn: None,
-    }
-}
-
-fn describe_choice(cp: &CrashPoint<'_>, c: &Choice) -> String {
-    let mut parts: Vec<String> = cp
-        .lines
-        .iter()
-        .zip(&c.lines)
-        .filter(|(_, &k)| k > 0)
-        .take(12)
-        .map(|(l, &k)| format!("{:#x}:v{k}/{}", l.off, l.versions.len()))
-        .collect();
-    let shown = parts.len();
-    let all = c.lines.iter().filter(|&&k| k > 0).count();
-    if all > shown {
-        parts.push(format!("... {} more", all - shown));
-    }
-    let mut s = format!(
-        "{} of {} uncertain lines reached media [{}]",
-        all,
-        cp.lines.len(),
-        parts.join(" ")
-    );
-    if let Some(t) = c.torn {
-        s += &format!(
-            ", line {:#x} torn (words {:08b} of v{})",
-            cp.lines[t.line].off, t.mask, t.version
-        );
-    }
-    s
+    m
 }
 
 fn moment(rec: &Recorded, cp: &CrashPoint<'_>) -> String {
@@ -681,6 +534,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
             workload: w.name.clone(),
             seed: cfg.seed,
             long: cfg.long,
+            damage: cfg.damage.clone(),
             point,
             image,
             moment,
@@ -707,6 +561,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
     let mut trees: HashMap<u64, Tree> = HashMap::new();
     let mut cache: HashMap<u64, Outcome> = HashMap::new();
     let mut checked: u64 = 0;
+    let writes = (!cfg.damage.is_empty()).then(|| Writes::of(&rec.trace));
     rec.trace.crash_points(|cp| {
         if cfg.only_point.is_some_and(|p| p != cp.index) {
             return true;
@@ -717,20 +572,22 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
         stats.crash_points += 1;
         let mut rng = Rng::derive(cfg.seed, cp.index as u64);
         let allowed = legal(cp);
+        let written = writes.as_ref().map(|w| w.at(cp)).unwrap_or_default();
         let list = choices(cp, &cfg.pick, &mut rng);
         for (idx, choice) in list.iter().enumerate() {
             if cfg.only_image.is_some_and(|i| i != idx) {
                 continue;
             }
             let key = cp.key(choice);
+            let patches = cp.patches(choice);
+            let fresh = !cache.contains_key(&key);
             let outcome = match cache.get(&key) {
                 Some(o) => {
                     stats.repeats += 1;
                     o.clone()
                 }
                 None => {
-                    let patches = cp.patches(choice);
-                    let o = examine(&cp.durable, &patches, cfg, &mut trees);
+                    let o = examine(&plain(&cp.durable, &patches), None, cfg, &mut trees);
                     stats.images += 1;
                     checked += 1;
                     cache.insert(key, o.clone());
@@ -743,7 +600,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                         };
                         let pick = every > 0 && (rng.below(every) == 0 || cfg.only_point.is_some());
                         if pick {
-                            let img = OverlayRegion::new(cp.durable.clone(), patches).to_vec();
+                            let img = OverlayRegion::new(cp.durable.clone(), patches.iter().copied()).to_vec();
                             crash_recovery(img, d, cfg, &mut trees, stats, &mut |stats, p, i, msg| {
                                 fail(stats, Some(cp.index), Some(idx), moment(&rec, cp), Some((p, i)), msg)
                             });
@@ -763,28 +620,50 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                 }
                 Err(e) => Some(e.clone()),
                 Ok(d) if allowed.iter().any(|&s| digests[s] == *d) => None,
-                Ok(d) => {
-                    let got = &trees[d];
-                    let mut m = format!("recovered tree is not a legal state ({})", describe_choice(cp, choice));
-                    for &s in &allowed {
-                        let which = if s == allowed[0] && allowed.len() > 1 {
-                            "the state before the op"
-                        } else {
-                            "the state after the op"
-                        };
-                        m += &format!("\ndifferences from {which}:");
-                        for l in got.diff(&rec.states[s], cmp, 8) {
-                            m += &format!("\n  {l}");
-                        }
-                    }
-                    Some(m)
-                }
+                Ok(d) => Some(illegal(&trees[d], &rec, &allowed, cmp, describe_choice(cp, choice))),
             };
             if let Some(mut m) = msg {
                 if outcome.result.is_err() {
                     m = format!("{m}\n({})", describe_choice(cp, choice));
                 }
                 fail(stats, Some(cp.index), Some(idx), moment(&rec, cp), None, m);
+                continue;
+            }
+            // The same image with one copy of what the op wrote damaged
+            // must recover as the image does (a legal state), every copy
+            // whole again after the unmount.
+            let (Ok(undamaged), true) = (&outcome.result, fresh) else {
+                continue;
+            };
+            let mut drng = Rng::derive(cfg.seed ^ 0xda, (cp.index as u64) << 20 ^ idx as u64);
+            let probe = plain(&cp.durable, &patches)();
+            let Some(dmg) = damage::choose(&written, cp, &probe, &cfg.damage, &mut drng) else {
+                continue;
+            };
+            let bytes = drng.next_u64();
+            let damaged = || Arc::new(dmg.apply(&cp.durable, &patches, &mut Rng::new(bytes)));
+            let o = examine(&damaged, Some(&dmg), cfg, &mut trees);
+            stats.images += 1;
+            stats.damaged += 1;
+            checked += 1;
+            let msg = match &o.result {
+                Ok(d) if d == undamaged => None,
+                Ok(d) if allowed.iter().any(|&s| digests[s] == *d) => {
+                    stats.damaged_other_state += 1;
+                    None
+                }
+                Ok(d) => Some(illegal(&trees[d], &rec, &allowed, cmp, describe_choice(cp, choice))),
+                Err(e) => Some(format!("{e}\n({})", describe_choice(cp, choice))),
+            };
+            if let Some(m) = msg {
+                fail(
+                    stats,
+                    Some(cp.index),
+                    Some(idx),
+                    moment(&rec, cp),
+                    None,
+                    format!("after {dmg}: {m}"),
+                );
             }
         }
         true
@@ -819,7 +698,8 @@ fn crash_recovery(
             if seen.insert(cp.key(choice), ()).is_some() {
                 continue;
             }
-            let o = examine(&cp.durable, &cp.patches(choice), cfg, trees);
+            let patches = cp.patches(choice);
+            let o = examine(&plain(&cp.durable, &patches), None, cfg, trees);
             stats.images += 1;
             stats.recovery_images += 1;
             match o.result {
@@ -851,100 +731,13 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
 
-    /// A trace of lines stored and never flushed: line i gets
-    /// `lines[i].0` stores of its first `lines[i].1` words. One crash point,
-    /// at its end.
-    fn trace(lines: &[(usize, usize)]) -> Trace {
-        let r = RecordingRegion::new(vec![0; 4096]);
-        for (i, &(versions, words)) in lines.iter().enumerate() {
-            for v in 0..versions {
-                r.write(i as u64 * 64, &vec![v as u8 + 1; 8 * words]).unwrap();
-            }
-        }
-        r.trace()
-    }
-
-    fn pick(exhaustive_max: u128, samples: usize, torn_exhaustive_max: u128, word_tears: usize, torn: usize) -> Pick {
-        Pick {
-            exhaustive_max,
-            samples,
-            torn_exhaustive_max,
-            word_tears,
-            torn,
-        }
-    }
-
-    fn distinct(cp: &CrashPoint<'_>, list: &[Choice]) -> usize {
-        list.iter()
-            .map(|c| cp.key(c))
-            .collect::<std::collections::HashSet<u64>>()
-            .len()
-    }
-
-    #[test]
-    fn small_points_are_enumerated_exhaustively_without_repeats() {
-        let t = trace(&[(1, 1), (2, 1), (1, 1)]);
-        let mut seen = 0;
-        t.crash_points(|cp| {
-            assert_eq!(cp.image_count(), 12);
-            let list = choices(cp, &pick(64, 5, 1000, 8, 3), &mut Rng::new(1));
-            assert_eq!(list.len(), 12, "one-word stores cannot tear");
-            assert_eq!(distinct(cp, &list), 12, "every image differs");
-            seen += 1;
-            true
-        });
-        assert_eq!(seen, 1);
-    }
-
-    #[test]
-    fn few_torn_images_are_all_enumerated() {
-        // Line 0: one store of 3 words (6 torn mixes); line 1: one word.
-        let t = trace(&[(1, 3), (1, 1)]);
-        t.crash_points(|cp| {
-            let list = choices(cp, &pick(64, 5, 16, 0, 0), &mut Rng::new(1));
-            assert_eq!(list.len(), 4 + 6 * 2);
-            assert_eq!(distinct(cp, &list), 16, "every image differs");
-            let torn = |line| list.iter().filter(|c| c.torn.is_some_and(|t| t.line == line)).count();
-            assert_eq!((torn(0), torn(1)), (12, 0));
-            // One image over the limit: torn lines are sampled instead.
-            let sampled = choices(cp, &pick(64, 5, 15, 0, 0), &mut Rng::new(1));
-            assert_eq!(sampled.len(), 4);
-            true
-        });
-    }
-
-    #[test]
-    fn large_points_are_sampled_with_the_extremes_word_tears_and_torn_lines() {
-        let t = trace(&[(1, 8); 20]);
-        t.crash_points(|cp| {
-            let list = choices(cp, &pick(64, 5, 64, 0, 3), &mut Rng::new(7));
-            assert!(list[0].lines.iter().all(|&k| k == 0));
-            assert!(list[1].lines.iter().all(|&k| k == 1));
-            let torn: Vec<Torn> = list.iter().filter_map(|c| c.torn).collect();
-            assert_eq!(list.len(), 2 + 5 + torn.len());
-            assert!((1..=3).contains(&torn.len()));
-            assert!(torn.iter().all(|t| t.mask != 0 && t.mask != 0xff));
-            // Same seed, same images: reproducers stay valid.
-            assert_eq!(list, choices(cp, &pick(64, 5, 64, 0, 3), &mut Rng::new(7)));
-
-            // Word tears: per line, each word alone old and alone new, the
-            // other lines new.
-            let list = choices(cp, &pick(64, 5, 64, 20, 0), &mut Rng::new(7));
-            let words: Vec<&Choice> = list.iter().filter(|c| c.torn.is_some()).collect();
-            assert_eq!(words.len(), 20 * 16);
-            assert!(words.iter().all(|c| c.lines.iter().all(|&k| k == 1)));
-            let one_old = words.iter().filter(|c| c.torn.unwrap().mask.count_ones() == 7).count();
-            assert_eq!(one_old, 20 * 8);
-            true
-        });
-    }
-
     #[test]
     fn failures_group_by_kind_regardless_of_numbers() {
         let f = |msg: &str, rec| Failure {
             workload: "w".into(),
             seed: 0,
             long: true,
+            damage: Vec::new(),
             point: Some(1),
             image: Some(2),
             moment: String::new(),

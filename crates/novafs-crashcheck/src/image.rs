@@ -2,8 +2,10 @@
 //! lines that differ from it. Building one costs nothing per byte of the
 //! region, so thousands of images of one crash point share one copy of its
 //! durable image; everything written by recovery goes to the overlay.
+//! Lines may be poisoned (a media error, NOVA-Fortis §4.2): reads of them
+//! fail, as [`pm::MemRegion::poison`]'s do.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, PoisonError, RwLock};
 
 use pm::{PmError, Region, RegionKind, CACHELINE};
@@ -16,6 +18,9 @@ pub struct OverlayRegion {
     /// Lines that differ from `base`, by line offset. One lock serialises
     /// writers, which also makes `store_u64` atomic for readers.
     over: RwLock<BTreeMap<u64, [u8; LINE]>>,
+    /// Lines whose reads fail with [`PmError::Media`]; writes do not clear
+    /// them (on real PM only the kernel can).
+    poisoned: RwLock<BTreeSet<u64>>,
 }
 
 fn check(off: u64, len: u64, size: u64) -> Result<(), PmError> {
@@ -31,7 +36,22 @@ impl OverlayRegion {
         OverlayRegion {
             base,
             over: RwLock::new(patches.into_iter().collect()),
+            poisoned: RwLock::new(BTreeSet::new()),
         }
+    }
+
+    /// Makes reads of the line at `line` (a multiple of 64) fail.
+    pub fn poison(&self, line: u64) {
+        self.poisoned
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(line);
+    }
+
+    fn first_poisoned(&self, off: u64, len: u64) -> Option<u64> {
+        let first = off - off % CACHELINE;
+        let p = self.poisoned.read().unwrap_or_else(PoisonError::into_inner);
+        p.range(first..off + len).next().map(|&l| l.max(off))
     }
 
     /// A full copy of the current content.
@@ -58,6 +78,9 @@ impl Region for OverlayRegion {
 
     fn read(&self, off: u64, buf: &mut [u8]) -> Result<(), PmError> {
         check(off, buf.len() as u64, self.size())?;
+        if let Some(bad) = self.first_poisoned(off, buf.len() as u64) {
+            return Err(PmError::Media { off: bad });
+        }
         let end = off + buf.len() as u64;
         buf.copy_from_slice(&self.base[off as usize..end as usize]);
         let over = self.over.read().unwrap_or_else(PoisonError::into_inner);
@@ -152,6 +175,14 @@ mod tests {
         assert_eq!(r.to_vec()[513..520], 42u64.to_ne_bytes()[1..]);
         assert!(r.read(1000, &mut [0u8; 30]).is_err());
         assert!(matches!(r.store_u64(4, 1), Err(PmError::Misaligned { .. })));
+        // A poisoned line fails every read that touches it, until healed.
+        r.poison(128);
+        assert!(matches!(r.read(120, &mut [0u8; 9]), Err(PmError::Media { off: 128 })));
+        assert!(matches!(r.load_u64(184), Err(PmError::Media { off: 184 })));
+        r.read(0, &mut [0u8; 128]).unwrap();
+        r.write(128, &[5u8; 64]).unwrap();
+        assert!(r.read(130, &mut [0u8; 1]).is_err(), "a write does not clear poison");
+        assert_eq!(r.to_vec()[128..192], [5u8; 64]);
         // The base is never written.
         assert_eq!(&base[100..110], &(100..110).map(|x| x as u8).collect::<Vec<_>>()[..]);
     }

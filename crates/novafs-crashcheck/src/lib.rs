@@ -8,20 +8,27 @@
 //! state — every completed operation applied, the in-flight one fully or
 //! not at all. Crashes inside recovery are checked the same way.
 //!
+//! With [`Config::media_errors`], each crash image is also checked with
+//! one copy of metadata the interrupted operation wrote damaged
+//! ([`damage`], NOVA-Fortis §4.2).
+//!
 //! Modules: [`workload`] (scenarios in novafs's operation vocabulary,
 //! [`novafs_ops`]), [`tree`] (the visible state), [`engine`] (recording,
-//! enumeration, oracle); every seeded choice draws from [`novafs_rng`].
+//! the oracle), [`choose`] (which images of a crash point), [`damage`]
+//! (a damaged copy in an image), [`image`] (images as overlays); every seeded choice draws from [`novafs_rng`].
 
 #![forbid(unsafe_code)]
 
+pub mod choose;
+pub mod damage;
 pub mod engine;
 pub mod image;
 pub mod tree;
 pub mod workload;
 
+pub use choose::{choices, Pick};
 pub use engine::{
-    check_workload, check_workload_with, choices, group, record, record_with, Config, Failure, Pick, Recorded, Stats,
-    Wrap,
+    check_workload, check_workload_with, group, record, record_with, Config, Failure, Recorded, Stats, Wrap,
 };
 pub use tree::{Compare, Tree};
 pub use workload::Workload;

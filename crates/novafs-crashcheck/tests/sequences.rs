@@ -28,8 +28,8 @@ fn random_sequences_are_atomic_at_every_crash_point() {
     }
 }
 
-/// The same with a seed that differs from run to run (issue 9: a sweep
-/// that passed with one seed missed a hole another seed found), on one
+/// The same with a seed that differs from run to run (a sweep that
+/// passed with one seed once missed a hole another seed found), on one
 /// shard and on two. The seed is printed; a failure's reproducer names it.
 #[test]
 fn random_sequences_with_a_new_seed_each_run_are_atomic_at_every_crash_point() {

@@ -1,4 +1,4 @@
-//! Issue 9 regressions: a create (or mknod) whose new inode record is torn
+//! Regressions: a create (or mknod) whose new inode record is torn
 //! by the crash. The record's flush shares the creating transaction's R2
 //! fence, so at that fence any 8-byte word of either of its two lines may
 //! still hold what the slot's previous occupant left there. Each test builds

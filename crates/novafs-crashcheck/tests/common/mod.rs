@@ -61,6 +61,6 @@ pub fn assert_atomic_with(w: &Workload, cfg: &Config) -> Stats {
 
 /// Checks the named workload (see `novafs crashcheck --list`).
 pub fn assert_atomic(name: &str) -> Stats {
-    let w = workload::by_name(name).unwrap_or_else(|| panic!("no workload {name}"));
+    let w = workload::by_name(name).unwrap_or_else(|e| panic!("{e}"));
     assert_atomic_workload(&w)
 }

@@ -6,8 +6,14 @@
 //! 8-byte commit word old in one copy and new in the other, an entry torn
 //! in one — and the rules that make the primary alone consistent (R1, R2,
 //! R5) make it the one to keep: recovery copies it over the replica, which
-//! completes the interrupted update as Fortis's tick-tock does. Loads fall
-//! back to the replica on a media error; a checksum that fails in the
+//! completes the interrupted update as Fortis's tick-tock does. The replica
+//! gets the same stores in the same order before the same fences, so it
+//! obeys R1, R2 and R5 alone too: where the primary is unreadable after a
+//! crash, the replica holds versions the primary's lines could hold, and
+//! recovery from them reaches a legal state (FORMAT.md "A crash and a
+//! damaged copy"; `novafs crashcheck --media-errors`). Reads fall back
+//! to the replica line by line on a media error (so each line is always
+//! read from one copy); a checksum that fails in the
 //! primary is repaired from the replica by the code that knows the
 //! structure (`log`, `itable`).
 //!
@@ -16,7 +22,7 @@
 
 use std::sync::Arc;
 
-use pm::{PmError, Region, RegionKind};
+use pm::{PmError, Region, RegionKind, CACHELINE};
 
 use crate::layout::{Bounds, PAGE_SIZE};
 
@@ -56,19 +62,24 @@ impl Mirrored {
         })
     }
 
-    /// Reads `buf` from the mirrors of `[off, off + len)`, piece by piece;
-    /// a piece without a mirror is read from the primary again.
-    fn read_mirror(&self, off: u64, buf: &mut [u8]) -> Result<(), PmError> {
-        let mut at = 0u64;
-        for (rel, n, m) in self.pieces(off, buf.len() as u64) {
-            if rel > at {
-                self.inner.read(off + at, &mut buf[at as usize..rel as usize])?;
+    /// Reads `buf` at `off` cache line by cache line: each line from the
+    /// primary where it is readable, else from its mirror (a line without
+    /// one fails). So every read takes a given line from the same copy, and
+    /// the metadata code sees one fixed mix of the two copies' lines: after
+    /// a crash, a legal crash image (module comment), never the primary's
+    /// version of a line in one read (a journal commit checked against a
+    /// whole entry) and the replica's in the next (the same entry torn).
+    fn read_around(&self, off: u64, buf: &mut [u8]) -> Result<(), PmError> {
+        let end = off + buf.len() as u64;
+        let mut at = off;
+        while at < end {
+            let line_end = (at - at % CACHELINE + CACHELINE).min(end);
+            let piece = &mut buf[(at - off) as usize..(line_end - off) as usize];
+            match (self.inner.read(at, piece), self.bounds.mirror(at)) {
+                (Err(PmError::Media { .. }), Some(m)) => self.inner.read(m, piece)?,
+                (r, _) => r?,
             }
-            self.inner.read(m, &mut buf[rel as usize..(rel + n) as usize])?;
-            at = rel + n;
-        }
-        if at < buf.len() as u64 {
-            self.inner.read(off + at, &mut buf[at as usize..])?;
+            at = line_end;
         }
         Ok(())
     }
@@ -124,7 +135,7 @@ impl Region for Mirrored {
         match self.inner.read(off, buf) {
             Err(PmError::Media { off: bad }) => {
                 tracing::warn!(off = bad, "media error in metadata; reading its replica");
-                self.read_mirror(off, buf)
+                self.read_around(off, buf)
             }
             other => other,
         }
@@ -261,5 +272,28 @@ mod tests {
         view.store_u64(DS + 2 * PAGE_SIZE, 5).unwrap();
         mem.poison(DS + 2 * PAGE_SIZE, 8).unwrap();
         assert_eq!(view.load_u64(DS + 2 * PAGE_SIZE).unwrap(), 5);
+    }
+
+    #[test]
+    fn a_media_error_reads_only_its_own_lines_from_the_replica() {
+        // The copies differ (as after a crash that left one a step behind):
+        // only the unreadable line comes from the replica.
+        let (mem, view, b) = setup();
+        let off = DS + 3 * PAGE_SIZE;
+        mem.write(off, &[1u8; 192]).unwrap();
+        mem.write(b.mirror(off).unwrap(), &[2u8; 192]).unwrap();
+        mem.poison(off + 64 + 5, 1).unwrap();
+        let mut buf = [0u8; 180];
+        view.read(off + 10, &mut buf).unwrap();
+        assert_eq!(buf[..54], [1u8; 54]);
+        assert_eq!(buf[54..118], [2u8; 64]);
+        assert_eq!(buf[118..], [1u8; 62]);
+        // A line with no replica (the journal) fails as before.
+        mem.poison(3 * PAGE_SIZE + 70, 1).unwrap();
+        let err = view.read(3 * PAGE_SIZE, &mut [0u8; 200]).unwrap_err();
+        assert!(
+            matches!(err, PmError::Media { off } if off == 3 * PAGE_SIZE + 70),
+            "{err}"
+        );
     }
 }
