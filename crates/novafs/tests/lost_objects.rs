@@ -161,6 +161,9 @@ fn names_of_a_lost_inode_stay_listed_and_answer_eio_until_fsck_repair_removes_th
             assert_eq!(names(&fs, ROOT_INO), s(&["b", "d"]), "{why}");
             assert_eq!(read_all(&fs, t.b), contents(2, 5_000), "{why}");
             fs.unmount().unwrap();
+            // And leaves nothing for the next check: the lost inode's slot
+            // is free again, its pages too.
+            assert_eq!(fsck_problems(&region), Vec::<String>::new(), "{why}");
         }
     }
 }

@@ -520,8 +520,17 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
     let mut data = Vec::new();
     for shard in 0..ctx.tables.shard_count() as usize {
         ctx.tables.scan_shard(r, shard, |slot| {
-            let Slot::Live { ino, off, rec, .. } = slot else {
-                return Ok(());
+            let (ino, off, rec) = match slot {
+                Slot::Live { ino, off, rec, .. } => (ino, off, rec),
+                // A state word that is no state in either copy: the inode
+                // may have been live, and a mount keeps its number taken
+                // and its names answering EIO; repair frees the slot (its
+                // names go below, as every name of a lost inode does).
+                Slot::Free { ino, off, .. } if r.load_u64(off + INODE_STATE_OFF).is_ok_and(|s| s != INODE_FREE) => {
+                    lost.push((ino, off, "its record's state word is damaged in every copy".to_string()));
+                    return Ok(());
+                }
+                _ => return Ok(()),
             };
             // As a mount loads it: the log pointers and entries the
             // primary lost are the replica's.
