@@ -77,7 +77,7 @@ pub fn run(image: &Path) -> Outcome {
     println!("  the file reads as written");
     assert_eq!(scrub(&fs)?.data_repaired, 0, "a second scrub finds nothing left");
     // The repairs are counted in the superblock (`novafs info` shows them).
-    println!("  health since mkfs: {:?}", fs.health());
+    println!("  health: {}", fs.health());
     fs.unmount()?;
 
     // A whole page: more bad strips than one parity strip rebuilds. Scrub

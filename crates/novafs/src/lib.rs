@@ -51,7 +51,7 @@
 //! let old = before.resolve("/docs/note.txt")?;
 //! let n = before.read(old.ino, 0, &mut buf)?;
 //! assert_eq!(&buf[..n], b"hello, persistent memory");
-//! drop(before); // a snapshot cannot be deleted while a view of it is open
+//! drop(before); // a view holds the image (and its snapshot) open
 //!
 //! // A clean unmount (dropping an `Fs` instead is a crash: the next open
 //! // recovers). Then open the image file again.
