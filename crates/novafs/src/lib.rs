@@ -1,6 +1,81 @@
 //! novafs — NOVA (FAST '16) with NOVA-Fortis reliability and fine-grained
 //! metadata journaling, in user space over one persistent-memory region.
 //!
+//! # Quick start
+//!
+//! A file system lives in a persistent-memory region from the `pm` crate:
+//! a devdax device, a file on a DAX file system, a file on tmpfs (the
+//! emulation: `/dev/shm`), or, as here, an ordinary file (through the page
+//! cache: it survives a crash of the process, not of the machine).
+//! [`Fs`] is the whole file system: thread-safe, its calls take inode
+//! numbers as FUSE does, names are bytes.
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use novafs::{FormatOptions, Fs, MountOptions, ROOT_INO};
+//! use pm::{MapOptions, MmapRegion, Region};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let image = dir.path().join("novafs.img");
+//!
+//! // Make an image (`novafs mkfs` does the same): room for one inode
+//! // table per CPU of this machine, and 64 MiB for files.
+//! let size = novafs::minimum_size(novafs::default_shards()) + (64 << 20);
+//! let region: Arc<dyn Region> = Arc::new(MmapRegion::create(&image, size, &MapOptions::default())?);
+//! Fs::format(region.clone(), &FormatOptions::default())?;
+//! let fs = Fs::open(region, MountOptions::default())?;
+//!
+//! // A directory and a file in it: mode bits, then owner uid and gid.
+//! let docs = fs.mkdir(ROOT_INO, b"docs", 0o755, 1000, 1000)?;
+//! let note = fs.create(docs.ino, b"note.txt", 0o644, 1000, 1000)?;
+//! fs.write(note.ino, 0, b"hello, persistent memory")?;
+//! // Strict mode: a call that returns Ok is atomic and durable (a crash
+//! // during the write keeps none of it, a crash after it all of it), so
+//! // fsync has nothing left to do; it only checks that the file exists.
+//! fs.fsync(note.ino)?;
+//!
+//! let mut buf = [0u8; 64];
+//! let n = fs.read(note.ino, 0, &mut buf)?;
+//! assert_eq!(&buf[..n], b"hello, persistent memory");
+//! assert_eq!(fs.resolve("/docs/note.txt")?.ino, note.ino);
+//!
+//! // A snapshot, in constant time; then change the file.
+//! fs.take_snapshot(b"before")?;
+//! fs.write(note.ino, 0, b"HELLO")?;
+//! let n = fs.read(note.ino, 0, &mut buf)?;
+//! assert_eq!(&buf[..n], b"HELLO, persistent memory");
+//! // The snapshot, read-only, beside the live file system.
+//! let before = fs.open_snapshot(b"before")?;
+//! let old = before.resolve("/docs/note.txt")?;
+//! let n = before.read(old.ino, 0, &mut buf)?;
+//! assert_eq!(&buf[..n], b"hello, persistent memory");
+//! drop(before); // a view holds the image (and its snapshot) open
+//!
+//! // A clean unmount (dropping an `Fs` instead is a crash: the next open
+//! // recovers). Then open the image file again.
+//! fs.unmount()?;
+//! let region: Arc<dyn Region> = Arc::new(MmapRegion::open(&image, &MapOptions::default())?);
+//! let fs = Fs::open(region, MountOptions::default())?;
+//! assert!(fs.mount_report().clean);
+//! let note = fs.resolve("/docs/note.txt")?;
+//! let n = fs.read(note.ino, 0, &mut buf)?;
+//! assert_eq!(&buf[..n], b"HELLO, persistent memory");
+//! assert_eq!(fs.snapshots()[0].name, b"before");
+//! fs.unmount()?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `examples/` has a runnable program for each feature: `files` (files,
+//! directories, links, renames), `snapshots`, `mmap` (DAX mmap: loads and
+//! stores straight to the file's persistent memory) and `scrub` (finding
+//! and repairing damage online). Run one with
+//! `cargo run -p novafs --example files [IMAGE]`.
+//!
+//! # Layers
+//!
 //! One module per concept of the papers, in layers that import downward
 //! only (DESIGN.md §2; the tests at the end of this file enforce it), the
 //! modules grouped in folders by layer and concept:
