@@ -37,6 +37,18 @@
 //!     alloc.release(proof, stale);
 //! }
 //! ```
+//!
+//! and no code outside the core can make its own proof: the trait is
+//! sealed.
+//!
+//! ```compile_fail,E0277
+//! use novafs::probe::{Extent, PageAllocator, Unreferenced};
+//! struct Forged;
+//! impl Unreferenced for Forged {}
+//! fn free_with_a_forged_proof(alloc: &PageAllocator, stale: &[Extent]) {
+//!     alloc.release(&Forged, stale);
+//! }
+//! ```
 
 use pm::Region;
 

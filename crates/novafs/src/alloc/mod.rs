@@ -9,7 +9,7 @@ mod budget;
 mod mirror;
 mod pages;
 mod pool;
-mod proof;
+pub(crate) mod proof;
 mod ranges;
 #[cfg(test)]
 mod tests;
@@ -19,6 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub use budget::{reserve_pages, Budget};
 pub use pages::PageAllocator;
+pub(crate) use proof::sealed;
 pub use proof::{Extent, Freed, Unreferenced};
 pub use ranges::RangeSet;
 

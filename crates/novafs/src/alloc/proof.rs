@@ -7,8 +7,16 @@ use crate::layout::PAGE_SIZE;
 /// which [`PageAllocator::release`] asks for: only the commit points make
 /// one — a log tail store or a journal transaction (`log::Committed`,
 /// `journal::Durable`) and fast GC's relinking (`log::Unlinked`).
-/// (The rule is shown not to compile when broken in `probe.rs`.)
-pub trait Unreferenced {}
+/// (The rule is shown not to compile when broken in `probe.rs`.) Sealed:
+/// only the core's commit points implement it, so no code outside them
+/// can mint the evidence, even where the `probe` feature shows the trait.
+pub trait Unreferenced: sealed::Commit {}
+
+pub(crate) mod sealed {
+    /// The seal of [`super::Unreferenced`]: a trait outside crates cannot
+    /// name, so they cannot implement the proof trait either.
+    pub trait Commit {}
+}
 
 /// A run of contiguous pages, by byte offset.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

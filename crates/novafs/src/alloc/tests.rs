@@ -117,6 +117,7 @@ fn take_last_and_contiguous_last() {
 // ---- The mirrored allocator ----
 
 struct Proof;
+impl super::sealed::Commit for Proof {}
 impl Unreferenced for Proof {}
 
 const P: u64 = 1 << PAGE_SHIFT;

@@ -220,6 +220,7 @@ impl Durable {
     }
 }
 
+impl crate::alloc::sealed::Commit for Durable {}
 impl crate::alloc::Unreferenced for Durable {}
 
 /// The update when `updates` is one aligned word, which needs no journal.

@@ -202,6 +202,7 @@ impl Committed {
     }
 }
 
+impl crate::alloc::sealed::Commit for Committed {}
 impl Unreferenced for Committed {}
 
 /// Proof that fast GC unlinked log pages from their chain durably (R5):
@@ -211,6 +212,7 @@ pub struct Unlinked {
     pub pages: Vec<Extent>,
 }
 
+impl crate::alloc::sealed::Commit for Unlinked {}
 impl Unreferenced for Unlinked {}
 
 /// What marks the unused end of a log page an append leaves: no entry type.
