@@ -97,9 +97,10 @@
 //! | 10 | `ops` | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 11 | `image` | `recovery`, `paths` | mount, clean unmount, the crash scan (NOVA §4.7); an inode's names, found by walking the tree (what scrub reports) |
 //! | 12 | `image`, `ops`, `protect` | `mkfs`, [`fsck`], `mmap`, `scrub` | formatting; the offline check; DAX mmap (Fortis §2, §3.3); reading and repairing everything redundancy protects, online |
-//! | 13 | `ops`, `protect` | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
-//! | 14 | | the crate root | the public API re-exported (`crate::Fs`, …) |
-//! | 15 | `image` | [`tune`] | turning features on and off by rebuilding an unmounted image through the public API |
+//! | 13 | `ops` | `setattr` | setattr's rules (chmod, chown, times, truncation, chattr) |
+//! | 14 | `ops`, `protect` | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
+//! | 15 | | the crate root | the public API re-exported (`crate::Fs`, …) |
+//! | 16 | `image` | [`tune`] | turning features on and off by rebuilding an unmounted image through the public API |
 //!
 //! The journal sits below the log (the "log / journal" level split
 //! in two): a log append committed by a transaction becomes `Committed`
@@ -134,7 +135,7 @@ use logs::{gc, journal, log};
 pub use media::layout;
 use media::{health, replica, strips, superblock};
 pub use ops::fs;
-use ops::{file, mmap, namespace, xattr};
+use ops::{file, mmap, namespace, setattr, xattr};
 pub use protect::inject;
 use protect::scrub;
 use snapshots::{reclaim, snapshot};
@@ -198,6 +199,7 @@ mod layering {
         ("file", 9, "ops", include_str!("ops/file.rs")),
         ("xattr", 9, "ops", include_str!("ops/xattr.rs")),
         ("namespace", 10, "ops", include_str!("ops/namespace.rs")),
+        ("setattr", 13, "ops", include_str!("ops/setattr.rs")),
         ("recovery", 11, "image", include_str!("image/recovery.rs")),
         ("paths", 11, "image", include_str!("image/paths.rs")),
         ("mkfs", 12, "image", include_str!("image/mkfs.rs")),
@@ -209,14 +211,19 @@ mod layering {
         ),
         ("mmap", 12, "ops", include_str!("ops/mmap.rs")),
         ("scrub", 12, "protect", include_str!("protect/scrub.rs")),
-        ("fs", 13, "ops", include_str!("ops/fs.rs")),
-        ("probe", 13, "", include_str!("probe.rs")),
-        ("inject", 13, "protect", include_str!("protect/inject.rs")),
-        ("tune", 15, "image", include_str!("image/tune.rs")),
+        (
+            "fs",
+            14,
+            "ops",
+            concat!(include_str!("ops/fs/mod.rs"), include_str!("ops/fs/names.rs")),
+        ),
+        ("probe", 14, "", include_str!("probe.rs")),
+        ("inject", 14, "protect", include_str!("protect/inject.rs")),
+        ("tune", 16, "image", include_str!("image/tune.rs")),
     ];
 
     /// `crate::{…}` and `crate::Type` name the public API at the root.
-    const ROOT: u32 = 14;
+    const ROOT: u32 = 15;
 
     fn layer(name: &str) -> Option<u32> {
         if name.is_empty() {

@@ -6,4 +6,5 @@ pub(crate) mod file;
 pub mod fs;
 pub(crate) mod mmap;
 pub(crate) mod namespace;
+pub(crate) mod setattr;
 pub(crate) mod xattr;

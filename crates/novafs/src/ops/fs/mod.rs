@@ -7,6 +7,8 @@
 //! durable. Dropping an `Fs` without [`Fs::unmount`] is a crash: the next
 //! open recovers.
 
+mod names;
+
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -22,7 +24,7 @@ use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
 use crate::layout::{
     Superblock, FEATURE_INCOMPAT_MMAP, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE,
-    INODE_FLAGS, INODE_SIZE, PAGE_SIZE,
+    INODE_SIZE, PAGE_SIZE,
 };
 use crate::mkfs::{self, FormatOptions};
 use crate::mmap::{self, Mapping, Mmaps};
@@ -30,6 +32,8 @@ use crate::namespace::{Namespace, NewNode};
 use crate::reclaim::Reclaimer;
 use crate::recovery::{self, MetaReplicas, MountReport};
 use crate::scrub::{self, ScrubOptions, ScrubReport};
+use crate::setattr;
+pub use crate::setattr::SetAttr;
 use crate::snapshot::{EpochGuard, Snapshot};
 use crate::superblock::{copies_differ, write_superblock};
 use crate::time::now_ns;
@@ -72,25 +76,6 @@ pub enum Atime {
 
 /// A relatime access time is renewed at least this often.
 const RELATIME_PERIOD_NS: i64 = 24 * 3600 * 1_000_000_000;
-
-/// Attribute changes for [`Fs::setattr`]; `None` leaves a field alone.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SetAttr {
-    /// Permission bits; the file type cannot change.
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub size: Option<u64>,
-    pub atime: Option<i64>,
-    pub mtime: Option<i64>,
-    pub ctime: Option<i64>,
-    /// chattr flags (`layout::INODE_FLAGS`; any other is EOPNOTSUPP).
-    pub flags: Option<u32>,
-    /// The times given are the current time (utimensat's UTIME_NOW, as
-    /// touch(1) sets them): allowed on an append-only file, where times
-    /// set to any other value are EPERM, as on Linux.
-    pub times_now: bool,
-}
 
 /// A new node for [`Fs::make`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -200,12 +185,6 @@ impl Drop for View {
 /// The file pages bytes `off..off + len` touch.
 fn byte_pages(off: u64, len: u64) -> std::ops::Range<u64> {
     off / PAGE_SIZE..off.saturating_add(len).div_ceil(PAGE_SIZE)
-}
-
-/// The file pages a size change from `old` to `new` bytes touches: from
-/// the page holding the lower end on.
-fn resized_pages(old: u64, new: u64) -> std::ops::Range<u64> {
-    old.min(new) / PAGE_SIZE..u64::MAX
 }
 
 fn kind_of_ftype(ftype: u8) -> FileType {
@@ -456,85 +435,7 @@ impl Fs {
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
-        let now = now_ns();
-        let old = st.attr();
-        // chattr +i/+a leave only the flags themselves to change, and +a
-        // the times too when they are set to now.
-        let mut guarded = SetAttr { flags: None, ..*set };
-        if set.times_now && old.flags & FLAG_IMMUTABLE == 0 {
-            guarded = SetAttr {
-                atime: None,
-                mtime: None,
-                ctime: None,
-                times_now: false,
-                ..guarded
-            };
-        }
-        if guarded != SetAttr::default() {
-            old.check_changeable()?;
-        }
-        let mut a = old;
-        if let Some(flags) = set.flags {
-            if flags & !INODE_FLAGS != 0 {
-                return Err(Error::NotSupported("this chattr flag"));
-            }
-            a.flags = flags;
-        }
-        if let Some(m) = set.mode {
-            a.perm = m & 0o7777;
-        }
-        a.uid = set.uid.unwrap_or(a.uid);
-        a.gid = set.gid.unwrap_or(a.gid);
-        a.atime = set.atime.unwrap_or(a.atime);
-        a.mtime = set.mtime.unwrap_or(a.mtime);
-        a.ctime = set.ctime.unwrap_or(now);
-        let mut prep = (Vec::new(), Vec::new());
-        if let Some(size) = set.size {
-            match old.kind {
-                FileType::RegularFile => {}
-                FileType::Directory => return Err(Error::IsDir),
-                _ => return Err(Error::Invalid("size change of a special file")),
-            }
-            if size > crate::layout::MAX_FILE_SIZE {
-                return Err(Error::FileTooBig);
-            }
-            if size != old.size {
-                a.size = size;
-                a.mtime = set.mtime.unwrap_or(now);
-                mmap::changing(&self.ctx, &self.mmaps, &st, resized_pages(old.size, size))?;
-                prep = file::shrink_prep(&self.ctx, &st, size)?;
-            }
-        }
-        let (mut entries, mut extents) = prep;
-        if a.perm != old.perm {
-            // The access ACL follows the mode, in the same commit.
-            match xattr::chmod(&self.ctx, &st, a.perm, a.ctime) {
-                Ok(acl) => {
-                    let (e, pages) = acl.into_parts();
-                    entries.extend(e);
-                    extents.extend(pages);
-                }
-                Err(e) => {
-                    self.ctx.alloc.abandon(&extents);
-                    return Err(e);
-                }
-            }
-        }
-        entries.push(setattr_entry(self.ctx.epoch(), &a));
-        // A shrink frees space: it may use the reserve (alloc.rs `Budget`).
-        let budget = if a.size < old.size {
-            Budget::Freeing
-        } else {
-            Budget::Normal
-        };
-        if let Err(e) = file::commit_file(&self.ctx, &mut st, budget, &entries) {
-            self.ctx.alloc.abandon(&extents);
-            return Err(e);
-        }
-        if a.size != old.size {
-            mmap::changed(&self.mmaps, ino, resized_pages(old.size, a.size))?;
-        }
-        Ok(st.attr())
+        setattr::setattr(&self.ctx, &self.mmaps, &mut st, ino, set)
     }
 
     // ---- extended attributes ----
@@ -638,298 +539,6 @@ impl Fs {
         let mut st = cell.state.write();
         alive(&st)?;
         xattr::remove(&self.ctx, &mut st, name, now_ns())
-    }
-
-    // ---- namespace ----
-
-    fn ns(&self) -> Namespace<'_> {
-        Namespace {
-            ctx: &self.ctx,
-            cache: &self.cache,
-            rename_lock: &self.rename_lock,
-        }
-    }
-
-    fn make_node(&self, parent: Ino, name: &[u8], m: &Make, target: Option<&[u8]>) -> Result<Attr> {
-        let _op = self.writable()?;
-        self.ns().create(&NewNode {
-            parent,
-            name,
-            mode: m.mode,
-            rdev: m.rdev,
-            uid: m.uid,
-            gid: m.gid,
-            umask: m.umask,
-            target,
-            opened: m.opened,
-            identity: None,
-            budget: Budget::Normal,
-        })
-    }
-
-    /// Creates a regular file, directory or special node as [`Make`]
-    /// describes: the general form of [`Fs::create`], [`Fs::mkdir`] and
-    /// [`Fs::mknod`], with the umask applied here (it gives way to the
-    /// directory's default ACL, as POSIX asks).
-    pub fn make(&self, parent: Ino, name: &[u8], m: &Make) -> Result<Attr> {
-        match FileType::from_mode(m.mode) {
-            None => Err(Error::Invalid("unknown file type in mode")),
-            Some(FileType::Symlink) => Err(Error::Invalid("a symlink needs its target: use symlink")),
-            Some(_) => self.make_node(parent, name, m, None),
-        }
-    }
-
-    /// Creates a node like `like` (type, permissions, owner, device, and
-    /// its inode number and generation) named `name` in `parent`; a
-    /// symlink takes `target`. For restoring a tree with its numbers
-    /// (`tune`): times, size and contents are the caller's to copy.
-    pub fn restore_node(&self, parent: Ino, name: &[u8], like: &Attr, target: Option<&[u8]>) -> Result<Attr> {
-        let _op = self.writable()?;
-        self.ns().create(&NewNode {
-            parent,
-            name,
-            mode: like.mode(),
-            rdev: like.rdev,
-            uid: like.uid,
-            gid: like.gid,
-            umask: 0,
-            target,
-            opened: false,
-            identity: Some((like.ino, like.generation)),
-            budget: Budget::Normal,
-        })
-    }
-
-    /// Creates a regular file. `uid` and `gid` are the creating process's;
-    /// in a set-group-ID directory the file takes the directory's group
-    /// (and a new directory its set-group-ID bit too), as POSIX asks.
-    pub fn create(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make(parent, name, &Make::new(libc::S_IFREG | (perm & 0o7777), uid, gid))
-    }
-
-    /// Creates a regular file with an open handle already registered (as
-    /// open(O_CREAT) does), so no unlink can come in between.
-    pub fn create_open(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        let m = Make {
-            opened: true,
-            ..Make::new(libc::S_IFREG | (perm & 0o7777), uid, gid)
-        };
-        self.make(parent, name, &m)
-    }
-
-    /// Creates a directory.
-    pub fn mkdir(&self, parent: Ino, name: &[u8], perm: u32, uid: u32, gid: u32) -> Result<Attr> {
-        self.make(parent, name, &Make::new(libc::S_IFDIR | (perm & 0o7777), uid, gid))
-    }
-
-    /// Creates a node of any non-directory type from a full `mode`: regular
-    /// file, FIFO, socket, or device (rdev is kept as metadata).
-    pub fn mknod(&self, parent: Ino, name: &[u8], mode: u32, rdev: u64, uid: u32, gid: u32) -> Result<Attr> {
-        if mode & libc::S_IFMT == libc::S_IFDIR {
-            return Err(Error::Invalid("mknod cannot make directories"));
-        }
-        self.make(
-            parent,
-            name,
-            &Make {
-                rdev,
-                ..Make::new(mode, uid, gid)
-            },
-        )
-    }
-
-    /// Creates a symbolic link to `target`.
-    pub fn symlink(&self, parent: Ino, name: &[u8], target: &[u8], uid: u32, gid: u32) -> Result<Attr> {
-        if target.is_empty() || target.contains(&0) {
-            return Err(Error::Invalid("bad symlink target"));
-        }
-        if target.len() > MAX_SYMLINK {
-            return Err(Error::NameTooLong);
-        }
-        self.make_node(parent, name, &Make::new(libc::S_IFLNK | 0o777, uid, gid), Some(target))
-    }
-
-    /// Reads a symlink's target.
-    pub fn readlink(&self, ino: Ino) -> Result<Vec<u8>> {
-        let cell = self.cell(ino)?;
-        let st = cell.state.read();
-        alive(&st)?;
-        if st.meta.attr.kind != FileType::Symlink {
-            return Err(Error::Invalid("not a symlink"));
-        }
-        // The size comes from the media: a target is never longer.
-        if st.meta.attr.size > MAX_SYMLINK as u64 {
-            return Err(Error::Corrupt(format!(
-                "symlink {ino} has a {}-byte target",
-                st.meta.attr.size
-            )));
-        }
-        let mut buf = vec![0u8; st.meta.attr.size as usize];
-        let n = file::read(&self.ctx, &st, 0, &mut buf)?;
-        buf.truncate(n);
-        Ok(buf)
-    }
-
-    /// Adds the name `newname` in `newparent` for inode `ino`.
-    pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
-        let _op = self.writable()?;
-        self.ns().link(ino, newparent, newname)
-    }
-
-    /// Removes a non-directory name.
-    pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        let _op = self.writable()?;
-        self.ns().remove(parent, name, false)
-    }
-
-    /// Removes an empty directory.
-    pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        let _op = self.writable()?;
-        self.ns().remove(parent, name, true)
-    }
-
-    /// rename(2) with RENAME_NOREPLACE, RENAME_EXCHANGE and
-    /// RENAME_WHITEOUT, atomic whatever it changes. A whiteout is owned by
-    /// root; [`Fs::rename_as`] names its owner.
-    pub fn rename(&self, parent: Ino, name: &[u8], newparent: Ino, newname: &[u8], flags: u32) -> Result<()> {
-        self.rename_as(parent, name, newparent, newname, flags, 0, 0)
-    }
-
-    /// [`Fs::rename`] by the process `uid`:`gid`, the owner of the whiteout
-    /// RENAME_WHITEOUT leaves.
-    #[allow(clippy::too_many_arguments)]
-    pub fn rename_as(
-        &self,
-        parent: Ino,
-        name: &[u8],
-        newparent: Ino,
-        newname: &[u8],
-        flags: u32,
-        uid: u32,
-        gid: u32,
-    ) -> Result<()> {
-        let _op = self.writable()?;
-        self.ns()
-            .rename((parent, name), (newparent, newname), flags, (uid, gid))
-    }
-
-    /// Lists directory `ino` from `offset` (0 to start; then the
-    /// `next_offset` of the last entry seen). `emit` returns true to stop.
-    /// Offsets stay valid while the directory changes.
-    pub fn readdir(&self, ino: Ino, offset: u64, emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
-        self.readdir_to(ino, offset, u64::MAX, emit)
-    }
-
-    /// Where a listing of directory `ino` started now ends: a name added,
-    /// or renamed within or into it, afterwards gets a larger offset.
-    pub fn listing_end(&self, ino: Ino) -> Result<u64> {
-        let cell = self.cell(ino)?;
-        let st = cell.state.read();
-        alive(&st)?;
-        Ok(st.dir()?.next_seq())
-    }
-
-    /// [`Fs::readdir`] of the entries with offsets below `end` (from
-    /// [`Fs::listing_end`] when the listing started): a listing that stops
-    /// there ends, and returns each entry that stayed put exactly once,
-    /// however many renames run beside it (a renamed entry comes back with
-    /// a new offset: xfstests generic/736).
-    pub fn readdir_to(&self, ino: Ino, offset: u64, end: u64, emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
-        let cell = self.cell(ino)?;
-        let st = cell.state.read();
-        alive(&st)?;
-        let due = self.atime_due_for(&st.meta.attr, now_ns());
-        Self::list(&st, ino, offset, end, emit)?;
-        drop(st);
-        if due {
-            self.accessed(&cell);
-        }
-        Ok(())
-    }
-
-    fn list(st: &InodeState, ino: Ino, offset: u64, end: u64, mut emit: impl FnMut(DirEntry) -> bool) -> Result<()> {
-        let dir = st.dir()?;
-        if st.meta.attr.nlink == 0 {
-            return Ok(()); // removed, still someone's: lists nothing, as on tmpfs
-        }
-        let dots = [(b".".as_slice(), ino, 1u64), (b"..".as_slice(), dir.parent(), 2)];
-        for (name, target, next) in dots {
-            if offset < next
-                && emit(DirEntry {
-                    ino: target,
-                    kind: FileType::Directory,
-                    name: name.to_vec(),
-                    next_offset: next,
-                })
-            {
-                return Ok(());
-            }
-        }
-        for (name, d) in dir.entries_after(offset.max(2)).take_while(|(_, d)| d.seq < end) {
-            if emit(DirEntry {
-                ino: d.ino,
-                kind: kind_of_ftype(d.ftype),
-                name: name.to_vec(),
-                next_offset: d.seq,
-            }) {
-                break;
-            }
-        }
-        Ok(())
-    }
-
-    /// [`Fs::readdir`] with each entry's attributes (FUSE readdirplus, an
-    /// NFS READDIRPLUS). Entries are read in batches and their attributes
-    /// looked up after the directory's lock is dropped: holding it while
-    /// locking children could deadlock with a rename that locks them in
-    /// inode order. An entry removed in between is left out, as if listed
-    /// before its removal. An entry whose inode is lost (no good copy of
-    /// its record or log: its lookup answers EIO) comes with `None`: the
-    /// name stays listed, so the loss shows. Any other error after some
-    /// entries were emitted ends the listing early with Ok: the caller's
-    /// next call meets it again. Entries stop below `end` as in
-    /// [`Fs::readdir_to`].
-    pub fn readdir_plus(
-        &self,
-        ino: Ino,
-        offset: u64,
-        end: u64,
-        mut emit: impl FnMut(DirEntry, Option<&Attr>) -> bool,
-    ) -> Result<()> {
-        const BATCH: usize = 64;
-        let mut next = offset;
-        let mut emitted = false;
-        let stop = |e: Error, emitted: bool| if emitted { Ok(()) } else { Err(e) };
-        loop {
-            let mut batch: Vec<DirEntry> = Vec::with_capacity(BATCH);
-            if let Err(e) = self.readdir_to(ino, next, end, |e| {
-                batch.push(e);
-                batch.len() >= BATCH
-            }) {
-                return stop(e, emitted);
-            }
-            let last_batch = batch.len() < BATCH;
-            for e in batch {
-                let after = e.next_offset;
-                let attr = match self.getattr(e.ino) {
-                    Ok(a) => Some(a),
-                    Err(err) if is_loss(&err) => None,
-                    Err(Error::NotFound) => {
-                        next = after;
-                        continue;
-                    }
-                    Err(err) => return stop(err, emitted),
-                };
-                if emit(e, attr.as_ref()) {
-                    return Ok(());
-                }
-                emitted = true;
-                next = after;
-            }
-            if last_batch {
-                return Ok(());
-            }
-        }
     }
 
     // ---- file data ----

@@ -1,0 +1,122 @@
+//! setattr's rules (chmod, chown, utimens, truncate, chattr) as POSIX and
+//! Linux give them, committed as one log entry with what they imply: a
+//! truncation's dropped pages, the access ACL that follows the mode.
+
+use crate::alloc::Budget;
+use crate::commit::Ctx;
+use crate::error::{Error, Result};
+use crate::file;
+use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState};
+use crate::layout::{FLAG_IMMUTABLE, INODE_FLAGS, MAX_FILE_SIZE, PAGE_SIZE};
+use crate::mmap::{self, Mmaps};
+use crate::time::now_ns;
+use crate::xattr;
+
+/// Attribute changes for [`Fs::setattr`]; `None` leaves a field alone.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SetAttr {
+    /// Permission bits; the file type cannot change.
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<i64>,
+    pub mtime: Option<i64>,
+    pub ctime: Option<i64>,
+    /// chattr flags (`layout::INODE_FLAGS`; any other is EOPNOTSUPP).
+    pub flags: Option<u32>,
+    /// The times given are the current time (utimensat's UTIME_NOW, as
+    /// touch(1) sets them): allowed on an append-only file, where times
+    /// set to any other value are EPERM, as on Linux.
+    pub times_now: bool,
+}
+
+/// The file pages a size change from `old` to `new` bytes touches: from
+/// the page holding the lower end on.
+fn resized_pages(old: u64, new: u64) -> std::ops::Range<u64> {
+    old.min(new) / PAGE_SIZE..u64::MAX
+}
+
+/// Applies `set` to inode `ino` (its state `st`, write-locked by the
+/// caller) and commits it; returns the new attributes.
+pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, set: &SetAttr) -> Result<Attr> {
+    let now = now_ns();
+    let old = st.attr();
+    // chattr +i/+a leave only the flags themselves to change, and +a
+    // the times too when they are set to now.
+    let mut guarded = SetAttr { flags: None, ..*set };
+    if set.times_now && old.flags & FLAG_IMMUTABLE == 0 {
+        guarded = SetAttr {
+            atime: None,
+            mtime: None,
+            ctime: None,
+            times_now: false,
+            ..guarded
+        };
+    }
+    if guarded != SetAttr::default() {
+        old.check_changeable()?;
+    }
+    let mut a = old;
+    if let Some(flags) = set.flags {
+        if flags & !INODE_FLAGS != 0 {
+            return Err(Error::NotSupported("this chattr flag"));
+        }
+        a.flags = flags;
+    }
+    if let Some(m) = set.mode {
+        a.perm = m & 0o7777;
+    }
+    a.uid = set.uid.unwrap_or(a.uid);
+    a.gid = set.gid.unwrap_or(a.gid);
+    a.atime = set.atime.unwrap_or(a.atime);
+    a.mtime = set.mtime.unwrap_or(a.mtime);
+    a.ctime = set.ctime.unwrap_or(now);
+    let mut prep = (Vec::new(), Vec::new());
+    if let Some(size) = set.size {
+        match old.kind {
+            FileType::RegularFile => {}
+            FileType::Directory => return Err(Error::IsDir),
+            _ => return Err(Error::Invalid("size change of a special file")),
+        }
+        if size > MAX_FILE_SIZE {
+            return Err(Error::FileTooBig);
+        }
+        if size != old.size {
+            a.size = size;
+            a.mtime = set.mtime.unwrap_or(now);
+            mmap::changing(ctx, mmaps, st, resized_pages(old.size, size))?;
+            prep = file::shrink_prep(ctx, st, size)?;
+        }
+    }
+    let (mut entries, mut extents) = prep;
+    if a.perm != old.perm {
+        // The access ACL follows the mode, in the same commit.
+        match xattr::chmod(ctx, st, a.perm, a.ctime) {
+            Ok(acl) => {
+                let (e, pages) = acl.into_parts();
+                entries.extend(e);
+                extents.extend(pages);
+            }
+            Err(e) => {
+                ctx.alloc.abandon(&extents);
+                return Err(e);
+            }
+        }
+    }
+    entries.push(setattr_entry(ctx.epoch(), &a));
+    // A shrink frees space: it may use the reserve (alloc.rs `Budget`).
+    let budget = if a.size < old.size {
+        Budget::Freeing
+    } else {
+        Budget::Normal
+    };
+    if let Err(e) = file::commit_file(ctx, st, budget, &entries) {
+        ctx.alloc.abandon(&extents);
+        return Err(e);
+    }
+    if a.size != old.size {
+        mmap::changed(mmaps, ino, resized_pages(old.size, a.size))?;
+    }
+    Ok(st.attr())
+}
