@@ -1,5 +1,6 @@
 //! `novafs inject`: damages one structure of an unmounted image on purpose
-//! (issue 11), to see what detection and repair make of it. The library
+//! (NOVA-Fortis §4: media errors and scribbles), to see what detection and
+//! repair make of it. The library
 //! (`novafs::inject`) finds the structure; this command changes its bytes
 //! or, with `--poison`, lists them as a media error in `IMAGE.badblocks`.
 //! Exit 0 when done, 2 when it cannot run.
