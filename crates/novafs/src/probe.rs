@@ -7,18 +7,18 @@
 //! their commit is durable (rules R1, R2, R5):
 //!
 //! ```compile_fail,E0308
-//! use novafs::probe::{InodeState, Pending};
-//! fn publish_before_commit(st: &mut InodeState, appended: &Pending) {
-//!     st.log.committed(appended);
+//! use novafs::probe::{Log, Pending};
+//! fn publish_before_commit(log: &mut Log, appended: &Pending) {
+//!     log.committed(appended);
 //! }
 //! ```
 //!
 //! and only a commit makes one:
 //!
 //! ```
-//! use novafs::probe::{Committed, InodeState};
-//! fn publish_after_commit(st: &mut InodeState, proof: &Committed) {
-//!     st.log.committed(proof);
+//! use novafs::probe::{Committed, Log};
+//! fn publish_after_commit(log: &mut Log, proof: &Committed) {
+//!     log.committed(proof);
 //! }
 //! ```
 //!
@@ -56,7 +56,6 @@ use crate::error::Result;
 use crate::superblock::{bounds_of, read_superblock};
 
 pub use crate::alloc::{Extent, PageAllocator, Unreferenced};
-pub use crate::inode::InodeState;
 pub use crate::journal::Durable;
 pub use crate::log::{Committed, Log, Pending};
 

@@ -8,7 +8,7 @@
 /// those operations have used everything else (they free nothing while a
 /// snapshot keeps what they drop).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Budget {
+pub(crate) enum Budget {
     /// Writes, creates, links, plain renames, xattrs, snapshot creation:
     /// they stop at the reserve.
     Normal,
@@ -33,7 +33,7 @@ const RESERVE_DIVISOR: u64 = 32;
 /// `total` pages split in `shards`, and the critical part of them
 /// ([`Budget`]): a 32nd of the area, at least enough for every shard's
 /// critical operations twice over, at most a quarter of a tiny area.
-pub fn reserve_pages(total: u64, shards: u64) -> (u64, u64) {
+pub(crate) fn reserve_pages(total: u64, shards: u64) -> (u64, u64) {
     let floor = 2 * CRITICAL_PAGES_PER_SHARD * shards;
     let reserve = (total / RESERVE_DIVISOR).max(floor).min(total / 4);
     (reserve, reserve / 2)

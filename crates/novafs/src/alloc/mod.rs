@@ -17,15 +17,16 @@ mod tests;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub use budget::{reserve_pages, Budget};
+pub(crate) use budget::{reserve_pages, Budget};
 pub use pages::PageAllocator;
 pub(crate) use proof::sealed;
-pub use proof::{Extent, Freed, Unreferenced};
-pub use ranges::RangeSet;
+pub(crate) use proof::Freed;
+pub use proof::{Extent, Unreferenced};
+pub(crate) use ranges::RangeSet;
 
 /// Picks this thread's shard: a round-robin slot fixed at the thread's first
 /// call, the user-space stand-in for "the current CPU" (DESIGN.md §5).
-pub fn current_shard(shards: usize) -> usize {
+pub(crate) fn current_shard(shards: usize) -> usize {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     thread_local!(static SLOT: Cell<usize> = const { Cell::new(usize::MAX) });
     SLOT.with(|slot| {

@@ -73,7 +73,7 @@ fn adjust(counter: &AtomicU64, before: u64, after: u64) {
 impl PageAllocator {
     /// Empty pools splitting the data area `[data_start, data_end)` (byte
     /// offsets, page aligned) evenly between `shards`.
-    pub fn new(data_start: u64, data_end: u64, shards: usize) -> Self {
+    pub(crate) fn new(data_start: u64, data_end: u64, shards: usize) -> Self {
         let first = data_start >> PAGE_SHIFT;
         let last = data_end >> PAGE_SHIFT;
         Self::with_bounds(first, last, last, last, shards, None)
@@ -82,7 +82,7 @@ impl PageAllocator {
     /// Empty pools for an image whose metadata is replicated at the mirror
     /// pages, with at least `dead_zone_pages` between a primary and its
     /// mirror (Fortis §4.4: 256 pages, 1 MiB, by default).
-    pub fn mirrored(data_start: u64, data_end: u64, shards: usize, dead_zone_pages: u64) -> Self {
+    pub(crate) fn mirrored(data_start: u64, data_end: u64, shards: usize, dead_zone_pages: u64) -> Self {
         let first = data_start >> PAGE_SHIFT;
         let last = data_end >> PAGE_SHIFT;
         let m = Mirror::new(first, last, dead_zone_pages);
@@ -171,7 +171,7 @@ impl PageAllocator {
 
     /// Returns pages this operation allocated and never linked into
     /// anything a commit made reachable (its commit failed, or never ran).
-    pub fn abandon(&self, extents: &[Extent]) {
+    pub(crate) fn abandon(&self, extents: &[Extent]) {
         for e in extents {
             self.put_back(e.off, e.npages);
         }
@@ -179,13 +179,13 @@ impl PageAllocator {
 
     /// [`Self::release`] for metadata primaries from [`Self::alloc_meta`] or
     /// [`Self::alloc_contiguous_meta`]: returns them and their mirrors.
-    pub fn release_meta(&self, _proof: &impl Unreferenced, extents: &[Extent]) {
+    pub(crate) fn release_meta(&self, _proof: &impl Unreferenced, extents: &[Extent]) {
         self.put_back_meta(extents);
     }
 
     /// [`Self::abandon`] for metadata primaries: returns them and their
     /// mirrors.
-    pub fn abandon_meta(&self, extents: &[Extent]) {
+    pub(crate) fn abandon_meta(&self, extents: &[Extent]) {
         self.put_back_meta(extents);
     }
 
@@ -193,7 +193,7 @@ impl PageAllocator {
     /// (mkfs, the saved state of a clean unmount, the recovery scan). With
     /// replication on, a free page whose mirror is free too (added before or
     /// after) makes a free pair.
-    pub fn add_free(&self, off: u64, npages: u64) {
+    pub(crate) fn add_free(&self, off: u64, npages: u64) {
         self.put_back(off, npages);
     }
 
@@ -264,7 +264,7 @@ impl PageAllocator {
     /// `NoSpace` leaves the pools as they were. With replication on, pages
     /// that cannot be metadata come first, from any pool (see the type's
     /// placement notes).
-    pub fn alloc(&self, npages: u64, budget: Budget) -> Result<Vec<Extent>> {
+    pub(crate) fn alloc(&self, npages: u64, budget: Budget) -> Result<Vec<Extent>> {
         self.within_budget(npages, budget)?;
         let mut got = Vec::new();
         let mut need = npages;
@@ -320,7 +320,7 @@ impl PageAllocator {
     /// their mirrors; returns the primaries (the mirrors are
     /// [`Self::mirror`]). A pair counts two pages against the budget. All or
     /// nothing. With replication off, exactly [`Self::alloc`].
-    pub fn alloc_meta(&self, npages: u64, budget: Budget) -> Result<Vec<Extent>> {
+    pub(crate) fn alloc_meta(&self, npages: u64, budget: Budget) -> Result<Vec<Extent>> {
         if self.mirror.is_none() {
             return self.alloc(npages, budget);
         }
@@ -359,7 +359,7 @@ impl PageAllocator {
     /// Allocates `npages` physically contiguous pages (inode-table chunks).
     /// With replication on, free singles are tried before pairs (and a pair
     /// whose primary is taken leaves its mirror single).
-    pub fn alloc_contiguous(&self, npages: u64, budget: Budget) -> Result<u64> {
+    pub(crate) fn alloc_contiguous(&self, npages: u64, budget: Budget) -> Result<u64> {
         self.within_budget(npages, budget)?;
         for pool in self.home_first() {
             let taken = self.with_pool(pool, |p| {
@@ -392,7 +392,7 @@ impl PageAllocator {
     /// contiguous, in reverse page order) are taken too: an inode-table
     /// chunk. Returns the first primary. With replication off, exactly
     /// [`Self::alloc_contiguous`].
-    pub fn alloc_contiguous_meta(&self, npages: u64, budget: Budget) -> Result<u64> {
+    pub(crate) fn alloc_contiguous_meta(&self, npages: u64, budget: Budget) -> Result<u64> {
         if self.mirror.is_none() {
             return self.alloc_contiguous(npages, budget);
         }
@@ -434,23 +434,23 @@ impl PageAllocator {
     }
 
     /// Pages held back from ordinary allocations ([`reserve_pages`]).
-    pub fn reserved_pages(&self) -> u64 {
+    pub(crate) fn reserved_pages(&self) -> u64 {
         self.reserve
     }
 
     /// Free pages ordinary allocations may still use.
-    pub fn available_pages(&self) -> u64 {
+    pub(crate) fn available_pages(&self) -> u64 {
         self.free_pages().saturating_sub(self.reserve)
     }
 
     /// Free pages in all pools.
-    pub fn free_pages(&self) -> u64 {
+    pub(crate) fn free_pages(&self) -> u64 {
         self.free.load(Ordering::Relaxed)
     }
 
     /// Every free range as `(first page, pages)`, ascending and disjoint,
     /// for saving at unmount. The mirrors of metadata in use are not free.
-    pub fn export(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn export(&self) -> Vec<(u64, u64)> {
         let Some(m) = self.mirror else {
             return self
                 .pools
@@ -480,7 +480,7 @@ impl PageAllocator {
     }
 
     /// True when the page at byte offset `off` is free.
-    pub fn is_free(&self, off: u64) -> bool {
+    pub(crate) fn is_free(&self, off: u64) -> bool {
         let page = off >> PAGE_SHIFT;
         match self.mirror {
             None => self.pools[self.pool_of(page)].lock().single.contains(page),

@@ -29,12 +29,12 @@ pub struct Extent {
 /// with the log entry that had mapped it: a page's birth epoch is that
 /// entry's, which decides whether a snapshot still needs it (Fortis §3.2).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Freed(Vec<(Extent, u64)>);
+pub(crate) struct Freed(Vec<(Extent, u64)>);
 
 impl Freed {
     /// Adds page `block`, which the entry at `entry` mapped: it extends
     /// the last run when it continues it under the same entry.
-    pub fn push_page(&mut self, block: u64, entry: u64) {
+    pub(crate) fn push_page(&mut self, block: u64, entry: u64) {
         match self.0.last_mut() {
             Some((e, at)) if *at == entry && e.off + e.npages * PAGE_SIZE == block => e.npages += 1,
             _ => self.0.push((Extent { off: block, npages: 1 }, entry)),
@@ -42,16 +42,16 @@ impl Freed {
     }
 
     /// The runs and their entries.
-    pub fn runs(&self) -> &[(Extent, u64)] {
+    pub(crate) fn runs(&self) -> &[(Extent, u64)] {
         &self.0
     }
 
     /// The runs alone.
-    pub fn extents(&self) -> Vec<Extent> {
+    pub(crate) fn extents(&self) -> Vec<Extent> {
         self.0.iter().map(|&(e, _)| e).collect()
     }
 
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.0.clear();
     }
 }

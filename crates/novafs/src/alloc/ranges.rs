@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 /// reported: its units leak until the next crash scan rebuilds the
 /// allocator, which is better than handing out pages that are in use.
 #[derive(Clone, Debug, Default)]
-pub struct RangeSet {
+pub(crate) struct RangeSet {
     ranges: BTreeMap<u64, Sealed>,
     total: u64,
 }
@@ -38,7 +38,7 @@ fn seal(start: u64, end: u64) -> Sealed {
 /// A range handed to [`RangeSet::insert`] overlaps one already present: a
 /// double free, which the caller reports.
 #[derive(Debug, PartialEq, Eq)]
-pub struct Overlap;
+pub(crate) struct Overlap;
 
 impl RangeSet {
     /// The verified end of the range starting at `start`, or None (and the
@@ -80,7 +80,7 @@ impl RangeSet {
     }
 
     /// Adds `[start, start + len)`, merging with adjacent ranges. O(log n).
-    pub fn insert(&mut self, start: u64, len: u64) -> std::result::Result<(), Overlap> {
+    pub(crate) fn insert(&mut self, start: u64, len: u64) -> std::result::Result<(), Overlap> {
         if len == 0 {
             return Ok(());
         }
@@ -114,7 +114,7 @@ impl RangeSet {
     }
 
     /// Takes up to `max` units from the lowest range: `(start, len)`.
-    pub fn take_first(&mut self, max: u64) -> Option<(u64, u64)> {
+    pub(crate) fn take_first(&mut self, max: u64) -> Option<(u64, u64)> {
         let (s, e) = self.at_or_after(0)?;
         let n = max.min(e - s);
         self.ranges.remove(&s);
@@ -126,7 +126,7 @@ impl RangeSet {
     }
 
     /// Takes `len` contiguous units from the first range large enough.
-    pub fn take_contiguous(&mut self, len: u64) -> Option<u64> {
+    pub(crate) fn take_contiguous(&mut self, len: u64) -> Option<u64> {
         let mut from = 0;
         let (s, e) = loop {
             let (s, e) = self.at_or_after(from)?;
@@ -144,7 +144,7 @@ impl RangeSet {
     }
 
     /// Takes up to `max` units from the top of the highest range: `(start, len)`.
-    pub fn take_last(&mut self, max: u64) -> Option<(u64, u64)> {
+    pub(crate) fn take_last(&mut self, max: u64) -> Option<(u64, u64)> {
         let (s, e) = self.at_or_before(u64::MAX)?;
         let n = max.min(e - s);
         self.ranges.remove(&s);
@@ -157,7 +157,7 @@ impl RangeSet {
 
     /// Takes `len` contiguous units from the top of the highest range large
     /// enough.
-    pub fn take_contiguous_last(&mut self, len: u64) -> Option<u64> {
+    pub(crate) fn take_contiguous_last(&mut self, len: u64) -> Option<u64> {
         let mut below = u64::MAX;
         let (s, e) = loop {
             let (s, e) = self.at_or_before(below)?;
@@ -175,7 +175,7 @@ impl RangeSet {
     }
 
     /// True when some unit of `[start, end)` is in the set. O(log n).
-    pub fn overlaps(&mut self, start: u64, end: u64) -> bool {
+    pub(crate) fn overlaps(&mut self, start: u64, end: u64) -> bool {
         // The last range starting before `end` reaches furthest right.
         start < end && self.at_or_before(end - 1).is_some_and(|(_, e)| e > start)
     }
@@ -183,7 +183,7 @@ impl RangeSet {
     /// Takes every unit of `[start, end)` that is in the set, as ascending
     /// `(start, len)` runs, splitting ranges that straddle the window's
     /// edges. O((k + 1) log n) for k runs.
-    pub fn take_within(&mut self, start: u64, end: u64) -> Vec<(u64, u64)> {
+    pub(crate) fn take_within(&mut self, start: u64, end: u64) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
         if start >= end {
             return out;
@@ -215,18 +215,18 @@ impl RangeSet {
     }
 
     /// Total units in the set.
-    pub fn total(&self) -> u64 {
+    pub(crate) fn total(&self) -> u64 {
         self.total
     }
 
     /// True when `unit` is in the set.
-    pub fn contains(&mut self, unit: u64) -> bool {
+    pub(crate) fn contains(&mut self, unit: u64) -> bool {
         self.at_or_before(unit).is_some_and(|(_, e)| unit < e)
     }
 
     /// The valid ranges as `(start, len)`, ascending (for saving: a damaged
     /// range is never written back to the media).
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.ranges
             .iter()
             .filter(|&(&s, v)| v.end > s && seal(s, v.end).csum == v.csum)

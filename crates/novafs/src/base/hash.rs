@@ -7,7 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 /// Fibonacci hashing of one u64 (other writes fold bytes in the same way).
 #[derive(Default, Clone, Copy)]
-pub struct U64Hasher(u64);
+pub(crate) struct U64Hasher(u64);
 
 impl Hasher for U64Hasher {
     fn finish(&self) -> u64 {
@@ -29,7 +29,7 @@ impl Hasher for U64Hasher {
 }
 
 /// A HashMap keyed by u64 with [`U64Hasher`].
-pub type U64Map<V> = HashMap<u64, V, BuildHasherDefault<U64Hasher>>;
+pub(crate) type U64Map<V> = HashMap<u64, V, BuildHasherDefault<U64Hasher>>;
 
 #[cfg(test)]
 mod tests {

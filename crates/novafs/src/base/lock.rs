@@ -17,7 +17,7 @@ use std::ops::{Deref, DerefMut};
 /// Where a lock stands in the order: lower ranks are taken first. The
 /// declaration order is the lock order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Rank {
+pub(crate) enum Rank {
     /// `mmap::Mmaps::faults`: held back while a snapshot write-protects
     /// every mapping (Fortis §3.3), so it comes before the epoch gate.
     MmapFaults,
@@ -132,25 +132,25 @@ use check::{acquire, Held};
 
 /// A mutex with a rank.
 #[derive(Debug)]
-pub struct Mutex<T> {
+pub(crate) struct Mutex<T> {
     rank: Rank,
     inner: parking_lot::Mutex<T>,
 }
 
-pub struct MutexGuard<'a, T> {
+pub(crate) struct MutexGuard<'a, T> {
     guard: parking_lot::MutexGuard<'a, T>,
     _held: Held,
 }
 
 impl<T> Mutex<T> {
-    pub fn new(rank: Rank, value: T) -> Self {
+    pub(crate) fn new(rank: Rank, value: T) -> Self {
         Mutex {
             rank,
             inner: parking_lot::Mutex::new(value),
         }
     }
 
-    pub fn lock(&self) -> MutexGuard<'_, T> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
         let held = acquire(self.rank);
         MutexGuard {
             guard: self.inner.lock(),
@@ -161,7 +161,7 @@ impl<T> Mutex<T> {
 
 impl<T> MutexGuard<'_, T> {
     /// Waits on `cv`, the mutex released meanwhile.
-    pub fn wait(&mut self, cv: &parking_lot::Condvar) {
+    pub(crate) fn wait(&mut self, cv: &parking_lot::Condvar) {
         cv.wait(&mut self.guard);
     }
 }
@@ -181,30 +181,30 @@ impl<T> DerefMut for MutexGuard<'_, T> {
 
 /// A reader-writer lock with a rank.
 #[derive(Debug)]
-pub struct RwLock<T> {
+pub(crate) struct RwLock<T> {
     rank: Rank,
     inner: parking_lot::RwLock<T>,
 }
 
-pub struct RwLockReadGuard<'a, T> {
+pub(crate) struct RwLockReadGuard<'a, T> {
     guard: parking_lot::RwLockReadGuard<'a, T>,
     _held: Held,
 }
 
-pub struct RwLockWriteGuard<'a, T> {
+pub(crate) struct RwLockWriteGuard<'a, T> {
     guard: parking_lot::RwLockWriteGuard<'a, T>,
     _held: Held,
 }
 
 impl<T> RwLock<T> {
-    pub fn new(rank: Rank, value: T) -> Self {
+    pub(crate) fn new(rank: Rank, value: T) -> Self {
         RwLock {
             rank,
             inner: parking_lot::RwLock::new(value),
         }
     }
 
-    pub fn read(&self) -> RwLockReadGuard<'_, T> {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, T> {
         let held = acquire(self.rank);
         RwLockReadGuard {
             guard: self.inner.read(),
@@ -214,7 +214,7 @@ impl<T> RwLock<T> {
 
     /// A read lock that does not queue behind a waiting writer when this
     /// thread holds it already (parking_lot's `read_recursive`).
-    pub fn read_recursive(&self) -> RwLockReadGuard<'_, T> {
+    pub(crate) fn read_recursive(&self) -> RwLockReadGuard<'_, T> {
         let held = acquire(self.rank);
         RwLockReadGuard {
             guard: self.inner.read_recursive(),
@@ -222,7 +222,7 @@ impl<T> RwLock<T> {
         }
     }
 
-    pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, T> {
         let held = acquire(self.rank);
         RwLockWriteGuard {
             guard: self.inner.write(),

@@ -112,7 +112,7 @@ pub fn default_shards() -> u32 {
 /// Lays out an empty file system: headers, one inode-table chunk per
 /// shard, the root directory, then the superblock last, so a crash during
 /// mkfs leaves an image that is plainly not novafs.
-pub fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
+pub(crate) fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()> {
     let shards = opts.shards.unwrap_or_else(default_shards).clamp(1, MAX_SHARDS);
     let size = region.len() - region.len() % PAGE_SIZE;
     let dead_zone = opts.dead_zone.next_multiple_of(PAGE_SIZE);

@@ -15,7 +15,7 @@ use crate::layout::ftype_of_mode;
 /// meets, breadth first: a shortest one) and how many other names it
 /// has. Directories that cannot be read (lost, or removed meanwhile) are
 /// passed over: what lies below them is left out.
-pub fn names(ctx: &Ctx, cache: &Cache, inos: impl IntoIterator<Item = Ino>) -> HashMap<Ino, (Vec<u8>, u64)> {
+pub(crate) fn names(ctx: &Ctx, cache: &Cache, inos: impl IntoIterator<Item = Ino>) -> HashMap<Ino, (Vec<u8>, u64)> {
     let mut found: HashMap<Ino, Option<(Vec<u8>, u64)>> = inos.into_iter().map(|i| (i, None)).collect();
     if found.is_empty() {
         return HashMap::new();

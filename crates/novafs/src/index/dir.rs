@@ -24,11 +24,11 @@ use crate::layout::{DentryHead, EntryType, NAME_MAX};
 use crate::log::{Entry, Log};
 
 /// Readdir offsets 1 and 2 are "." and ".."; entries start after them.
-pub const FIRST_SEQ: u64 = 3;
+pub(crate) const FIRST_SEQ: u64 = 3;
 
 /// One live name in a directory.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Dent {
+pub(crate) struct Dent {
     pub ino: Ino,
     /// Readdir cookie: stable while the entry lives.
     pub seq: u64,
@@ -38,7 +38,7 @@ pub struct Dent {
 }
 
 #[derive(Debug, Default)]
-pub struct DirIndex {
+pub(crate) struct DirIndex {
     /// Entries and tombstones, sorted by cookie.
     slots: Vec<Slot>,
     /// Index in `slots` of every live entry, hashed by name.
@@ -133,7 +133,7 @@ fn hash_name(name: &[u8]) -> u64 {
 }
 
 /// Rejects names the file system cannot store or that POSIX reserves.
-pub fn check_name(name: &[u8]) -> Result<()> {
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
     if name.len() > NAME_MAX {
         return Err(Error::NameTooLong);
     }
@@ -144,7 +144,7 @@ pub fn check_name(name: &[u8]) -> Result<()> {
 }
 
 impl DirIndex {
-    pub fn apply_add(&mut self, log: &mut Log, off: u64, name: &[u8], d: &DentryHead) -> Result<()> {
+    pub(crate) fn apply_add(&mut self, log: &mut Log, off: u64, name: &[u8], d: &DentryHead) -> Result<()> {
         if name == b".." {
             self.parent = d.ino;
             if let Some(prev) = self.parent_entry.replace(off) {
@@ -198,7 +198,7 @@ impl DirIndex {
     /// Removes `name`. The add it cancels was invalidated on media in the
     /// same transaction (NOVA §4.6), so the remove entry itself is dead at
     /// once: it only carries the directory's new link count and mtime.
-    pub fn apply_remove(&mut self, log: &mut Log, off: u64, name: &[u8]) {
+    pub(crate) fn apply_remove(&mut self, log: &mut Log, off: u64, name: &[u8]) {
         let slots = &self.slots;
         if let Ok(e) = self.by_name.find_entry(hash_name(name), |&i| slots[i].name() == name) {
             let (old, _) = e.remove();
@@ -246,7 +246,7 @@ impl DirIndex {
     /// Records that the transaction cancelling `name`'s add entry also
     /// invalidated it on the media (called between its commit and its
     /// publication).
-    pub fn mark_invalidated(&mut self, name: &[u8]) {
+    pub(crate) fn mark_invalidated(&mut self, name: &[u8]) {
         let slots = &self.slots;
         if let Some(&i) = self.by_name.find(hash_name(name), |&i| slots[i].name() == name) {
             self.slots[i].invalidated = true;
@@ -255,51 +255,51 @@ impl DirIndex {
 
     /// The add entries whose invalidation was deferred (see `deferred`),
     /// each with the epoch it was cancelled in, leaving none.
-    pub fn take_deferred(&mut self) -> Vec<(u64, u64)> {
+    pub(crate) fn take_deferred(&mut self) -> Vec<(u64, u64)> {
         std::mem::take(&mut self.deferred)
     }
 
     /// Defers the invalidation of these again (`take_deferred`).
-    pub fn defer(&mut self, adds: Vec<(u64, u64)>) {
+    pub(crate) fn defer(&mut self, adds: Vec<(u64, u64)>) {
         self.deferred.extend(adds);
     }
 
-    pub fn get(&self, name: &[u8]) -> Option<Dent> {
+    pub(crate) fn get(&self, name: &[u8]) -> Option<Dent> {
         let i = *self.by_name.find(hash_name(name), |&i| self.slots[i].name() == name)?;
         self.slots[i].live().map(|(_, d)| d)
     }
 
-    pub fn parent(&self) -> Ino {
+    pub(crate) fn parent(&self) -> Ino {
         self.parent
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.by_name.len()
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.by_name.is_empty()
     }
 
     /// The cookie the next added entry gets.
-    pub fn next_seq(&self) -> u64 {
+    pub(crate) fn next_seq(&self) -> u64 {
         self.next_seq.max(FIRST_SEQ)
     }
 
     /// Entries with cookies after `after`, in cookie order.
-    pub fn entries_after(&self, after: u64) -> impl Iterator<Item = (&[u8], Dent)> + '_ {
+    pub(crate) fn entries_after(&self, after: u64) -> impl Iterator<Item = (&[u8], Dent)> + '_ {
         let from = self.slots.partition_point(|s| s.seq <= after);
         self.slots[from..].iter().filter_map(Slot::live)
     }
 
     /// Every live entry (for GC compaction, the scan and fsck).
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], Dent)> + '_ {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], Dent)> + '_ {
         self.slots.iter().filter_map(Slot::live)
     }
 }
 
 /// What a dentry entry records besides the name.
-pub struct DentrySpec {
+pub(crate) struct DentrySpec {
     pub ino: Ino,
     pub seq: u64,
     pub ftype: u8,
@@ -309,7 +309,7 @@ pub struct DentrySpec {
 }
 
 /// Encodes a dentry add (`add`) or remove entry.
-pub fn dentry(epoch: u64, add: bool, name: &[u8], s: &DentrySpec) -> Entry {
+pub(crate) fn dentry(epoch: u64, add: bool, name: &[u8], s: &DentrySpec) -> Entry {
     let head = DentryHead {
         ino: s.ino,
         seq: s.seq,

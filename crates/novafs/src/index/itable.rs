@@ -32,7 +32,7 @@ impl TableShard {
 
 /// The per-shard inode tables (NOVA §4.1). Inode number `ino` lives in
 /// shard `(ino - 1) % shards` at local index `(ino - 1) / shards`.
-pub struct InodeTables {
+pub(crate) struct InodeTables {
     shards: Vec<TableShard>,
     heads_off: u64,
     /// Where the records' replicas are, for the scan's checked reads.
@@ -42,7 +42,7 @@ pub struct InodeTables {
 impl InodeTables {
     /// Walks every shard's chunk chain. Free slots are filled in later, from
     /// the saved allocator state or a scan.
-    pub fn load(region: &dyn Region, sb: &Superblock, bounds: Bounds) -> Result<InodeTables> {
+    pub(crate) fn load(region: &dyn Region, sb: &Superblock, bounds: Bounds) -> Result<InodeTables> {
         let mut shards = Vec::new();
         for s in 0..u64::from(sb.shards) {
             // A damaged head or chunk footer: the replicas' (Fortis §4.2).
@@ -64,7 +64,12 @@ impl InodeTables {
     }
 
     /// Fresh tables for mkfs: one zeroed chunk per shard.
-    pub fn create(region: &dyn Region, alloc: &PageAllocator, shards: u32, bounds: Bounds) -> Result<InodeTables> {
+    pub(crate) fn create(
+        region: &dyn Region,
+        alloc: &PageAllocator,
+        shards: u32,
+        bounds: Bounds,
+    ) -> Result<InodeTables> {
         let t = InodeTables {
             shards: (0..shards).map(|_| TableShard::new(Vec::new())).collect(),
             heads_off: crate::layout::INODE_HEADS_OFF,
@@ -77,7 +82,7 @@ impl InodeTables {
         Ok(t)
     }
 
-    pub fn shard_count(&self) -> u64 {
+    pub(crate) fn shard_count(&self) -> u64 {
         self.shards.len() as u64
     }
 
@@ -87,12 +92,12 @@ impl InodeTables {
     }
 
     /// Inode number of slot `local` in `shard`.
-    pub fn ino_of(&self, shard: usize, local: u64) -> Ino {
+    pub(crate) fn ino_of(&self, shard: usize, local: u64) -> Ino {
         local * self.shard_count() + shard as u64 + 1
     }
 
     /// Byte offset of inode `ino`'s record, or NotFound past the tables.
-    pub fn locate(&self, ino: Ino) -> Result<u64> {
+    pub(crate) fn locate(&self, ino: Ino) -> Result<u64> {
         let (shard, local) = self.split(ino).ok_or(Error::NotFound)?;
         let chunks = self.shards[shard].chunks.read();
         let c = chunks.get((local / INODES_PER_CHUNK) as usize).ok_or(Error::NotFound)?;
@@ -100,7 +105,7 @@ impl InodeTables {
     }
 
     /// Every `(shard, local index, record offset)` slot, chunk by chunk.
-    pub fn slots(&self, shard: usize) -> Vec<(u64, u64)> {
+    pub(crate) fn slots(&self, shard: usize) -> Vec<(u64, u64)> {
         let chunks = self.shards[shard].chunks.read();
         chunks
             .iter()
@@ -110,12 +115,12 @@ impl InodeTables {
     }
 
     /// Every chunk of every shard (for the recovery scan and fsck).
-    pub fn all_chunks(&self) -> Vec<u64> {
+    pub(crate) fn all_chunks(&self) -> Vec<u64> {
         self.shards.iter().flat_map(|s| s.chunks.read().clone()).collect()
     }
 
     /// Marks a slot free (recovery, fsck, unmount state).
-    pub fn release(&self, ino: Ino) {
+    pub(crate) fn release(&self, ino: Ino) {
         if let Some((shard, local)) = self.split(ino) {
             if self.shards[shard].free.lock().insert(local, 1).is_err() {
                 tracing::error!(ino, "inode slot freed twice");
@@ -126,12 +131,12 @@ impl InodeTables {
 
     /// Claims a free slot in this thread's shard, growing the table by a
     /// 2 MiB chunk when it is full. Returns the number and record offset.
-    pub fn claim(&self, region: &dyn Region, alloc: &PageAllocator) -> Result<(Ino, u64)> {
+    pub(crate) fn claim(&self, region: &dyn Region, alloc: &PageAllocator) -> Result<(Ino, u64)> {
         self.claim_in(region, alloc, current_shard(self.shards.len()))
     }
 
     /// Claims the lowest free slot of `shard`.
-    pub fn claim_in(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize) -> Result<(Ino, u64)> {
+    pub(crate) fn claim_in(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize) -> Result<(Ino, u64)> {
         let t = &self.shards[shard];
         let mut free = t.free.lock();
         if free.total() == 0 {
@@ -146,7 +151,7 @@ impl InodeTables {
     /// Claims the slot of inode number `ino` itself (a tree restored with
     /// its numbers: `tune`), growing its shard's table up to it; Exists
     /// when the slot is taken.
-    pub fn claim_exact(&self, region: &dyn Region, alloc: &PageAllocator, ino: Ino) -> Result<u64> {
+    pub(crate) fn claim_exact(&self, region: &dyn Region, alloc: &PageAllocator, ino: Ino) -> Result<u64> {
         let (shard, local) = self.split(ino).ok_or(Error::Invalid("inode number 0"))?;
         let mut free = self.shards[shard].free.lock();
         while (self.shards[shard].chunks.read().len() as u64) * INODES_PER_CHUNK <= local {
@@ -199,7 +204,7 @@ impl InodeTables {
     /// released and no chunk added (its free-slot lock is held): the
     /// records of its free slots and its chunk footers and head stay as
     /// they are meanwhile (scrub).
-    pub fn with_quiet_shard<T>(&self, shard: usize, f: impl FnOnce(&[u64], &[(u64, u64)]) -> T) -> T {
+    pub(crate) fn with_quiet_shard<T>(&self, shard: usize, f: impl FnOnce(&[u64], &[(u64, u64)]) -> T) -> T {
         let t = &self.shards[shard];
         let free = t.free.lock();
         let chunks = t.chunks.read().clone();
@@ -207,7 +212,7 @@ impl InodeTables {
     }
 
     /// Whether inode number `ino`'s slot is free (or past the tables).
-    pub fn is_free(&self, ino: Ino) -> bool {
+    pub(crate) fn is_free(&self, ino: Ino) -> bool {
         self.split(ino).is_none_or(|(shard, local)| {
             let t = &self.shards[shard];
             local >= t.chunks.read().len() as u64 * INODES_PER_CHUNK || t.free.lock().contains(local)
@@ -219,7 +224,7 @@ impl InodeTables {
     /// replicas when the primaries were damaged: [`InodeTables::load`]),
     /// so that a resync copying primaries over replicas keeps the chain.
     /// Returns how many it rewrote.
-    pub fn restore_chain(&self, data: &dyn Region, shard: usize) -> Result<u64> {
+    pub(crate) fn restore_chain(&self, data: &dyn Region, shard: usize) -> Result<u64> {
         let chunks = self.shards[shard].chunks.read().clone();
         let mut want = vec![(
             self.head_off(shard),
@@ -247,12 +252,12 @@ impl InodeTables {
     }
 
     /// Where shard `shard`'s head (its first chunk) is kept.
-    pub fn head_off(&self, shard: usize) -> u64 {
+    pub(crate) fn head_off(&self, shard: usize) -> u64 {
         self.heads_off + 8 * shard as u64
     }
 
     /// Free slots as `(shard << 48 | local, len)` for the saved state.
-    pub fn export_free(&self) -> Vec<(u64, u64)> {
+    pub(crate) fn export_free(&self) -> Vec<(u64, u64)> {
         self.shards
             .iter()
             .enumerate()
@@ -267,7 +272,7 @@ impl InodeTables {
     }
 
     /// Restores free slots saved by [`InodeTables::export_free`].
-    pub fn import_free(&self, ranges: &[(u64, u64)]) -> Result<()> {
+    pub(crate) fn import_free(&self, ranges: &[(u64, u64)]) -> Result<()> {
         for &(key, n) in ranges {
             let (s, l) = ((key >> 48) as usize, key & ((1 << 48) - 1));
             let t = self
@@ -287,7 +292,7 @@ impl InodeTables {
     }
 
     /// Inode slots in all tables, used or not.
-    pub fn capacity(&self) -> u64 {
+    pub(crate) fn capacity(&self) -> u64 {
         self.shards
             .iter()
             .map(|t| t.chunks.read().len() as u64 * INODES_PER_CHUNK)
@@ -295,7 +300,7 @@ impl InodeTables {
     }
 
     /// Free inode slots in all tables.
-    pub fn free_count(&self) -> u64 {
+    pub(crate) fn free_count(&self) -> u64 {
         self.shards.iter().map(|t| t.free.lock().total()).sum()
     }
 }
@@ -338,7 +343,7 @@ fn chunk_chain(region: &dyn Region, sb: &Superblock, bounds: Bounds, s: u64, rep
 /// One slot of an inode table, as [`InodeTables::scan_shard`] finds it.
 /// `replica` says the slot was judged by its replica record, the primary
 /// being damaged: a writable mount copies the replica back.
-pub enum Slot {
+pub(crate) enum Slot {
     Free {
         ino: Ino,
         off: u64,
@@ -366,7 +371,7 @@ impl InodeTables {
     /// scan recovery (NOVA §4.7), fsck and scrub share. Each slot is
     /// judged from a checked copy of its record ([`checked_record`]),
     /// never from unchecked bytes of the primary alone.
-    pub fn scan_shard(
+    pub(crate) fn scan_shard(
         &self,
         region: &dyn Region,
         shard: usize,
@@ -402,7 +407,7 @@ impl InodeTables {
 /// a known state is kept, since after a crash between the two copies of
 /// a state change the primary is the copy to keep (`replica`). When
 /// neither copy is whole the primary is returned, for the load to fail.
-pub fn checked_record(region: &dyn Region, bounds: Bounds, off: u64, rec: Inode) -> Result<(Inode, bool)> {
+pub(crate) fn checked_record(region: &dyn Region, bounds: Bounds, off: u64, rec: Inode) -> Result<(Inode, bool)> {
     let known = |r: &Inode| matches!(r.state, INODE_FREE | INODE_LIVE | INODE_KEPT);
     let whole = |r: &Inode| r.state == INODE_FREE || (known(r) && r.csum == r.compute_csum());
     if whole(&rec) {
@@ -424,7 +429,7 @@ pub fn checked_record(region: &dyn Region, bounds: Bounds, off: u64, rec: Inode)
 }
 
 /// Reads the record at `off` and checks that it is a live inode `ino`.
-pub fn read_live_record(region: &dyn Region, off: u64, ino: Ino) -> Result<Inode> {
+pub(crate) fn read_live_record(region: &dyn Region, off: u64, ino: Ino) -> Result<Inode> {
     read_record(region, off, ino, INODE_LIVE)
 }
 
@@ -433,7 +438,7 @@ pub fn read_live_record(region: &dyn Region, off: u64, ino: Ino) -> Result<Inode
 /// Corrupt in none: a state word no commit writes is damage, and the
 /// inode it held may be live (a name still leads to it), so it must read
 /// as lost (EIO), not as never having existed.
-pub fn read_record(region: &dyn Region, off: u64, ino: Ino, state: u64) -> Result<Inode> {
+pub(crate) fn read_record(region: &dyn Region, off: u64, ino: Ino, state: u64) -> Result<Inode> {
     let mut buf = [0u8; INODE_SIZE as usize];
     region.read(off, &mut buf)?;
     let rec: Inode = decode(&buf)?;

@@ -16,11 +16,11 @@ use crate::layout::{
 use crate::log::{Entry, Log};
 
 /// Most data pages a value can take.
-pub const MAX_VALUE_PAGES: usize = XATTR_SIZE_MAX.div_ceil(PAGE_SIZE as usize);
+pub(crate) const MAX_VALUE_PAGES: usize = XATTR_SIZE_MAX.div_ceil(PAGE_SIZE as usize);
 
 /// Where a value lives.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Value {
+pub(crate) enum Value {
     /// In the entry itself (a small value), copied here.
     Inline(Box<[u8]>),
     /// In data pages, `len` bytes in all, whose CRC32C is `crc`.
@@ -38,13 +38,13 @@ impl Value {
 
 /// True when a value of `len` bytes under a `name_len`-byte name fits in
 /// its entry.
-pub fn fits_inline(name_len: usize, len: usize) -> bool {
+pub(crate) fn fits_inline(name_len: usize, len: usize) -> bool {
     xattr_payload_off(name_len) + len <= XATTR_INLINE_MAX
 }
 
 /// The entry setting attribute `name` to `value`, or removing it (None);
 /// it carries the inode's `ctime` after the change.
-pub fn entry(epoch: u64, name: &[u8], value: Option<&Value>, ctime: i64) -> Entry {
+pub(crate) fn entry(epoch: u64, name: &[u8], value: Option<&Value>, ctime: i64) -> Entry {
     let mut head = XattrHead {
         ctime,
         name_len: name.len() as u8,
@@ -79,7 +79,7 @@ struct Latest {
 
 /// The extended attributes of one inode.
 #[derive(Debug, Default)]
-pub struct XattrMap {
+pub(crate) struct XattrMap {
     names: BTreeMap<Box<[u8]>, Latest>,
     /// Bytes a listing takes: each present name and its NUL.
     list_len: usize,
@@ -91,7 +91,14 @@ impl XattrMap {
     /// Applies the committed xattr entry `bytes` at `off`; returns the
     /// inode's ctime it carries. Pages of the value it supersedes go to
     /// `freed`.
-    pub fn apply(&mut self, log: &mut Log, bounds: Bounds, off: u64, bytes: &[u8], freed: &mut Freed) -> Result<i64> {
+    pub(crate) fn apply(
+        &mut self,
+        log: &mut Log,
+        bounds: Bounds,
+        off: u64,
+        bytes: &[u8],
+        freed: &mut Freed,
+    ) -> Result<i64> {
         let h: XattrHead = decode(bytes)?;
         let bad = |what: &str| corrupt!("xattr entry at {off:#x}: {what}");
         let name_len = usize::from(h.name_len);
@@ -157,29 +164,29 @@ impl XattrMap {
     }
 
     /// The value of `name`, if it has one.
-    pub fn get(&self, name: &[u8]) -> Option<&Value> {
+    pub(crate) fn get(&self, name: &[u8]) -> Option<&Value> {
         self.names.get(name).and_then(|l| l.value.as_ref())
     }
 
     /// Every name with a value, in byte order, with its value.
-    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &Value)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&[u8], &Value)> {
         self.names
             .iter()
             .filter_map(|(n, l)| l.value.as_ref().map(|v| (&**n, v)))
     }
 
     /// Bytes `listxattr` returns: every name with its NUL.
-    pub fn list_len(&self) -> usize {
+    pub(crate) fn list_len(&self) -> usize {
         self.list_len
     }
 
     /// Names with a value: what a compacted log holds.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.present
     }
 
     /// Every data page holding a value.
-    pub fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
         self.names
             .values()
             .filter_map(|l| l.value.as_ref())

@@ -19,13 +19,13 @@ const CACHE_SHARDS: usize = 256;
 
 /// The in-DRAM inode: its state behind a lock, plus the parent of a
 /// directory readable without the lock (for rename's loop check).
-pub struct Cell {
+pub(crate) struct Cell {
     pub state: RwLock<InodeState>,
     pub parent: AtomicU64,
 }
 
 /// Inode number → cell, sharded to keep lookups off one lock.
-pub struct Cache {
+pub(crate) struct Cache {
     shards: Vec<Mutex<U64Map<Arc<Cell>>>>,
     /// The kernel's lookups of non-directories (FUSE: each stands until
     /// its FORGET), and whether the inode was freed meanwhile: a freed
@@ -44,7 +44,7 @@ struct Held {
 }
 
 /// ENOENT for an inode freed under a holder of a stale reference.
-pub fn alive(st: &InodeState) -> Result<()> {
+pub(crate) fn alive(st: &InodeState) -> Result<()> {
     if st.dead {
         Err(Error::NotFound)
     } else {
@@ -56,14 +56,14 @@ pub fn alive(st: &InodeState) -> Result<()> {
 /// caught, or a media error): it answers EIO, and a name that leads to it
 /// stays, so that the loss shows (as ext4 answers EIO for an inode that
 /// fails its checksum) until `fsck --repair` removes the name.
-pub fn is_loss(e: &Error) -> bool {
+pub(crate) fn is_loss(e: &Error) -> bool {
     matches!(e, Error::Corrupt(_) | Error::Pm(_))
 }
 
 impl Cache {
     /// The cache of the live file system (`view` `None`) or of a view of
     /// snapshot `view`.
-    pub fn new(view: Option<u64>) -> Cache {
+    pub(crate) fn new(view: Option<u64>) -> Cache {
         Cache {
             shards: (0..CACHE_SHARDS)
                 .map(|_| Mutex::new(Rank::CacheShard, U64Map::default()))
@@ -80,7 +80,7 @@ impl Cache {
     /// The DRAM inode, rebuilt from its log on first access (NOVA §4.7 lazy
     /// rebuild). Loading under the cache-shard lock makes "not cached" and
     /// "load" atomic with respect to deletion, which evicts under it too.
-    pub fn get(&self, ctx: &Ctx, ino: Ino) -> Result<Arc<Cell>> {
+    pub(crate) fn get(&self, ctx: &Ctx, ino: Ino) -> Result<Arc<Cell>> {
         let mut shard = self.shard(ino).lock();
         if let Some(c) = shard.get(&ino) {
             return Ok(c.clone());
@@ -107,12 +107,12 @@ impl Cache {
     }
 
     /// `(ino, cell)` for each of `inos`.
-    pub fn get_all(&self, ctx: &Ctx, inos: &[Ino]) -> Result<Vec<(Ino, Arc<Cell>)>> {
+    pub(crate) fn get_all(&self, ctx: &Ctx, inos: &[Ino]) -> Result<Vec<(Ino, Arc<Cell>)>> {
         inos.iter().map(|&i| Ok((i, self.get(ctx, i)?))).collect()
     }
 
     /// Caches a brand-new inode; `parent` is a directory's parent, else 0.
-    pub fn insert(&self, st: InodeState, parent: Ino) {
+    pub(crate) fn insert(&self, st: InodeState, parent: Ino) {
         let ino = st.meta.attr.ino;
         let cell = Arc::new(Cell {
             state: RwLock::new(Rank::Inode, st),
@@ -122,7 +122,7 @@ impl Cache {
     }
 
     /// Every cached inode.
-    pub fn cells(&self) -> Vec<Arc<Cell>> {
+    pub(crate) fn cells(&self) -> Vec<Arc<Cell>> {
         self.shards
             .iter()
             .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
@@ -130,14 +130,14 @@ impl Cache {
     }
 
     /// The kernel looked up non-directory `ino` once more.
-    pub fn hold(&self, ino: Ino) {
+    pub(crate) fn hold(&self, ino: Ino) {
         self.held.lock().entry(ino).or_default().lookups += 1;
     }
 
     /// The kernel forgot `n` lookups of `ino`. Returns false when it held
     /// none (a directory's, counted in its state). The number of a freed
     /// inode goes back to the table with the last.
-    pub fn unhold(&self, ctx: &Ctx, ino: Ino, n: u64) -> bool {
+    pub(crate) fn unhold(&self, ctx: &Ctx, ino: Ino, n: u64) -> bool {
         let mut held = self.held.lock();
         let Some(h) = held.get_mut(&ino) else {
             return false;
@@ -155,7 +155,7 @@ impl Cache {
     /// Marks an inode whose life ended dead: `proof` is the commit of its
     /// ending (R3). A freed inode's pages and slot go back; a kept one
     /// keeps them all and is listed in its snapshot's manifest.
-    pub fn forget(&self, ctx: &Ctx, st: &mut InodeState, proof: &Durable, fate: Fate) {
+    pub(crate) fn forget(&self, ctx: &Ctx, st: &mut InodeState, proof: &Durable, fate: Fate) {
         let ino = st.meta.attr.ino;
         st.dead = true;
         // Evict before the slot can be claimed again: a create reusing the
@@ -185,14 +185,14 @@ impl Cache {
 }
 
 /// Write locks on a set of inodes taken in inode-number order.
-pub struct Locked<'a> {
+pub(crate) struct Locked<'a> {
     inos: Vec<Ino>,
     guards: Vec<RwLockWriteGuard<'a, InodeState>>,
 }
 
 impl Locked<'_> {
     /// Locks `cells` (deduplicated) for writing in inode-number order.
-    pub fn lock(cells: &[(Ino, Arc<Cell>)]) -> Result<Locked<'_>> {
+    pub(crate) fn lock(cells: &[(Ino, Arc<Cell>)]) -> Result<Locked<'_>> {
         let mut order: Vec<&(Ino, Arc<Cell>)> = cells.iter().collect();
         order.sort_by_key(|(ino, _)| *ino);
         order.dedup_by_key(|(ino, _)| *ino);
@@ -211,7 +211,7 @@ impl Locked<'_> {
 
     /// The locked state of `ino`. Every caller asks only for inodes it put
     /// in the set, so a miss is a bug in this crate, never bad input.
-    pub fn get(&mut self, ino: Ino) -> &mut InodeState {
+    pub(crate) fn get(&mut self, ino: Ino) -> &mut InodeState {
         let i = self
             .inos
             .iter()

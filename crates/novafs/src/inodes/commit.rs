@@ -34,7 +34,7 @@ use crate::log::{Committed, Entry, Pending};
 use crate::snapshot::{Kept, Snapshots};
 use crate::strips::Stale;
 
-pub struct Ctx {
+pub(crate) struct Ctx {
     /// The region as metadata is written: through the mirroring view when
     /// the image keeps replicas (`replica`).
     pub region: Arc<dyn Region>,
@@ -60,7 +60,7 @@ pub struct Ctx {
 
 /// Log GC activity of one mounted file system.
 #[derive(Debug, Default)]
-pub struct GcCounters {
+pub(crate) struct GcCounters {
     pub fast_pages: AtomicU64,
     pub thorough_pages: AtomicU64,
     pub thorough_runs: AtomicU64,
@@ -69,22 +69,22 @@ pub struct GcCounters {
 impl Ctx {
     /// The epoch new entries carry: stable while the operation holds the
     /// epoch gate (`snapshot`).
-    pub fn epoch(&self) -> u64 {
+    pub(crate) fn epoch(&self) -> u64 {
         self.snapshots.epochs.current()
     }
 
-    pub fn region(&self) -> &dyn Region {
+    pub(crate) fn region(&self) -> &dyn Region {
         &*self.region
     }
 
-    pub fn data(&self) -> &dyn Region {
+    pub(crate) fn data(&self) -> &dyn Region {
         &*self.data
     }
 
     /// Reads `out.len()` bytes at `in_page` of data page `block`, each strip
     /// checked against its checksums and a bad one rebuilt from parity
     /// (Fortis §4.3; `strips`), written back unless the mount is read-only.
-    pub fn read_block(&self, block: u64, in_page: usize, out: &mut [u8]) -> Result<()> {
+    pub(crate) fn read_block(&self, block: u64, in_page: usize, out: &mut [u8]) -> Result<()> {
         if self.stale.contains(block) {
             // Caveat DAXor (Fortis §3.4): a page mapped writable is read as
             // it is; its checksums come back when it is sealed.
@@ -97,7 +97,7 @@ impl Ctx {
 
     /// Writes the whole new contents of the free page `block` with its
     /// checksums and parity: all durable with the commit's R1 fence.
-    pub fn put_block(&self, block: u64, bytes: &[u8]) -> Result<()> {
+    pub(crate) fn put_block(&self, block: u64, bytes: &[u8]) -> Result<()> {
         self.strips.write(self.data(), block, bytes)
     }
 
@@ -108,7 +108,7 @@ impl Ctx {
     /// handle), so a replica that says live wins over a primary that says
     /// free: after a crash the recovery scan made the two agree, and
     /// nothing else frees a slot without freeing both copies.
-    pub fn live_record(&self, off: u64, ino: Ino) -> Result<Inode> {
+    pub(crate) fn live_record(&self, off: u64, ino: Ino) -> Result<Inode> {
         self.record_in(off, ino, INODE_LIVE)
     }
 
@@ -116,7 +116,7 @@ impl Ctx {
     /// §3.2), verified and repaired as [`Ctx::live_record`] does: reached
     /// only for an inode a manifest lists, whose slot nothing frees
     /// meanwhile (`scrub`), so a replica that says kept wins.
-    pub fn kept_record(&self, off: u64, ino: Ino) -> Result<Inode> {
+    pub(crate) fn kept_record(&self, off: u64, ino: Ino) -> Result<Inode> {
         self.record_in(off, ino, INODE_KEPT)
     }
 
@@ -144,7 +144,7 @@ impl Ctx {
     /// deleted after it; else NotFound. Read from the primary, or the
     /// replica when the primary fails its checksum or has a state word no
     /// commit writes (Corrupt when both do: a lost inode, not a free one).
-    pub fn record_at(&self, off: u64, ino: Ino, epoch: u64) -> Result<Inode> {
+    pub(crate) fn record_at(&self, off: u64, ino: Ino, epoch: u64) -> Result<Inode> {
         let read = |r: &dyn Region, at: u64| -> Result<Inode> {
             let mut buf = [0u8; INODE_SIZE as usize];
             r.read(at, &mut buf)?;
@@ -174,7 +174,7 @@ impl Ctx {
 
     /// Loads inode `rec` (at `off`) as snapshot `epoch` sees it (read-only:
     /// nothing is repaired).
-    pub fn load_inode_at(&self, off: u64, rec: &Inode, epoch: u64) -> Result<InodeState> {
+    pub(crate) fn load_inode_at(&self, off: u64, rec: &Inode, epoch: u64) -> Result<InodeState> {
         InodeState::load_at(self.region(), self.bounds, off, rec, epoch)
     }
 
@@ -182,7 +182,7 @@ impl Ctx {
     /// log head and tail are outside the record's checksum: when the log
     /// does not load from the primary's words, the replica's are tried, and
     /// whatever the load read from replicas is copied back (writable).
-    pub fn load_inode(&self, off: u64, rec: &Inode) -> Result<InodeState> {
+    pub(crate) fn load_inode(&self, off: u64, rec: &Inode) -> Result<InodeState> {
         let err = match InodeState::load(self.region(), self.bounds, off, rec).and_then(|st| self.owned(st)) {
             Ok(st) => {
                 self.repair(st.log.repairs())?;
@@ -235,7 +235,7 @@ impl Ctx {
     /// for those the newest snapshot still needs, which go to its manifest
     /// (Fortis §3.2): the pages born (their entry's epoch) at or before it.
     /// They die now, after every snapshot, so that rule is exact.
-    pub fn release_data(&self, proof: &impl Unreferenced, freed: &Freed) -> Result<()> {
+    pub(crate) fn release_data(&self, proof: &impl Unreferenced, freed: &Freed) -> Result<()> {
         let Some(newest) = self.snapshots.newest() else {
             self.alloc.release(proof, &freed.extents());
             return Ok(());
@@ -258,7 +258,7 @@ impl Ctx {
     /// freed, or kept for the newest snapshot if it existed then (Fortis
     /// §3.2). Stable for the operation: snapshots are taken and deleted
     /// only with no operation in flight (`snapshot::Epochs`).
-    pub fn ending(&self, st: &InodeState) -> Result<Ending> {
+    pub(crate) fn ending(&self, st: &InodeState) -> Result<Ending> {
         let Some(snapshot) = self.snapshots.newest().filter(|&n| st.born <= n) else {
             return Ok(Ending {
                 updates: vec![Update::word(st.off + INODE_STATE_OFF, INODE_FREE)],
@@ -283,7 +283,7 @@ impl Ctx {
     /// Copies the replica over the damaged primary of each range a load
     /// read from the replica (Fortis §4.2), unless nothing may be written;
     /// counted in `health`.
-    pub fn repair(&self, ranges: &[(u64, u64)]) -> Result<()> {
+    pub(crate) fn repair(&self, ranges: &[(u64, u64)]) -> Result<()> {
         if self.read_only || ranges.is_empty() {
             return Ok(());
         }
@@ -307,13 +307,13 @@ impl Ctx {
 /// The end of an inode's life: the in-place updates its transaction
 /// makes, and what becomes of its pages and slot once it is durable
 /// (`cache::Cache::forget`).
-pub struct Ending {
+pub(crate) struct Ending {
     pub updates: Vec<Update>,
     pub fate: Fate,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Fate {
+pub(crate) enum Fate {
     /// Its pages and slot go back to the allocators.
     Free,
     /// Kept whole, listed in snapshot `snapshot`'s manifest.
@@ -322,7 +322,7 @@ pub enum Fate {
 
 /// A single-inode update: append `entries` to `st`'s log and commit them
 /// with one tail store (R1, R5). Publish them with the proof ([`publish`]).
-pub fn single(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Committed> {
+pub(crate) fn single(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Committed> {
     let committed = st
         .log
         .append(ctx.region(), &ctx.alloc, budget, entries)
@@ -334,14 +334,14 @@ pub fn single(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry])
 }
 
 /// [`single`], then [`publish`]: the whole of a single-inode update.
-pub fn single_published(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
+pub(crate) fn single_published(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
     let proof = single(ctx, st, budget, entries)?;
     publish(ctx, st, entries, &proof)
 }
 
 /// Publishes committed `entries` to `st`'s DRAM state and frees the data
 /// pages they made unreferenced (R3: `proof` says the commit is durable).
-pub fn publish(ctx: &Ctx, st: &mut InodeState, entries: &[Entry], proof: &Committed) -> Result<()> {
+pub(crate) fn publish(ctx: &Ctx, st: &mut InodeState, entries: &[Entry], proof: &Committed) -> Result<()> {
     let freed = st.publish(ctx.bounds, entries, proof)?;
     ctx.release_data(proof, &freed)
 }
@@ -350,7 +350,7 @@ pub fn publish(ctx: &Ctx, st: &mut InodeState, entries: &[Entry], proof: &Commit
 /// appended inode's new tail (and head), the words changed in place and
 /// the checks of everything it publishes outside the ring (FORMAT.md,
 /// "What a transaction publishes").
-pub struct Multi<'c> {
+pub(crate) struct Multi<'c> {
     ctx: &'c Ctx,
     txn: Txn<'c>,
     updates: Vec<Update>,
@@ -359,7 +359,7 @@ pub struct Multi<'c> {
 impl<'c> Multi<'c> {
     /// Takes this thread's journal shard, before the appends: their
     /// flushes then share the transaction's R2 fence (journal::Journal::begin).
-    pub fn begin(ctx: &'c Ctx) -> Multi<'c> {
+    pub(crate) fn begin(ctx: &'c Ctx) -> Multi<'c> {
         Multi {
             ctx,
             txn: ctx.journal.begin(),
@@ -369,14 +369,14 @@ impl<'c> Multi<'c> {
 
     /// Declares ranges written and flushed outside any log that the
     /// transaction publishes (a new inode's record).
-    pub fn depends_on(&mut self, checks: &[Check]) {
+    pub(crate) fn depends_on(&mut self, checks: &[Check]) {
         self.txn.depends_on(checks);
     }
 
     /// Appends `entries` to `st`'s log for this transaction. The append
     /// becomes `Committed` with the transaction's proof
     /// (`Pending::journaled`).
-    pub fn append(&mut self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending> {
+    pub(crate) fn append(&mut self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending> {
         let mut p = st.log.append(self.ctx.region(), &self.ctx.alloc, budget, entries)?;
         self.txn.depends_on(p.bind(self.txn.id()));
         if let Some(h) = p.new_head() {
@@ -394,7 +394,7 @@ impl<'c> Multi<'c> {
     /// collects the log, which it does only once no snapshot covers it.
     /// Returns whether it invalidated. Call after every GC of `dir`: the
     /// address is taken now.
-    pub fn cancel(&mut self, dir: &InodeState, name: &[u8]) -> Result<bool> {
+    pub(crate) fn cancel(&mut self, dir: &InodeState, name: &[u8]) -> Result<bool> {
         let d = dir.dir()?.get(name).ok_or(Error::NotFound)?;
         let word = self.ctx.region().load_u64(d.entry)?;
         let epoch = self.ctx.region().load_u64(d.entry + ENTRY_EPOCH_OFF)?;
@@ -406,12 +406,12 @@ impl<'c> Multi<'c> {
     }
 
     /// Adds in-place word updates (valid bits, checksum words).
-    pub fn update(&mut self, updates: impl IntoIterator<Item = Update>) {
+    pub(crate) fn update(&mut self, updates: impl IntoIterator<Item = Update>) {
         self.updates.extend(updates);
     }
 
     /// Commits (journal.rs steps 2–4) and returns the transaction's proof.
-    pub fn commit(self) -> Result<Durable> {
+    pub(crate) fn commit(self) -> Result<Durable> {
         self.txn.commit(self.ctx.region(), &self.updates)
     }
 }

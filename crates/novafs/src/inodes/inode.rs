@@ -119,7 +119,7 @@ impl Attr {
 
 /// The per-type index an inode's log rebuilds.
 #[derive(Debug)]
-pub enum Body {
+pub(crate) enum Body {
     File(FileMap),
     Dir(DirIndex),
     Special,
@@ -127,7 +127,7 @@ pub enum Body {
 
 /// Attributes, index and liveness bookkeeping: everything the log replays into.
 #[derive(Debug)]
-pub struct Meta {
+pub(crate) struct Meta {
     pub attr: Attr,
     pub body: Body,
     /// Extended attributes, whatever the type.
@@ -308,7 +308,7 @@ impl Meta {
     }
 
     /// Entries a compacted log would hold: the thorough-GC yardstick.
-    pub fn live_estimate(&self) -> u64 {
+    pub(crate) fn live_estimate(&self) -> u64 {
         2 + self.xattrs.len() as u64
             + self.unprotected.len() as u64
             + match &self.body {
@@ -321,7 +321,7 @@ impl Meta {
 
 /// DRAM state of one inode, behind its lock.
 #[derive(Debug)]
-pub struct InodeState {
+pub(crate) struct InodeState {
     pub meta: Meta,
     pub log: Log,
     /// Byte offset of the inode in its table.
@@ -340,7 +340,7 @@ pub struct InodeState {
 /// entry of epoch `birth`, unreferenced by one of epoch `death`. A
 /// snapshot `s` with `birth <= s < death` still needs it (Fortis §3.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Superseded {
+pub(crate) struct Superseded {
     pub ext: Extent,
     pub birth: u64,
     pub death: u64,
@@ -348,7 +348,7 @@ pub struct Superseded {
 
 impl InodeState {
     /// Rebuilds an inode from its table record and log.
-    pub fn load(region: &dyn Region, bounds: Bounds, off: u64, rec: &Inode) -> Result<InodeState> {
+    pub(crate) fn load(region: &dyn Region, bounds: Bounds, off: u64, rec: &Inode) -> Result<InodeState> {
         Self::replay(region, bounds, off, rec, u64::MAX, None)
     }
 
@@ -356,13 +356,19 @@ impl InodeState {
     /// up to the last entry of that epoch. A dentry add invalidated on the
     /// media is left out as at any replay: it was invalidated only once no
     /// snapshot could see it (`commit::Multi::cancel`).
-    pub fn load_at(region: &dyn Region, bounds: Bounds, off: u64, rec: &Inode, epoch: u64) -> Result<InodeState> {
+    pub(crate) fn load_at(
+        region: &dyn Region,
+        bounds: Bounds,
+        off: u64,
+        rec: &Inode,
+        epoch: u64,
+    ) -> Result<InodeState> {
         Self::replay(region, bounds, off, rec, epoch, None)
     }
 
     /// [`InodeState::load`], also listing every data run the replay found
     /// superseded: what the crash scan and fsck give the snapshots.
-    pub fn load_superseded(
+    pub(crate) fn load_superseded(
         region: &dyn Region,
         bounds: Bounds,
         off: u64,
@@ -415,7 +421,7 @@ impl InodeState {
     /// Publishes committed `entries` to the DRAM state (the log's view, the
     /// attributes and the index), returning the data pages they made
     /// unreferenced: the caller frees them with the same proof (R3).
-    pub fn publish(&mut self, bounds: Bounds, entries: &[Entry], proof: &Committed) -> Result<Freed> {
+    pub(crate) fn publish(&mut self, bounds: Bounds, entries: &[Entry], proof: &Committed) -> Result<Freed> {
         self.log.committed(proof);
         let mut freed = Freed::default();
         for (e, &off) in entries.iter().zip(proof.offsets()) {
@@ -426,7 +432,7 @@ impl InodeState {
 
     /// Every page the inode occupies: its log pages, their mirrors (the
     /// replicas, `replica`), its data pages and its xattr values' pages.
-    pub fn pages(&self, bounds: Bounds) -> Vec<u64> {
+    pub(crate) fn pages(&self, bounds: Bounds) -> Vec<u64> {
         let mut v: Vec<u64> = self.log.pages().iter().flat_map(|&p| bounds.copies(p)).collect();
         if let Body::File(map) = &self.meta.body {
             v.extend(map.blocks());
@@ -438,7 +444,7 @@ impl InodeState {
     /// Takes every page the inode holds, merged into runs (a file written
     /// in order frees in one call), leaving it empty: the inode is gone.
     /// Returns the log pages (freed with their mirrors) and the data pages.
-    pub fn take_pages(&mut self) -> (Vec<Extent>, Vec<Extent>) {
+    pub(crate) fn take_pages(&mut self) -> (Vec<Extent>, Vec<Extent>) {
         let log = runs(self.log.take_pages());
         let mut data: Vec<u64> = std::mem::take(&mut self.meta.xattrs).blocks().collect();
         if let Body::File(map) = std::mem::replace(&mut self.meta.body, Body::Special) {
@@ -448,7 +454,7 @@ impl InodeState {
     }
 
     /// A brand-new inode with an empty log, created in epoch `born`.
-    pub fn new(attr: Attr, off: u64, born: u64) -> InodeState {
+    pub(crate) fn new(attr: Attr, off: u64, born: u64) -> InodeState {
         InodeState {
             meta: Meta::new(attr),
             log: Log::default(),
@@ -459,7 +465,7 @@ impl InodeState {
         }
     }
 
-    pub fn attr(&self) -> Attr {
+    pub(crate) fn attr(&self) -> Attr {
         let mut a = self.meta.attr;
         if let Body::Dir(_) = self.meta.body {
             // A directory's storage is its log: its size and blocks count
@@ -471,7 +477,7 @@ impl InodeState {
         a
     }
 
-    pub fn dir(&self) -> Result<&DirIndex> {
+    pub(crate) fn dir(&self) -> Result<&DirIndex> {
         match &self.meta.body {
             Body::Dir(d) => Ok(d),
             _ => Err(Error::NotDir),
@@ -481,7 +487,7 @@ impl InodeState {
 
 /// A DAX mmap record (`MmapEntry`): `prot` is MMAP_UNPROTECT or
 /// MMAP_PROTECT.
-pub fn mmap_entry(epoch: u64, pgoff: u64, npages: u64, prot: u64) -> Entry {
+pub(crate) fn mmap_entry(epoch: u64, pgoff: u64, npages: u64, prot: u64) -> Entry {
     let e = MmapEntry {
         pgoff,
         npages,
@@ -493,7 +499,7 @@ pub fn mmap_entry(epoch: u64, pgoff: u64, npages: u64, prot: u64) -> Entry {
 
 /// An inode update carrying the full attribute set `a` (NOVA §4.6: the
 /// latest one supersedes every earlier one).
-pub fn setattr_entry(epoch: u64, a: &Attr) -> Entry {
+pub(crate) fn setattr_entry(epoch: u64, a: &Attr) -> Entry {
     let e = SetattrEntry {
         mode: a.mode(),
         uid: a.uid,
@@ -509,7 +515,7 @@ pub fn setattr_entry(epoch: u64, a: &Attr) -> Entry {
 }
 
 /// A link-count change.
-pub fn link_entry(epoch: u64, nlink: u32, ctime: i64) -> Entry {
+pub(crate) fn link_entry(epoch: u64, nlink: u32, ctime: i64) -> Entry {
     let e = LinkChangeEntry {
         nlink,
         ctime,
@@ -519,7 +525,7 @@ pub fn link_entry(epoch: u64, nlink: u32, ctime: i64) -> Entry {
 }
 
 /// Decodes and checks a live inode record.
-pub fn attr_of_record(rec: &Inode) -> Result<Attr> {
+pub(crate) fn attr_of_record(rec: &Inode) -> Result<Attr> {
     if rec.csum != rec.compute_csum() {
         return Err(corrupt!("inode {} fails its checksum", rec.ino));
     }
@@ -565,7 +571,7 @@ fn runs(mut pages: Vec<u64>) -> Vec<Extent> {
 
 /// Builds the record of a new inode (state still free: the creating
 /// transaction sets it live).
-pub fn record_of_attr(a: &Attr, epoch: u64) -> Inode {
+pub(crate) fn record_of_attr(a: &Attr, epoch: u64) -> Inode {
     let mut rec = Inode {
         state: 0,
         log_head: 0,
@@ -600,7 +606,7 @@ pub fn record_of_attr(a: &Attr, epoch: u64) -> Inode {
 /// transaction from being accepted; the checksum word is a second update,
 /// replayed in place, because a check cannot cover it (a CRC32C over bytes
 /// followed by their own CRC32C is a constant, which stale records pass).
-pub fn record_publish(off: u64, rec: &Inode) -> (Check, [Update; 2]) {
+pub(crate) fn record_publish(off: u64, rec: &Inode) -> (Check, [Update; 2]) {
     let bytes = rec.as_bytes();
     let fields = &bytes[INODE_HEAD_OFF as usize..INODE_CSUM_END];
     let csum_word = u64::from(rec.csum) | u64::from(rec.pad1) << 32;

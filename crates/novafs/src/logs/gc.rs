@@ -32,7 +32,7 @@ const THOROUGH_MIN_PAGES: usize = 2;
 /// Collects garbage in `st`'s log if appending `entries` would grow it
 /// (NOVA §4.6: GC runs as logs grow). Thorough GC commits through the
 /// journal, so this runs before the operation's own commit begins.
-pub fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Result<()> {
+pub(crate) fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Result<()> {
     if !st.log.needs_growth(entries) {
         return Ok(());
     }
@@ -184,7 +184,7 @@ fn compact_entries(ctx: &Ctx, st: &InodeState) -> Vec<Entry> {
 
 /// Thorough GC (NOVA §4.6, Figure 5b): write the compacted log, switch head
 /// and tail atomically, free the old log (R3), rebuild the DRAM view.
-pub fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
+pub(crate) fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     let entries = compact_entries(ctx, st);
     let mut fresh = Log::default();
     let p = fresh.append(ctx.region(), &ctx.alloc, Budget::Critical, &entries)?;

@@ -48,14 +48,14 @@ use crate::layout::{
 
 /// One metadata update: `bytes` become the contents at region offset `addr`.
 #[derive(Clone, Debug)]
-pub struct Update {
+pub(crate) struct Update {
     pub addr: u64,
     pub bytes: Vec<u8>,
 }
 
 impl Update {
     /// An update of one aligned 8-byte word (log tails, heads, valid bits).
-    pub fn word(addr: u64, val: u64) -> Update {
+    pub(crate) fn word(addr: u64, val: u64) -> Update {
         Update {
             addr,
             bytes: val.to_le_bytes().to_vec(),
@@ -68,7 +68,7 @@ impl Update {
 /// a CRC32C of the bytes before it: the CRC32C of such a range is the same
 /// constant whatever the bytes, so the check would pass for stale contents.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Check {
+pub(crate) struct Check {
     addr: u64,
     len: u32,
     crc: u32,
@@ -79,7 +79,7 @@ const MAX_CHECK: u64 = PAGE_SIZE;
 
 impl Check {
     /// The check that `bytes`, as just written at `addr`, reached the media.
-    pub fn of(addr: u64, bytes: &[u8]) -> Check {
+    pub(crate) fn of(addr: u64, bytes: &[u8]) -> Check {
         debug_assert!(bytes.len() as u64 <= MAX_CHECK);
         Check {
             addr,
@@ -102,7 +102,7 @@ struct Shard {
 }
 
 /// The set of per-shard journals.
-pub struct Journal {
+pub(crate) struct Journal {
     shards: Vec<Mutex<Shard>>,
     ring_size: u64,
 }
@@ -189,7 +189,7 @@ fn encode_into(buf: &mut Vec<u8>, updates: &[Update], checks: &[Check], txn_id: 
 }
 
 /// A transaction begun on one shard ([`Journal::begin`]).
-pub struct Txn<'a> {
+pub(crate) struct Txn<'a> {
     shard: MutexGuard<'a, Shard>,
     index: u64,
     ring_size: u64,
@@ -198,7 +198,7 @@ pub struct Txn<'a> {
 /// Which transaction: its shard and ring position, so a log append made
 /// for one transaction cannot be taken as committed by another's proof.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TxnId {
+pub(crate) struct TxnId {
     shard: u64,
     pos: u64,
 }
@@ -215,7 +215,7 @@ pub struct Durable {
 
 impl Durable {
     /// The transaction this proves, if it was one (a single word is not).
-    pub fn txn(&self) -> Option<TxnId> {
+    pub(crate) fn txn(&self) -> Option<TxnId> {
         self.txn
     }
 }
@@ -243,12 +243,12 @@ impl Txn<'_> {
     /// Declares ranges the transaction commits, already written and
     /// flushed: log entries, a page link, an inode record. Recovery replays
     /// the transaction only if they are on the media.
-    pub fn depends_on(&mut self, checks: &[Check]) {
+    pub(crate) fn depends_on(&mut self, checks: &[Check]) {
         self.shard.checks.extend_from_slice(checks);
     }
 
     /// This transaction's identity, for the appends it will commit.
-    pub fn id(&self) -> TxnId {
+    pub(crate) fn id(&self) -> TxnId {
         TxnId {
             shard: self.index,
             pos: self.shard.head,
@@ -256,7 +256,7 @@ impl Txn<'_> {
     }
 
     /// Commits `updates` (steps 2–4 of the protocol above).
-    pub fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
+    pub(crate) fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
         let id = self.id();
         if let Some(u) = single_word(updates) {
             // Its first fence makes every checked range persistent (R1).
@@ -300,7 +300,7 @@ impl Txn<'_> {
 impl Journal {
     /// Opens the journals of a recovered image (every committed transaction
     /// replayed and checkpointed: the durable head is where the next goes).
-    pub fn open(region: &dyn Region, sb: &Superblock) -> Result<Journal> {
+    pub(crate) fn open(region: &dyn Region, sb: &Superblock) -> Result<Journal> {
         let shards = (0..u64::from(sb.shards))
             .map(|i| {
                 let hdr = header_off(sb, i);
@@ -324,7 +324,7 @@ impl Journal {
 
     /// Applies `updates` atomically: after a crash either all or none are
     /// visible.
-    pub fn commit(&self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
+    pub(crate) fn commit(&self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
         if let Some(u) = single_word(updates) {
             return commit_word(region, u); // Without taking a shard.
         }
@@ -337,7 +337,7 @@ impl Journal {
     /// would cost a drain of its own; taken first, the appends' flushes
     /// share the transaction's R2 fence. Nothing that commits through the
     /// journal (thorough GC) may run while it is held.
-    pub fn begin(&self) -> Txn<'_> {
+    pub(crate) fn begin(&self) -> Txn<'_> {
         let index = current_shard(self.shards.len());
         let mut shard = self.shards[index].lock();
         shard.checks.clear();
@@ -350,7 +350,7 @@ impl Journal {
 
     /// Whether any shard holds a committed transaction that recovery would
     /// replay. Reads only, so it is safe on a mounted image.
-    pub fn pending(region: &dyn Region, sb: &Superblock) -> Result<bool> {
+    pub(crate) fn pending(region: &dyn Region, sb: &Superblock) -> Result<bool> {
         for i in 0..u64::from(sb.shards) {
             let head = load_head(region, header_off(sb, i), sb.journal_ring_size)?;
             if let Some(txn) = txn_at(region, sb, i, head)? {
@@ -368,7 +368,7 @@ impl Journal {
     /// whose checked ranges did not all reach the media, or bytes of an
     /// older lap of the ring — was never committed and is ignored: nothing
     /// of it was applied in place (module comment).
-    pub fn recover(region: &dyn Region, sb: &Superblock) -> Result<u64> {
+    pub(crate) fn recover(region: &dyn Region, sb: &Superblock) -> Result<u64> {
         let mut replayed = 0;
         for i in 0..u64::from(sb.shards) {
             let hdr = header_off(sb, i);

@@ -21,7 +21,7 @@ use crate::layout::{
 
 /// The largest number of pages a log grows by at once; below it the log
 /// doubles (NOVA §4.1 "allocates sufficient new pages to double the log").
-pub const LOG_GROW_MAX: u64 = 64;
+pub(crate) const LOG_GROW_MAX: u64 = 64;
 
 /// The largest entry: an extended attribute with its value inline (larger
 /// than a dentry with a 255-byte name).
@@ -33,22 +33,22 @@ const _: () = assert!(
 
 /// An encoded log entry: whole slots, header filled in, checksum set.
 #[derive(Clone, Debug)]
-pub struct Entry(Vec<u8>);
+pub(crate) struct Entry(Vec<u8>);
 
 impl Entry {
     /// Encodes a fixed-size entry `body` (whose first field is the header).
-    pub fn new<T: IntoBytes + Immutable>(etype: EntryType, epoch: u64, body: &T) -> Entry {
+    pub(crate) fn new<T: IntoBytes + Immutable>(etype: EntryType, epoch: u64, body: &T) -> Entry {
         Self::with_tail(etype, epoch, body.as_bytes(), &[])
     }
 
     /// Encodes a dentry: its fixed head followed by the name.
-    pub fn dentry(etype: EntryType, epoch: u64, head: &DentryHead, name: &[u8]) -> Entry {
+    pub(crate) fn dentry(etype: EntryType, epoch: u64, head: &DentryHead, name: &[u8]) -> Entry {
         Self::with_tail(etype, epoch, head.as_bytes(), name)
     }
 
     /// Encodes an extended attribute entry: its head, the name, and from
     /// the next 8-byte boundary the payload (inline value or page list).
-    pub fn xattr(epoch: u64, head: &XattrHead, name: &[u8], payload: &[u8]) -> Entry {
+    pub(crate) fn xattr(epoch: u64, head: &XattrHead, name: &[u8], payload: &[u8]) -> Entry {
         let at = xattr_payload_off(name.len()) - XATTR_HEAD_SIZE;
         let mut tail = vec![0u8; at + payload.len()];
         tail[..name.len()].copy_from_slice(name);
@@ -57,7 +57,7 @@ impl Entry {
     }
 
     /// Encodes a snapshot record: its head followed by the name.
-    pub fn snapshot(head: &SnapshotInfoEntry, name: &[u8]) -> Entry {
+    pub(crate) fn snapshot(head: &SnapshotInfoEntry, name: &[u8]) -> Entry {
         Self::with_tail(EntryType::SnapshotInfo, head.epoch, head.as_bytes(), name)
     }
 
@@ -79,7 +79,7 @@ impl Entry {
         Entry(buf)
     }
 
-    pub fn bytes(&self) -> &[u8] {
+    pub(crate) fn bytes(&self) -> &[u8] {
         &self.0
     }
 
@@ -141,23 +141,23 @@ pub struct Pending {
 }
 
 impl Pending {
-    pub fn tail(&self) -> u64 {
+    pub(crate) fn tail(&self) -> u64 {
         self.tail
     }
 
-    pub fn new_head(&self) -> Option<u64> {
+    pub(crate) fn new_head(&self) -> Option<u64> {
         self.new_head
     }
 
     /// Binds the append to transaction `txn`, returning the ranges the
     /// transaction must check.
-    pub fn bind(&mut self, txn: TxnId) -> &[Check] {
+    pub(crate) fn bind(&mut self, txn: TxnId) -> &[Check] {
         self.txn = Some(txn);
         &self.written
     }
 
     /// The transaction this append was bound to is committed (R2).
-    pub fn journaled(self, proof: &Durable) -> Committed {
+    pub(crate) fn journaled(self, proof: &Durable) -> Committed {
         debug_assert!(
             self.txn.is_some() && self.txn == proof.txn(),
             "an append is committed only by the transaction it was appended for"
@@ -186,7 +186,7 @@ pub struct Committed {
 
 impl Committed {
     /// Offset of each committed entry, in order.
-    pub fn offsets(&self) -> &[u64] {
+    pub(crate) fn offsets(&self) -> &[u64] {
         &self.offsets
     }
 
@@ -208,7 +208,7 @@ impl Unreferenced for Committed {}
 /// Proof that fast GC unlinked log pages from their chain durably (R5):
 /// they may be freed.
 #[derive(Debug)]
-pub struct Unlinked {
+pub(crate) struct Unlinked {
     pub pages: Vec<Extent>,
 }
 
@@ -250,14 +250,14 @@ fn entry_epoch(bytes: &[u8]) -> u64 {
 }
 
 /// The log page holding offset `off`.
-pub fn page_of(off: u64) -> u64 {
+pub(crate) fn page_of(off: u64) -> u64 {
     off & !(PAGE_SIZE - 1)
 }
 
 impl Log {
     /// Reads a log from media, calling `visit(offset, entry bytes)` for every
     /// committed entry in order. Every pointer and checksum is verified.
-    pub fn load(
+    pub(crate) fn load(
         region: &dyn Region,
         bounds: Bounds,
         head: u64,
@@ -285,23 +285,23 @@ impl Log {
         Ok(log)
     }
 
-    pub fn head(&self) -> u64 {
+    pub(crate) fn head(&self) -> u64 {
         self.head
     }
 
     /// The committed tail the log was loaded with (or last committed).
-    pub fn tail(&self) -> u64 {
+    pub(crate) fn tail(&self) -> u64 {
         self.tail
     }
 
     /// The `(offset, length)` ranges the load read from the replica
     /// because the primary was damaged.
-    pub fn repairs(&self) -> &[(u64, u64)] {
+    pub(crate) fn repairs(&self) -> &[(u64, u64)] {
         &self.repairs
     }
 
     /// Every page of the chain, spare pages included.
-    pub fn pages(&self) -> &[u64] {
+    pub(crate) fn pages(&self) -> &[u64] {
         &self.pages
     }
 
@@ -309,7 +309,7 @@ impl Log {
     /// `owned` refuses on: a link into a page the allocator says is free is
     /// damage, and an append must link pages of its own there instead (it
     /// overwrites that link). Returns how many were dropped.
-    pub fn drop_spares_unless(&mut self, owned: impl Fn(u64) -> bool) -> usize {
+    pub(crate) fn drop_spares_unless(&mut self, owned: impl Fn(u64) -> bool) -> usize {
         let Some(first) = self.tail_index().map(|i| i + 1) else {
             return 0;
         };
@@ -324,7 +324,7 @@ impl Log {
     }
 
     /// The chain's pages, leaving the log empty.
-    pub fn take_pages(&mut self) -> Vec<u64> {
+    pub(crate) fn take_pages(&mut self) -> Vec<u64> {
         std::mem::take(self).pages
     }
 
@@ -338,11 +338,11 @@ impl Log {
     }
 
     /// The epoch of the entry being applied: entries it kills die in it.
-    pub fn applying(&mut self, epoch: u64) {
+    pub(crate) fn applying(&mut self, epoch: u64) {
         self.applying = epoch;
     }
 
-    pub fn applying_epoch(&self) -> u64 {
+    pub(crate) fn applying_epoch(&self) -> u64 {
         self.applying
     }
 
@@ -353,7 +353,7 @@ impl Log {
     /// page's oldest birth and this death, so fast GC never drops it while
     /// a snapshot lies between them, and the add is invalidated in place
     /// (`gc`) before it may.
-    pub fn kill_cancelled(&mut self, add: u64, canceller: u64) {
+    pub(crate) fn kill_cancelled(&mut self, add: u64, canceller: u64) {
         self.kill(add);
         let birth = self.stats.get(&page_of(add)).map_or(0, |s| s.min_birth);
         let death = self.applying;
@@ -365,7 +365,7 @@ impl Log {
 
     /// Marks the entry at `off` dead (NOVA §4.6 rules, decided by the
     /// caller), in the epoch of the entry being applied.
-    pub fn kill(&mut self, off: u64) {
+    pub(crate) fn kill(&mut self, off: u64) {
         let death = self.applying;
         if let Some(st) = self.stats.get_mut(&page_of(off)) {
             debug_assert!(st.live > 0, "entry {off:#x} killed twice");
@@ -376,7 +376,7 @@ impl Log {
     }
 
     /// Keeps the page of `entry` out of fast GC (see `pinned`).
-    pub fn pin(&mut self, entry: u64) {
+    pub(crate) fn pin(&mut self, entry: u64) {
         self.pinned = Some(entry);
     }
 
@@ -428,13 +428,13 @@ impl Log {
     }
 
     /// True when appending `entries` needs new pages (the moment to GC).
-    pub fn needs_growth(&self, entries: &[Entry]) -> bool {
+    pub(crate) fn needs_growth(&self, entries: &[Entry]) -> bool {
         self.place(entries.iter().map(Entry::len)).is_none()
     }
 
     /// Writes `entries` after the tail, growing the chain when needed, and
     /// flushes them. Nothing is visible until the tail is committed.
-    pub fn append(
+    pub(crate) fn append(
         &mut self,
         region: &dyn Region,
         alloc: &PageAllocator,
@@ -518,7 +518,7 @@ impl Log {
     /// Commits `p` as a single-inode update: rule R1 (entries and head are
     /// persistent) then R5 (one 8-byte tail store, flushed and fenced). The
     /// DRAM view is updated separately by [`Log::committed`].
-    pub fn commit(&self, region: &dyn Region, inode_off: u64, p: Pending) -> Result<Committed> {
+    pub(crate) fn commit(&self, region: &dyn Region, inode_off: u64, p: Pending) -> Result<Committed> {
         if let Some(h) = p.new_head {
             region.store_u64(inode_off + INODE_HEAD_OFF, h)?;
             region.flush(inode_off + INODE_HEAD_OFF, 8)?;
@@ -549,7 +549,7 @@ impl Log {
     /// Indices of the pages before the tail page whose entries are all dead
     /// (fast GC's candidates, NOVA §4.6), but for the pinned entry's page
     /// and those `needed(min_birth..max_death)` says a snapshot may replay.
-    pub fn dead_pages(&self, needed: impl Fn(std::ops::Range<u64>) -> bool) -> Vec<usize> {
+    pub(crate) fn dead_pages(&self, needed: impl Fn(std::ops::Range<u64>) -> bool) -> Vec<usize> {
         let Some(tail_idx) = self.tail_index() else {
             return Vec::new();
         };
@@ -567,7 +567,7 @@ impl Log {
     /// Unlinks the pages at indices `dead` (sorted, none of them the tail
     /// page) from the chain with one 8-byte pointer store per removed run,
     /// made durable (R5). The proof returned lets them be freed (R3).
-    pub fn unlink_pages(&mut self, region: &dyn Region, inode_off: u64, dead: &[usize]) -> Result<Unlinked> {
+    pub(crate) fn unlink_pages(&mut self, region: &dyn Region, inode_off: u64, dead: &[usize]) -> Result<Unlinked> {
         // R2: a pending journal checkpoint becomes durable before these
         // in-place pointer updates (journal.rs step 4).
         region.fence();
@@ -605,13 +605,13 @@ impl Log {
     }
 
     /// Live entries and all entries: thorough GC runs when live < 50%.
-    pub fn live_ratio(&self) -> (u64, u64) {
+    pub(crate) fn live_ratio(&self) -> (u64, u64) {
         (self.live, self.entries)
     }
 
     /// Every page of the chain as extents, for freeing it whole (the inode
     /// is gone or the log replaced).
-    pub fn page_extents(&self) -> Vec<Extent> {
+    pub(crate) fn page_extents(&self) -> Vec<Extent> {
         self.pages.iter().map(|&off| Extent { off, npages: 1 }).collect()
     }
 
@@ -620,7 +620,7 @@ impl Log {
     /// pages linked from its last page, as spares, and keeps them). They go
     /// back, or they would be neither in use nor free after the next
     /// unmount: nothing committed ever pointed at them, so no proof is due.
-    pub fn release_unreached(&mut self, alloc: &PageAllocator) {
+    pub(crate) fn release_unreached(&mut self, alloc: &PageAllocator) {
         if self.head == 0 && !self.pages.is_empty() {
             alloc.abandon_meta(&self.page_extents());
             *self = Log::default();
@@ -632,7 +632,7 @@ impl Log {
 /// inside the data area and the chain without a loop, every entry's length
 /// inside its page, the tail in the chain).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verify {
+pub(crate) enum Verify {
     /// Every committed entry's checksum too: what a mount relies on.
     Checksums,
     /// Nothing more: entries that fail their checksums are visited too
@@ -642,7 +642,7 @@ pub enum Verify {
 
 /// One step of [`walk`], in chain order.
 #[derive(Debug)]
-pub enum Step<'a> {
+pub(crate) enum Step<'a> {
     /// A page of the chain, before its entries.
     Page(u64),
     /// A committed entry: its offset and bytes.
@@ -801,7 +801,7 @@ fn from_replica(region: &dyn Region, bounds: Bounds, page: u64, pos: u64, buf: &
 /// Walks a page chain for the recovery scan without parsing entries.
 /// `meta` says the chain is metadata (a log): its pages must be primaries
 /// when the image keeps replicas.
-pub fn chain_pages(region: &dyn Region, bounds: Bounds, head: u64, meta: bool) -> Result<Vec<u64>> {
+pub(crate) fn chain_pages(region: &dyn Region, bounds: Bounds, head: u64, meta: bool) -> Result<Vec<u64>> {
     let mut pages = Vec::new();
     let mut page = head;
     let mut walk = ChainWalk::new(bounds, head, meta);

@@ -16,7 +16,7 @@ use crate::layout::{Ino, Superblock};
 use crate::time::{now_ns, utc};
 
 #[derive(Debug)]
-pub struct Health {
+pub(crate) struct Health {
     repairs: AtomicU64,
     data_repairs: AtomicU64,
     losses: AtomicU64,
@@ -88,7 +88,7 @@ impl Default for Health {
 
 impl Health {
     /// Counting on from what `sb` says happened before this mount.
-    pub fn since(sb: &Superblock) -> Health {
+    pub(crate) fn since(sb: &Superblock) -> Health {
         Health {
             repairs: AtomicU64::new(sb.meta_repairs),
             data_repairs: AtomicU64::new(sb.data_repairs),
@@ -99,7 +99,7 @@ impl Health {
     }
 
     /// `n` metadata ranges were rewritten from their good copies.
-    pub fn repaired(&self, n: u64) {
+    pub(crate) fn repaired(&self, n: u64) {
         if n > 0 {
             self.repairs.fetch_add(n, Ordering::Relaxed);
             self.changed.store(true, Ordering::Release);
@@ -108,7 +108,7 @@ impl Health {
 
     /// `n` data strips were rebuilt, or their checksum copies rewritten,
     /// from redundancy (Fortis §4.3).
-    pub fn data_repaired(&self, n: u64) {
+    pub(crate) fn data_repaired(&self, n: u64) {
         if n > 0 {
             self.data_repairs.fetch_add(n, Ordering::Relaxed);
             self.changed.store(true, Ordering::Release);
@@ -117,7 +117,7 @@ impl Health {
 
     /// Object `ino` has no good copy left. Counted (and logged) once per
     /// mount; returns whether this was the first time.
-    pub fn lost(&self, ino: Ino, why: &dyn std::fmt::Display) -> bool {
+    pub(crate) fn lost(&self, ino: Ino, why: &dyn std::fmt::Display) -> bool {
         if !self.lost.lock().insert(ino) {
             return false;
         }
@@ -129,11 +129,11 @@ impl Health {
     }
 
     /// Whether anything was counted since the last call.
-    pub fn take_changed(&self) -> bool {
+    pub(crate) fn take_changed(&self) -> bool {
         self.changed.load(Ordering::Acquire) && self.changed.swap(false, Ordering::AcqRel)
     }
 
-    pub fn counts(&self) -> HealthCounts {
+    pub(crate) fn counts(&self) -> HealthCounts {
         let (last_loss_ino, last_loss_ns) = *self.last_loss.lock();
         HealthCounts {
             repairs: self.repairs.load(Ordering::Relaxed),
@@ -145,7 +145,7 @@ impl Health {
     }
 
     /// Copies the counters into `sb`, to be written with it.
-    pub fn stamp(&self, sb: &mut Superblock) {
+    pub(crate) fn stamp(&self, sb: &mut Superblock) {
         let c = self.counts();
         sb.meta_repairs = c.repairs;
         sb.data_repairs = c.data_repairs;

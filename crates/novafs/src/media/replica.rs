@@ -27,7 +27,7 @@ use pm::{PmError, Region, RegionKind, CACHELINE};
 use crate::layout::{Bounds, PAGE_SIZE};
 
 /// The mirroring view of a region.
-pub struct Mirrored {
+pub(crate) struct Mirrored {
     inner: Arc<dyn Region>,
     bounds: Bounds,
 }
@@ -35,7 +35,7 @@ pub struct Mirrored {
 impl Mirrored {
     /// The metadata view of `inner`: mirrored when `bounds` says the image
     /// keeps its replicas current, else `inner` itself.
-    pub fn view(inner: Arc<dyn Region>, bounds: Bounds) -> Arc<dyn Region> {
+    pub(crate) fn view(inner: Arc<dyn Region>, bounds: Bounds) -> Arc<dyn Region> {
         if bounds.live_replicas() {
             Arc::new(Mirrored { inner, bounds })
         } else {
@@ -89,7 +89,7 @@ impl Mirrored {
 /// page, and with `fix` copies the primary over each replica page that
 /// differs (after a crash the primary is the copy to keep: module
 /// comment). Returns how many pages differed. `data` is the raw region.
-pub fn sync(data: &dyn Region, bounds: Bounds, off: u64, len: u64, fix: bool) -> Result<u64, PmError> {
+pub(crate) fn sync(data: &dyn Region, bounds: Bounds, off: u64, len: u64, fix: bool) -> Result<u64, PmError> {
     let mut differ = 0;
     let (mut a, mut b) = (Vec::new(), Vec::new());
     let end = off.saturating_add(len);
@@ -118,7 +118,7 @@ pub fn sync(data: &dyn Region, bounds: Bounds, off: u64, len: u64, fix: bool) ->
 }
 
 /// Whether a read succeeded: a media error is a `false`, not an error.
-pub fn readable(r: Result<(), PmError>) -> Result<bool, PmError> {
+pub(crate) fn readable(r: Result<(), PmError>) -> Result<bool, PmError> {
     match r {
         Ok(()) => Ok(true),
         Err(PmError::Media { .. }) => Ok(false),

@@ -63,7 +63,7 @@ fn csum_bytes(c: &[u32; STRIPS_PER_PAGE]) -> [u8; CSUM_BYTES as usize] {
 /// a DAX mapping (caveat DAXor, Fortis §3.4; `mmap`). Reads return them as
 /// they are, and scrub leaves them alone, until they are resealed.
 #[derive(Debug)]
-pub struct Stale {
+pub(crate) struct Stale {
     pages: Mutex<HashSet<u64>>,
     /// The set's size, read without its lock on every read of a page.
     count: AtomicUsize,
@@ -79,17 +79,17 @@ impl Default for Stale {
 }
 
 impl Stale {
-    pub fn contains(&self, page: u64) -> bool {
+    pub(crate) fn contains(&self, page: u64) -> bool {
         self.count.load(Ordering::Acquire) != 0 && self.pages.lock().contains(&page)
     }
 
-    pub fn insert(&self, page: u64) {
+    pub(crate) fn insert(&self, page: u64) {
         if self.pages.lock().insert(page) {
             self.count.fetch_add(1, Ordering::Release);
         }
     }
 
-    pub fn remove(&self, page: u64) {
+    pub(crate) fn remove(&self, page: u64) {
         if self.pages.lock().remove(&page) {
             self.count.fetch_sub(1, Ordering::Release);
         }

@@ -14,7 +14,7 @@ use crate::layout::{
 };
 use crate::layout::{Bounds, Strips, CSUM_BYTES};
 
-pub fn bounds_of(sb: &Superblock) -> Bounds {
+pub(crate) fn bounds_of(sb: &Superblock) -> Bounds {
     Bounds {
         data_start: sb.data_start,
         data_end: sb.data_end,
@@ -25,7 +25,7 @@ pub fn bounds_of(sb: &Superblock) -> Bounds {
 }
 
 /// Writes the superblock, primary first, then the replica (rule R4).
-pub fn write_superblock(region: &dyn Region, sb: &mut Superblock) -> Result<()> {
+pub(crate) fn write_superblock(region: &dyn Region, sb: &mut Superblock) -> Result<()> {
     sb.csum = sb.compute_csum();
     region.write(0, sb.as_bytes())?;
     region.persist(0, size_of::<Superblock>() as u64)?; // R4: the primary first,
@@ -94,7 +94,7 @@ fn dead_zone_fits(sb: &Superblock) -> bool {
 
 /// Pages between the data area and the superblock replica: the copy of
 /// the reserved inodes and inode-table heads, with replicas.
-pub fn fixed_mirror_pages(sb: &Superblock) -> u64 {
+pub(crate) fn fixed_mirror_pages(sb: &Superblock) -> u64 {
     u64::from(sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0)
 }
 
@@ -108,7 +108,7 @@ fn rings_end(shards: u32) -> u64 {
 /// the parity area, the second checksum area and (last page) the
 /// superblock replica, in that order, each present only with its feature.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Geometry {
+pub(crate) struct Geometry {
     pub data_start: u64,
     pub data_end: u64,
     pub csum: [u64; 2],
@@ -124,7 +124,7 @@ impl Geometry {
 }
 
 /// The checksum and parity areas of `sb` as the data path uses them.
-pub fn strips_of(sb: &Superblock) -> Strips {
+pub(crate) fn strips_of(sb: &Superblock) -> Strips {
     Strips {
         data_start: sb.data_start,
         data_end: sb.data_end,
@@ -136,7 +136,7 @@ pub fn strips_of(sb: &Superblock) -> Strips {
 /// The geometry of a region of `size` bytes (a multiple of the page size)
 /// with `shards` shards and the incompatible features `incompat`, or None
 /// when not even one data page fits.
-pub fn geometry(size: u64, shards: u32, incompat: u64) -> Option<Geometry> {
+pub(crate) fn geometry(size: u64, shards: u32, incompat: u64) -> Option<Geometry> {
     let csum = incompat & FEATURE_INCOMPAT_DATA_CSUM != 0;
     let parity = incompat & FEATURE_INCOMPAT_DATA_PARITY != 0;
     let fixed_mirror = u64::from(incompat & FEATURE_INCOMPAT_META_REPLICA != 0) * PAGE_SIZE;
@@ -173,20 +173,20 @@ pub fn geometry(size: u64, shards: u32, incompat: u64) -> Option<Geometry> {
 }
 
 /// True when the replica holds exactly the same bytes as `sb`.
-pub fn replica_matches(region: &dyn Region, sb: &Superblock) -> bool {
+pub(crate) fn replica_matches(region: &dyn Region, sb: &Superblock) -> bool {
     read_sb_at(region, sb.replica_off).is_ok_and(|rep| rep.as_bytes() == sb.as_bytes())
 }
 
 /// Whether the primary and the replica of the superblock differ from
 /// `sb`, the one a mount holds; a copy the media cannot read differs.
-pub fn copies_differ(region: &dyn Region, sb: &Superblock) -> (bool, bool) {
+pub(crate) fn copies_differ(region: &dyn Region, sb: &Superblock) -> (bool, bool) {
     let differs = |off| read_sb_at(region, off).map_or(true, |copy| copy.as_bytes() != sb.as_bytes());
     (differs(0), differs(sb.replica_off))
 }
 
 /// Reads the superblock, falling back to the replica (Fortis §4.2) when the
 /// primary is damaged. Returns it and whether the primary was bad.
-pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
+pub(crate) fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
     if region.len() < 3 * PAGE_SIZE {
         return Err(Error::NotNovafs(format!(
             "only {} bytes, too small to hold novafs",

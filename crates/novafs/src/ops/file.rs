@@ -43,7 +43,7 @@ fn write_entry(ctx: &Ctx, pgoff: u64, block: u64, npages: u64, size: u64, mtime:
 
 /// Reads up to `buf.len()` bytes at `off`; holes read as zeros. A page
 /// that redundancy cannot repair is EIO (counted as a loss of the file).
-pub fn read(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
+pub(crate) fn read(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
     read_checked(ctx, st, off, buf).inspect_err(|e| {
         if matches!(e, Error::Corrupt(_) | Error::Pm(_)) {
             ctx.health.lost(st.meta.attr.ino, e);
@@ -125,7 +125,7 @@ fn entries_for(ctx: &Ctx, first: u64, extents: &[Extent], size: u64, mtime: i64)
 
 /// Commits a change of one file: GC first, then one tail store, then the
 /// DRAM index (commit.rs).
-pub fn commit_file(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
+pub(crate) fn commit_file(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
     gc::make_room(ctx, st, entries)?;
     commit::single_published(ctx, st, budget, entries)
 }
@@ -141,7 +141,7 @@ fn with_pages<T>(ctx: &Ctx, npages: u64, budget: Budget, f: impl FnOnce(&[Extent
 }
 
 /// Copy-on-write of `data` at `off` (NOVA §4.4).
-pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<usize> {
+pub(crate) fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<usize> {
     file_map(st)?;
     // chattr +i: no change; +a: appends only.
     let a = &st.meta.attr;
@@ -206,7 +206,7 @@ pub fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<us
 /// (`mmap`): a copy of its page (copy-on-write: a snapshot keeps the old
 /// one) or zeros for a hole, committed with `extra` entries in one tail
 /// store. Returns the new page.
-pub fn materialize(ctx: &Ctx, st: &mut InodeState, pg: u64, now: i64, extra: Vec<Entry>) -> Result<u64> {
+pub(crate) fn materialize(ctx: &Ctx, st: &mut InodeState, pg: u64, now: i64, extra: Vec<Entry>) -> Result<u64> {
     let size = st.meta.attr.size;
     with_pages(ctx, 1, Budget::Normal, |extents| {
         fill_pages(ctx, file_map(st)?, pg, extents, |_, _| true)?;
@@ -221,7 +221,7 @@ pub fn materialize(ctx: &Ctx, st: &mut InodeState, pg: u64, now: i64, extra: Vec
 /// Entries that prepare a shrink to `new_size`: a copy of the new last page
 /// with its tail zeroed (keeps the invariant above). Their pages are
 /// returned so the caller can free them if the commit fails.
-pub fn shrink_prep(ctx: &Ctx, st: &InodeState, new_size: u64) -> Result<(Vec<Entry>, Vec<Extent>)> {
+pub(crate) fn shrink_prep(ctx: &Ctx, st: &InodeState, new_size: u64) -> Result<(Vec<Entry>, Vec<Extent>)> {
     let map = file_map(st)?;
     let size = st.meta.attr.size;
     if new_size >= size || new_size.is_multiple_of(PAGE_SIZE) {
@@ -252,7 +252,7 @@ pub const FALLOC_FL_ZERO_RANGE: u32 = 0x10;
 
 /// fallocate: mode 0 and KEEP_SIZE allocate zeroed pages for holes in the
 /// range; PUNCH_HOLE|KEEP_SIZE frees whole pages and zeroes partial ones.
-pub fn fallocate(ctx: &Ctx, st: &mut InodeState, mode: u32, off: u64, len: u64) -> Result<()> {
+pub(crate) fn fallocate(ctx: &Ctx, st: &mut InodeState, mode: u32, off: u64, len: u64) -> Result<()> {
     file_map(st)?;
     // chattr +i: no change; +a: only allocation, which changes no byte.
     let flags = st.meta.attr.flags;
@@ -445,7 +445,7 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
 
 /// lseek SEEK_DATA / SEEK_HOLE: mapped pages are data, the rest holes, and
 /// end of file is a hole. `None` means ENXIO.
-pub fn seek(st: &InodeState, off: u64, data: bool) -> Result<Option<u64>> {
+pub(crate) fn seek(st: &InodeState, off: u64, data: bool) -> Result<Option<u64>> {
     let map = file_map(st)?;
     let size = st.meta.attr.size;
     if off >= size {

@@ -53,7 +53,7 @@ use crate::layout::{ENTRY_EPOCH_OFF, MMAP_PROTECT, MMAP_UNPROTECT, PAGE_SIZE};
 use crate::time::now_ns;
 
 /// The mappings of one mounted file system (`Fs`).
-pub struct Mmaps {
+pub(crate) struct Mmaps {
     /// Held shared by every fault while it is resolved, exclusively by a
     /// snapshot while it write-protects the mappings (§3.3).
     faults: RwLock<()>,
@@ -74,7 +74,7 @@ impl Default for Mmaps {
 
 impl Mmaps {
     /// Whether any mapping exists.
-    pub fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.mapped.load(Ordering::Acquire) != 0
     }
 
@@ -86,7 +86,7 @@ impl Mmaps {
     /// Holds faults back and write-protects every writable page of every
     /// mapping (§3.3, Fig. 3 a–c): the caller records the snapshot, then
     /// drops the guard, and the held faults copy on write.
-    pub fn freeze(&self) -> RwLockWriteGuard<'_, ()> {
+    pub(crate) fn freeze(&self) -> RwLockWriteGuard<'_, ()> {
         let gate = self.faults.write();
         let all: Vec<Arc<Shared>> = self.live.lock().iter().filter_map(Weak::upgrade).collect();
         for s in all {
@@ -288,7 +288,7 @@ impl Shared {
 /// Returns the span resealed. Called before any change to the pages
 /// (write, truncate, fallocate), whose own entries then protect them, and
 /// by [`Mapping::sync`] and unmapping, which commit `MMAP_PROTECT`.
-pub fn seal(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, range: Range<u64>) -> Result<Option<Range<u64>>> {
+pub(crate) fn seal(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, range: Range<u64>) -> Result<Option<Range<u64>>> {
     let dirty: Vec<u64> = st.meta.unprotected.range(range.clone()).map(|(&pg, _)| pg).collect();
     let (Some(&first), Some(&last)) = (dirty.first(), dirty.last()) else {
         return Ok(None);
@@ -310,7 +310,7 @@ pub fn seal(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, range: Range<u64>) -> Res
 
 /// Before a change to file pages `range` of `st`: seals them (the change's
 /// commit fences the resealed sums, R1).
-pub fn changing(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, range: Range<u64>) -> Result<()> {
+pub(crate) fn changing(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, range: Range<u64>) -> Result<()> {
     if mmaps.any() {
         seal(ctx, mmaps, st, range)?;
     }
@@ -319,7 +319,7 @@ pub fn changing(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, range: Range<u64>) ->
 
 /// After a change to file pages `range` of inode `ino`: every mapping
 /// drops them, to fault in the new pages.
-pub fn changed(mmaps: &Mmaps, ino: Ino, range: Range<u64>) -> Result<()> {
+pub(crate) fn changed(mmaps: &Mmaps, ino: Ino, range: Range<u64>) -> Result<()> {
     if mmaps.any() {
         for s in mmaps.of_inode(ino) {
             s.zap(range.clone())?;

@@ -35,7 +35,7 @@ pub const RENAME_EXCHANGE: u32 = 2;
 pub const RENAME_WHITEOUT: u32 = 4;
 
 /// A node to create: what `create`, `mkdir`, `mknod` and `symlink` ask for.
-pub struct NewNode<'a> {
+pub(crate) struct NewNode<'a> {
     pub parent: Ino,
     pub name: &'a [u8],
     /// Full mode: type bits and permission bits.
@@ -96,7 +96,7 @@ impl Part {
 
 /// The namespace of a mounted file system: its context, its inode cache
 /// and the rename lock.
-pub struct Namespace<'a> {
+pub(crate) struct Namespace<'a> {
     pub ctx: &'a Ctx,
     pub cache: &'a Cache,
     pub rename_lock: &'a Mutex<()>,
@@ -188,7 +188,7 @@ impl Namespace<'_> {
     /// NOVA §4.3 create: the new inode and its log are written while its
     /// slot is still free, the dentry is appended to the parent's log, then
     /// one journal transaction sets the valid bit and the parent's tail.
-    pub fn create(&self, n: &NewNode<'_>) -> Result<Attr> {
+    pub(crate) fn create(&self, n: &NewNode<'_>) -> Result<Attr> {
         check_name(n.name)?;
         let kind = FileType::from_mode(n.mode).ok_or(Error::Invalid("unknown file type"))?;
         let is_dir = kind == FileType::Directory;
@@ -317,7 +317,7 @@ impl Namespace<'_> {
     }
 
     /// Adds the name `newname` in `newparent` for inode `ino`.
-    pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+    pub(crate) fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         check_name(newname)?;
         let cells = self.cache.get_all(self.ctx, &[ino, newparent])?;
         let mut l = Locked::lock(&cells)?;
@@ -359,7 +359,7 @@ impl Namespace<'_> {
     }
 
     /// unlink (`want_dir` false) or rmdir (true).
-    pub fn remove(&self, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
+    pub(crate) fn remove(&self, parent: Ino, name: &[u8], want_dir: bool) -> Result<()> {
         if name == b"." || name == b".." {
             return Err(if want_dir {
                 Error::Invalid("cannot remove . or ..")
@@ -436,7 +436,7 @@ impl Namespace<'_> {
     /// Removes the name `name` of `parent` whose target inode is lost
     /// (`fsck --repair`): the directory's side of an unlink, with nothing
     /// done to the target, which no longer loads.
-    pub fn drop_dangling(&self, parent: Ino, name: &[u8]) -> Result<()> {
+    pub(crate) fn drop_dangling(&self, parent: Ino, name: &[u8]) -> Result<()> {
         self.drop_name(parent, name, None, Budget::Critical).map(|_| ())
     }
 
@@ -471,7 +471,7 @@ impl Namespace<'_> {
     /// reconnecting what a lost directory held to lost+found): a file had
     /// no other name left and now has one link; a directory keeps its
     /// count and its ".." names `dir`. One transaction, as rename's.
-    pub fn adopt(&self, ino: Ino, dir: Ino, name: &[u8]) -> Result<()> {
+    pub(crate) fn adopt(&self, ino: Ino, dir: Ino, name: &[u8]) -> Result<()> {
         check_name(name)?;
         let cells = self.cache.get_all(self.ctx, &[ino, dir])?;
         let mut l = Locked::lock(&cells)?;
@@ -515,7 +515,7 @@ impl Namespace<'_> {
 
     /// Sets the link count of file `ino` to the `names` that point at it
     /// (`fsck --repair`, after a directory holding one of them was lost).
-    pub fn set_link_count(&self, ino: Ino, names: u32) -> Result<()> {
+    pub(crate) fn set_link_count(&self, ino: Ino, names: u32) -> Result<()> {
         let cell = self.cache.get(self.ctx, ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
@@ -546,7 +546,7 @@ impl Namespace<'_> {
     /// (the whiteout owned by `owner`): every change — both directories, a
     /// replaced target, a moved directory's "..", a whiteout — is committed
     /// by one journal transaction.
-    pub fn rename(
+    pub(crate) fn rename(
         &self,
         (parent, name): (Ino, &[u8]),
         (newparent, newname): (Ino, &[u8]),

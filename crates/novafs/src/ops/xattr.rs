@@ -31,8 +31,8 @@ use crate::xattrmap::{self, fits_inline, Value};
 pub const XATTR_CREATE: u32 = 1;
 pub const XATTR_REPLACE: u32 = 2;
 /// The access and default ACLs' attribute names.
-pub const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
-pub const ACL_DEFAULT: &[u8] = b"system.posix_acl_default";
+pub(crate) const ACL_ACCESS: &[u8] = b"system.posix_acl_access";
+pub(crate) const ACL_DEFAULT: &[u8] = b"system.posix_acl_default";
 
 /// The namespaces kept, each needing a non-empty rest of the name.
 const PREFIXES: [&[u8]; 3] = [b"user.", b"trusted.", b"security."];
@@ -62,7 +62,7 @@ fn user_allowed(a: &Attr, name: &[u8]) -> bool {
 }
 
 /// The value of attribute `name` of `st`.
-pub fn get(ctx: &Ctx, st: &InodeState, name: &[u8]) -> Result<Vec<u8>> {
+pub(crate) fn get(ctx: &Ctx, st: &InodeState, name: &[u8]) -> Result<Vec<u8>> {
     check_name(name)?;
     if !user_allowed(&st.meta.attr, name) {
         return Err(Error::NoData);
@@ -72,7 +72,7 @@ pub fn get(ctx: &Ctx, st: &InodeState, name: &[u8]) -> Result<Vec<u8>> {
 }
 
 /// Every attribute name of `st`, each followed by a NUL (listxattr(2)).
-pub fn list(st: &InodeState) -> Vec<u8> {
+pub(crate) fn list(st: &InodeState) -> Vec<u8> {
     let mut out = Vec::with_capacity(st.meta.xattrs.list_len());
     for (name, _) in st.meta.xattrs.iter() {
         out.extend_from_slice(name);
@@ -107,7 +107,7 @@ fn read_value(ctx: &Ctx, ino: u64, v: &Value) -> Result<Vec<u8>> {
 /// Entries of one attribute change, and the data pages their values took:
 /// abandoned unless the entries are committed.
 #[derive(Default)]
-pub struct Staged {
+pub(crate) struct Staged {
     entries: Vec<Entry>,
     pages: Vec<Extent>,
 }
@@ -149,18 +149,18 @@ impl Staged {
         })
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
     /// The entries and their value pages, for a caller that commits them
     /// itself (and abandons the pages if its commit fails).
-    pub fn into_parts(self) -> (Vec<Entry>, Vec<Extent>) {
+    pub(crate) fn into_parts(self) -> (Vec<Entry>, Vec<Extent>) {
         (self.entries, self.pages)
     }
 
     /// Gives the value pages back: the entries were not committed.
-    pub fn abandon(self, ctx: &Ctx) {
+    pub(crate) fn abandon(self, ctx: &Ctx) {
         ctx.alloc.abandon(&self.pages);
     }
 
@@ -193,7 +193,7 @@ fn check_changeable(st: &InodeState, name: &[u8]) -> Result<()> {
 
 /// setxattr(2): sets attribute `name` of `st` to `value`; `flags` may ask
 /// that it exist ([`XATTR_REPLACE`]) or not ([`XATTR_CREATE`]) already.
-pub fn set(ctx: &Ctx, st: &mut InodeState, name: &[u8], value: &[u8], flags: u32, now: i64) -> Result<()> {
+pub(crate) fn set(ctx: &Ctx, st: &mut InodeState, name: &[u8], value: &[u8], flags: u32, now: i64) -> Result<()> {
     // Linux's order: flags, the name's length, the value's, the namespace.
     if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
         return Err(Error::Invalid("unknown setxattr flags"));
@@ -247,7 +247,7 @@ pub fn set(ctx: &Ctx, st: &mut InodeState, name: &[u8], value: &[u8], flags: u32
 }
 
 /// removexattr(2).
-pub fn remove(ctx: &Ctx, st: &mut InodeState, name: &[u8], now: i64) -> Result<()> {
+pub(crate) fn remove(ctx: &Ctx, st: &mut InodeState, name: &[u8], now: i64) -> Result<()> {
     check_name(name)?;
     check_changeable(st, name)?;
     if st.meta.xattrs.get(name).is_none() {
@@ -261,7 +261,7 @@ pub fn remove(ctx: &Ctx, st: &mut InodeState, name: &[u8], now: i64) -> Result<(
 /// The entry that keeps `st`'s access ACL in step with new permission
 /// bits `perm` (chmod), for the same commit as the mode; empty without an
 /// access ACL.
-pub fn chmod(ctx: &Ctx, st: &InodeState, perm: u32, now: i64) -> Result<Staged> {
+pub(crate) fn chmod(ctx: &Ctx, st: &InodeState, perm: u32, now: i64) -> Result<Staged> {
     let mut staged = Staged::default();
     let Some(v) = st.meta.xattrs.get(ACL_ACCESS) else {
         return Ok(staged);
@@ -277,7 +277,7 @@ pub fn chmod(ctx: &Ctx, st: &InodeState, perm: u32, now: i64) -> Result<Staged> 
 /// directory `dir` gets (posix_acl_create): with a default ACL there, the
 /// mode it allows and the ACL entries the node inherits, the umask left
 /// out; without, the mode less `umask`. Symlinks take neither.
-pub fn inherit(ctx: &Ctx, dir: &InodeState, mode: u32, umask: u32, now: i64) -> Result<(u32, Staged)> {
+pub(crate) fn inherit(ctx: &Ctx, dir: &InodeState, mode: u32, umask: u32, now: i64) -> Result<(u32, Staged)> {
     let mut staged = Staged::default();
     if mode & libc::S_IFMT == libc::S_IFLNK {
         return Ok((mode, staged));
@@ -331,7 +331,7 @@ mod acl {
     }
 
     #[derive(Clone, Debug, PartialEq, Eq)]
-    pub struct Acl(Vec<Ace>);
+    pub(super) struct Acl(Vec<Ace>);
 
     const BAD: Error = Error::Invalid("not a valid POSIX ACL");
 
@@ -339,7 +339,7 @@ mod acl {
         /// Decodes and validates (posix_acl_valid's order: owner, named
         /// users, owning group, named groups, mask, other; a mask when
         /// any named entry is there). None for an ACL of no entries.
-        pub fn parse(v: &[u8]) -> Result<Option<Acl>> {
+        pub(super) fn parse(v: &[u8]) -> Result<Option<Acl>> {
             if v.len() < 4 || !(v.len() - 4).is_multiple_of(8) || v[..4] != VERSION.to_le_bytes() {
                 return Err(BAD);
             }
@@ -379,7 +379,7 @@ mod acl {
             Ok(Some(Acl(aces)))
         }
 
-        pub fn encode(&self) -> Vec<u8> {
+        pub(super) fn encode(&self) -> Vec<u8> {
             let mut v = VERSION.to_le_bytes().to_vec();
             for a in &self.0 {
                 v.extend_from_slice(&a.tag.to_le_bytes());
@@ -392,7 +392,7 @@ mod acl {
         /// posix_acl_equiv_mode: the permission bits this ACL gives `perm`
         /// (its set-ID and sticky bits kept), and whether the mode alone
         /// says all the ACL does.
-        pub fn mode(&self, perm: u32) -> (u32, bool) {
+        pub(super) fn mode(&self, perm: u32) -> (u32, bool) {
             let mut rwx = 0u32;
             let mut equivalent = true;
             for a in &self.0 {
@@ -413,7 +413,7 @@ mod acl {
 
         /// posix_acl_chmod: the owner, mask (or owning group without one)
         /// and other entries take the new permission bits.
-        pub fn chmod(&mut self, perm: u32) {
+        pub(super) fn chmod(&mut self, perm: u32) {
             let has_mask = self.0.iter().any(|a| a.tag == MASK);
             for a in &mut self.0 {
                 let bits = match a.tag {
@@ -430,7 +430,7 @@ mod acl {
         /// posix_acl_create_masq: this (inherited) ACL masked by the
         /// requested `perm`, and the permission bits the node gets;
         /// whether the mode alone says all the ACL does.
-        pub fn create_masq(&mut self, perm: u32) -> (u32, bool) {
+        pub(super) fn create_masq(&mut self, perm: u32) -> (u32, bool) {
             let mut mode = perm;
             let mut equivalent = true;
             let mut group = None;

@@ -122,7 +122,12 @@ const BATCH: u64 = 64;
 /// Scrubs every live inode, then every object snapshots keep;
 /// `progress(done, total)` counts inodes and returns false to stop (the
 /// report says so).
-pub fn run(ctx: &Ctx, cache: &Cache, opts: ScrubOptions, progress: &dyn Fn(u64, u64) -> bool) -> Result<ScrubReport> {
+pub(crate) fn run(
+    ctx: &Ctx,
+    cache: &Cache,
+    opts: ScrubOptions,
+    progress: &dyn Fn(u64, u64) -> bool,
+) -> Result<ScrubReport> {
     let mut rep = ScrubReport::default();
     let before = ctx.health.counts();
     // Kept inodes hold slots too: they are counted in the total.

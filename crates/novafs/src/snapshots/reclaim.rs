@@ -39,14 +39,14 @@ struct Pending {
 }
 
 /// The mount's reclaimer thread and its queue.
-pub struct Reclaimer {
+pub(crate) struct Reclaimer {
     queue: Option<Sender<Job>>,
     pending: Arc<Pending>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Reclaimer {
-    pub fn start(ctx: Arc<Ctx>) -> Reclaimer {
+    pub(crate) fn start(ctx: Arc<Ctx>) -> Reclaimer {
         let (queue, jobs) = mpsc::channel();
         let pending = Arc::new(Pending {
             jobs: Mutex::new(Rank::ReclaimQueue, 0),
@@ -66,7 +66,7 @@ impl Reclaimer {
 
     /// Queues what deletion `proof` left unneeded; frees it right here
     /// when no thread could be started.
-    pub fn queue(&self, ctx: &Ctx, proof: Committed, items: Vec<Kept>) {
+    pub(crate) fn queue(&self, ctx: &Ctx, proof: Committed, items: Vec<Kept>) {
         if items.is_empty() {
             return;
         }
@@ -81,7 +81,7 @@ impl Reclaimer {
     }
 
     /// Waits until everything queued so far is freed.
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         let mut jobs = self.pending.jobs.lock();
         while *jobs > 0 {
             jobs.wait(&self.pending.done);

@@ -53,7 +53,7 @@ const GATES: usize = 16;
 
 /// The current epoch and the gate that makes a cut consistent (module
 /// docs).
-pub struct Epochs {
+pub(crate) struct Epochs {
     current: AtomicU64,
     gates: Box<[RwLock<()>]>,
 }
@@ -61,10 +61,10 @@ pub struct Epochs {
 /// Held by an operation that writes, from reading the epoch until it has
 /// published: no snapshot is taken meanwhile.
 #[must_use = "an operation holds the epoch gate until it has published"]
-pub struct EpochGuard<'a>(#[allow(dead_code)] RwLockReadGuard<'a, ()>);
+pub(crate) struct EpochGuard<'a>(#[allow(dead_code)] RwLockReadGuard<'a, ()>);
 
 impl Epochs {
-    pub fn new(current: u64) -> Epochs {
+    pub(crate) fn new(current: u64) -> Epochs {
         Epochs {
             current: AtomicU64::new(current),
             gates: (0..GATES).map(|_| RwLock::new(Rank::EpochGate, ())).collect(),
@@ -72,13 +72,13 @@ impl Epochs {
     }
 
     /// The epoch new entries carry. Stable while an [`EpochGuard`] is held.
-    pub fn current(&self) -> u64 {
+    pub(crate) fn current(&self) -> u64 {
         self.current.load(Ordering::Acquire)
     }
 
     /// Enters the gate for one operation. Recursive: an operation that
     /// calls another never waits for a cut that is waiting for it.
-    pub fn enter(&self) -> EpochGuard<'_> {
+    pub(crate) fn enter(&self) -> EpochGuard<'_> {
         EpochGuard(self.gates[current_shard(GATES)].read_recursive())
     }
 
@@ -105,7 +105,7 @@ impl Epochs {
 /// references (Fortis §3.2), listed in the manifest of the newest
 /// snapshot that needs it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kept {
+pub(crate) enum Kept {
     /// Data pages mapped by an entry of epoch `birth`.
     Data { birth: u64, ext: Extent },
     /// A whole inode (record, log, pages: `pages` of them) created in
@@ -114,14 +114,14 @@ pub enum Kept {
 }
 
 impl Kept {
-    pub fn birth(&self) -> u64 {
+    pub(crate) fn birth(&self) -> u64 {
         match *self {
             Kept::Data { birth, .. } | Kept::Inode { birth, .. } => birth,
         }
     }
 
     /// The pages it holds.
-    pub fn pages(&self) -> u64 {
+    pub(crate) fn pages(&self) -> u64 {
         match *self {
             Kept::Data { ext, .. } => ext.npages,
             Kept::Inode { pages, .. } => pages,
@@ -145,14 +145,14 @@ impl Manifest {
 
 /// What deleting a snapshot leaves to free: what no other snapshot needs,
 /// and the proof that the deletion is durable (R3).
-pub struct Deleted {
+pub(crate) struct Deleted {
     pub snapshot: Snapshot,
     pub unneeded: Vec<Kept>,
     pub proof: Committed,
 }
 
 /// The snapshot list and the epochs, shared by every operation (`Ctx`).
-pub struct Snapshots {
+pub(crate) struct Snapshots {
     pub epochs: Epochs,
     list: Mutex<List>,
     /// The live snapshots by epoch. Changed only under the whole epoch
@@ -177,7 +177,7 @@ pub struct Snapshots {
 /// A copy of every manifest item, with the epoch of the snapshot whose
 /// manifest listed it, made without holding the manifests' lock while
 /// the items are used (scrub).
-pub struct KeptItems {
+pub(crate) struct KeptItems {
     pub items: Vec<(u64, Kept)>,
     /// [`Snapshots::removals`] when the copy was made.
     removals: u64,
@@ -186,7 +186,7 @@ pub struct KeptItems {
 /// A manifest item that stays listed, and so in place, while this is
 /// held: no reclaimer frees anything meanwhile ([`Snapshots::pin`]).
 #[must_use = "the item stays in place only while the pin is held"]
-pub struct KeptPin<'a>(#[allow(dead_code)] RwLockReadGuard<'a, ()>);
+pub(crate) struct KeptPin<'a>(#[allow(dead_code)] RwLockReadGuard<'a, ()>);
 
 /// The list in DRAM, and its log.
 struct List {
@@ -204,7 +204,7 @@ impl Snapshots {
     /// Loads the list from slot [`SNAPSHOT_LIST_OFF`] (through its replica
     /// when the primary's log does not load). The current epoch is past
     /// every snapshot ever taken and at least `sb_epoch`.
-    pub fn load(region: &dyn Region, data: &dyn Region, bounds: Bounds, sb_epoch: u64) -> Result<Snapshots> {
+    pub(crate) fn load(region: &dyn Region, data: &dyn Region, bounds: Bounds, sb_epoch: u64) -> Result<Snapshots> {
         let primary = load_list(region, bounds, SNAPSHOT_LIST_OFF);
         let (list, live) = match (primary, bounds.replica(SNAPSHOT_LIST_OFF)) {
             (Ok(l), _) => l,
@@ -224,12 +224,12 @@ impl Snapshots {
     }
 
     /// The newest live snapshot's epoch.
-    pub fn newest(&self) -> Option<u64> {
+    pub(crate) fn newest(&self) -> Option<u64> {
         self.newest.load(Ordering::Acquire).checked_sub(1)
     }
 
     /// The live snapshots, oldest first.
-    pub fn list(&self) -> Vec<Snapshot> {
+    pub(crate) fn list(&self) -> Vec<Snapshot> {
         let held = self.held_pages();
         self.live
             .read()
@@ -244,18 +244,18 @@ impl Snapshots {
     /// The newest live snapshot `s` with `birth <= s < before`: the one
     /// whose manifest lists something born in `birth` that died in
     /// `before` (or that an older snapshot inherits from `before`).
-    pub fn needing(&self, birth: u64, before: u64) -> Option<u64> {
+    pub(crate) fn needing(&self, birth: u64, before: u64) -> Option<u64> {
         self.live.read().range(birth..before).next_back().map(|(&e, _)| e)
     }
 
     /// Whether a live snapshot's epoch lies in `epochs`.
-    pub fn any_in(&self, epochs: std::ops::Range<u64>) -> bool {
+    pub(crate) fn any_in(&self, epochs: std::ops::Range<u64>) -> bool {
         !epochs.is_empty() && self.live.read().range(epochs).next().is_some()
     }
 
     /// Opens a view of snapshot `name`: it cannot be deleted until
     /// [`Snapshots::close_view`]. Returns its epoch.
-    pub fn open_view(&self, name: &[u8]) -> Result<u64> {
+    pub(crate) fn open_view(&self, name: &[u8]) -> Result<u64> {
         let mut list = self.list.lock();
         let epoch = self
             .live
@@ -268,7 +268,7 @@ impl Snapshots {
         Ok(epoch)
     }
 
-    pub fn close_view(&self, epoch: u64) {
+    pub(crate) fn close_view(&self, epoch: u64) {
         let mut list = self.list.lock();
         if let Some(n) = list.views.get_mut(&epoch) {
             *n -= 1;
@@ -279,12 +279,12 @@ impl Snapshots {
     }
 
     /// Lists `item` in snapshot `snapshot`'s manifest.
-    pub fn keep(&self, snapshot: u64, item: Kept) {
+    pub(crate) fn keep(&self, snapshot: u64, item: Kept) {
         self.manifests.lock().entry(snapshot).or_default().push(item);
     }
 
     /// The items every manifest lists, and the DRAM they take.
-    pub fn manifest_memory(&self) -> (u64, u64) {
+    pub(crate) fn manifest_memory(&self) -> (u64, u64) {
         let manifests = self.manifests.lock();
         let items: usize = manifests.values().map(|m| m.items.len()).sum();
         let capacity: usize = manifests.values().map(|m| m.items.capacity()).sum();
@@ -294,7 +294,7 @@ impl Snapshots {
 
     /// A copy of every manifest item with its snapshot's epoch, oldest
     /// snapshot first.
-    pub fn kept_items(&self) -> KeptItems {
+    pub(crate) fn kept_items(&self) -> KeptItems {
         let manifests = self.manifests.lock();
         let mut items = Vec::with_capacity(manifests.values().map(|m| m.items.len()).sum());
         for (&snapshot, m) in manifests.iter() {
@@ -312,7 +312,7 @@ impl Snapshots {
     /// when a deletion made it unneeded since the copy: it may be free
     /// already. A pin is not taken again by its holder (a waiting
     /// reclaimer would deadlock the two).
-    pub fn pin(&self, kept: &KeptItems, item: &Kept) -> Option<KeptPin<'_>> {
+    pub(crate) fn pin(&self, kept: &KeptItems, item: &Kept) -> Option<KeptPin<'_>> {
         // Shared first: an item still listed below cannot then reach a
         // reclaimer that frees it before the pin is dropped.
         let pin = self.freeing.read();
@@ -326,13 +326,13 @@ impl Snapshots {
 
     /// Held by the reclaimer while it frees what a deletion left: waits
     /// for every [`KeptPin`] to be dropped.
-    pub fn freeing(&self) -> RwLockWriteGuard<'_, ()> {
+    pub(crate) fn freeing(&self) -> RwLockWriteGuard<'_, ()> {
         self.freeing.write()
     }
 
     /// Every manifest item, for the state a clean unmount saves (Fortis
     /// §3.2: manifests are saved at unmount, rebuilt by the crash scan).
-    pub fn export_manifests(&self) -> Vec<SavedKept> {
+    pub(crate) fn export_manifests(&self) -> Vec<SavedKept> {
         self.kept_items()
             .items
             .into_iter()
@@ -361,7 +361,7 @@ impl Snapshots {
     /// (`data`: its byte range) and the inode tables (`record_of`: where
     /// an inode's record is), and only then lists them all: damage leaves
     /// the manifests empty for the scan to rebuild.
-    pub fn import_manifests(
+    pub(crate) fn import_manifests(
         &self,
         saved: &[SavedKept],
         data: std::ops::Range<u64>,
@@ -413,7 +413,7 @@ impl Snapshots {
     }
 
     /// Pages all manifests hold: what only snapshots keep.
-    pub fn held_total(&self) -> u64 {
+    pub(crate) fn held_total(&self) -> u64 {
         self.manifests.lock().values().map(|m| m.pages).sum()
     }
 
@@ -423,12 +423,12 @@ impl Snapshots {
     }
 
     /// The pages of the list's log (with their mirrors: `bounds.copies`).
-    pub fn log_pages(&self) -> Vec<u64> {
+    pub(crate) fn log_pages(&self) -> Vec<u64> {
         self.list.lock().log.pages().to_vec()
     }
 
     /// Takes snapshot `name` of everything committed so far (module docs).
-    pub fn take(
+    pub(crate) fn take(
         &self,
         (region, journal): (&dyn Region, &Journal),
         alloc: &PageAllocator,
@@ -463,7 +463,7 @@ impl Snapshots {
     /// the rest, which nothing needs any more, for the caller to free
     /// (Fortis §3.2: manifests merge). No operation is in flight meanwhile,
     /// so none can list an item in the manifest being emptied.
-    pub fn delete(
+    pub(crate) fn delete(
         &self,
         (region, journal): (&dyn Region, &Journal),
         alloc: &PageAllocator,

@@ -295,7 +295,7 @@ impl Entries {
 
 /// File page → data page index, and which write entries are still live.
 #[derive(Debug, Default)]
-pub struct FileMap {
+pub(crate) struct FileMap {
     pages: Pages,
     entries: Entries,
 }
@@ -304,7 +304,15 @@ impl FileMap {
     /// Applies a write entry at `entry`: maps `npages` pages from `pgoff` to
     /// `block`, or unmaps them when `block` is 0. Hole entries stay live
     /// until thorough GC: dropping one early would resurrect older pages.
-    pub fn apply_write(&mut self, log: &mut Log, entry: u64, pgoff: u64, block: u64, npages: u64, freed: &mut Freed) {
+    pub(crate) fn apply_write(
+        &mut self,
+        log: &mut Log,
+        entry: u64,
+        pgoff: u64,
+        block: u64,
+        npages: u64,
+        freed: &mut Freed,
+    ) {
         if block == 0 {
             // A punched hole: visit only the pages mapped in it, however
             // wide it is.
@@ -339,31 +347,31 @@ impl FileMap {
     }
 
     /// Unmaps every page from `first` on.
-    pub fn truncate(&mut self, log: &mut Log, first: u64, freed: &mut Freed) {
+    pub(crate) fn truncate(&mut self, log: &mut Log, first: u64, freed: &mut Freed) {
         self.pages.truncate(first, |m| self.entries.release(log, m, freed));
     }
 
-    pub fn mapped_pages(&self) -> u64 {
+    pub(crate) fn mapped_pages(&self) -> u64 {
         self.pages.len()
     }
 
     /// Live write entries.
-    pub fn live_entries(&self) -> u64 {
+    pub(crate) fn live_entries(&self) -> u64 {
         self.entries.multi.len() as u64 + self.entries.single
     }
 
-    pub fn lookup(&self, pg: u64) -> Option<u64> {
+    pub(crate) fn lookup(&self, pg: u64) -> Option<u64> {
         self.pages.get(pg).map(|m| m.block)
     }
 
     /// The data page of file page `pg` and the write entry that maps it.
-    pub fn lookup_entry(&self, pg: u64) -> Option<(u64, u64)> {
+    pub(crate) fn lookup_entry(&self, pg: u64) -> Option<(u64, u64)> {
         self.pages.get(pg).map(|m| (m.block, m.entry))
     }
 
     /// Mapped runs `(pgoff, block, npages)`, contiguous in both file and
     /// media: what a compacted log records.
-    pub fn runs(&self) -> Vec<(u64, u64, u64)> {
+    pub(crate) fn runs(&self) -> Vec<(u64, u64, u64)> {
         let mut runs: Vec<(u64, u64, u64)> = Vec::new();
         for (pg, m) in self.pages.iter_from(0) {
             match runs.last_mut() {
@@ -377,28 +385,28 @@ impl FileMap {
     }
 
     /// Every data page, for the recovery scan and fsck.
-    pub fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
+    pub(crate) fn blocks(&self) -> impl Iterator<Item = u64> + '_ {
         self.pages.iter_from(0).map(|(_, m)| m.block)
     }
 
     /// Every data page, freeing the index as it goes: one walk of it when
     /// a file is deleted instead of one to collect and one to drop.
-    pub fn into_blocks(self) -> impl Iterator<Item = u64> {
+    pub(crate) fn into_blocks(self) -> impl Iterator<Item = u64> {
         self.pages.into_mappings().map(|(_, m)| m.block)
     }
 
     /// One past the last mapped page (0 when none is).
-    pub fn end(&self) -> u64 {
+    pub(crate) fn end(&self) -> u64 {
         self.pages.last().map_or(0, |p| p + 1)
     }
 
     /// First mapped page at or after `pg`.
-    pub fn next_mapped(&self, pg: u64) -> Option<u64> {
+    pub(crate) fn next_mapped(&self, pg: u64) -> Option<u64> {
         self.pages.iter_from(pg).next().map(|(p, _)| p)
     }
 
     /// First unmapped page at or after `pg`.
-    pub fn next_hole(&self, mut pg: u64) -> u64 {
+    pub(crate) fn next_hole(&self, mut pg: u64) -> u64 {
         for (p, _) in self.pages.iter_from(pg) {
             if p != pg {
                 break;
