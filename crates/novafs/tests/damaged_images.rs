@@ -41,7 +41,6 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
-use common::SplitMix;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use novafs::layout::{
@@ -51,6 +50,7 @@ use novafs::layout::{
     RECOVERY_INODE_OFF, SLOT, TXN_MAGIC, TXN_MARKER,
 };
 use novafs::{Attr, Error, FileType, FormatOptions, Fs, MountOptions, ROOT_INO, SEEK_DATA, SEEK_HOLE};
+use novafs_rng::SplitMix;
 use pm::{MemRegion, Region};
 use zerocopy::{FromBytes, IntoBytes};
 
@@ -272,14 +272,18 @@ fn start_watchdog() {
 }
 
 // ---------------------------------------------------------------------------
-// A small deterministic generator (splitmix64).
+// The generator of the cases.
 
+/// `novafs_rng::SplitMix` seeded as the cases were first generated (the
+/// seed mixed with a constant of its own, each case's stream derived from
+/// its index), so a printed `NOVAFS_FUZZ_ONLY=SEED:INDEX` keeps naming the
+/// same case; with the draws the case generator makes.
 #[derive(Clone)]
 struct Rng(SplitMix);
 
 impl Rng {
     fn new(seed: u64) -> Rng {
-        Rng(SplitMix(seed ^ 0x6A09_E667_F3BC_C909))
+        Rng(SplitMix::from_state(seed ^ 0x6A09_E667_F3BC_C909))
     }
 
     fn for_case(seed: u64, index: u64) -> Rng {
@@ -289,7 +293,7 @@ impl Rng {
     }
 
     fn next(&mut self) -> u64 {
-        self.0.next()
+        self.0.next_u64()
     }
 
     fn below(&mut self, n: u64) -> u64 {
@@ -302,11 +306,11 @@ impl Rng {
     }
 
     fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
+        self.0.chance(percent, 100)
     }
 
     fn pick<T: Copy>(&mut self, v: &[T]) -> T {
-        v[self.below(v.len() as u64) as usize]
+        *self.0.pick(v).unwrap()
     }
 }
 
