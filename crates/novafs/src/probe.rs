@@ -53,11 +53,17 @@
 use pm::Region;
 
 use crate::error::Result;
-use crate::superblock::{bounds_of, read_superblock};
 
 pub use crate::alloc::{Extent, PageAllocator, Unreferenced};
 pub use crate::journal::Durable;
-pub use crate::log::{Committed, Log, Pending};
+pub use crate::log::{page_of, Committed, Log, Pending};
+
+// What the fault-injection tests check `inject`'s findings against: the
+// superblock, inode records and logs as the file system reads them, and
+// its writes of metadata to both copies.
+pub use crate::itable::{read_live_record, InodeTables};
+pub use crate::replica::Mirrored;
+pub use crate::superblock::{bounds_of, read_superblock};
 
 /// How many 2 MiB chunks the inode tables of the image on `region` have.
 pub fn inode_table_chunks(region: &dyn Region) -> Result<usize> {

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use novafs::{Error, Fs, Ino, ScrubOptions, ROOT_INO};
+use novafs_rng::SplitMix;
 use pm::Region;
 
 /// A call that takes longer than this is a hang.
@@ -112,7 +113,7 @@ struct Counts {
 /// One writer: files and directories in its own directory and across
 /// the others' (renames), written, truncated, punched and removed.
 fn writer(fs: &Fs, dirs: &[Ino], w: usize, load: &Load, watch: &Watch, stop: &AtomicBool, counts: &Counts) {
-    let mut rng = SplitMix(load.seed ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9));
+    let mut rng = SplitMix::from_state(load.seed ^ (w as u64 + 1).wrapping_mul(0x9E37_79B9));
     let buf: Vec<u8> = (0..load.max_kib * 1024).map(|i| (i as u8) ^ (w as u8)).collect();
     let name = |rng: &mut SplitMix| format!("f{}", rng.below(64)).into_bytes();
     while !stop.load(Ordering::Acquire) {

@@ -306,7 +306,7 @@ fn random_mapped_workloads_match_a_model() {
 fn model_run(seed: u64, steps: usize) {
     const PAGES: usize = 16;
     let img = Image::new(&format!("model-{seed}"));
-    let mut rng = common::SplitMix(seed);
+    let mut rng = novafs_rng::SplitMix::from_state(seed);
     let mut fs = img.mount();
     let ino = file_with(&fs, "f", &pattern(seed as u8, 5 * PS));
     let mut model = pattern(seed as u8, 5 * PS);
@@ -324,7 +324,7 @@ fn model_run(seed: u64, steps: usize) {
                     // A store within the file (past it would kill us).
                     let off = rng.below(size as u64) as usize;
                     let len = (1 + rng.below(700) as usize).min(size - off);
-                    let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                    let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
                     if off >= 4 * PS && rng.below(2) == 0 {
                         b.store(off - 4 * PS, &bytes).unwrap();
                     } else {
@@ -336,7 +336,7 @@ fn model_run(seed: u64, steps: usize) {
                     let off = rng.below((PAGES * PS) as u64 - 100) as usize;
                     let len = 1 + rng.below(5000) as usize;
                     let len = len.min(PAGES * PS - off);
-                    let bytes: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                    let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
                     fs.write(ino, off as u64, &bytes).unwrap();
                     if model.len() < off + len {
                         model.resize(off + len, 0);

@@ -11,13 +11,11 @@
 //! tries many more and prints the table.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::SplitMix as Rng;
 use novafs::{Attr, FileType, FormatOptions, Fs, Ino, MountOptions, ROOT_INO};
+use novafs_rng::SplitMix as Rng;
 use pm::{MemRegion, Region};
 
 const MIB: u64 = 1 << 20;
@@ -40,7 +38,7 @@ fn aged_with(opts: FormatOptions) -> Vec<u8> {
     };
     Fs::format(region.clone(), &opts).unwrap();
     let fs = Fs::open(region, MountOptions::default()).unwrap();
-    let mut rng = Rng(7);
+    let mut rng = Rng::from_state(7);
     for round in 0..2 {
         for d in 0..8 {
             let name = format!("d{round}-{d}");
@@ -48,7 +46,7 @@ fn aged_with(opts: FormatOptions) -> Vec<u8> {
             for f in 0..60 {
                 let file = fs.create(dir, format!("f{f}").as_bytes(), 0o644, 0, 0).unwrap().ino;
                 let len = 1 + rng.below(3 * 4096) as usize;
-                let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+                let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
                 fs.write(file, 0, &data).unwrap();
                 if rng.below(2) == 0 {
                     fs.unlink(dir, format!("f{f}").as_bytes()).unwrap();
@@ -108,7 +106,7 @@ fn metadata(fs: &Fs, ino: Ino) -> Option<Metadata> {
 fn lost_after(image: &[u8], expected: &Expected, at: u64, size: u64, rng: &mut Rng) -> (usize, usize) {
     let mut bytes = image.to_vec();
     for b in &mut bytes[at as usize..(at + size) as usize] {
-        *b ^= 1 + (rng.next() % 255) as u8;
+        *b ^= 1 + (rng.next_u64() % 255) as u8;
     }
     let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(bytes));
     let Ok(fs) = Fs::open(
@@ -153,7 +151,7 @@ fn sweep(replicas: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64, u64,
         .collect();
     let sb = fs.superblock();
     drop(fs);
-    let mut rng = Rng(if replicas { 11 } else { 13 });
+    let mut rng = Rng::from_state(if replicas { 11 } else { 13 });
     let mut out = BTreeMap::new();
     for &size in sizes {
         let mut row = (0, 0, 0, 0);
@@ -243,7 +241,7 @@ fn data_sweep(protected: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64
     } else {
         sb.data_start
     };
-    let mut rng = Rng(if protected { 17 } else { 19 });
+    let mut rng = Rng::from_state(if protected { 17 } else { 19 });
     let mut out = BTreeMap::new();
     for &size in sizes {
         let mut row = (0, 0, 0);
@@ -251,7 +249,7 @@ fn data_sweep(protected: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64
             let at = lo + rng.below(sb.replica_off - lo - size);
             let mut bytes = image.clone();
             for b in &mut bytes[at as usize..(at + size) as usize] {
-                *b ^= 1 + (rng.next() % 255) as u8;
+                *b ^= 1 + (rng.next_u64() % 255) as u8;
             }
             let Ok(fs) = open(bytes) else {
                 row.2 += expected.len();

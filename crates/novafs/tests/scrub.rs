@@ -13,6 +13,7 @@ use std::sync::Arc;
 use common::*;
 use novafs::inject::{corrupt, Spec, Target, Which};
 use novafs::{Fs, ScrubOptions, ROOT_INO};
+use novafs_rng::SplitMix;
 use pm::Region;
 
 /// Inodes of a few files and a directory, their contents written.
@@ -127,7 +128,7 @@ fn a_scrub_beside_writers_disturbs_nothing() {
         .map(|(w, &ino)| {
             let (fs, stop) = (fs.clone(), stop.clone());
             std::thread::spawn(move || {
-                let mut rng = SplitMix(w as u64 + 1);
+                let mut rng = SplitMix::from_state(w as u64 + 1);
                 let mut shadow = contents(w as u8, 16 * 4096);
                 let mut rounds = 0;
                 while !stop.load(Ordering::Relaxed) || rounds < 20 {

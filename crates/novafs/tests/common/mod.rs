@@ -52,27 +52,3 @@ pub fn assert_fsck_clean(region: &Arc<dyn Region>) {
     let rep = novafs::fsck::check(region.clone(), &|_, _| {}).unwrap();
     assert!(rep.is_clean(), "fsck problems: {:#?}", rep.problems);
 }
-
-/// A deterministic generator (splitmix64) for tests that damage images:
-/// the same seed gives the same places on every run.
-#[derive(Clone)]
-pub struct SplitMix(pub u64);
-
-impl SplitMix {
-    pub fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..n` (0 when `n` is 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 {
-            0
-        } else {
-            self.next() % n
-        }
-    }
-}
