@@ -32,7 +32,7 @@ impl TableShard {
 
 /// The per-shard inode tables (NOVA §4.1). Inode number `ino` lives in
 /// shard `(ino - 1) % shards` at local index `(ino - 1) / shards`.
-pub(crate) struct InodeTables {
+pub struct InodeTables {
     shards: Vec<TableShard>,
     heads_off: u64,
     /// Where the records' replicas are, for the scan's checked reads.
@@ -42,7 +42,7 @@ pub(crate) struct InodeTables {
 impl InodeTables {
     /// Walks every shard's chunk chain. Free slots are filled in later, from
     /// the saved allocator state or a scan.
-    pub(crate) fn load(region: &dyn Region, sb: &Superblock, bounds: Bounds) -> Result<InodeTables> {
+    pub fn load(region: &dyn Region, sb: &Superblock, bounds: Bounds) -> Result<InodeTables> {
         let mut shards = Vec::new();
         for s in 0..u64::from(sb.shards) {
             // A damaged head or chunk footer: the replicas' (Fortis §4.2).
@@ -97,7 +97,7 @@ impl InodeTables {
     }
 
     /// Byte offset of inode `ino`'s record, or NotFound past the tables.
-    pub(crate) fn locate(&self, ino: Ino) -> Result<u64> {
+    pub fn locate(&self, ino: Ino) -> Result<u64> {
         let (shard, local) = self.split(ino).ok_or(Error::NotFound)?;
         let chunks = self.shards[shard].chunks.read();
         let c = chunks.get((local / INODES_PER_CHUNK) as usize).ok_or(Error::NotFound)?;
@@ -429,7 +429,7 @@ pub(crate) fn checked_record(region: &dyn Region, bounds: Bounds, off: u64, rec:
 }
 
 /// Reads the record at `off` and checks that it is a live inode `ino`.
-pub(crate) fn read_live_record(region: &dyn Region, off: u64, ino: Ino) -> Result<Inode> {
+pub fn read_live_record(region: &dyn Region, off: u64, ino: Ino) -> Result<Inode> {
     read_record(region, off, ino, INODE_LIVE)
 }
 

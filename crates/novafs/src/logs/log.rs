@@ -250,14 +250,14 @@ fn entry_epoch(bytes: &[u8]) -> u64 {
 }
 
 /// The log page holding offset `off`.
-pub(crate) fn page_of(off: u64) -> u64 {
+pub fn page_of(off: u64) -> u64 {
     off & !(PAGE_SIZE - 1)
 }
 
 impl Log {
     /// Reads a log from media, calling `visit(offset, entry bytes)` for every
     /// committed entry in order. Every pointer and checksum is verified.
-    pub(crate) fn load(
+    pub fn load(
         region: &dyn Region,
         bounds: Bounds,
         head: u64,
@@ -301,7 +301,7 @@ impl Log {
     }
 
     /// Every page of the chain, spare pages included.
-    pub(crate) fn pages(&self) -> &[u64] {
+    pub fn pages(&self) -> &[u64] {
         &self.pages
     }
 

@@ -6,6 +6,9 @@
 
 pub(crate) mod health;
 pub mod layout;
+// Shown by the probe feature: see `mod alloc` in lib.rs.
+#[cfg_attr(not(feature = "probe"), allow(unreachable_pub))]
 pub(crate) mod replica;
 pub(crate) mod strips;
+#[cfg_attr(not(feature = "probe"), allow(unreachable_pub))]
 pub(crate) mod superblock;

@@ -27,7 +27,7 @@ use pm::{PmError, Region, RegionKind, CACHELINE};
 use crate::layout::{Bounds, PAGE_SIZE};
 
 /// The mirroring view of a region.
-pub(crate) struct Mirrored {
+pub struct Mirrored {
     inner: Arc<dyn Region>,
     bounds: Bounds,
 }
@@ -35,7 +35,7 @@ pub(crate) struct Mirrored {
 impl Mirrored {
     /// The metadata view of `inner`: mirrored when `bounds` says the image
     /// keeps its replicas current, else `inner` itself.
-    pub(crate) fn view(inner: Arc<dyn Region>, bounds: Bounds) -> Arc<dyn Region> {
+    pub fn view(inner: Arc<dyn Region>, bounds: Bounds) -> Arc<dyn Region> {
         if bounds.live_replicas() {
             Arc::new(Mirrored { inner, bounds })
         } else {

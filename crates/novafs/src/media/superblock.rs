@@ -14,7 +14,7 @@ use crate::layout::{
 };
 use crate::layout::{Bounds, Strips, CSUM_BYTES};
 
-pub(crate) fn bounds_of(sb: &Superblock) -> Bounds {
+pub fn bounds_of(sb: &Superblock) -> Bounds {
     Bounds {
         data_start: sb.data_start,
         data_end: sb.data_end,
@@ -186,7 +186,7 @@ pub(crate) fn copies_differ(region: &dyn Region, sb: &Superblock) -> (bool, bool
 
 /// Reads the superblock, falling back to the replica (Fortis §4.2) when the
 /// primary is damaged. Returns it and whether the primary was bad.
-pub(crate) fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
+pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
     if region.len() < 3 * PAGE_SIZE {
         return Err(Error::NotNovafs(format!(
             "only {} bytes, too small to hold novafs",
