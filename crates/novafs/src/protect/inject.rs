@@ -1,6 +1,7 @@
-//! Fault injection (issue 11; NOVA-Fortis §4): finds one on-media structure
-//! of an unmounted image the way the file system does and damages it, so
-//! tests and users can see what detection and repair make of it.
+//! Fault injection (NOVA-Fortis §4: media errors and scribbles): finds one
+//! on-media structure of an unmounted image the way the file system does
+//! and damages it, so tests and users can see what detection and repair
+//! make of it.
 //!
 //! [`locate`] lists every instance of a kind of structure, with the offset
 //! of each copy the image keeps: the superblock's replica always; on an
