@@ -411,10 +411,14 @@ fn examine(image: &Image<'_>, damage: Option<&Damage>, cfg: &Config, trees: &mut
     }
 }
 
-fn fsck_problems(region: Arc<dyn Region>) -> Result<(), String> {
+/// fsck's problems, if any. A crash image (`crashed`) may have one: the
+/// superblock copy a crash during the two-copy superblock update (R4)
+/// leaves torn or stale, which the mount that follows rewrites.
+fn fsck_problems(region: Arc<dyn Region>, crashed: bool) -> Result<(), String> {
     match novafs::fsck::check(region, &|_, _| {}) {
         Err(e) => Err(format!("fsck could not run: {e}")),
         Ok(rep) if rep.is_clean() => Ok(()),
+        Ok(rep) if crashed && rep.is_clean_but_for_an_interrupted_superblock_update() => Ok(()),
         Ok(rep) => Err(rep.problems.join("\n")),
     }
 }
@@ -422,7 +426,7 @@ fn fsck_problems(region: Arc<dyn Region>) -> Result<(), String> {
 fn examine_inner(image: &Image<'_>, damage: Option<&Damage>, cfg: &Config) -> Result<(Tree, bool), String> {
     if cfg.raw_fsck {
         match damage {
-            None => fsck_problems(image()).map_err(|e| format!("fsck of the crash image: {e}"))?,
+            None => fsck_problems(image(), true).map_err(|e| format!("fsck of the crash image: {e}"))?,
             // fsck reports the damaged copy (a problem); it must still run.
             Some(_) => drop(
                 novafs::fsck::check(image(), &|_, _| {})
@@ -457,7 +461,9 @@ fn examine_inner(image: &Image<'_>, damage: Option<&Damage>, cfg: &Config) -> Re
             novafs::fsck::check(region.clone(), &|_, _| {})
                 .map_err(|e| format!("fsck after recovery and a clean unmount could not run: {e}"))?,
         ),
-        _ => fsck_problems(region.clone()).map_err(|e| format!("fsck after recovery and a clean unmount: {e}"))?,
+        _ => {
+            fsck_problems(region.clone(), false).map_err(|e| format!("fsck after recovery and a clean unmount: {e}"))?
+        }
     }
     // The clean image (saved allocators, no scan) shows the same tree.
     let fs = Fs::open(region, MountOptions::default()).map_err(|e| format!("remount after recovery failed: {e}"))?;

@@ -52,11 +52,21 @@ pub struct Report {
     pub pages_used: u64,
     pub pages_free: u64,
     pub clean: bool,
+    /// One of the problems is a superblock copy torn or stale: damage, or
+    /// what a crash during the two-copy superblock update leaves (R4),
+    /// which the next mount rewrites from the good copy.
+    pub superblock_copy: bool,
 }
 
 impl Report {
     pub fn is_clean(&self) -> bool {
         self.problems.is_empty()
+    }
+
+    /// Clean but, perhaps, for one superblock copy: what an image may show
+    /// after a crash (see `superblock_copy`) before a mount finishes it.
+    pub fn is_clean_but_for_an_interrupted_superblock_update(&self) -> bool {
+        self.problems.len() == usize::from(self.superblock_copy)
     }
 }
 
@@ -78,9 +88,11 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     // A copy torn or stale is damage or a crash during a superblock
     // update (R4); either way one copy is gone until a repair rewrites it.
     if primary_bad {
+        rep.superblock_copy = true;
         rep.problems
             .push("primary superblock is damaged (the replica is intact); fsck --repair rewrites it".into());
     } else if !replica_matches(r, &sb) {
+        rep.superblock_copy = true;
         rep.problems
             .push("superblock replica is damaged or stale; fsck --repair rewrites it".into());
     }
