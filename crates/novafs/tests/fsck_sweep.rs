@@ -18,44 +18,12 @@ use std::ops::Range;
 
 use novafs::inject::{self, Spec, Target, Which};
 use novafs::Ino;
-use sweep_common::{check, copy_of, diff, long, populated, tree, Tree};
+use sweep_common::{copy_of, damage_and_repair, long, populated, tree};
 
 /// The parts of an inode record a damage can hit first: the state word,
 /// the log head and tail (both outside the record's checksum), and the
 /// checksummed rest.
 const RECORD_PARTS: [Range<u64>; 3] = [0..8, 8..24, 24..128];
-
-/// Damages `spec` in a copy of `base`, then checks, repairs, checks again
-/// and compares the tree with `before`; returns what went wrong.
-fn damage_and_repair(base: &[u8], before: &Tree, spec: &Spec) -> Result<(), String> {
-    let (_mem, region) = copy_of(base);
-    let damage = inject::corrupt(&*region, spec).map_err(|e| format!("inject: {e}"))?;
-    let what = damage.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("; ");
-    let rep = check(&region).map_err(|e| format!("{what}: fsck failed: {e}"))?;
-    if rep.is_clean() {
-        return Err(format!(
-            "{what}: fsck calls the damaged image clean (notes {:?})",
-            rep.notes
-        ));
-    }
-    let done = novafs::fsck::repair(region.clone()).map_err(|e| format!("{what}: repair failed: {e}"))?;
-    let again = check(&region).map_err(|e| format!("{what}: fsck after repair failed: {e}"))?;
-    if !again.is_clean() {
-        return Err(format!(
-            "{what}: after repair ({done:?}) fsck still finds {:?}",
-            again.problems
-        ));
-    }
-    let after = tree(&region).map_err(|e| format!("{what}: the repaired tree does not read: {e}"))?;
-    let changes = diff(before, &after);
-    if !changes.is_empty() {
-        return Err(format!(
-            "{what}: first found {:?}, repair did {done:?}, and changed the tree: {changes:#?}",
-            rep.problems
-        ));
-    }
-    Ok(())
-}
 
 /// The first seeds (up to `want`) whose damage to the primary record of
 /// `ino` starts in `part`.

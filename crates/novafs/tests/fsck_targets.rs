@@ -14,38 +14,7 @@ mod sweep_common;
 use novafs::inject::{self, Spec, Target, Which};
 use novafs::{Fs, Ino, MountOptions};
 use pm::Region;
-use sweep_common::{check, copy_of, diff, long, populated, tree, Tree};
-
-/// Damages `spec` in a copy of `base`; fsck must see it, repair must
-/// make the image clean, and the tree must be `before`.
-fn damage_and_repair(base: &[u8], before: &Tree, spec: &Spec) -> Result<(), String> {
-    let (_mem, region) = copy_of(base);
-    let damage = inject::corrupt(&*region, spec).map_err(|e| format!("{spec:?}: inject: {e}"))?;
-    let what = damage.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("; ");
-    let rep = check(&region).map_err(|e| format!("{what}: fsck failed: {e}"))?;
-    if rep.is_clean() {
-        return Err(format!(
-            "{what}: fsck calls the damaged image clean (notes {:?})",
-            rep.notes
-        ));
-    }
-    let done = novafs::fsck::repair(region.clone()).map_err(|e| format!("{what}: repair failed: {e}"))?;
-    let again = check(&region).map_err(|e| format!("{what}: fsck after repair failed: {e}"))?;
-    if !again.is_clean() {
-        return Err(format!(
-            "{what}: first {:?}; after repair ({done:?}) fsck still finds {:?}",
-            rep.problems, again.problems
-        ));
-    }
-    let after = tree(&region).map_err(|e| format!("{what}: the repaired tree does not read: {e}"))?;
-    let changes = diff(before, &after);
-    if !changes.is_empty() {
-        return Err(format!(
-            "{what}: repair did {done:?} and changed the tree: {changes:#?}"
-        ));
-    }
-    Ok(())
-}
+use sweep_common::{check, copy_of, damage_and_repair, diff, long, populated, tree};
 
 /// Whether damage `spec` would cut two strips of a data page (parity
 /// rebuilds one): a loss, checked by its own test.

@@ -170,3 +170,35 @@ pub fn diff(before: &Tree, after: &Tree) -> Vec<String> {
     );
     out
 }
+
+/// Damages `spec` in a copy of `base`, then checks, repairs, checks again
+/// and compares the tree with `before`; returns what went wrong.
+pub fn damage_and_repair(base: &[u8], before: &Tree, spec: &novafs::inject::Spec) -> Result<(), String> {
+    let (_mem, region) = copy_of(base);
+    let damage = novafs::inject::corrupt(&*region, spec).map_err(|e| format!("inject: {e}"))?;
+    let what = damage.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("; ");
+    let rep = check(&region).map_err(|e| format!("{what}: fsck failed: {e}"))?;
+    if rep.is_clean() {
+        return Err(format!(
+            "{what}: fsck calls the damaged image clean (notes {:?})",
+            rep.notes
+        ));
+    }
+    let done = novafs::fsck::repair(region.clone()).map_err(|e| format!("{what}: repair failed: {e}"))?;
+    let again = check(&region).map_err(|e| format!("{what}: fsck after repair failed: {e}"))?;
+    if !again.is_clean() {
+        return Err(format!(
+            "{what}: after repair ({done:?}) fsck still finds {:?}",
+            again.problems
+        ));
+    }
+    let after = tree(&region).map_err(|e| format!("{what}: the repaired tree does not read: {e}"))?;
+    let changes = diff(before, &after);
+    if !changes.is_empty() {
+        return Err(format!(
+            "{what}: first found {:?}, repair did {done:?}, and changed the tree: {changes:#?}",
+            rep.problems
+        ));
+    }
+    Ok(())
+}
