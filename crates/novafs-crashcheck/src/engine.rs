@@ -616,14 +616,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                 }
             };
             let msg = match &outcome.result {
-                // An interrupted mkfs leaves an image that is plainly not
-                // novafs (the superblock goes last).
-                Err(e)
-                    if cp.in_flight.is_some_and(|i| matches!(rec.ops[i as usize], Op::Mkfs))
-                        && e.contains("is not a novafs file system") =>
-                {
-                    None
-                }
+                Err(e) if interrupted_mkfs(&rec, cp, e) => None,
                 Err(e) => Some(e.clone()),
                 Ok(d) if allowed.iter().any(|&s| digests[s] == *d) => None,
                 Ok(d) => Some(illegal(&trees[d], &rec, &allowed, cmp, describe_choice(cp, choice))),
@@ -659,6 +652,13 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                     None
                 }
                 Ok(d) => Some(illegal(&trees[d], &rec, &allowed, cmp, describe_choice(cp, choice))),
+                // The damage took the copy of the old superblock the crash
+                // left (mkfs had cleared the other's magic): the image is
+                // plainly not novafs, mkfs's own interrupted state.
+                Err(e) if interrupted_mkfs(&rec, cp, e) => {
+                    stats.damaged_other_state += 1;
+                    None
+                }
                 Err(e) => Some(format!("{e}\n({})", describe_choice(cp, choice))),
             };
             if let Some(m) = msg {
@@ -675,6 +675,13 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
         true
     });
     stats.elapsed += t0.elapsed();
+}
+
+/// Whether `err` is what an interrupted mkfs may leave: an image that is
+/// plainly not novafs (mkfs clears both magic words first and writes the
+/// superblock last).
+fn interrupted_mkfs(rec: &Recorded, cp: &CrashPoint<'_>, err: &str) -> bool {
+    cp.in_flight.is_some_and(|i| matches!(rec.ops[i as usize], Op::Mkfs)) && err.contains("is not a novafs file system")
 }
 
 /// Records the recovery of `img` and checks every crash image of it: each

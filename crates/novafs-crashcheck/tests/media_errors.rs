@@ -79,3 +79,21 @@ fn a_media_error_beside_a_committed_entry_reads_only_its_own_line_from_the_repli
     assert_eq!(st.damaged, 1, "{st}");
     assert!(st.failures.is_empty(), "{}", st.failures[0]);
 }
+
+/// Found by `novafs crashcheck --all --media-errors --seed 3541715167`: an
+/// mkfs over an old image crashes after clearing the replica's magic word
+/// but before the primary's reached the media, and then the primary's first
+/// line becomes unreadable. No copy of any superblock is left: the image is
+/// plainly not novafs (mkfs's interrupted state), which fsck and the mount
+/// must say, instead of failing on the media error.
+#[test]
+fn an_unreadable_primary_superblock_beside_a_cleared_replica_is_not_novafs() {
+    let mut cfg = novafs_crashcheck::Config::thorough(3541715167);
+    cfg.damage = vec![Kind::MediaError];
+    cfg.only_point = Some(7);
+    cfg.only_image = Some(2);
+    let mut st = Stats::default();
+    check_workload(&workload::by_name("mkfs_over_an_old_image").unwrap(), &cfg, &mut st);
+    assert_eq!((st.damaged, st.damaged_other_state), (1, 1), "{st}");
+    assert!(st.failures.is_empty(), "{}", st.failures[0]);
+}

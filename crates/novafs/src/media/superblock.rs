@@ -186,6 +186,13 @@ pub(crate) fn copies_differ(region: &dyn Region, sb: &Superblock) -> (bool, bool
 
 /// Reads the superblock, falling back to the replica (Fortis §4.2) when the
 /// primary is damaged. Returns it and whether the primary was bad.
+///
+/// When the primary cannot be read at all and the replica carries no magic
+/// number, no copy says this is novafs: the answer is "not novafs", naming
+/// the primary's media error. That is what an mkfs interrupted after it
+/// cleared the replica's magic leaves once the primary's line is lost too
+/// (the old file system is gone, the new one was never made), and what a
+/// foreign device with a bad first line shows.
 pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
     if region.len() < 3 * PAGE_SIZE {
         return Err(Error::NotNovafs(format!(
@@ -201,6 +208,9 @@ pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
             let replica_off = region.len() - PAGE_SIZE;
             match read_sb_at(region, replica_off).and_then(|sb| check_superblock(&sb, region.len()).map(|_| sb)) {
                 Ok(sb) => Ok((sb, true)),
+                Err(Error::NotNovafs(why)) if matches!(first, Error::Pm(_)) => Err(Error::NotNovafs(format!(
+                    "{why} in the replica; the primary is unreadable: {first}"
+                ))),
                 Err(Error::NotNovafs(_)) => Err(first),
                 Err(e) => Err(e),
             }
