@@ -9,51 +9,16 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::anyhow;
+use clap::builder::{PossibleValue, PossibleValuesParser, TypedValueParser};
 use novafs::inject::{self, Spec, Target, Which};
 use pm::BadBlocks;
 
 use crate::image::{explain, explain_fs, open};
 
-/// The structures `--target` names.
-#[derive(Clone, Copy, Debug, clap::ValueEnum)]
-pub enum TargetArg {
-    /// The 440-byte superblock (primary: page 0; replica: the last page).
-    Superblock,
-    /// The 128-byte table record of inode --ino.
-    Inode,
-    /// A byte range in one page of inode --ino's log, anywhere in the page:
-    /// often past the log's tail, where nothing reads it (then no check
-    /// can notice it, and none needs to). --live aims at bytes that are read.
-    LogPage,
-    /// Bytes inside one committed entry of inode --ino's log.
-    LogEntry,
-    /// A shard's journal header line or ring.
-    Journal,
-    /// Pages 1-2: journal headers, reserved inode slots, inode-table heads.
-    FixedArea,
-    /// A data page of file --ino (one it maps now).
-    DataPage,
-    /// The strip checksums of a data page of file --ino (primary: the first
-    /// checksum area; replica: the second).
-    DataChecksums,
-    /// The parity strip of a data page of file --ino.
-    Parity,
-}
-
-impl From<TargetArg> for Target {
-    fn from(t: TargetArg) -> Target {
-        match t {
-            TargetArg::Superblock => Target::Superblock,
-            TargetArg::Inode => Target::Inode,
-            TargetArg::LogPage => Target::LogPage,
-            TargetArg::LogEntry => Target::LogEntry,
-            TargetArg::Journal => Target::Journal,
-            TargetArg::FixedArea => Target::FixedArea,
-            TargetArg::DataPage => Target::DataPage,
-            TargetArg::DataChecksums => Target::DataChecksums,
-            TargetArg::Parity => Target::Parity,
-        }
-    }
+/// `--target`'s values: the library's names, each with its line of help.
+fn target_parser() -> impl TypedValueParser<Value = Target> {
+    let values = Target::ALL.map(|t| PossibleValue::new(t.name()).help(t.about()));
+    PossibleValuesParser::new(values).try_map(|name: String| Target::parse(&name).ok_or("unknown target"))
 }
 
 /// Which copies `--which` names.
@@ -78,9 +43,11 @@ impl From<WhichArg> for Which {
 pub struct Args {
     /// The image (a file or devdax device; not mounted).
     image: PathBuf,
-    /// The structure to damage.
-    #[arg(long, value_enum)]
-    target: TargetArg,
+    /// The structure to damage; the per-inode ones (inode, log-page,
+    /// log-entry, data-page, data-checksums, parity) belong to inode --ino.
+    /// --live aims log-page at bytes that are read.
+    #[arg(long, value_parser = target_parser())]
+    target: Target,
     /// Which copy: the superblock has a replica; inode records, log pages and
     /// entries and page 2 of the fixed area have one on images made with
     /// metadata replicas (mkfs's default); data checksums have two copies;
@@ -124,7 +91,7 @@ pub fn run(args: &Args) -> ExitCode {
 
 fn inject_into(args: &Args) -> anyhow::Result<()> {
     let path = &args.image;
-    let target = Target::from(args.target);
+    let target = args.target;
     if args.live && target != Target::LogPage {
         return Err(anyhow!(
             "--live applies to the log-page target only (every byte of {target} is read)"

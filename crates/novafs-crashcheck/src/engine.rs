@@ -109,15 +109,9 @@ impl Config {
                 torn: 12,
             },
             recovery_every: 10,
-            recovery_busy_every: 3,
             recovery_pick: Pick::recovery(12),
             max_images: None,
-            raw_fsck: true,
-            damage: Vec::new(),
-            known: Vec::new(),
-            compare: Compare::default(),
-            only_point: None,
-            only_image: None,
+            ..Config::quick(seed)
         }
     }
 }

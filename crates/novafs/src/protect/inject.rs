@@ -93,6 +93,26 @@ impl Target {
         }
     }
 
+    /// What the structure is, in a line (the CLI's `--target` help).
+    pub fn about(self) -> &'static str {
+        match self {
+            Target::Superblock => "The 440-byte superblock (primary: page 0; replica: the last page)",
+            Target::Inode => "The 128-byte table record of an inode",
+            Target::LogPage => {
+                "A byte range anywhere in one page of an inode's log: often past the log's tail, where nothing \
+                 reads it (then no check can notice it, and none needs to)"
+            }
+            Target::LogEntry => "Bytes inside one committed entry of an inode's log",
+            Target::Journal => "A shard's journal header line or ring",
+            Target::FixedArea => "Pages 1-2: journal headers, reserved inode slots, inode-table heads",
+            Target::DataPage => "A data page a file maps now, or one holding an extended attribute's value",
+            Target::DataChecksums => {
+                "The strip checksums of such a data page (primary: the first checksum area; replica: the second)"
+            }
+            Target::Parity => "The parity strip of such a data page",
+        }
+    }
+
     /// The target named `name` (see [`Target::name`]).
     pub fn parse(name: &str) -> Option<Target> {
         Target::ALL.into_iter().find(|t| t.name() == name)

@@ -295,6 +295,11 @@ impl Fs {
         }
     }
 
+    /// Inode `ino`'s cache cell. Repairs count themselves where they happen
+    /// (`Health::repaired`, inside the cache's loads); the counters reach
+    /// the superblock here, after the load, because the superblock's lock
+    /// ranks before the cache shards' (`lock::Rank`) and so cannot be taken
+    /// at the repair point.
     fn cell(&self, ino: Ino) -> Result<Arc<Cell>> {
         let cell = self.cache.get(&self.ctx, ino);
         if self.ctx.health.take_changed() {
