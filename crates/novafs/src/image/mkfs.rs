@@ -255,14 +255,17 @@ fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
         dir_mtime: now,
     };
     let entries = [dentry(0, true, b"..", &spec)];
-    // The record commits the log: the superblock, written last, makes the
-    // whole image valid (see `format`).
+    // The record, then the log's commit into it (its head and tail words,
+    // outside the checksum); the superblock, written last, makes the whole
+    // image valid (see `format`).
     let p = st.log.append(ctx.region(), &ctx.alloc, Budget::Normal, &entries)?;
     let mut rec = record_of_attr(&attr, 0);
     rec.state = INODE_LIVE;
-    rec.log_head = p.new_head().unwrap_or(0);
-    rec.log_tail = p.tail();
     ctx.region().write(off, rec.as_bytes())?;
-    ctx.region().persist(off, INODE_SIZE)?; // R1: before the superblock that makes the image valid.
+    ctx.region().flush(off, INODE_SIZE)?;
+    // R1 and R5, before the superblock that makes the image valid: the
+    // commit keeps the log's first page.
+    let committed = st.log.commit(ctx.region(), off, p)?;
+    st.log.committed(&committed);
     Ok(())
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use pm::Region;
 
-use crate::alloc::{Budget, Freed, PageAllocator, Unreferenced};
+use crate::alloc::{Budget, Freed, PageAllocator, Reserved, Unreferenced};
 use crate::error::{corrupt, Error, Result};
 use crate::health::Health;
 use crate::inode::InodeState;
@@ -328,14 +328,27 @@ pub(crate) fn single(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[
         .append(ctx.region(), &ctx.alloc, budget, entries)
         .and_then(|p| st.log.commit(ctx.region(), st.off, p));
     if committed.is_err() {
-        st.log.release_unreached(&ctx.alloc);
+        st.log.forget_unreached();
     }
     committed
 }
 
 /// [`single`], then [`publish`]: the whole of a single-inode update.
 pub(crate) fn single_published(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
+    single_kept(ctx, st, budget, entries, Reserved::empty(&ctx.alloc))
+}
+
+/// [`single_published`] for entries that refer to pages reserved for
+/// them (`held`): the commit keeps those, a failure gives them back.
+pub(crate) fn single_kept(
+    ctx: &Ctx,
+    st: &mut InodeState,
+    budget: Budget,
+    entries: &[Entry],
+    held: Reserved<'_>,
+) -> Result<()> {
     let proof = single(ctx, st, budget, entries)?;
+    held.keep(&proof); // R1 made them persistent before the tail store (R5).
     publish(ctx, st, entries, &proof)
 }
 
@@ -376,7 +389,7 @@ impl<'c> Multi<'c> {
     /// Appends `entries` to `st`'s log for this transaction. The append
     /// becomes `Committed` with the transaction's proof
     /// (`Pending::journaled`).
-    pub(crate) fn append(&mut self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending> {
+    pub(crate) fn append(&mut self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending<'c>> {
         let mut p = st.log.append(self.ctx.region(), &self.ctx.alloc, budget, entries)?;
         self.txn.depends_on(p.bind(self.txn.id()));
         if let Some(h) = p.new_head() {

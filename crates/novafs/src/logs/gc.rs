@@ -194,13 +194,9 @@ pub(crate) fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
         Update::word(st.off + INODE_TAIL_OFF, p.tail()),
     ];
     ctx.region().fence(); // R1: the new log is persistent before it is committed.
-    let durable = match ctx.journal.commit(ctx.region(), &switch) {
-        Ok(d) => d,
-        Err(e) => {
-            ctx.alloc.abandon_meta(&fresh.page_extents());
-            return Err(e);
-        }
-    };
+                          // A failed switch drops `p`, which gives the new log's pages back.
+    let durable = ctx.journal.commit(ctx.region(), &switch)?;
+    p.switched(&durable); // R2: the switch reaches the new log's pages.
     let old_pages = st.log.pages().len() as u64;
     let rec = ctx.live_record(st.off, st.meta.attr.ino)?;
     let rebuilt = InodeState::load(ctx.region(), ctx.bounds, st.off, &rec)?;
