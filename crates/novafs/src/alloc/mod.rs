@@ -22,7 +22,8 @@ pub(crate) use budget::{reserve_pages, Budget};
 pub use pages::PageAllocator;
 pub(crate) use proof::sealed;
 pub(crate) use proof::Freed;
-pub use proof::{Extent, Linked, Unreferenced};
+pub(crate) use proof::Linked;
+pub use proof::{Extent, Unreferenced};
 pub(crate) use ranges::RangeSet;
 pub(crate) use reservation::Reserved;
 

@@ -19,7 +19,7 @@ pub trait Unreferenced: sealed::Commit {}
 /// points make one — a log tail store (`log::Committed`), a journal
 /// transaction or single committed word (`journal::Durable`) and a log
 /// growing its chain (`log::Chained`). Sealed as [`Unreferenced`] is.
-pub trait Linked: sealed::Link {}
+pub(crate) trait Linked: sealed::Link {}
 
 pub(crate) mod sealed {
     /// The seal of [`super::Unreferenced`]: a trait outside crates cannot
@@ -27,7 +27,7 @@ pub(crate) mod sealed {
     pub trait Commit {}
 
     /// The seal of [`super::Linked`].
-    pub trait Link {}
+    pub(crate) trait Link {}
 }
 
 /// A run of contiguous pages, by byte offset.
