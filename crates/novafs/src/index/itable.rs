@@ -469,3 +469,68 @@ pub(crate) fn read_record(region: &dyn Region, off: u64, ino: Ino, state: u64) -
     }
     Ok(rec)
 }
+
+/// The record of inode `ino` at `off` in state `state`, verified (Fortis
+/// §4.2): from the primary, or from the replica when the primary is not
+/// that inode or fails its checksum and the replica passes, with `true`
+/// (the caller copies it back). Neither passing, the primary's answer.
+pub(crate) fn verified_record(
+    region: &dyn Region,
+    data: &dyn Region,
+    bounds: Bounds,
+    off: u64,
+    ino: Ino,
+    state: u64,
+) -> Result<(Inode, bool)> {
+    let primary = read_record(region, off, ino, state);
+    let Some(m) = bounds.replica(off) else {
+        return primary.map(|rec| (rec, false));
+    };
+    match primary {
+        Ok(rec) if rec.csum == rec.compute_csum() => Ok((rec, false)),
+        damaged => match read_record(data, m, ino, state) {
+            Ok(rec) if rec.csum == rec.compute_csum() => Ok((rec, true)),
+            _ => damaged.map(|rec| (rec, false)),
+        },
+    }
+}
+
+/// The record of inode `ino` at `off` as snapshot `epoch` sees it:
+/// live or kept, created at or before the snapshot and, if kept,
+/// deleted after it; else NotFound. Read from the primary, or the
+/// replica when the primary fails its checksum or has a state word no
+/// commit writes (Corrupt when both do: a lost inode, not a free one).
+pub(crate) fn record_seen_at(
+    region: &dyn Region,
+    data: &dyn Region,
+    bounds: Bounds,
+    off: u64,
+    ino: Ino,
+    epoch: u64,
+) -> Result<Inode> {
+    let read = |r: &dyn Region, at: u64| -> Result<Inode> {
+        let mut buf = [0u8; INODE_SIZE as usize];
+        r.read(at, &mut buf)?;
+        decode(&buf)
+    };
+    let known = |rec: &Inode| matches!(rec.state, INODE_FREE | INODE_LIVE | INODE_KEPT);
+    let mut rec = read(region, off)?;
+    if rec.csum != rec.compute_csum() || !known(&rec) {
+        if let Some(m) = bounds.replica(off) {
+            let other = read(data, m)?;
+            if known(&other) {
+                rec = other;
+            }
+        }
+    }
+    let seen = match rec.state {
+        INODE_LIVE => rec.create_epoch <= epoch,
+        INODE_KEPT => rec.create_epoch <= epoch && epoch < rec.delete_epoch,
+        INODE_FREE => false,
+        bad => return Err(corrupt!("inode {ino}'s record has a damaged state word {bad:#x}")),
+    };
+    if !seen || rec.ino != ino {
+        return Err(Error::NotFound);
+    }
+    Ok(rec)
+}

@@ -46,7 +46,7 @@ fn write_entry(ctx: &Ctx, pgoff: u64, block: u64, npages: u64, size: u64, mtime:
 pub(crate) fn read(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
     read_checked(ctx, st, off, buf).inspect_err(|e| {
         if matches!(e, Error::Corrupt(_) | Error::Pm(_)) {
-            ctx.health.lost(st.meta.attr.ino, e);
+            ctx.health().lost(st.meta.attr.ino, e);
         }
     })
 }
@@ -65,7 +65,7 @@ fn read_checked(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<
         let in_pg = (pos % PAGE_SIZE) as usize;
         let mut len = (PS - in_pg).min(n - done);
         match map.lookup(pg) {
-            Some(block) if ctx.strips.enabled() => ctx.read_block(block, in_pg, &mut buf[done..done + len])?,
+            Some(block) if ctx.strips().enabled() => ctx.read_block(block, in_pg, &mut buf[done..done + len])?,
             Some(block) => {
                 // Coalesce pages that are contiguous on media into one copy.
                 let mut next = pg + 1;
@@ -126,7 +126,7 @@ fn entries_for(ctx: &Ctx, first: u64, extents: &[Extent], size: u64, mtime: i64)
 /// Commits a change of one file: GC first, then one tail store, then the
 /// DRAM index (commit.rs).
 pub(crate) fn commit_file(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
-    commit_kept(ctx, st, budget, entries, Reserved::empty(&ctx.alloc))
+    commit_kept(ctx, st, budget, entries, Reserved::empty(ctx.alloc()))
 }
 
 /// [`commit_file`] of entries that map the pages `held` reserved: the
@@ -150,7 +150,7 @@ fn with_pages<'a, T>(
     budget: Budget,
     f: impl FnOnce(&[Extent], Reserved<'a>) -> Result<T>,
 ) -> Result<T> {
-    let held = ctx.alloc.reserve(npages, budget)?;
+    let held = ctx.alloc().reserve(npages, budget)?;
     let extents = held.extents().to_vec();
     f(&extents, held)
 }
@@ -239,7 +239,7 @@ pub(crate) fn materialize(ctx: &Ctx, st: &mut InodeState, pg: u64, now: i64, ext
 pub(crate) fn shrink_prep<'a>(ctx: &'a Ctx, st: &InodeState, new_size: u64) -> Result<(Vec<Entry>, Reserved<'a>)> {
     let map = file_map(st)?;
     let size = st.meta.attr.size;
-    let none = || Ok((Vec::new(), Reserved::empty(&ctx.alloc)));
+    let none = || Ok((Vec::new(), Reserved::empty(ctx.alloc())));
     if new_size >= size || new_size.is_multiple_of(PAGE_SIZE) {
         return none();
     }

@@ -216,10 +216,10 @@ impl Namespace<'_> {
         let (acl_entries, acl_pages) = acls.into_parts();
         let claimed = match n.identity {
             Some((ino, _)) => ctx
-                .tables
-                .claim_exact(ctx.region(), &ctx.alloc, ino)
+                .tables()
+                .claim_exact(ctx.region(), ctx.alloc(), ino)
                 .map(|off| (ino, off)),
-            None => ctx.tables.claim(ctx.region(), &ctx.alloc),
+            None => ctx.tables().claim(ctx.region(), ctx.alloc()),
         };
         let (ino, off) = claimed?; // An error drops `acl_pages`: they go back.
         let attr = Attr {
@@ -304,9 +304,9 @@ impl Namespace<'_> {
             // its own commits kept (R3). ACL pages never committed went
             // back with `acl_pages`.
             let (log, data) = st.take_pages();
-            let unborn = ctx.tables.release_unborn(ino);
-            ctx.alloc.release_meta(&unborn, &log);
-            ctx.alloc.release(&unborn, &data);
+            let unborn = ctx.tables().release_unborn(ino);
+            ctx.alloc().release_meta(&unborn, &log);
+            ctx.alloc().release(&unborn, &data);
             return Err(e);
         }
         let attr = st.attr();
@@ -612,7 +612,7 @@ impl Namespace<'_> {
     /// True when directory `dir` is `ancestor` or lies below it. Parents are
     /// read without locks: the rename lock keeps the tree's shape fixed.
     fn is_within(&self, mut dir: Ino, ancestor: Ino) -> Result<bool> {
-        for _ in 0..=self.ctx.bounds.max_pages() {
+        for _ in 0..=self.ctx.bounds().max_pages() {
             if dir == ancestor {
                 return Ok(true);
             }
@@ -712,7 +712,7 @@ impl Namespace<'_> {
         // published by the rename's transaction (as create does without
         // an init commit): a crash before it leaves the slot free.
         let ctx = self.ctx;
-        let (ino, off) = ctx.tables.claim(ctx.region(), &ctx.alloc)?;
+        let (ino, off) = ctx.tables().claim(ctx.region(), ctx.alloc())?;
         let now = now_ns();
         let attr = Attr {
             ino,
@@ -745,7 +745,7 @@ impl Namespace<'_> {
                 Ok(())
             }
             Err(e) => {
-                ctx.tables.release(ino);
+                ctx.tables().release(ino);
                 Err(e)
             }
         }

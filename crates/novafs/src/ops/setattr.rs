@@ -72,7 +72,7 @@ pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, s
     a.atime = set.atime.unwrap_or(a.atime);
     a.mtime = set.mtime.unwrap_or(a.mtime);
     a.ctime = set.ctime.unwrap_or(now);
-    let mut prep = (Vec::new(), Reserved::empty(&ctx.alloc));
+    let mut prep = (Vec::new(), Reserved::empty(ctx.alloc()));
     if let Some(size) = set.size {
         match old.kind {
             FileType::RegularFile => {}

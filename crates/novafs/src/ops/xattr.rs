@@ -99,7 +99,7 @@ fn read_value(ctx: &Ctx, ino: u64, v: &Value) -> Result<Vec<u8>> {
         Ok(())
     })();
     if let Err(e) = &read {
-        ctx.health.lost(ino, e);
+        ctx.health().lost(ino, e);
     }
     read.map(|_| out)
 }
@@ -116,7 +116,7 @@ impl<'a> Staged<'a> {
     pub(crate) fn new(ctx: &'a Ctx) -> Staged<'a> {
         Staged {
             entries: Vec::new(),
-            pages: Reserved::empty(&ctx.alloc),
+            pages: Reserved::empty(ctx.alloc()),
         }
     }
 
@@ -137,7 +137,7 @@ impl<'a> Staged<'a> {
     /// fence, like file data).
     fn store_pages(&mut self, ctx: &'a Ctx, value: &[u8]) -> Result<Value> {
         let npages = value.len().div_ceil(PAGE_SIZE as usize);
-        let reserved = ctx.alloc.reserve(npages as u64, Budget::Normal)?;
+        let reserved = ctx.alloc().reserve(npages as u64, Budget::Normal)?;
         let pages: Box<[u64]> = reserved
             .extents()
             .iter()
