@@ -182,7 +182,8 @@ mod layering {
                 include_str!("alloc/pages.rs"),
                 include_str!("alloc/pool.rs"),
                 include_str!("alloc/proof.rs"),
-                include_str!("alloc/ranges.rs")
+                include_str!("alloc/ranges.rs"),
+                include_str!("alloc/reservation.rs")
             ),
         ),
         ("replica", 2, "media", include_str!("media/replica.rs")),

@@ -11,6 +11,7 @@ mod pages;
 mod pool;
 pub(crate) mod proof;
 mod ranges;
+mod reservation;
 #[cfg(test)]
 mod tests;
 
@@ -21,8 +22,10 @@ pub(crate) use budget::{reserve_pages, Budget};
 pub use pages::PageAllocator;
 pub(crate) use proof::sealed;
 pub(crate) use proof::Freed;
+pub(crate) use proof::Linked;
 pub use proof::{Extent, Unreferenced};
 pub(crate) use ranges::RangeSet;
+pub(crate) use reservation::Reserved;
 
 /// Picks this thread's shard: a round-robin slot fixed at the thread's first
 /// call, the user-space stand-in for "the current CPU" (DESIGN.md §5).

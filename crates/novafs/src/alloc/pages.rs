@@ -170,8 +170,9 @@ impl PageAllocator {
     }
 
     /// Returns pages this operation allocated and never linked into
-    /// anything a commit made reachable (its commit failed, or never ran).
-    pub(crate) fn abandon(&self, extents: &[Extent]) {
+    /// anything a commit made reachable (its commit failed, or never ran):
+    /// only a dropped [`super::Reserved`] does.
+    pub(super) fn abandon(&self, extents: &[Extent]) {
         for e in extents {
             self.put_back(e.off, e.npages);
         }
@@ -185,7 +186,7 @@ impl PageAllocator {
 
     /// [`Self::abandon`] for metadata primaries: returns them and their
     /// mirrors.
-    pub(crate) fn abandon_meta(&self, extents: &[Extent]) {
+    pub(super) fn abandon_meta(&self, extents: &[Extent]) {
         self.put_back_meta(extents);
     }
 
@@ -320,7 +321,7 @@ impl PageAllocator {
     /// their mirrors; returns the primaries (the mirrors are
     /// [`Self::mirror`]). A pair counts two pages against the budget. All or
     /// nothing. With replication off, exactly [`Self::alloc`].
-    pub(crate) fn alloc_meta(&self, npages: u64, budget: Budget) -> Result<Vec<Extent>> {
+    pub(super) fn alloc_meta(&self, npages: u64, budget: Budget) -> Result<Vec<Extent>> {
         if self.mirror.is_none() {
             return self.alloc(npages, budget);
         }
@@ -359,7 +360,7 @@ impl PageAllocator {
     /// Allocates `npages` physically contiguous pages (inode-table chunks).
     /// With replication on, free singles are tried before pairs (and a pair
     /// whose primary is taken leaves its mirror single).
-    pub(crate) fn alloc_contiguous(&self, npages: u64, budget: Budget) -> Result<u64> {
+    pub(super) fn alloc_contiguous(&self, npages: u64, budget: Budget) -> Result<u64> {
         self.within_budget(npages, budget)?;
         for pool in self.home_first() {
             let taken = self.with_pool(pool, |p| {
@@ -392,7 +393,7 @@ impl PageAllocator {
     /// contiguous, in reverse page order) are taken too: an inode-table
     /// chunk. Returns the first primary. With replication off, exactly
     /// [`Self::alloc_contiguous`].
-    pub(crate) fn alloc_contiguous_meta(&self, npages: u64, budget: Budget) -> Result<u64> {
+    pub(super) fn alloc_contiguous_meta(&self, npages: u64, budget: Budget) -> Result<u64> {
         if self.mirror.is_none() {
             return self.alloc_contiguous(npages, budget);
         }

@@ -6,16 +6,28 @@ use crate::layout::PAGE_SIZE;
 /// Evidence that nothing durable references some pages any more (rule R3),
 /// which [`PageAllocator::release`] asks for: only the commit points make
 /// one — a log tail store or a journal transaction (`log::Committed`,
-/// `journal::Durable`) and fast GC's relinking (`log::Unlinked`).
+/// `journal::Durable`) and fast GC's relinking (`log::Unlinked`) — and
+/// the release of the slot of an inode no commit made live
+/// (`itable::Unborn`).
 /// (The rule is shown not to compile when broken in `probe.rs`.) Sealed:
 /// only the core's commit points implement it, so no code outside them
 /// can mint the evidence, even where the `probe` feature shows the trait.
 pub trait Unreferenced: sealed::Commit {}
 
+/// Evidence that freshly reserved pages are reachable from something
+/// durable, which keeping a [`super::Reserved`] asks for: only the commit
+/// points make one — a log tail store (`log::Committed`), a journal
+/// transaction or single committed word (`journal::Durable`) and a log
+/// growing its chain (`log::Chained`). Sealed as [`Unreferenced`] is.
+pub(crate) trait Linked: sealed::Link {}
+
 pub(crate) mod sealed {
     /// The seal of [`super::Unreferenced`]: a trait outside crates cannot
     /// name, so they cannot implement the proof trait either.
     pub trait Commit {}
+
+    /// The seal of [`super::Linked`].
+    pub(crate) trait Link {}
 }
 
 /// A run of contiguous pages, by byte offset.

@@ -81,6 +81,24 @@ fn allocator_is_all_or_nothing_and_frees_back() {
     assert_eq!(a.export(), vec![(10, 5), (15, 5)]);
 }
 
+#[test]
+fn a_reservation_gives_back_what_no_commit_kept() {
+    let a = mirrored(1000, 4000, 2, 256);
+    let all = a.free_pages();
+    {
+        let mut r = a.reserve(5, Budget::Normal).unwrap();
+        r.merge(a.reserve_meta(3, Budget::Normal).unwrap());
+        r.merge(a.reserve_contiguous_meta(8, Budget::Normal).unwrap());
+        assert_eq!(a.free_pages(), all - 5 - 2 * 3 - 2 * 8);
+    }
+    assert_eq!(a.free_pages(), all, "dropped: every page and mirror back");
+    let kept = a.reserve_meta(2, Budget::Normal).unwrap();
+    let primaries = pages_of(kept.meta_extents());
+    kept.keep(&crate::log::Committed::for_test(Vec::new(), 0));
+    assert_eq!(a.free_pages(), all - 4, "kept: the pages and their mirrors stay in use");
+    assert!(primaries.iter().all(|&p| !a.is_free(p << PAGE_SHIFT)));
+}
+
 // ---- RangeSet helpers for the mirrored allocator ----
 
 #[test]

@@ -9,7 +9,7 @@ use pm::Region;
 use zerocopy::IntoBytes;
 
 use crate::alloc::Budget;
-use crate::commit::{Ctx, GcCounters};
+use crate::commit::{Ctx, Parts};
 use crate::dir::{dentry, DentrySpec};
 use crate::error::{Error, Result};
 use crate::health::Health;
@@ -25,7 +25,6 @@ use crate::layout::{
 use crate::recovery::{allocator_of, save_state};
 use crate::replica::Mirrored;
 use crate::snapshot::Snapshots;
-use crate::strips::Stale;
 use crate::superblock::{bounds_of, geometry, strips_of};
 use crate::time::now_ns;
 
@@ -180,20 +179,16 @@ pub(crate) fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()
     let tables = InodeTables::create(&*meta, &alloc, shards, bounds)?;
     let journal = Journal::open(&*meta, &sb)?;
     let snapshots = Snapshots::load(&*meta, &*region, bounds, 0)?;
-    let ctx = Ctx {
-        region: meta,
-        data: region.clone(),
-        read_only: false,
+    let parts = Parts {
         alloc,
         tables,
         journal,
         bounds,
         snapshots,
-        gc: GcCounters::default(),
         health: Health::default(),
         strips: strips_of(&sb),
-        stale: Stale::default(),
     };
+    let ctx = Ctx::new(meta, region.clone(), false, parts);
     make_root(&ctx, opts, now)?;
     save_state(&ctx, &sb)?;
     sb.state = STATE_CLEAN;
@@ -228,7 +223,7 @@ fn uuid(now: i64) -> [u8; 16] {
 
 /// The root directory: inode 1, its ".." pointing at itself.
 fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
-    let (ino, off) = ctx.tables.claim_in(ctx.region(), &ctx.alloc, 0)?;
+    let (ino, off) = ctx.tables().claim_in(ctx.region(), ctx.alloc(), 0)?;
     debug_assert_eq!(ino, ROOT_INO);
     let attr = Attr {
         ino,
@@ -255,14 +250,17 @@ fn make_root(ctx: &Ctx, opts: &FormatOptions, now: i64) -> Result<()> {
         dir_mtime: now,
     };
     let entries = [dentry(0, true, b"..", &spec)];
-    // The record commits the log: the superblock, written last, makes the
-    // whole image valid (see `format`).
-    let p = st.log.append(ctx.region(), &ctx.alloc, Budget::Normal, &entries)?;
+    // The record, then the log's commit into it (its head and tail words,
+    // outside the checksum); the superblock, written last, makes the whole
+    // image valid (see `format`).
+    let p = st.log.append(ctx.region(), ctx.alloc(), Budget::Normal, &entries)?;
     let mut rec = record_of_attr(&attr, 0);
     rec.state = INODE_LIVE;
-    rec.log_head = p.new_head().unwrap_or(0);
-    rec.log_tail = p.tail();
     ctx.region().write(off, rec.as_bytes())?;
-    ctx.region().persist(off, INODE_SIZE)?; // R1: before the superblock that makes the image valid.
+    ctx.region().flush(off, INODE_SIZE)?;
+    // R1 and R5, before the superblock that makes the image valid: the
+    // commit keeps the log's first page.
+    let committed = st.log.commit(ctx.region(), off, p)?;
+    st.log.committed(&committed);
     Ok(())
 }

@@ -14,7 +14,7 @@ use pm::Region;
 use zerocopy::IntoBytes;
 
 use crate::alloc::{Budget, PageAllocator};
-use crate::commit::{Ctx, Fate, GcCounters};
+use crate::commit::{Ctx, Fate, Parts};
 use crate::error::{corrupt, Error, Result};
 use crate::file;
 use crate::health::Health;
@@ -30,7 +30,6 @@ use crate::layout::{
 };
 use crate::replica::{sync, Mirrored};
 use crate::snapshot::{Kept, Snapshots};
-use crate::strips::Stale;
 use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, strips_of, write_superblock};
 use crate::time::now_ns;
 
@@ -128,11 +127,7 @@ pub(crate) fn mount(
             report.replicas_refreshed = true;
             tracing::info!("metadata replicas rewritten from their primaries; protection is on again");
             let bounds = bounds_of(&sb);
-            ctx_fresh = Ctx {
-                region: Mirrored::view(region.clone(), bounds),
-                bounds,
-                ..ctx_fresh
-            };
+            ctx_fresh = ctx_fresh.with_meta(Mirrored::view(region.clone(), bounds), bounds);
         }
         return finish(ctx_fresh, sb, report, read_only, t0);
     }
@@ -149,7 +144,7 @@ fn finish(
     if !read_only {
         // A primary superblock restored from its replica is not counted:
         // damage cannot be told from a crash during its update (R4).
-        ctx.health.stamp(&mut sb);
+        ctx.health().stamp(&mut sb);
         sb.state = STATE_MOUNTED;
         sb.version = VERSION;
         sb.mount_count += 1;
@@ -166,20 +161,16 @@ fn finish(
 pub(crate) fn open_ctx(region: Arc<dyn Region>, sb: &Superblock, read_only: bool) -> Result<Ctx> {
     let bounds = bounds_of(sb);
     let meta = Mirrored::view(region.clone(), bounds);
-    Ok(Ctx {
+    let parts = Parts {
         alloc: allocator_of(sb),
         tables: InodeTables::load(&*meta, sb, bounds)?,
         journal: Journal::open(&*meta, sb)?,
         bounds,
         snapshots: Snapshots::load(&*meta, &*region, bounds, sb.epoch)?,
-        gc: GcCounters::default(),
         health: Health::since(sb),
         strips: strips_of(sb),
-        stale: Stale::default(),
-        region: meta,
-        data: region,
-        read_only,
-    })
+    };
+    Ok(Ctx::new(meta, region, read_only, parts))
 }
 
 /// Empty allocators for the data area of `sb`: pairs of mirrored pages for
@@ -197,7 +188,7 @@ pub(crate) fn allocator_of(sb: &Superblock) -> PageAllocator {
 pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     // The recovery inode, or its replica's when the primary is damaged.
     let copies = std::iter::once(RECOVERY_INODE_OFF)
-        .chain(ctx.bounds.replica(RECOVERY_INODE_OFF))
+        .chain(ctx.bounds().replica(RECOVERY_INODE_OFF))
         .collect::<Vec<_>>();
     let mut blob = Err(corrupt!("no saved allocator state"));
     for off in copies {
@@ -220,7 +211,7 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
         .is_some_and(|n| n == body.len() as u64);
     // The older format saved no manifests: with snapshots, only the scan
     // can rebuild them.
-    let manifests_saved = hdr.magic == ALLOC_STATE_MAGIC || ctx.snapshots.newest().is_none();
+    let manifests_saved = hdr.magic == ALLOC_STATE_MAGIC || ctx.snapshots().newest().is_none();
     if !manifests_saved || hdr.mount_count != sb.mount_count || !counts_fit || crc32c::crc32c(body) != hdr.csum {
         return Err(corrupt!("saved allocator state is damaged or stale"));
     }
@@ -229,8 +220,8 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
         .chunks_exact(size_of::<SavedKept>())
         .map(decode)
         .collect::<Result<_>>()?;
-    ctx.snapshots
-        .import_manifests(&kept, sb.data_start..sb.data_end, |ino| ctx.tables.locate(ino).ok())?;
+    ctx.snapshots()
+        .import_manifests(&kept, sb.data_start..sb.data_end, |ino| ctx.tables().locate(ino).ok())?;
     let pairs: Vec<(u64, u64)> = body
         .chunks_exact(16)
         .map(|c| {
@@ -253,9 +244,9 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
         }
         prev_end = p + n;
     }
-    ctx.tables.import_free(inos)?;
+    ctx.tables().import_free(inos)?;
     for &(p, n) in pages {
-        ctx.alloc.add_free(p << PAGE_SHIFT, n);
+        ctx.alloc().add_free(p << PAGE_SHIFT, n);
     }
     Ok(())
 }
@@ -268,7 +259,7 @@ fn saved_blob(ctx: &Ctx, off: u64) -> Result<Vec<u8>> {
     if rec.state != INODE_LIVE {
         return Err(corrupt!("no saved allocator state"));
     }
-    let blob = read_chain(ctx.data(), ctx.bounds, rec.log_head, rec.log_tail)?;
+    let blob = read_chain(ctx.data(), ctx.bounds(), rec.log_head, rec.log_tail)?;
     let hdr: AllocStateHeader = decode(&blob)?;
     if hdr.magic != ALLOC_STATE_MAGIC && hdr.magic != ALLOC_STATE_MAGIC_V1 {
         return Err(corrupt!("saved allocator state has a bad magic"));
@@ -298,7 +289,7 @@ fn read_chain(r: &dyn Region, bounds: Bounds, head: u64, len: u64) -> Result<Vec
 /// then mark the superblock clean (primary, then replica: R4).
 pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
     save_state(ctx, sb)?;
-    ctx.health.stamp(sb);
+    ctx.health().stamp(sb);
     sb.state = STATE_CLEAN;
     write_superblock(ctx.region(), sb)
 }
@@ -306,9 +297,9 @@ pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
 /// Writes the allocators to the recovery chain and makes them persistent.
 pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let r = ctx.region();
-    let pages = ctx.alloc.export();
-    let inos = ctx.tables.export_free();
-    let kept = ctx.snapshots.export_manifests();
+    let pages = ctx.alloc().export();
+    let inos = ctx.tables().export_free();
+    let kept = ctx.snapshots().export_manifests();
     let kept_items = u32::try_from(kept.len()).map_err(|_| corrupt!("too many manifest items to save"))?;
     let mut body = Vec::with_capacity((pages.len() + inos.len()) * 16 + kept.len() * size_of::<SavedKept>());
     for &(s, n) in pages.iter().chain(&inos) {
@@ -331,7 +322,7 @@ pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     // The chain lives in pages the saved state lists as free: they are
     // free again as soon as the next mount has read them.
     let npages = (blob.len() as u64).div_ceil(LOG_NEXT_OFF);
-    let extents = ctx.alloc.alloc(npages, Budget::Critical)?;
+    let extents = ctx.alloc().alloc(npages, Budget::Critical)?;
     let chain: Vec<u64> = extents
         .iter()
         .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
@@ -364,7 +355,7 @@ struct ScanResult {
 /// a failure"): one thread per shard; orphans (live, no links) are freed
 /// when `reclaim` is set.
 fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
-    let shards = ctx.tables.shard_count() as usize;
+    let shards = ctx.tables().shard_count() as usize;
     let per_shard: Vec<Result<ShardScan>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..shards)
             .map(|shard| s.spawn(move || scan_shard(ctx, shard)))
@@ -374,13 +365,13 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             .map(|h| h.join().unwrap_or_else(|_| Err(corrupt!("scan thread panicked"))))
             .collect()
     });
-    let bounds = ctx.bounds;
+    let bounds = ctx.bounds();
     let mut used: Vec<u64> = ctx
-        .tables
+        .tables()
         .all_chunks()
         .iter()
         .flat_map(|&c| (0..CHUNK_PAGES).flat_map(move |i| bounds.copies(c + i * PAGE_SIZE)))
-        .chain(ctx.snapshots.log_pages().into_iter().flat_map(|p| bounds.copies(p)))
+        .chain(ctx.snapshots().log_pages().into_iter().flat_map(|p| bounds.copies(p)))
         .map(|p| p >> PAGE_SHIFT)
         .collect();
     let mut result = ScanResult { live: 0, orphans: 0 };
@@ -397,7 +388,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
         result.live += sc.live;
         resynced += sc.resynced;
         for ino in sc.free_inos {
-            ctx.tables.release(ino);
+            ctx.tables().release(ino);
         }
         orphans.extend(sc.orphans);
         unkept.extend(sc.unkept);
@@ -406,15 +397,15 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     // An orphan a snapshot may still see is kept, not freed (Fortis §3.2).
     let (kept_orphans, orphans): (Vec<_>, Vec<_>) = orphans
         .into_iter()
-        .partition(|(_, _, st)| ctx.snapshots.newest().is_some_and(|n| st.born <= n));
+        .partition(|(_, _, st)| ctx.snapshots().newest().is_some_and(|n| st.born <= n));
     if !reclaim {
         // A read-only mount leaves orphans in place, pages and all.
         for (_, _, st) in &orphans {
-            used.extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
+            used.extend(st.pages(ctx.bounds()).into_iter().map(|p| p >> PAGE_SHIFT));
         }
     }
     for (_, _, st) in &kept_orphans {
-        used.extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
+        used.extend(st.pages(ctx.bounds()).into_iter().map(|p| p >> PAGE_SHIFT));
     }
     used.sort_unstable();
     let before = used.len();
@@ -422,10 +413,13 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     if used.len() != before {
         tracing::error!(pages = before - used.len(), "pages referenced twice; run novafs fsck");
     }
-    let mut next = ctx.bounds.data_start >> PAGE_SHIFT;
-    for &p in used.iter().chain(std::iter::once(&(ctx.bounds.data_end >> PAGE_SHIFT))) {
+    let mut next = ctx.bounds().data_start >> PAGE_SHIFT;
+    for &p in used
+        .iter()
+        .chain(std::iter::once(&(ctx.bounds().data_end >> PAGE_SHIFT)))
+    {
         if p > next {
-            ctx.alloc.add_free(next << PAGE_SHIFT, p - next);
+            ctx.alloc().add_free(next << PAGE_SHIFT, p - next);
         }
         next = next.max(p + 1);
     }
@@ -447,17 +441,17 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             // now; or a kept inode outlived the snapshots that needed it.
             // Its pages were left out of `used`, so they are free already.
             ctx.region().commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5
-            ctx.tables.release(ino);
+            ctx.tables().release(ino);
         }
         for st in resealed {
             protect_resealed(ctx, st)?;
         }
         for (ino, off, st) in kept_orphans {
             let ending = ctx.ending(&st)?;
-            let _ = ctx.journal.commit(ctx.region(), &ending.updates)?;
+            let _ = ctx.journal().commit(ctx.region(), &ending.updates)?;
             if let Fate::Keep { snapshot } = ending.fate {
-                let pages = st.pages(ctx.bounds).len() as u64;
-                ctx.snapshots.keep(
+                let pages = st.pages(ctx.bounds()).len() as u64;
+                ctx.snapshots().keep(
                     snapshot,
                     Kept::Inode {
                         birth: st.born,
@@ -482,10 +476,10 @@ fn reseal_unprotected(ctx: &Ctx, st: &InodeState) -> Result<bool> {
     };
     for &pg in st.meta.unprotected.keys() {
         if let Some(block) = map.lookup(pg) {
-            if ctx.read_only {
-                ctx.stale.insert(block);
+            if ctx.read_only() {
+                ctx.stale().insert(block);
             } else {
-                ctx.strips.reseal(ctx.data(), block)?;
+                ctx.strips().reseal(ctx.data(), block)?;
             }
         }
     }
@@ -511,14 +505,14 @@ fn protect_resealed(ctx: &Ctx, mut st: InodeState) -> Result<()> {
 /// death`), returning those runs' pages: in use, like the inode's own.
 pub(crate) fn load_for_snapshots(ctx: &Ctx, off: u64, rec: &Inode) -> Result<(InodeState, Vec<u64>)> {
     let st = ctx.load_inode(off, rec)?;
-    if ctx.snapshots.newest().is_none() {
+    if ctx.snapshots().newest().is_none() {
         return Ok((st, Vec::new()));
     }
-    let (_, superseded) = InodeState::load_superseded(ctx.region(), ctx.bounds, off, rec)?;
+    let (_, superseded) = InodeState::load_superseded(ctx.region(), ctx.bounds(), off, rec)?;
     let mut pages = Vec::new();
     for g in superseded {
-        if let Some(s) = ctx.snapshots.needing(g.birth, g.death) {
-            ctx.snapshots.keep(
+        if let Some(s) = ctx.snapshots().needing(g.birth, g.death) {
+            ctx.snapshots().keep(
                 s,
                 Kept::Data {
                     birth: g.birth,
@@ -556,7 +550,7 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         live: 0,
         resynced: 0,
     };
-    ctx.tables.scan_shard(r, shard, |slot| {
+    ctx.tables().scan_shard(r, shard, |slot| {
         // The table's scan judged the slot from a whole copy of its
         // record: a damaged primary is copied back before the chunk's
         // replica is made equal to it below.
@@ -576,7 +570,7 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         let (ino, off, rec, kept) = match slot {
             Slot::Live { ino, off, rec, .. } => (ino, off, rec, None),
             Slot::Kept { ino, off, rec, .. } => {
-                match ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch) {
+                match ctx.snapshots().needing(rec.create_epoch, rec.delete_epoch) {
                     Some(s) => (ino, off, rec, Some(s)),
                     None => {
                         // No snapshot needs it any more (one was deleted
@@ -598,9 +592,9 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
                 let resealed = reseal_unprotected(ctx, &st)?;
                 // The log loaded, every damaged primary piece repaired: the
                 // primary is whole, and the copy to keep (`replica`).
-                if !ctx.read_only {
+                if !ctx.read_only() {
                     for &p in st.log.pages() {
-                        out.resynced += sync(ctx.data(), ctx.bounds, p, PAGE_SIZE, true)?;
+                        out.resynced += sync(ctx.data(), ctx.bounds(), p, PAGE_SIZE, true)?;
                     }
                 }
                 out.used.extend(superseded.iter().map(|p| p >> PAGE_SHIFT));
@@ -609,16 +603,16 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
                         birth: st.born,
                         ino,
                         off,
-                        pages: st.pages(ctx.bounds).len() as u64,
+                        pages: st.pages(ctx.bounds()).len() as u64,
                     };
-                    ctx.snapshots.keep(s, item);
+                    ctx.snapshots().keep(s, item);
                     out.used
-                        .extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
+                        .extend(st.pages(ctx.bounds()).into_iter().map(|p| p >> PAGE_SHIFT));
                 } else if st.meta.attr.nlink == 0 && ino != ROOT_INO {
                     out.orphans.push((ino, off, st));
                 } else {
                     out.used
-                        .extend(st.pages(ctx.bounds).into_iter().map(|p| p >> PAGE_SHIFT));
+                        .extend(st.pages(ctx.bounds()).into_iter().map(|p| p >> PAGE_SHIFT));
                     if resealed {
                         out.resealed.push(st);
                     }
@@ -628,13 +622,13 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
         }
         Ok(())
     })?;
-    if !ctx.read_only {
+    if !ctx.read_only() {
         // Every record was judged whole above, damaged primaries repaired;
         // the chain's links too, before the primaries are copied over.
-        let relinked = ctx.tables.restore_chain(ctx.data(), shard)?;
-        ctx.health.repaired(relinked);
-        for (_, chunk) in ctx.tables.slots(shard) {
-            out.resynced += sync(ctx.data(), ctx.bounds, chunk, CHUNK_SIZE, true)?;
+        let relinked = ctx.tables().restore_chain(ctx.data(), shard)?;
+        ctx.health().repaired(relinked);
+        for (_, chunk) in ctx.tables().slots(shard) {
+            out.resynced += sync(ctx.data(), ctx.bounds(), chunk, CHUNK_SIZE, true)?;
         }
     }
     Ok(out)
@@ -644,9 +638,9 @@ fn scan_shard(ctx: &Ctx, shard: usize) -> Result<ShardScan> {
 /// pages its log may own kept out of the allocator. The inode itself
 /// reads as EIO, its names stay, and fsck reports it.
 fn lost(ctx: &Ctx, ino: Ino, rec: &Inode, e: &Error, used: &mut Vec<u64>) {
-    ctx.health.lost(ino, e);
-    if let Ok(pages) = crate::log::chain_pages(ctx.region(), ctx.bounds, rec.log_head, true) {
-        let copies = pages.into_iter().flat_map(|p| ctx.bounds.copies(p));
+    ctx.health().lost(ino, e);
+    if let Ok(pages) = crate::log::chain_pages(ctx.region(), ctx.bounds(), rec.log_head, true) {
+        let copies = pages.into_iter().flat_map(|p| ctx.bounds().copies(p));
         used.extend(copies.map(|p| p >> PAGE_SHIFT));
     }
 }
@@ -658,9 +652,9 @@ fn lost(ctx: &Ctx, ino: Ino, rec: &Inode, e: &Error, used: &mut Vec<u64>) {
 /// without one the inode is lost ([`lost`], None) and its number stays
 /// taken, or a new inode there would answer to the names of the lost one.
 fn unfree(ctx: &Ctx, ino: Ino, used: &mut Vec<u64>) -> Result<Option<Slot>> {
-    let off = ctx.tables.locate(ino)?;
+    let off = ctx.tables().locate(ino)?;
     let state = |r: &dyn Region, at: u64| r.load_u64(at + INODE_STATE_OFF).ok();
-    let replica = ctx.bounds.replica(off);
+    let replica = ctx.bounds().replica(off);
     if state(ctx.region(), off) == Some(INODE_FREE) || replica.is_some_and(|m| state(ctx.data(), m) == Some(INODE_FREE))
     {
         return Ok(Some(Slot::Free {
@@ -729,12 +723,12 @@ pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
         open_ctx(region.clone(), &sb, true)
             .and_then(|ctx| {
                 load_saved_state(&ctx, &sb)?;
-                Ok((ctx.alloc.free_pages(), ctx.tables.free_count()))
+                Ok((ctx.alloc().free_pages(), ctx.tables().free_count()))
             })
             .map_err(|e| format!("{e}; the next mount rebuilds it"))
     };
     let snapshots = open_ctx(region.clone(), &sb, true)
-        .map(|ctx| ctx.snapshots.list())
+        .map(|ctx| ctx.snapshots().list())
         .map_err(|e| e.to_string());
     Ok(Inspect {
         reserve: crate::alloc::reserve_pages((sb.data_end - sb.data_start) / PAGE_SIZE, u64::from(sb.shards)),

@@ -6,14 +6,23 @@ use crate::lock::{Mutex, Rank, RwLock};
 use pm::Region;
 use zerocopy::IntoBytes;
 
-use crate::alloc::{current_shard, Budget, Extent, PageAllocator, RangeSet};
+use crate::alloc::{current_shard, Budget, PageAllocator, RangeSet};
 use crate::error::{corrupt, Error, Result};
+use crate::journal::{commit_word, Update};
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ChunkFooter, Ino, Inode, Superblock, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_PAGES,
     CHUNK_SIZE, INODES_PER_CHUNK, INODE_FREE, INODE_KEPT, INODE_LIVE, INODE_SIZE, PAGE_SIZE,
 };
 use crate::replica::readable;
+
+/// Proof that an inode never became live, so its pages are referenced by
+/// nothing durable (R3): made only by [`InodeTables::release_unborn`].
+#[derive(Debug)]
+pub(crate) struct Unborn(());
+
+impl crate::alloc::sealed::Commit for Unborn {}
+impl crate::alloc::Unreferenced for Unborn {}
 
 /// One shard's inode table: its chunk chain and free slots.
 struct TableShard {
@@ -119,6 +128,15 @@ impl InodeTables {
         self.shards.iter().flat_map(|s| s.chunks.read().clone()).collect()
     }
 
+    /// Frees the slot of an inode whose create failed before the
+    /// transaction that would have made it live: the proof that nothing
+    /// durable reaches what its own commits wrote (its record's state word
+    /// stayed free, and recovery reads the logs of live slots only).
+    pub(crate) fn release_unborn(&self, ino: Ino) -> Unborn {
+        self.release(ino);
+        Unborn(())
+    }
+
     /// Marks a slot free (recovery, fsck, unmount state).
     pub(crate) fn release(&self, ino: Ino) {
         if let Some((shard, local)) = self.split(ino) {
@@ -174,26 +192,21 @@ impl InodeTables {
     ) -> Result<()> {
         let t = &self.shards[shard];
         let index = t.chunks.read().len() as u64;
-        let chunk = alloc.alloc_contiguous_meta(CHUNK_PAGES, budget)?;
+        // Dropped on an error below, the reservation gives the chunk back.
+        let reserved = alloc.reserve_contiguous_meta(CHUNK_PAGES, budget)?;
+        let chunk = reserved.meta_extents()[0].off;
         let footer = ChunkFooter::new(shard as u32, index as u32, 0);
-        let init = || -> Result<()> {
-            region.zero_nt(chunk, CHUNK_SIZE)?;
-            region.write(chunk + CHUNK_FOOTER_OFF, footer.as_bytes())?;
-            region.flush(chunk + CHUNK_FOOTER_OFF, INODE_SIZE)?;
-            region.fence(); // R1: the chunk is initialised before it is linked.
-            let link = match t.chunks.read().last() {
-                Some(&last) => last + CHUNK_NEXT_OFF,
-                None => self.head_off(shard),
-            };
-            Ok(region.commit_u64(link, chunk)?) // R5
+        region.zero_nt(chunk, CHUNK_SIZE)?;
+        region.write(chunk + CHUNK_FOOTER_OFF, footer.as_bytes())?;
+        region.flush(chunk + CHUNK_FOOTER_OFF, INODE_SIZE)?;
+        let link = match t.chunks.read().last() {
+            Some(&last) => last + CHUNK_NEXT_OFF,
+            None => self.head_off(shard),
         };
-        if let Err(e) = init() {
-            alloc.abandon_meta(&[Extent {
-                off: chunk,
-                npages: CHUNK_PAGES,
-            }]);
-            return Err(e);
-        }
+        // R1: the chunk is initialised (fenced) before the link; R5: the
+        // link is one 8-byte store, which makes the chunk the table's.
+        let linked = commit_word(region, &Update::word(link, chunk))?;
+        reserved.keep(&linked);
         t.chunks.write().push(chunk);
         let _ = free.insert(index * INODES_PER_CHUNK, INODES_PER_CHUNK);
         Ok(())
@@ -453,6 +466,71 @@ pub(crate) fn read_record(region: &dyn Region, off: u64, ino: Ino, state: u64) -
     }
     if rec.ino != ino {
         return Err(corrupt!("inode slot for {ino} holds inode {}", rec.ino));
+    }
+    Ok(rec)
+}
+
+/// The record of inode `ino` at `off` in state `state`, verified (Fortis
+/// §4.2): from the primary, or from the replica when the primary is not
+/// that inode or fails its checksum and the replica passes, with `true`
+/// (the caller copies it back). Neither passing, the primary's answer.
+pub(crate) fn verified_record(
+    region: &dyn Region,
+    data: &dyn Region,
+    bounds: Bounds,
+    off: u64,
+    ino: Ino,
+    state: u64,
+) -> Result<(Inode, bool)> {
+    let primary = read_record(region, off, ino, state);
+    let Some(m) = bounds.replica(off) else {
+        return primary.map(|rec| (rec, false));
+    };
+    match primary {
+        Ok(rec) if rec.csum == rec.compute_csum() => Ok((rec, false)),
+        damaged => match read_record(data, m, ino, state) {
+            Ok(rec) if rec.csum == rec.compute_csum() => Ok((rec, true)),
+            _ => damaged.map(|rec| (rec, false)),
+        },
+    }
+}
+
+/// The record of inode `ino` at `off` as snapshot `epoch` sees it:
+/// live or kept, created at or before the snapshot and, if kept,
+/// deleted after it; else NotFound. Read from the primary, or the
+/// replica when the primary fails its checksum or has a state word no
+/// commit writes (Corrupt when both do: a lost inode, not a free one).
+pub(crate) fn record_seen_at(
+    region: &dyn Region,
+    data: &dyn Region,
+    bounds: Bounds,
+    off: u64,
+    ino: Ino,
+    epoch: u64,
+) -> Result<Inode> {
+    let read = |r: &dyn Region, at: u64| -> Result<Inode> {
+        let mut buf = [0u8; INODE_SIZE as usize];
+        r.read(at, &mut buf)?;
+        decode(&buf)
+    };
+    let known = |rec: &Inode| matches!(rec.state, INODE_FREE | INODE_LIVE | INODE_KEPT);
+    let mut rec = read(region, off)?;
+    if rec.csum != rec.compute_csum() || !known(&rec) {
+        if let Some(m) = bounds.replica(off) {
+            let other = read(data, m)?;
+            if known(&other) {
+                rec = other;
+            }
+        }
+    }
+    let seen = match rec.state {
+        INODE_LIVE => rec.create_epoch <= epoch,
+        INODE_KEPT => rec.create_epoch <= epoch && epoch < rec.delete_epoch,
+        INODE_FREE => false,
+        bad => return Err(corrupt!("inode {ino}'s record has a damaged state word {bad:#x}")),
+    };
+    if !seen || rec.ino != ino {
+        return Err(Error::NotFound);
     }
     Ok(rec)
 }

@@ -85,7 +85,7 @@ impl Cache {
         if let Some(c) = shard.get(&ino) {
             return Ok(c.clone());
         }
-        let off = ctx.tables.locate(ino)?;
+        let off = ctx.tables().locate(ino)?;
         let st = match self.view {
             None => ctx.live_record(off, ino).and_then(|rec| ctx.load_inode(off, &rec)),
             Some(epoch) => ctx
@@ -94,7 +94,7 @@ impl Cache {
         }
         .inspect_err(|e| {
             if is_loss(e) {
-                ctx.health.lost(ino, e);
+                ctx.health().lost(ino, e);
             }
         })?;
         let parent = st.dir().map_or(0, |d| d.parent());
@@ -145,7 +145,7 @@ impl Cache {
         h.lookups = h.lookups.saturating_sub(n);
         if h.lookups == 0 {
             if h.freed {
-                ctx.tables.release(ino);
+                ctx.tables().release(ino);
             }
             held.remove(&ino);
         }
@@ -164,11 +164,11 @@ impl Cache {
         match fate {
             Fate::Free => {
                 let (log, data) = st.take_pages();
-                ctx.alloc.release_meta(proof, &log);
-                ctx.alloc.release(proof, &data);
+                ctx.alloc().release_meta(proof, &log);
+                ctx.alloc().release(proof, &data);
                 match self.held.lock().get_mut(&ino) {
                     Some(h) => h.freed = true, // released by the last FORGET
-                    None => ctx.tables.release(ino),
+                    None => ctx.tables().release(ino),
                 }
             }
             Fate::Keep { snapshot } => {
@@ -176,9 +176,9 @@ impl Cache {
                     birth: st.born,
                     ino,
                     off: st.off,
-                    pages: st.pages(ctx.bounds).len() as u64,
+                    pages: st.pages(ctx.bounds()).len() as u64,
                 };
-                ctx.snapshots.keep(snapshot, item);
+                ctx.snapshots().keep(snapshot, item);
             }
         }
     }

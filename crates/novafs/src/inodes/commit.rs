@@ -1,6 +1,6 @@
 //! The shared context every operation works in ([`Ctx`]: the region, the
-//! allocators, the journals and the inode tables) and the two ways an
-//! operation commits (NOVA §4.2):
+//! allocators, the journals and the inode tables, behind accessors) and
+//! the two ways an operation commits (NOVA §4.2):
 //!
 //! - [`single`]: one inode's log append, committed by its tail store (R1,
 //!   R5);
@@ -18,12 +18,12 @@ use std::sync::Arc;
 
 use pm::Region;
 
-use crate::alloc::{Budget, Freed, PageAllocator, Unreferenced};
+use crate::alloc::{Budget, Freed, PageAllocator, Reserved, Unreferenced};
 use crate::error::{corrupt, Error, Result};
 use crate::health::Health;
 use crate::inode::InodeState;
-use crate::itable::read_record;
 use crate::itable::InodeTables;
+use crate::itable::{record_seen_at, verified_record};
 use crate::journal::{Check, Durable, Journal, Txn, Update};
 use crate::layout::{
     decode, invalidated_word, Ino, Inode, ENTRY_EPOCH_OFF, INODE_CSUM_WORD_OFF, INODE_DELETE_EPOCH_OFF, INODE_FREE,
@@ -31,31 +31,44 @@ use crate::layout::{
 };
 use crate::layout::{Bounds, Strips};
 use crate::log::{Committed, Entry, Pending};
+use crate::replica::copy_back;
 use crate::snapshot::{Kept, Snapshots};
 use crate::strips::Stale;
 
 pub(crate) struct Ctx {
     /// The region as metadata is written: through the mirroring view when
     /// the image keeps replicas (`replica`).
-    pub region: Arc<dyn Region>,
+    region: Arc<dyn Region>,
     /// The region itself, for file data and other pages without a mirror.
-    pub data: Arc<dyn Region>,
+    data: Arc<dyn Region>,
     /// Nothing may be written, not even a repair (read-only mount, fsck).
-    pub read_only: bool,
+    read_only: bool,
+    alloc: PageAllocator,
+    tables: InodeTables,
+    journal: Journal,
+    bounds: Bounds,
+    /// The snapshot list and the epoch new entries carry (Fortis §3).
+    snapshots: Snapshots,
+    /// What log GC reclaimed on this mount (NOVA Table 3).
+    gc: GcCounters,
+    /// What redundancy repaired and what was lost, since mkfs.
+    health: Health,
+    /// Where file data's checksums and parity live (Fortis §4.3).
+    strips: Strips,
+    /// Data pages DAX mappings leave unprotected (`mmap`).
+    stale: Stale,
+}
+
+/// What a context holds besides its regions, as mkfs and the mount build
+/// it ([`Ctx::new`]).
+pub(crate) struct Parts {
     pub alloc: PageAllocator,
     pub tables: InodeTables,
     pub journal: Journal,
     pub bounds: Bounds,
-    /// The snapshot list and the epoch new entries carry (Fortis §3).
     pub snapshots: Snapshots,
-    /// What log GC reclaimed on this mount (NOVA Table 3).
-    pub gc: GcCounters,
-    /// What redundancy repaired and what was lost, since mkfs.
     pub health: Health,
-    /// Where file data's checksums and parity live (Fortis §4.3).
     pub strips: Strips,
-    /// Data pages DAX mappings leave unprotected (`mmap`).
-    pub stale: Stale,
 }
 
 /// Log GC activity of one mounted file system.
@@ -67,6 +80,77 @@ pub(crate) struct GcCounters {
 }
 
 impl Ctx {
+    /// A context writing metadata through `region` and everything else
+    /// through `data`; with nothing reclaimed or mapped yet.
+    pub(crate) fn new(region: Arc<dyn Region>, data: Arc<dyn Region>, read_only: bool, parts: Parts) -> Ctx {
+        Ctx {
+            region,
+            data,
+            read_only,
+            alloc: parts.alloc,
+            tables: parts.tables,
+            journal: parts.journal,
+            bounds: parts.bounds,
+            snapshots: parts.snapshots,
+            gc: GcCounters::default(),
+            health: parts.health,
+            strips: parts.strips,
+            stale: Stale::default(),
+        }
+    }
+
+    /// The same context writing metadata through `region`, laid out as
+    /// `bounds` says (the replicas were just rewritten and are trusted).
+    pub(crate) fn with_meta(self, region: Arc<dyn Region>, bounds: Bounds) -> Ctx {
+        Ctx { region, bounds, ..self }
+    }
+
+    /// Nothing may be written, not even a repair (read-only mount, fsck).
+    pub(crate) fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    pub(crate) fn alloc(&self) -> &PageAllocator {
+        &self.alloc
+    }
+
+    pub(crate) fn tables(&self) -> &InodeTables {
+        &self.tables
+    }
+
+    pub(crate) fn journal(&self) -> &Journal {
+        &self.journal
+    }
+
+    pub(crate) fn bounds(&self) -> Bounds {
+        self.bounds
+    }
+
+    /// The snapshot list and the epoch new entries carry (Fortis §3).
+    pub(crate) fn snapshots(&self) -> &Snapshots {
+        &self.snapshots
+    }
+
+    /// What log GC reclaimed on this mount (NOVA Table 3).
+    pub(crate) fn gc(&self) -> &GcCounters {
+        &self.gc
+    }
+
+    /// What redundancy repaired and what was lost, since mkfs.
+    pub(crate) fn health(&self) -> &Health {
+        &self.health
+    }
+
+    /// Where file data's checksums and parity live (Fortis §4.3).
+    pub(crate) fn strips(&self) -> &Strips {
+        &self.strips
+    }
+
+    /// Data pages DAX mappings leave unprotected (`mmap`).
+    pub(crate) fn stale(&self) -> &Stale {
+        &self.stale
+    }
+
     /// The epoch new entries carry: stable while the operation holds the
     /// epoch gate (`snapshot`).
     pub(crate) fn epoch(&self) -> u64 {
@@ -123,53 +207,17 @@ impl Ctx {
     /// The record of inode `ino` at `off` in state `state`, from the
     /// primary or, when only it passes, the replica (copied back).
     fn record_in(&self, off: u64, ino: Ino, state: u64) -> Result<Inode> {
-        let primary = read_record(self.region(), off, ino, state);
-        let Some(m) = self.bounds.replica(off) else {
-            return primary;
-        };
-        match primary {
-            Ok(rec) if rec.csum == rec.compute_csum() => Ok(rec),
-            damaged => match read_record(self.data(), m, ino, state) {
-                Ok(rec) if rec.csum == rec.compute_csum() => {
-                    self.repair(&[(off, INODE_SIZE)])?;
-                    Ok(rec)
-                }
-                _ => damaged,
-            },
-        }
-    }
-
-    /// The record of inode `ino` at `off` as snapshot `epoch` sees it:
-    /// live or kept, created at or before the snapshot and, if kept,
-    /// deleted after it; else NotFound. Read from the primary, or the
-    /// replica when the primary fails its checksum or has a state word no
-    /// commit writes (Corrupt when both do: a lost inode, not a free one).
-    pub(crate) fn record_at(&self, off: u64, ino: Ino, epoch: u64) -> Result<Inode> {
-        let read = |r: &dyn Region, at: u64| -> Result<Inode> {
-            let mut buf = [0u8; INODE_SIZE as usize];
-            r.read(at, &mut buf)?;
-            decode(&buf)
-        };
-        let known = |rec: &Inode| matches!(rec.state, INODE_FREE | INODE_LIVE | INODE_KEPT);
-        let mut rec = read(self.region(), off)?;
-        if rec.csum != rec.compute_csum() || !known(&rec) {
-            if let Some(m) = self.bounds.replica(off) {
-                let other = read(self.data(), m)?;
-                if known(&other) {
-                    rec = other;
-                }
-            }
-        }
-        let seen = match rec.state {
-            INODE_LIVE => rec.create_epoch <= epoch,
-            INODE_KEPT => rec.create_epoch <= epoch && epoch < rec.delete_epoch,
-            INODE_FREE => false,
-            bad => return Err(corrupt!("inode {ino}'s record has a damaged state word {bad:#x}")),
-        };
-        if !seen || rec.ino != ino {
-            return Err(Error::NotFound);
+        let (rec, from_replica) = verified_record(self.region(), self.data(), self.bounds, off, ino, state)?;
+        if from_replica {
+            self.repair(&[(off, INODE_SIZE)])?;
         }
         Ok(rec)
+    }
+
+    /// The record of inode `ino` at `off` as snapshot `epoch` sees it
+    /// (`itable::record_seen_at`; nothing is repaired).
+    pub(crate) fn record_at(&self, off: u64, ino: Ino, epoch: u64) -> Result<Inode> {
+        record_seen_at(self.region(), self.data(), self.bounds, off, ino, epoch)
     }
 
     /// Loads inode `rec` (at `off`) as snapshot `epoch` sees it (read-only:
@@ -287,18 +335,7 @@ impl Ctx {
         if self.read_only || ranges.is_empty() {
             return Ok(());
         }
-        let mut buf = Vec::new();
-        let mut repaired = 0;
-        for &(off, len) in ranges {
-            let Some(m) = self.bounds.replica(off) else { continue };
-            buf.resize(len as usize, 0);
-            self.data.read(m, &mut buf)?;
-            self.data.write(off, &buf)?;
-            self.data.flush(off, len)?;
-            tracing::warn!(off, len, "metadata repaired from its replica");
-            repaired += 1;
-        }
-        self.data.fence(); // The repaired copy is durable before it is relied on.
+        let repaired = copy_back(self.data(), self.bounds, ranges)?;
         self.health.repaired(repaired);
         Ok(())
     }
@@ -328,14 +365,27 @@ pub(crate) fn single(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[
         .append(ctx.region(), &ctx.alloc, budget, entries)
         .and_then(|p| st.log.commit(ctx.region(), st.off, p));
     if committed.is_err() {
-        st.log.release_unreached(&ctx.alloc);
+        st.log.forget_unreached();
     }
     committed
 }
 
 /// [`single`], then [`publish`]: the whole of a single-inode update.
 pub(crate) fn single_published(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
+    single_kept(ctx, st, budget, entries, Reserved::empty(&ctx.alloc))
+}
+
+/// [`single_published`] for entries that refer to pages reserved for
+/// them (`held`): the commit keeps those, a failure gives them back.
+pub(crate) fn single_kept(
+    ctx: &Ctx,
+    st: &mut InodeState,
+    budget: Budget,
+    entries: &[Entry],
+    held: Reserved<'_>,
+) -> Result<()> {
     let proof = single(ctx, st, budget, entries)?;
+    held.keep(&proof); // R1 made them persistent before the tail store (R5).
     publish(ctx, st, entries, &proof)
 }
 
@@ -376,7 +426,7 @@ impl<'c> Multi<'c> {
     /// Appends `entries` to `st`'s log for this transaction. The append
     /// becomes `Committed` with the transaction's proof
     /// (`Pending::journaled`).
-    pub(crate) fn append(&mut self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending> {
+    pub(crate) fn append(&mut self, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<Pending<'c>> {
         let mut p = st.log.append(self.ctx.region(), &self.ctx.alloc, budget, entries)?;
         self.txn.depends_on(p.bind(self.txn.id()));
         if let Some(h) = p.new_head() {

@@ -54,7 +54,7 @@ pub(crate) fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Re
 /// a snapshot replays stays (Fortis §3.2), and with the cancelled adds it
 /// may see, their cancellers (`Log::kill_cancelled`).
 fn covered_by_snapshot(ctx: &Ctx, st: &InodeState) -> Result<bool> {
-    let Some(newest) = ctx.snapshots.newest() else {
+    let Some(newest) = ctx.snapshots().newest() else {
         return Ok(false);
     };
     let head = st.log.head();
@@ -100,7 +100,7 @@ fn invalidate_deferred(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     let mut stored = false;
     for (entry, death) in deferred {
         let birth = r.load_u64(entry + ENTRY_EPOCH_OFF)?;
-        if ctx.snapshots.any_in(birth..death) {
+        if ctx.snapshots().any_in(birth..death) {
             waiting.push((entry, death));
             continue;
         }
@@ -121,13 +121,13 @@ fn invalidate_deferred(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
 fn fast(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     // A page is kept while a snapshot lies between its oldest entry's
     // birth and its newest death: that snapshot may replay it.
-    let dead = st.log.dead_pages(|lives| ctx.snapshots.any_in(lives));
+    let dead = st.log.dead_pages(|lives| ctx.snapshots().any_in(lives));
     if dead.is_empty() {
         return Ok(());
     }
     let unlinked = st.log.unlink_pages(ctx.region(), st.off, &dead)?;
-    ctx.alloc.release_meta(&unlinked, &unlinked.pages);
-    ctx.gc.fast_pages.fetch_add(dead.len() as u64, Ordering::Relaxed);
+    ctx.alloc().release_meta(&unlinked, &unlinked.pages);
+    ctx.gc().fast_pages.fetch_add(dead.len() as u64, Ordering::Relaxed);
     Ok(())
 }
 
@@ -187,28 +187,24 @@ fn compact_entries(ctx: &Ctx, st: &InodeState) -> Vec<Entry> {
 pub(crate) fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     let entries = compact_entries(ctx, st);
     let mut fresh = Log::default();
-    let p = fresh.append(ctx.region(), &ctx.alloc, Budget::Critical, &entries)?;
+    let p = fresh.append(ctx.region(), ctx.alloc(), Budget::Critical, &entries)?;
     let head = p.new_head().unwrap_or(fresh.head());
     let switch = [
         Update::word(st.off + INODE_HEAD_OFF, head),
         Update::word(st.off + INODE_TAIL_OFF, p.tail()),
     ];
     ctx.region().fence(); // R1: the new log is persistent before it is committed.
-    let durable = match ctx.journal.commit(ctx.region(), &switch) {
-        Ok(d) => d,
-        Err(e) => {
-            ctx.alloc.abandon_meta(&fresh.page_extents());
-            return Err(e);
-        }
-    };
+                          // A failed switch drops `p`, which gives the new log's pages back.
+    let durable = ctx.journal().commit(ctx.region(), &switch)?;
+    p.switched(&durable); // R2: the switch reaches the new log's pages.
     let old_pages = st.log.pages().len() as u64;
     let rec = ctx.live_record(st.off, st.meta.attr.ino)?;
-    let rebuilt = InodeState::load(ctx.region(), ctx.bounds, st.off, &rec)?;
-    ctx.alloc.release_meta(&durable, &st.log.page_extents()); // R3: the switch is durable.
+    let rebuilt = InodeState::load(ctx.region(), ctx.bounds(), st.off, &rec)?;
+    ctx.alloc().release_meta(&durable, &st.log.page_extents()); // R3: the switch is durable.
     st.log = rebuilt.log;
     st.meta = rebuilt.meta;
-    ctx.gc.thorough_runs.fetch_add(1, Ordering::Relaxed);
-    ctx.gc
+    ctx.gc().thorough_runs.fetch_add(1, Ordering::Relaxed);
+    ctx.gc()
         .thorough_pages
         .fetch_add(old_pages.saturating_sub(st.log.pages().len() as u64), Ordering::Relaxed);
     Ok(())

@@ -222,6 +222,8 @@ impl Durable {
 
 impl crate::alloc::sealed::Commit for Durable {}
 impl crate::alloc::Unreferenced for Durable {}
+impl crate::alloc::sealed::Link for Durable {}
+impl crate::alloc::Linked for Durable {}
 
 /// The update when `updates` is one aligned word, which needs no journal.
 fn single_word(updates: &[Update]) -> Option<&Update> {
@@ -231,8 +233,9 @@ fn single_word(updates: &[Update]) -> Option<&Update> {
     }
 }
 
-/// A single aligned word needs no journal: it is its own commit.
-fn commit_word(region: &dyn Region, u: &Update) -> Result<Durable> {
+/// A single aligned word needs no journal: it is its own commit (what
+/// links a new inode-table chunk, too).
+pub(crate) fn commit_word(region: &dyn Region, u: &Update) -> Result<Durable> {
     region.fence(); // R1: what the word commits is persistent first.
     apply(region, u)?;
     region.fence(); // R5

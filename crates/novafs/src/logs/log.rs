@@ -9,7 +9,7 @@ use std::ops::ControlFlow;
 use pm::Region;
 use zerocopy::{Immutable, IntoBytes};
 
-use crate::alloc::{Budget, Extent, PageAllocator, Unreferenced};
+use crate::alloc::{Budget, Extent, Linked, PageAllocator, Reserved, Unreferenced};
 use crate::error::{corrupt, Result};
 use crate::hash::U64Map;
 use crate::journal::{Check, Durable, TxnId};
@@ -122,7 +122,7 @@ impl Default for PageStat {
 /// ([`Pending::journaled`], R2).
 #[must_use = "appended entries do not exist until a commit makes them durable"]
 #[derive(Debug)]
-pub struct Pending {
+pub struct Pending<'a> {
     /// Offset of each appended entry, in order.
     offsets: Vec<u64>,
     /// The epoch of each.
@@ -138,9 +138,12 @@ pub struct Pending {
     written: Vec<Check>,
     /// The transaction it was appended for, if any.
     txn: Option<TxnId>,
+    /// A log's first pages, which nothing reaches before the commit stores
+    /// the head: dropped uncommitted, the append gives them back.
+    fresh: Option<Reserved<'a>>,
 }
 
-impl Pending {
+impl Pending<'_> {
     pub(crate) fn tail(&self) -> u64 {
         self.tail
     }
@@ -162,11 +165,25 @@ impl Pending {
             self.txn.is_some() && self.txn == proof.txn(),
             "an append is committed only by the transaction it was appended for"
         );
+        if let Some(fresh) = self.fresh {
+            fresh.keep(proof); // R2: the transaction stored the head.
+        }
         Committed {
             offsets: self.offsets,
             births: self.births,
             tail: self.tail,
             new_head: self.new_head,
+        }
+    }
+}
+
+impl Pending<'_> {
+    /// A new log written whole and fenced (R1) before transaction `proof`
+    /// switched an inode's head and tail to it (thorough GC, which then
+    /// reloads the log from the media): its pages are that log's now.
+    pub(crate) fn switched(self, proof: &Durable) {
+        if let Some(fresh) = self.fresh {
+            fresh.keep(proof); // R2: the switch is durable.
         }
     }
 }
@@ -204,6 +221,18 @@ impl Committed {
 
 impl crate::alloc::sealed::Commit for Committed {}
 impl Unreferenced for Committed {}
+impl crate::alloc::sealed::Link for Committed {}
+impl Linked for Committed {}
+
+/// Proof that pages a log grew by are linked from its last page (the
+/// pointer store flushed after the pages were made persistent, R1): they
+/// belong to the chain, as spares past the tail, whether or not the append
+/// is committed. Made only by [`Log::grow`].
+#[derive(Debug)]
+pub(crate) struct Chained(());
+
+impl crate::alloc::sealed::Link for Chained {}
+impl Linked for Chained {}
 
 /// Proof that fast GC unlinked log pages from their chain durably (R5):
 /// they may be freed.
@@ -323,9 +352,14 @@ impl Log {
         }
     }
 
-    /// The chain's pages, leaving the log empty.
+    /// The chain's pages, leaving the log empty. A log without a head has
+    /// none: pages an uncommitted append grew it by were its `Pending`'s.
     pub(crate) fn take_pages(&mut self) -> Vec<u64> {
-        std::mem::take(self).pages
+        let log = std::mem::take(self);
+        if log.head == 0 {
+            return Vec::new();
+        }
+        log.pages
     }
 
     fn count_new(&mut self, off: u64, birth: u64) {
@@ -434,27 +468,63 @@ impl Log {
 
     /// Writes `entries` after the tail, growing the chain when needed, and
     /// flushes them. Nothing is visible until the tail is committed.
-    pub(crate) fn append(
+    pub(crate) fn append<'a>(
         &mut self,
         region: &dyn Region,
-        alloc: &PageAllocator,
+        alloc: &'a PageAllocator,
         budget: Budget,
         entries: &[Entry],
-    ) -> Result<Pending> {
+    ) -> Result<Pending<'a>> {
+        if self.head == 0 {
+            // Pages of a log without a head were an earlier append's,
+            // never committed: its Pending gave them back.
+            self.forget_unreached();
+        }
         let lens = || entries.iter().map(Entry::len);
         let mut written = Vec::with_capacity(entries.len());
-        let (offs, end) = match self.place(lens()) {
-            Some(p) => p,
+        let mut fresh = None;
+        let placed = match self.place(lens()) {
+            Some(p) => Ok(p),
             None => {
                 // A page wastes at most one largest entry less a slot at its end.
                 let per_page = LOG_USABLE - (MAX_ENTRY - SLOT);
                 let need = entries.iter().map(Entry::len).sum::<u64>().div_ceil(per_page);
-                written.extend(self.grow(region, alloc, budget, need)?);
+                let (link, first) = self.grow(region, alloc, budget, need)?;
+                written.extend(link);
+                fresh = first;
                 self.place(lens())
-                    .ok_or_else(|| corrupt!("log growth did not make room"))?
+                    .ok_or_else(|| corrupt!("log growth did not make room"))
             }
         };
+        let written = placed.and_then(|(offs, end)| self.write_entries(region, entries, offs, end, written));
+        let (offs, end, written) = written.inspect_err(|_| {
+            if fresh.is_some() {
+                self.forget_unreached(); // `fresh` gives the pages back.
+            }
+        })?;
         let new_head = (self.head == 0).then(|| self.pages[0]);
+        Ok(Pending {
+            offsets: offs,
+            births: entries.iter().map(Entry::epoch).collect(),
+            tail: end,
+            new_head,
+            written,
+            txn: None,
+            fresh,
+        })
+    }
+
+    /// Writes and flushes `entries` at `offs` (ending at `end`), marking
+    /// the unused end of each page they leave; returns the offsets, the
+    /// end and every range written.
+    fn write_entries(
+        &self,
+        region: &dyn Region,
+        entries: &[Entry],
+        offs: Vec<u64>,
+        end: u64,
+        mut written: Vec<Check>,
+    ) -> Result<(Vec<u64>, u64, Vec<Check>)> {
         // Mark the unused rest of a page we leave, so a stale entry from an
         // earlier, uncommitted append is never read back as live.
         let mut cursor = if self.tail == 0 { self.pages[0] } else { self.tail };
@@ -469,26 +539,27 @@ impl Log {
             written.push(Check::of(off, e.bytes()));
             cursor = off + e.len();
         }
-        Ok(Pending {
-            offsets: offs,
-            births: entries.iter().map(Entry::epoch).collect(),
-            tail: end,
-            new_head,
-            written,
-            txn: None,
-        })
+        Ok((offs, end, written))
     }
 
     /// Adds at least `need` pages: doubles the log up to LOG_GROW_MAX pages.
-    /// Returns the pointer store linking them, if it made one: flushed, not
-    /// fenced.
-    fn grow(&mut self, region: &dyn Region, alloc: &PageAllocator, budget: Budget, need: u64) -> Result<Option<Check>> {
+    /// Returns the pointer store linking them, if it made one (flushed, not
+    /// fenced), or else, for a log without pages, the reservation of its
+    /// first pages, which only the append's commit reaches.
+    fn grow<'a>(
+        &mut self,
+        region: &dyn Region,
+        alloc: &'a PageAllocator,
+        budget: Budget,
+        need: u64,
+    ) -> Result<(Option<Check>, Option<Reserved<'a>>)> {
         let n = need.max((self.pages.len() as u64).clamp(1, LOG_GROW_MAX));
         // Near a full device, settle for what this append needs.
-        let extents = alloc
-            .alloc_meta(n, budget)
-            .or_else(|_| alloc.alloc_meta(need, budget))?;
-        let new: Vec<u64> = extents
+        let reserved = alloc
+            .reserve_meta(n, budget)
+            .or_else(|_| alloc.reserve_meta(need, budget))?;
+        let new: Vec<u64> = reserved
+            .meta_extents()
             .iter()
             .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
             .collect();
@@ -510,9 +581,15 @@ impl Log {
             region.flush(last + LOG_NEXT_OFF, 8)?;
             Ok(Some(Check::of(last + LOG_NEXT_OFF, &new[0].to_le_bytes())))
         };
-        let link = init().inspect_err(|_| alloc.abandon_meta(&extents))?;
+        let link = init()?;
         self.pages.extend(new);
-        Ok(link)
+        Ok(match link {
+            Some(check) => {
+                reserved.keep(&Chained(()));
+                (Some(check), None)
+            }
+            None => (None, Some(reserved)),
+        })
     }
 
     /// Commits `p` as a single-inode update: rule R1 (entries and head are
@@ -525,12 +602,16 @@ impl Log {
         }
         region.fence(); // R1
         region.commit_u64(inode_off + INODE_TAIL_OFF, p.tail)?; // R5
-        Ok(Committed {
+        let committed = Committed {
             offsets: p.offsets,
             births: p.births,
             tail: p.tail,
             new_head: p.new_head,
-        })
+        };
+        if let Some(fresh) = p.fresh {
+            fresh.keep(&committed); // R5: the tail store reaches them.
+        }
+        Ok(committed)
     }
 
     /// Updates the DRAM view after `p` was committed (directly or by a
@@ -617,12 +698,11 @@ impl Log {
 
     /// After a failed commit: a log whose first append was never committed
     /// has pages no head reaches on the media (a later log has its new
-    /// pages linked from its last page, as spares, and keeps them). They go
-    /// back, or they would be neither in use nor free after the next
-    /// unmount: nothing committed ever pointed at them, so no proof is due.
-    pub(crate) fn release_unreached(&mut self, alloc: &PageAllocator) {
+    /// pages linked from its last page, as spares, and keeps them). The
+    /// append's [`Pending`] gave them back when it was dropped; the log
+    /// forgets them.
+    pub(crate) fn forget_unreached(&mut self) {
         if self.head == 0 && !self.pages.is_empty() {
-            alloc.abandon_meta(&self.page_extents());
             *self = Log::default();
         }
     }

@@ -197,6 +197,25 @@ impl Region for Mirrored {
     }
 }
 
+/// Copies the replica over the damaged primary of each of `ranges` (a
+/// load read them from the replica, Fortis §4.2), through the raw region
+/// `data`; returns how many it copied.
+pub(crate) fn copy_back(data: &dyn Region, bounds: Bounds, ranges: &[(u64, u64)]) -> crate::error::Result<u64> {
+    let mut buf = Vec::new();
+    let mut repaired = 0;
+    for &(off, len) in ranges {
+        let Some(m) = bounds.replica(off) else { continue };
+        buf.resize(len as usize, 0);
+        data.read(m, &mut buf)?;
+        data.write(off, &buf)?;
+        data.flush(off, len)?;
+        tracing::warn!(off, len, "metadata repaired from its replica");
+        repaired += 1;
+    }
+    data.fence(); // The repaired copy is durable before it is relied on.
+    Ok(repaired)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

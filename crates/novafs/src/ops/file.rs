@@ -8,7 +8,7 @@
 //! Invariant: bytes of a mapped page past the end of the file are zero, so
 //! extending a file never exposes stale data.
 
-use crate::alloc::{Budget, Extent};
+use crate::alloc::{Budget, Extent, Reserved};
 use crate::commit::{self, Ctx};
 use crate::error::{Error, Result};
 use crate::gc;
@@ -46,7 +46,7 @@ fn write_entry(ctx: &Ctx, pgoff: u64, block: u64, npages: u64, size: u64, mtime:
 pub(crate) fn read(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<usize> {
     read_checked(ctx, st, off, buf).inspect_err(|e| {
         if matches!(e, Error::Corrupt(_) | Error::Pm(_)) {
-            ctx.health.lost(st.meta.attr.ino, e);
+            ctx.health().lost(st.meta.attr.ino, e);
         }
     })
 }
@@ -65,7 +65,7 @@ fn read_checked(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<
         let in_pg = (pos % PAGE_SIZE) as usize;
         let mut len = (PS - in_pg).min(n - done);
         match map.lookup(pg) {
-            Some(block) if ctx.strips.enabled() => ctx.read_block(block, in_pg, &mut buf[done..done + len])?,
+            Some(block) if ctx.strips().enabled() => ctx.read_block(block, in_pg, &mut buf[done..done + len])?,
             Some(block) => {
                 // Coalesce pages that are contiguous on media into one copy.
                 let mut next = pg + 1;
@@ -126,18 +126,33 @@ fn entries_for(ctx: &Ctx, first: u64, extents: &[Extent], size: u64, mtime: i64)
 /// Commits a change of one file: GC first, then one tail store, then the
 /// DRAM index (commit.rs).
 pub(crate) fn commit_file(ctx: &Ctx, st: &mut InodeState, budget: Budget, entries: &[Entry]) -> Result<()> {
-    gc::make_room(ctx, st, entries)?;
-    commit::single_published(ctx, st, budget, entries)
+    commit_kept(ctx, st, budget, entries, Reserved::empty(ctx.alloc()))
 }
 
-/// Runs `f` with freshly allocated pages, abandoning them if it fails.
-fn with_pages<T>(ctx: &Ctx, npages: u64, budget: Budget, f: impl FnOnce(&[Extent]) -> Result<T>) -> Result<T> {
-    let extents = ctx.alloc.alloc(npages, budget)?;
-    let r = f(&extents);
-    if r.is_err() {
-        ctx.alloc.abandon(&extents);
-    }
-    r
+/// [`commit_file`] of entries that map the pages `held` reserved: the
+/// commit keeps them, a failure (GC's included) gives them back.
+pub(crate) fn commit_kept(
+    ctx: &Ctx,
+    st: &mut InodeState,
+    budget: Budget,
+    entries: &[Entry],
+    held: Reserved<'_>,
+) -> Result<()> {
+    gc::make_room(ctx, st, entries)?;
+    commit::single_kept(ctx, st, budget, entries, held)
+}
+
+/// Runs `f` with `npages` freshly reserved pages, which go back unless
+/// `f` keeps them by a commit ([`commit_kept`]).
+fn with_pages<'a, T>(
+    ctx: &'a Ctx,
+    npages: u64,
+    budget: Budget,
+    f: impl FnOnce(&[Extent], Reserved<'a>) -> Result<T>,
+) -> Result<T> {
+    let held = ctx.alloc().reserve(npages, budget)?;
+    let extents = held.extents().to_vec();
+    f(&extents, held)
 }
 
 /// Copy-on-write of `data` at `off` (NOVA §4.4).
@@ -159,7 +174,7 @@ pub(crate) fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Re
     let last = (end - 1) / PAGE_SIZE;
     let old_size = st.meta.attr.size;
     let size = old_size.max(end);
-    with_pages(ctx, last - first + 1, Budget::Normal, |extents| {
+    with_pages(ctx, last - first + 1, Budget::Normal, |extents, held| {
         let map = file_map(st)?;
         let mut pg = first;
         for e in extents {
@@ -197,7 +212,7 @@ pub(crate) fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Re
             }
         }
         let entries = entries_for(ctx, first, extents, size, now_ns());
-        commit_file(ctx, st, Budget::Normal, &entries) // R1 covers the non-temporal stores.
+        commit_kept(ctx, st, Budget::Normal, &entries, held) // R1 covers the non-temporal stores.
     })?;
     Ok(data.len())
 }
@@ -208,40 +223,38 @@ pub(crate) fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Re
 /// store. Returns the new page.
 pub(crate) fn materialize(ctx: &Ctx, st: &mut InodeState, pg: u64, now: i64, extra: Vec<Entry>) -> Result<u64> {
     let size = st.meta.attr.size;
-    with_pages(ctx, 1, Budget::Normal, |extents| {
+    with_pages(ctx, 1, Budget::Normal, |extents, held| {
         fill_pages(ctx, file_map(st)?, pg, extents, |_, _| true)?;
         let block = extents[0].off;
         let mut entries = entries_for(ctx, pg, extents, size, now);
         entries.extend(extra);
-        commit_file(ctx, st, Budget::Normal, &entries)?; // R1 covers the copy.
+        commit_kept(ctx, st, Budget::Normal, &entries, held)?; // R1 covers the copy.
         Ok(block)
     })
 }
 
 /// Entries that prepare a shrink to `new_size`: a copy of the new last page
-/// with its tail zeroed (keeps the invariant above). Their pages are
-/// returned so the caller can free them if the commit fails.
-pub(crate) fn shrink_prep(ctx: &Ctx, st: &InodeState, new_size: u64) -> Result<(Vec<Entry>, Vec<Extent>)> {
+/// with its tail zeroed (keeps the invariant above), and the reservation
+/// of its page, for the caller's commit to keep.
+pub(crate) fn shrink_prep<'a>(ctx: &'a Ctx, st: &InodeState, new_size: u64) -> Result<(Vec<Entry>, Reserved<'a>)> {
     let map = file_map(st)?;
     let size = st.meta.attr.size;
+    let none = || Ok((Vec::new(), Reserved::empty(ctx.alloc())));
     if new_size >= size || new_size.is_multiple_of(PAGE_SIZE) {
-        return Ok((Vec::new(), Vec::new()));
+        return none();
     }
     let pg = new_size / PAGE_SIZE;
     if map.lookup(pg).is_none() {
-        return Ok((Vec::new(), Vec::new()));
+        return none();
     }
     let cut = (new_size % PAGE_SIZE) as usize;
-    with_pages(ctx, 1, Budget::Freeing, |extents| {
+    with_pages(ctx, 1, Budget::Freeing, |extents, held| {
         fill_pages(ctx, map, pg, extents, |_, page| {
             page[cut..].fill(0);
             true
         })?;
         // The entry keeps the current size; the setattr after it shrinks.
-        Ok((
-            entries_for(ctx, pg, extents, size, st.meta.attr.mtime),
-            extents.to_vec(),
-        ))
+        Ok((entries_for(ctx, pg, extents, size, st.meta.attr.mtime), held))
     })
 }
 
@@ -295,9 +308,9 @@ fn preallocate(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: bo
             None => Ok(()),
         };
     }
-    with_pages(ctx, holes.len() as u64, Budget::Normal, |extents| {
+    with_pages(ctx, holes.len() as u64, Budget::Normal, |extents, held| {
         let entries = zeroed(ctx, &holes, &mut blocks_of(extents), size, now)?;
-        commit_file(ctx, st, Budget::Normal, &entries)
+        commit_kept(ctx, st, Budget::Normal, &entries, held)
     })
 }
 
@@ -392,20 +405,25 @@ fn zero_range(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: boo
     let whole: Vec<u64> = (off.div_ceil(PAGE_SIZE)..end / PAGE_SIZE).collect();
     let partial = partial_pages(file_map(st)?, off, end);
     let now = now_ns();
-    with_pages(ctx, (whole.len() + partial.len()) as u64, Budget::Normal, |extents| {
-        let map = file_map(st)?;
-        let mut blocks = blocks_of(extents);
-        let mut entries = zero_partial(ctx, map, &partial, &mut blocks, (off, end), size, now)?;
-        entries.extend(zeroed(ctx, &whole, &mut blocks, size, now)?);
-        if entries.is_empty() {
-            // Only holes in part: nothing to zero, the size may change.
-            match resized(ctx, st, size, now) {
-                Some(e) => entries.push(e),
-                None => return Ok(()),
+    with_pages(
+        ctx,
+        (whole.len() + partial.len()) as u64,
+        Budget::Normal,
+        |extents, held| {
+            let map = file_map(st)?;
+            let mut blocks = blocks_of(extents);
+            let mut entries = zero_partial(ctx, map, &partial, &mut blocks, (off, end), size, now)?;
+            entries.extend(zeroed(ctx, &whole, &mut blocks, size, now)?);
+            if entries.is_empty() {
+                // Only holes in part: nothing to zero, the size may change.
+                match resized(ctx, st, size, now) {
+                    Some(e) => entries.push(e),
+                    None => return Ok(()),
+                }
             }
-        }
-        commit_file(ctx, st, Budget::Normal, &entries)
-    })
+            commit_kept(ctx, st, Budget::Normal, &entries, held)
+        },
+    )
 }
 
 fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
@@ -421,7 +439,7 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
         (partial_pages(map, off, end), any_full)
     };
     let now = now_ns();
-    with_pages(ctx, partial.len() as u64, Budget::Freeing, |extents| {
+    with_pages(ctx, partial.len() as u64, Budget::Freeing, |extents, held| {
         let map = file_map(st)?;
         let mut entries = zero_partial(ctx, map, &partial, &mut blocks_of(extents), (off, end), size, now)?;
         if let Some(stop) = any_full {
@@ -439,7 +457,7 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
-        commit_file(ctx, st, Budget::Freeing, &entries)
+        commit_kept(ctx, st, Budget::Freeing, &entries, held)
     })
 }
 

@@ -140,7 +140,7 @@ impl Shared {
     fn resolve(&self, page: usize, write: bool) -> Result<()> {
         let ctx = &*self.ctx;
         let _held = self.mmaps.faults.read(); // §3.3: none completes during a freeze
-        let _op = ctx.snapshots.epochs.enter();
+        let _op = ctx.snapshots().epochs.enter();
         let mut st = self.cell.state.write();
         alive(&st)?;
         let pg = self.file_page(page);
@@ -179,7 +179,7 @@ impl Shared {
     /// committed (module docs) and its block marked stale.
     fn writable_page(&self, st: &mut InodeState, pg: u64) -> Result<u64> {
         let ctx = &*self.ctx;
-        let protecting = ctx.strips.enabled();
+        let protecting = ctx.strips().enabled();
         let now = now_ns();
         let mut extra = Vec::new();
         if protecting {
@@ -189,7 +189,7 @@ impl Shared {
         let held = match current {
             Some((_, entry)) => {
                 let birth = ctx.region().load_u64(entry + ENTRY_EPOCH_OFF)?;
-                ctx.snapshots.newest().is_some_and(|n| birth <= n)
+                ctx.snapshots().newest().is_some_and(|n| birth <= n)
             }
             None => false,
         };
@@ -217,18 +217,18 @@ impl Shared {
                 }
                 if let Some((old, _)) = current {
                     if st.meta.unprotected.contains_key(&pg) {
-                        ctx.strips.reseal(ctx.data(), old)?;
+                        ctx.strips().reseal(ctx.data(), old)?;
                     }
                 }
                 let new = file::materialize(ctx, st, pg, now, extra)?; // caveat DAXor: durable before writable
                 if let Some((old, _)) = current {
-                    ctx.stale.remove(old);
+                    ctx.stale().remove(old);
                 }
                 new
             }
         };
         if protecting {
-            ctx.stale.insert(block);
+            ctx.stale().insert(block);
         }
         Ok(block)
     }
@@ -301,8 +301,8 @@ pub(crate) fn seal(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, range: Range<u64>)
     let map = file_map(st)?;
     for pg in dirty {
         if let Some(block) = map.lookup(pg) {
-            ctx.strips.reseal(ctx.data(), block)?;
-            ctx.stale.remove(block);
+            ctx.strips().reseal(ctx.data(), block)?;
+            ctx.stale().remove(block);
         }
     }
     Ok(Some(first..last + 1))
@@ -452,7 +452,7 @@ impl<'fs> Mapping<'fs> {
     /// store faults again. Their data is persistent when this returns.
     pub fn sync(&self) -> Result<()> {
         let s = &self.shared;
-        let _op = s.ctx.snapshots.epochs.enter();
+        let _op = s.ctx.snapshots().epochs.enter();
         let mut st = s.cell.state.write();
         alive(&st)?;
         seal_committed(&s.ctx, &s.mmaps, &mut st, s.pgoff..s.pgoff + s.npages as u64)?;

@@ -171,7 +171,7 @@ impl Namespace<'_> {
             // (a file renamed or linked before it had a log), is reached
             // by nothing now.
             for p in parts {
-                l.get(p.ino).log.release_unreached(&self.ctx.alloc);
+                l.get(p.ino).log.forget_unreached();
             }
         })?;
         for (dir, name) in invalidated {
@@ -210,18 +210,18 @@ impl Namespace<'_> {
         let now = now_ns();
         // A restored node brings its own attributes (`tune` copies them).
         let (mode, acls) = match n.identity {
-            Some(_) => (mode, Staged::default()),
+            Some(_) => (mode, Staged::new(ctx)),
             None => xattr::inherit(ctx, &pst, mode, n.umask, now)?,
         };
         let (acl_entries, acl_pages) = acls.into_parts();
         let claimed = match n.identity {
             Some((ino, _)) => ctx
-                .tables
-                .claim_exact(ctx.region(), &ctx.alloc, ino)
+                .tables()
+                .claim_exact(ctx.region(), ctx.alloc(), ino)
                 .map(|off| (ino, off)),
-            None => ctx.tables.claim(ctx.region(), &ctx.alloc),
+            None => ctx.tables().claim(ctx.region(), ctx.alloc()),
         };
-        let (ino, off) = claimed.inspect_err(|_| ctx.alloc.abandon(&acl_pages))?;
+        let (ino, off) = claimed?; // An error drops `acl_pages`: they go back.
         let attr = Attr {
             ino,
             kind,
@@ -268,7 +268,7 @@ impl Namespace<'_> {
                 write_record()?;
             }
             if !init.is_empty() {
-                commit::single_published(ctx, &mut st, n.budget, &init)?;
+                commit::single_kept(ctx, &mut st, n.budget, &init, acl_pages)?;
             }
             if let Some(t) = n.target {
                 file::write(ctx, &mut st, 0, t)?;
@@ -300,14 +300,13 @@ impl Namespace<'_> {
             commit::publish(ctx, &mut pst, &entries, &appended.journaled(&durable))
         })();
         if let Err(e) = built {
-            // The slot never became live: nothing durable reaches its pages.
-            if st.meta.xattrs.len() == 0 {
-                ctx.alloc.abandon(&acl_pages); // Never published.
-            }
+            // The slot never became live: nothing durable reaches the pages
+            // its own commits kept (R3). ACL pages never committed went
+            // back with `acl_pages`.
             let (log, data) = st.take_pages();
-            ctx.alloc.abandon_meta(&log);
-            ctx.alloc.abandon(&data);
-            ctx.tables.release(ino);
+            let unborn = ctx.tables().release_unborn(ino);
+            ctx.alloc().release_meta(&unborn, &log);
+            ctx.alloc().release(&unborn, &data);
             return Err(e);
         }
         let attr = st.attr();
@@ -613,7 +612,7 @@ impl Namespace<'_> {
     /// True when directory `dir` is `ancestor` or lies below it. Parents are
     /// read without locks: the rename lock keeps the tree's shape fixed.
     fn is_within(&self, mut dir: Ino, ancestor: Ino) -> Result<bool> {
-        for _ in 0..=self.ctx.bounds.max_pages() {
+        for _ in 0..=self.ctx.bounds().max_pages() {
             if dir == ancestor {
                 return Ok(true);
             }
@@ -713,7 +712,7 @@ impl Namespace<'_> {
         // published by the rename's transaction (as create does without
         // an init commit): a crash before it leaves the slot free.
         let ctx = self.ctx;
-        let (ino, off) = ctx.tables.claim(ctx.region(), &ctx.alloc)?;
+        let (ino, off) = ctx.tables().claim(ctx.region(), ctx.alloc())?;
         let now = now_ns();
         let attr = Attr {
             ino,
@@ -746,7 +745,7 @@ impl Namespace<'_> {
                 Ok(())
             }
             Err(e) => {
-                ctx.tables.release(ino);
+                ctx.tables().release(ino);
                 Err(e)
             }
         }

@@ -2,7 +2,7 @@
 //! Linux give them, committed as one log entry with what they imply: a
 //! truncation's dropped pages, the access ACL that follows the mode.
 
-use crate::alloc::Budget;
+use crate::alloc::{Budget, Reserved};
 use crate::commit::Ctx;
 use crate::error::{Error, Result};
 use crate::file;
@@ -72,7 +72,7 @@ pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, s
     a.atime = set.atime.unwrap_or(a.atime);
     a.mtime = set.mtime.unwrap_or(a.mtime);
     a.ctime = set.ctime.unwrap_or(now);
-    let mut prep = (Vec::new(), Vec::new());
+    let mut prep = (Vec::new(), Reserved::empty(ctx.alloc()));
     if let Some(size) = set.size {
         match old.kind {
             FileType::RegularFile => {}
@@ -89,20 +89,13 @@ pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, s
             prep = file::shrink_prep(ctx, st, size)?;
         }
     }
-    let (mut entries, mut extents) = prep;
+    // An error from here on drops `held`, which gives its pages back.
+    let (mut entries, mut held) = prep;
     if a.perm != old.perm {
         // The access ACL follows the mode, in the same commit.
-        match xattr::chmod(ctx, st, a.perm, a.ctime) {
-            Ok(acl) => {
-                let (e, pages) = acl.into_parts();
-                entries.extend(e);
-                extents.extend(pages);
-            }
-            Err(e) => {
-                ctx.alloc.abandon(&extents);
-                return Err(e);
-            }
-        }
+        let (e, pages) = xattr::chmod(ctx, st, a.perm, a.ctime)?.into_parts();
+        entries.extend(e);
+        held.merge(pages);
     }
     entries.push(setattr_entry(ctx.epoch(), &a));
     // A shrink frees space: it may use the reserve (alloc.rs `Budget`).
@@ -111,10 +104,7 @@ pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, s
     } else {
         Budget::Normal
     };
-    if let Err(e) = file::commit_file(ctx, st, budget, &entries) {
-        ctx.alloc.abandon(&extents);
-        return Err(e);
-    }
+    file::commit_kept(ctx, st, budget, &entries, held)?;
     if a.size != old.size {
         mmap::changed(mmaps, ino, resized_pages(old.size, a.size))?;
     }

@@ -18,7 +18,7 @@
 //! which namespace (owner for ACLs, CAP_SYS_ADMIN for `trusted.`) is the
 //! caller's to check, as the kernel does for FUSE.
 
-use crate::alloc::{Budget, Extent};
+use crate::alloc::{Budget, Reserved};
 use crate::commit::{self, Ctx};
 use crate::error::{corrupt, Error, Result};
 use crate::gc;
@@ -99,23 +99,30 @@ fn read_value(ctx: &Ctx, ino: u64, v: &Value) -> Result<Vec<u8>> {
         Ok(())
     })();
     if let Err(e) = &read {
-        ctx.health.lost(ino, e);
+        ctx.health().lost(ino, e);
     }
     read.map(|_| out)
 }
 
 /// Entries of one attribute change, and the data pages their values took:
-/// abandoned unless the entries are committed.
-#[derive(Default)]
-pub(crate) struct Staged {
+/// given back unless the entries are committed.
+pub(crate) struct Staged<'a> {
     entries: Vec<Entry>,
-    pages: Vec<Extent>,
+    pages: Reserved<'a>,
 }
 
-impl Staged {
+impl<'a> Staged<'a> {
+    /// No change yet.
+    pub(crate) fn new(ctx: &'a Ctx) -> Staged<'a> {
+        Staged {
+            entries: Vec::new(),
+            pages: Reserved::empty(ctx.alloc()),
+        }
+    }
+
     /// Adds the entry setting `name` to `value`, or removing it (None).
     /// A value too large for its entry is written to fresh data pages.
-    fn put(&mut self, ctx: &Ctx, name: &[u8], value: Option<&[u8]>, ctime: i64) -> Result<()> {
+    fn put(&mut self, ctx: &'a Ctx, name: &[u8], value: Option<&[u8]>, ctime: i64) -> Result<()> {
         let value = match value {
             None => None,
             Some(v) if fits_inline(name.len(), v.len()) => Some(Value::Inline(v.into())),
@@ -128,14 +135,15 @@ impl Staged {
 
     /// Writes `value` to fresh data pages (durable with the commit's R1
     /// fence, like file data).
-    fn store_pages(&mut self, ctx: &Ctx, value: &[u8]) -> Result<Value> {
+    fn store_pages(&mut self, ctx: &'a Ctx, value: &[u8]) -> Result<Value> {
         let npages = value.len().div_ceil(PAGE_SIZE as usize);
-        let extents = ctx.alloc.alloc(npages as u64, Budget::Normal)?;
-        self.pages.extend_from_slice(&extents);
-        let pages: Box<[u64]> = extents
+        let reserved = ctx.alloc().reserve(npages as u64, Budget::Normal)?;
+        let pages: Box<[u64]> = reserved
+            .extents()
             .iter()
             .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
             .collect();
+        self.pages.merge(reserved);
         let mut page = vec![0u8; PAGE_SIZE as usize];
         for (chunk, &block) in value.chunks(PAGE_SIZE as usize).zip(pages.iter()) {
             page[..chunk.len()].copy_from_slice(chunk);
@@ -153,25 +161,17 @@ impl Staged {
         self.entries.is_empty()
     }
 
-    /// The entries and their value pages, for a caller that commits them
-    /// itself (and abandons the pages if its commit fails).
-    pub(crate) fn into_parts(self) -> (Vec<Entry>, Vec<Extent>) {
+    /// The entries and the reservation of their value pages, for a
+    /// caller that commits them itself (its commit keeps the pages).
+    pub(crate) fn into_parts(self) -> (Vec<Entry>, Reserved<'a>) {
         (self.entries, self.pages)
     }
 
-    /// Gives the value pages back: the entries were not committed.
-    pub(crate) fn abandon(self, ctx: &Ctx) {
-        ctx.alloc.abandon(&self.pages);
-    }
-
-    /// Commits the entries to `st`'s log (GC first) and publishes them.
+    /// Commits the entries to `st`'s log (GC first) and publishes them;
+    /// the value pages go back if either fails.
     fn commit(self, ctx: &Ctx, st: &mut InodeState) -> Result<()> {
-        let done = gc::make_room(ctx, st, &self.entries)
-            .and_then(|_| commit::single_published(ctx, st, Budget::Normal, &self.entries));
-        if done.is_err() {
-            self.abandon(ctx);
-        }
-        done
+        gc::make_room(ctx, st, &self.entries)?;
+        commit::single_kept(ctx, st, Budget::Normal, &self.entries, self.pages)
     }
 }
 
@@ -216,7 +216,7 @@ pub(crate) fn set(ctx: &Ctx, st: &mut InodeState, name: &[u8], value: &[u8], fla
     if !exists && st.meta.xattrs.list_len() + name.len() + 1 > XATTR_LIST_MAX {
         return Err(Error::NoSpace);
     }
-    let mut staged = Staged::default();
+    let mut staged = Staged::new(ctx);
     if name == ACL_ACCESS || name == ACL_DEFAULT {
         let acl = acl::Acl::parse(value)?;
         let mut a = st.meta.attr;
@@ -253,7 +253,7 @@ pub(crate) fn remove(ctx: &Ctx, st: &mut InodeState, name: &[u8], now: i64) -> R
     if st.meta.xattrs.get(name).is_none() {
         return Err(Error::NoData);
     }
-    let mut staged = Staged::default();
+    let mut staged = Staged::new(ctx);
     staged.put(ctx, name, None, now)?;
     staged.commit(ctx, st)
 }
@@ -261,8 +261,8 @@ pub(crate) fn remove(ctx: &Ctx, st: &mut InodeState, name: &[u8], now: i64) -> R
 /// The entry that keeps `st`'s access ACL in step with new permission
 /// bits `perm` (chmod), for the same commit as the mode; empty without an
 /// access ACL.
-pub(crate) fn chmod(ctx: &Ctx, st: &InodeState, perm: u32, now: i64) -> Result<Staged> {
-    let mut staged = Staged::default();
+pub(crate) fn chmod<'a>(ctx: &'a Ctx, st: &InodeState, perm: u32, now: i64) -> Result<Staged<'a>> {
+    let mut staged = Staged::new(ctx);
     let Some(v) = st.meta.xattrs.get(ACL_ACCESS) else {
         return Ok(staged);
     };
@@ -277,8 +277,14 @@ pub(crate) fn chmod(ctx: &Ctx, st: &InodeState, perm: u32, now: i64) -> Result<S
 /// directory `dir` gets (posix_acl_create): with a default ACL there, the
 /// mode it allows and the ACL entries the node inherits, the umask left
 /// out; without, the mode less `umask`. Symlinks take neither.
-pub(crate) fn inherit(ctx: &Ctx, dir: &InodeState, mode: u32, umask: u32, now: i64) -> Result<(u32, Staged)> {
-    let mut staged = Staged::default();
+pub(crate) fn inherit<'a>(
+    ctx: &'a Ctx,
+    dir: &InodeState,
+    mode: u32,
+    umask: u32,
+    now: i64,
+) -> Result<(u32, Staged<'a>)> {
+    let mut staged = Staged::new(ctx);
     if mode & libc::S_IFMT == libc::S_IFLNK {
         return Ok((mode, staged));
     }
@@ -291,22 +297,14 @@ pub(crate) fn inherit(ctx: &Ctx, dir: &InodeState, mode: u32, umask: u32, now: i
     };
     let mut access = default.clone();
     let (perm, equivalent) = access.create_masq(mode & 0o7777);
-    let r = (|| {
-        if mode & libc::S_IFMT == libc::S_IFDIR {
-            staged.put(ctx, ACL_DEFAULT, Some(&default.encode()), now)?;
-        }
-        if !equivalent {
-            staged.put(ctx, ACL_ACCESS, Some(&access.encode()), now)?;
-        }
-        Ok(())
-    })();
-    match r {
-        Ok(()) => Ok(((mode & libc::S_IFMT) | perm, staged)),
-        Err(e) => {
-            staged.abandon(ctx);
-            Err(e)
-        }
+    // An error drops `staged`, which gives its pages back.
+    if mode & libc::S_IFMT == libc::S_IFDIR {
+        staged.put(ctx, ACL_DEFAULT, Some(&default.encode()), now)?;
     }
+    if !equivalent {
+        staged.put(ctx, ACL_ACCESS, Some(&access.encode()), now)?;
+    }
+    Ok(((mode & libc::S_IFMT) | perm, staged))
 }
 
 /// The kernel's POSIX ACL xattr format (linux/posix_acl_xattr.h): a

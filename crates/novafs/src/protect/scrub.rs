@@ -129,18 +129,18 @@ pub(crate) fn run(
     progress: &dyn Fn(u64, u64) -> bool,
 ) -> Result<ScrubReport> {
     let mut rep = ScrubReport::default();
-    let before = ctx.health.counts();
+    let before = ctx.health().counts();
     // Kept inodes hold slots too: they are counted in the total.
-    let total = ctx.tables.capacity() - ctx.tables.free_count();
+    let total = ctx.tables().capacity() - ctx.tables().free_count();
     let progress = |done: u64| progress(done, total.max(done));
     let mut pacer = Pacer {
         rate: opts.rate,
         start: Instant::now(),
         done: 0,
     };
-    'shards: for shard in 0..ctx.tables.shard_count() as usize {
+    'shards: for shard in 0..ctx.tables().shard_count() as usize {
         let (mut live, mut unsure) = (Vec::new(), Vec::new());
-        ctx.tables.scan_shard(ctx.region(), shard, |slot| {
+        ctx.tables().scan_shard(ctx.region(), shard, |slot| {
             // A slot DRAM holds free is not an inode, whatever its
             // primary says (scribbled, it is scrubbed as a free slot).
             // One DRAM holds taken whose primary does not read as live
@@ -150,14 +150,14 @@ pub(crate) fn run(
             // reads as free and is passed over). Kept slots are the
             // manifests' (`scrub_kept`).
             match slot {
-                Slot::Live { ino, .. } if !ctx.tables.is_free(ino) => live.push(ino),
-                Slot::Free { ino, .. } if !ctx.tables.is_free(ino) => unsure.push(ino),
+                Slot::Live { ino, .. } if !ctx.tables().is_free(ino) => live.push(ino),
+                Slot::Free { ino, .. } if !ctx.tables().is_free(ino) => unsure.push(ino),
                 _ => {}
             }
             Ok(())
         })?;
         if !unsure.is_empty() {
-            let kept = ctx.snapshots.kept_items();
+            let kept = ctx.snapshots().kept_items();
             let kept = |i| {
                 kept.items
                     .iter()
@@ -178,14 +178,14 @@ pub(crate) fn run(
     if !rep.stopped {
         scrub_kept(ctx, &mut rep, &mut pacer, &progress)?;
     }
-    if !rep.stopped && ctx.bounds.live_replicas() && !ctx.read_only {
+    if !rep.stopped && ctx.bounds().live_replicas() && !ctx.read_only() {
         scrub_tables(ctx, &mut rep)?;
     }
     let named = names(ctx, cache, rep.damaged.iter().map(|d| d.ino).filter(|&i| i != 0));
     for d in &mut rep.damaged {
         d.path = named.get(&d.ino).cloned();
     }
-    let after = ctx.health.counts();
+    let after = ctx.health().counts();
     rep.metadata_repaired = after.repairs - before.repairs;
     rep.data_repaired = after.data_repairs - before.data_repairs;
     Ok(rep)
@@ -272,7 +272,7 @@ fn settle(
     let Some(e) = &bad.first else {
         return Ok(());
     };
-    ctx.health.lost(ino, e);
+    ctx.health().lost(ino, e);
     let why = match what() {
         Some(what) => format!("{what}: {e}"),
         None => e.to_string(),
@@ -306,7 +306,7 @@ fn scrub_inode(ctx: &Ctx, cache: &Cache, ino: Ino, rep: &mut ScrubReport, pacer:
 /// Whether scrub rewrites replicas: the image keeps them current, and
 /// the mount may write.
 fn rewrites_replicas(ctx: &Ctx) -> bool {
-    ctx.bounds.live_replicas() && !ctx.read_only
+    ctx.bounds().live_replicas() && !ctx.read_only()
 }
 
 /// Copies the primaries of inode `st`'s log pages and record, verified
@@ -314,9 +314,9 @@ fn rewrites_replicas(ctx: &Ctx) -> bool {
 /// lock, or of a kept inode's pin, may).
 fn rewrite_replicas(ctx: &Ctx, st: &InodeState, rep: &mut ScrubReport) -> Result<()> {
     for &p in st.log.pages() {
-        rep.replicas_rewritten += sync(ctx.data(), ctx.bounds, p, PAGE_SIZE, true)?;
+        rep.replicas_rewritten += sync(ctx.data(), ctx.bounds(), p, PAGE_SIZE, true)?;
     }
-    rep.replicas_rewritten += sync(ctx.data(), ctx.bounds, st.off, INODE_SIZE, true)?;
+    rep.replicas_rewritten += sync(ctx.data(), ctx.bounds(), st.off, INODE_SIZE, true)?;
     ctx.data().fence(); // The rewritten replicas are durable before the lock goes.
     Ok(())
 }
@@ -404,14 +404,14 @@ fn scrub_pages<G: Deref<Target = InodeState>>(
 /// kept inode whose primary state word is damaged is still found (its
 /// record then read from the replica).
 fn scrub_kept(ctx: &Ctx, rep: &mut ScrubReport, pacer: &mut Pacer, progress: &dyn Fn(u64) -> bool) -> Result<()> {
-    let kept = ctx.snapshots.kept_items();
+    let kept = ctx.snapshots().kept_items();
     let mut page = vec![0u8; PAGE_SIZE as usize];
     for (snapshot, item) in &kept.items {
         match *item {
             Kept::Data { ext, .. } => {
                 let mut first = 0;
                 while first < ext.npages {
-                    let Some(pin) = ctx.snapshots.pin(&kept, item) else {
+                    let Some(pin) = ctx.snapshots().pin(&kept, item) else {
                         break; // freed since the copy
                     };
                     let n = BATCH.min(ext.npages - first);
@@ -480,14 +480,14 @@ fn scrub_kept_inode(
     rep: &mut ScrubReport,
     pacer: &mut Pacer,
 ) -> Result<BadPages> {
-    let pin = ctx.snapshots.pin(kept, item).ok_or(Error::NotFound)?;
+    let pin = ctx.snapshots().pin(kept, item).ok_or(Error::NotFound)?;
     let st = ctx.load_inode(off, &ctx.kept_record(off, ino)?)?;
     if rewrites_replicas(ctx) {
         rewrite_replicas(ctx, &st, rep)?;
     }
     drop(pin); // Pins are not nested (`Snapshots::pin`).
     scrub_pages(ctx, rep, pacer, || {
-        let pin = ctx.snapshots.pin(kept, item).ok_or(Error::NotFound)?;
+        let pin = ctx.snapshots().pin(kept, item).ok_or(Error::NotFound)?;
         Ok(Pinned { _pin: pin, st: &st })
     })
 }
@@ -495,12 +495,12 @@ fn scrub_kept_inode(
 /// Checks data page `block` against its checksums and parity, repairing
 /// what it can (Fortis §4.3), counted in `health`.
 fn scrub_block(ctx: &Ctx, block: u64, page: &mut [u8]) -> Result<()> {
-    if ctx.stale.contains(block) {
+    if ctx.stale().contains(block) {
         // Mapped writable: no checksums to hold it to (caveat DAXor).
         return Ok(());
     }
-    let checked = ctx.strips.scrub_page(ctx.data(), block, page, !ctx.read_only)?;
-    ctx.health.data_repaired(checked.repaired);
+    let checked = ctx.strips().scrub_page(ctx.data(), block, page, !ctx.read_only())?;
+    ctx.health().data_repaired(checked.repaired);
     Ok(())
 }
 
@@ -511,10 +511,10 @@ fn scrub_block(ctx: &Ctx, block: u64, page: &mut [u8]) -> Result<()> {
 /// the primary: the only one in use, the recovery record, is rewritten
 /// whole at every clean unmount before it is read again.
 fn scrub_tables(ctx: &Ctx, rep: &mut ScrubReport) -> Result<()> {
-    for shard in 0..ctx.tables.shard_count() as usize {
-        ctx.tables.with_quiet_shard(shard, |chunks, free| -> Result<()> {
+    for shard in 0..ctx.tables().shard_count() as usize {
+        ctx.tables().with_quiet_shard(shard, |chunks, free| -> Result<()> {
             let head = chunks.first().copied().unwrap_or(0);
-            restore(ctx, ctx.tables.head_off(shard), &head.to_le_bytes(), rep)?;
+            restore(ctx, ctx.tables().head_off(shard), &head.to_le_bytes(), rep)?;
             for (i, &chunk) in chunks.iter().enumerate() {
                 let next = chunks.get(i + 1).copied().unwrap_or(0);
                 let footer = ChunkFooter::new(shard as u32, i as u32, next);
@@ -532,7 +532,7 @@ fn scrub_tables(ctx: &Ctx, rep: &mut ScrubReport) -> Result<()> {
     }
     let reserved = sync(
         ctx.data(),
-        ctx.bounds,
+        ctx.bounds(),
         RESERVED_INODES_OFF,
         RESERVED_INODES * INODE_SIZE,
         true,
@@ -544,7 +544,7 @@ fn scrub_tables(ctx: &Ctx, rep: &mut ScrubReport) -> Result<()> {
 /// Makes both copies of the metadata at `off` hold `want`.
 fn restore(ctx: &Ctx, off: u64, want: &[u8], rep: &mut ScrubReport) -> Result<()> {
     let mut have = vec![0u8; want.len()];
-    for (at, replica) in std::iter::once((off, false)).chain(ctx.bounds.replica(off).map(|m| (m, true))) {
+    for (at, replica) in std::iter::once((off, false)).chain(ctx.bounds().replica(off).map(|m| (m, true))) {
         if !readable(ctx.data().read(at, &mut have))? || have != want {
             rewrite(ctx, at, want, replica, rep)?;
         }
@@ -556,7 +556,7 @@ fn restore(ctx: &Ctx, off: u64, want: &[u8], rep: &mut ScrubReport) -> Result<()
 /// copied over the other; when neither does, both are zeroed, as a new
 /// chunk's slots are (DRAM holds the slot free: no inode lives there).
 fn free_slot(ctx: &Ctx, off: u64, rep: &mut ScrubReport) -> Result<()> {
-    let Some(m) = ctx.bounds.replica(off) else {
+    let Some(m) = ctx.bounds().replica(off) else {
         return Ok(());
     };
     let copy = |at| -> Result<Option<[u8; INODE_SIZE as usize]>> {
@@ -586,7 +586,7 @@ fn rewrite(ctx: &Ctx, at: u64, bytes: &[u8], replica: bool, rep: &mut ScrubRepor
     if replica {
         rep.replicas_rewritten += 1;
     } else {
-        ctx.health.repaired(1);
+        ctx.health().repaired(1);
     }
     Ok(())
 }

@@ -120,7 +120,7 @@ fn free(ctx: &Ctx, job: Job) {
     // Not while scrub checks an item in place: it checked the item was
     // still listed when it pinned it, so it may be one of these
     // (`Snapshots::pin`); after this, none of them is listed any more.
-    let _freeing = ctx.snapshots.freeing();
+    let _freeing = ctx.snapshots().freeing();
     let mut data = Vec::new();
     for item in job.items {
         match item {
@@ -132,7 +132,7 @@ fn free(ctx: &Ctx, job: Job) {
             }
         }
     }
-    ctx.alloc.release(&job.proof, &data);
+    ctx.alloc().release(&job.proof, &data);
 }
 
 /// Frees kept inode `ino` (record at `off`) that no snapshot needs any
@@ -146,11 +146,11 @@ fn free_kept_inode(ctx: &Ctx, ino: Ino, off: u64) -> Result<()> {
     }
     let mut st = ctx.load_inode(off, &rec)?;
     let proof = ctx
-        .journal
+        .journal()
         .commit(ctx.region(), &[Update::word(off + INODE_STATE_OFF, INODE_FREE)])?;
     let (log, data) = st.take_pages();
-    ctx.alloc.release_meta(&proof, &log);
-    ctx.alloc.release(&proof, &data);
-    ctx.tables.release(ino);
+    ctx.alloc().release_meta(&proof, &log);
+    ctx.alloc().release(&proof, &data);
+    ctx.tables().release(ino);
     Ok(())
 }

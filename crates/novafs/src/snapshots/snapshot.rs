@@ -566,14 +566,9 @@ impl List {
             Update::word(SNAPSHOT_LIST_OFF + INODE_HEAD_OFF, p.new_head().unwrap_or(fresh.head())),
             Update::word(SNAPSHOT_LIST_OFF + INODE_TAIL_OFF, p.tail()),
         ];
-        let durable = match txn.commit(region, &switch) {
-            Ok(d) => d,
-            Err(e) => {
-                alloc.abandon_meta(&fresh.page_extents());
-                return Err(e);
-            }
-        };
-        fresh.committed(&p.journaled(&durable));
+        // A failed switch drops `p`, which gives the new log's pages back.
+        let durable = txn.commit(region, &switch)?;
+        fresh.committed(&p.journaled(&durable)); // R2: the switch reaches its pages.
         alloc.release_meta(&durable, &self.log.page_extents()); // R3: the switch is durable.
         self.log = fresh;
         self.records = entries.len();

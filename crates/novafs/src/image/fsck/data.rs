@@ -48,16 +48,16 @@ impl std::fmt::Display for Lost {
 /// them to (caveat DAXor, Fortis §3.4): the next mount reseals them.
 pub(super) fn check_data(ctx: &Ctx, st: &InodeState, repair: bool) -> Result<DataCheck> {
     let mut out = DataCheck::default();
-    if !ctx.strips.enabled() {
+    if !ctx.strips().enabled() {
         return Ok(out);
     }
     let mut buf = vec![0u8; PAGE_SIZE as usize];
     let mut one = |block: u64, lost: Lost, out: &mut DataCheck| -> Result<()> {
-        match ctx.strips.scrub_page(ctx.data(), block, &mut buf, repair) {
+        match ctx.strips().scrub_page(ctx.data(), block, &mut buf, repair) {
             Ok(c) if c.repaired > 0 => {
                 out.rebuildable += 1;
                 if repair {
-                    ctx.health.data_repaired(c.repaired);
+                    ctx.health().data_repaired(c.repaired);
                 }
             }
             Ok(_) => {}

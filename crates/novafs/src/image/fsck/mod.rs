@@ -109,7 +109,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let bounds = bounds_of(&sb);
     // Read-only: what is read from a replica is used, never written back.
     let ctx = recovery::open_ctx(region.clone(), &sb, true)?;
-    let tables = &ctx.tables;
+    let tables = ctx.tables();
     let mut from_replica = 0u64;
     let mut replica_pages = 0u64;
     let mut owner: HashMap<u64, Ino> = HashMap::new();
@@ -125,7 +125,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         }
     }
     // The snapshot list's log (inode 0, like the tables: no file's).
-    for p in ctx.snapshots.log_pages().into_iter().flat_map(|p| bounds.copies(p)) {
+    for p in ctx.snapshots().log_pages().into_iter().flat_map(|p| bounds.copies(p)) {
         own(&mut rep, p, 0);
     }
     let mut seen: HashMap<Ino, Seen> = HashMap::new();
@@ -150,7 +150,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                     return Ok(());
                 }
                 Slot::Live { ino, off, rec, replica } => (ino, off, rec, replica),
-                Slot::Kept { ino, rec, .. } if ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch).is_none() => {
+                Slot::Kept { ino, rec, .. } if ctx.snapshots().needing(rec.create_epoch, rec.delete_epoch).is_none() => {
                     rep.notes.push(format!(
                         "inode {ino} is kept for snapshots that are gone (a crash while one was deleted); the next mount frees it"
                     ));
@@ -200,9 +200,9 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             if !live {
                 // Kept: no live name reaches it. Listed as the scan lists
                 // it, for the saved manifests to be checked against.
-                if let Some(s) = ctx.snapshots.needing(rec.create_epoch, rec.delete_epoch) {
+                if let Some(s) = ctx.snapshots().needing(rec.create_epoch, rec.delete_epoch) {
                     let pages = st.pages(bounds).len() as u64;
-                    ctx.snapshots.keep(
+                    ctx.snapshots().keep(
                         s,
                         Kept::Inode {
                             birth: st.born,
@@ -256,7 +256,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     report_data(&mut rep, &seen, &bad_data);
     rep.pages_used = owner.len() as u64;
     if rep.clean {
-        check_free_lists(&mut rep, &region, &sb, &owner, &free_slots, &ctx.snapshots)?;
+        check_free_lists(&mut rep, &region, &sb, &owner, &free_slots, ctx.snapshots())?;
     } else {
         rep.notes
             .push("image was not cleanly unmounted: free space is rebuilt by the next mount".into());
@@ -375,14 +375,14 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     }
     for (ino, off, why) in &lost {
         ctx.region().commit_u64(off + INODE_STATE_OFF, INODE_FREE)?; // R5, both copies
-        ctx.health.lost(*ino, why);
+        ctx.health().lost(*ino, why);
         done.push(format!("freed: inode {ino}: {why}"));
     }
     reconnect(&ns, &dirs, &live, &mut done)?;
     relink(&ns, &dirs, &live, &mut done)?;
     // What this mount repaired and lost, for the next mount to count on.
     let (mut sb, _) = read_superblock(r)?;
-    ctx.health.stamp(&mut sb);
+    ctx.health().stamp(&mut sb);
     write_superblock(r, &mut sb)?;
     // A second scan returns the freed inodes' pages; then save cleanly.
     let (ctx, mut sb, _) = recovery::mount(region.clone(), false, MetaReplicas::AsFormatted)?;
@@ -530,8 +530,8 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
     let mut live = HashMap::new();
     let mut lost = Vec::new();
     let mut data = Vec::new();
-    for shard in 0..ctx.tables.shard_count() as usize {
-        ctx.tables.scan_shard(r, shard, |slot| {
+    for shard in 0..ctx.tables().shard_count() as usize {
+        ctx.tables().scan_shard(r, shard, |slot| {
             let (ino, off, rec) = match slot {
                 Slot::Live { ino, off, rec, .. } => (ino, off, rec),
                 // A state word that is no state in either copy: the inode
@@ -732,11 +732,11 @@ fn check_free_lists(
         ));
         return Ok(());
     }
-    rep.pages_free = ctx.alloc.free_pages();
+    rep.pages_free = ctx.alloc().free_pages();
     let mut leaked = Vec::new();
     let mut page = sb.data_start;
     while page < sb.data_end {
-        match (owner.get(&page), ctx.alloc.is_free(page)) {
+        match (owner.get(&page), ctx.alloc().is_free(page)) {
             (Some(ino), true) => rep
                 .problems
                 .push(format!("page {page:#x} is in use by inode {ino} but listed as free")),
@@ -755,14 +755,14 @@ fn check_free_lists(
             if leaked.len() > 8 { ", ..." } else { "" }
         ));
     }
-    let saved_free = ctx.tables.free_count();
+    let saved_free = ctx.tables().free_count();
     if saved_free != free_slots.len() as u64 {
         rep.problems.push(format!(
             "saved state lists {saved_free} free inode slots but {} slots are free",
             free_slots.len()
         ));
     }
-    let (saved, found) = (manifest_contents(&ctx.snapshots), manifest_contents(scanned));
+    let (saved, found) = (manifest_contents(ctx.snapshots()), manifest_contents(scanned));
     if saved != found {
         let missing = found.iter().filter(|k| !saved.contains(k)).count();
         let extra = saved.iter().filter(|k| !found.contains(k)).count();

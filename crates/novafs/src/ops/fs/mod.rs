@@ -178,7 +178,7 @@ struct View {
 
 impl Drop for View {
     fn drop(&mut self) {
-        self.ctx.snapshots.close_view(self.epoch);
+        self.ctx.snapshots().close_view(self.epoch);
     }
 }
 
@@ -220,7 +220,7 @@ impl Fs {
     /// as it was when the snapshot was taken, beside the live one, through
     /// the same API. The snapshot cannot be deleted while a view is open.
     pub fn open_snapshot(&self, name: &[u8]) -> Result<Fs> {
-        let epoch = self.ctx.snapshots.open_view(name)?;
+        let epoch = self.ctx.snapshots().open_view(name)?;
         let view = View {
             ctx: self.ctx.clone(),
             epoch,
@@ -281,13 +281,13 @@ impl Fs {
         if self.read_only {
             Err(Error::ReadOnly)
         } else {
-            Ok(self.ctx.snapshots.epochs.enter())
+            Ok(self.ctx.snapshots().epochs.enter())
         }
     }
 
     /// How much log GC reclaimed on this mount.
     pub fn gc_stats(&self) -> GcStats {
-        let g = &self.ctx.gc;
+        let g = self.ctx.gc();
         GcStats {
             fast_pages: g.fast_pages.load(Ordering::Relaxed),
             thorough_pages: g.thorough_pages.load(Ordering::Relaxed),
@@ -302,7 +302,7 @@ impl Fs {
     /// at the repair point.
     fn cell(&self, ino: Ino) -> Result<Arc<Cell>> {
         let cell = self.cache.get(&self.ctx, ino);
-        if self.ctx.health.take_changed() {
+        if self.ctx.health().take_changed() {
             self.save_health();
         }
         cell
@@ -318,7 +318,7 @@ impl Fs {
         if !rep.stopped && !self.read_only {
             self.scrub_superblock(&mut rep)?;
         }
-        if self.ctx.health.take_changed() {
+        if self.ctx.health().take_changed() {
             self.save_health();
         }
         Ok(rep)
@@ -331,7 +331,7 @@ impl Fs {
         let (primary, replica) = copies_differ(self.ctx.region(), &sb);
         if primary || replica {
             write_superblock(self.ctx.region(), &mut sb)?;
-            self.ctx.health.repaired(u64::from(primary));
+            self.ctx.health().repaired(u64::from(primary));
             rep.metadata_repaired += u64::from(primary);
             rep.replicas_rewritten += u64::from(replica);
         }
@@ -352,7 +352,7 @@ impl Fs {
 
     /// What redundancy repaired and what was lost, since mkfs.
     pub fn health(&self) -> HealthCounts {
-        self.ctx.health.counts()
+        self.ctx.health().counts()
     }
 
     /// Writes the health counters to the superblock at once (both rare and
@@ -363,7 +363,7 @@ impl Fs {
             return;
         }
         let mut sb = self.sb.lock();
-        self.ctx.health.stamp(&mut sb);
+        self.ctx.health().stamp(&mut sb);
         if let Err(e) = write_superblock(self.ctx.region(), &mut sb) {
             tracing::warn!(error = %e, "could not record the repair counters in the superblock");
         }
@@ -373,7 +373,7 @@ impl Fs {
     /// store of its state word (R5), then its pages and slot (R3).
     fn free_inode(&self, st: &mut InodeState) -> Result<()> {
         let ending = self.ctx.ending(st)?;
-        let proof = self.ctx.journal.commit(self.ctx.region(), &ending.updates)?;
+        let proof = self.ctx.journal().commit(self.ctx.region(), &ending.updates)?;
         self.cache.forget(&self.ctx, st, &proof, ending.fate);
         Ok(())
     }
@@ -499,20 +499,23 @@ impl Fs {
         // §3.3: every mapped page write-protected, and faults held back,
         // until the snapshot is recorded.
         let _frozen = self.mmaps.freeze();
-        self.ctx
-            .snapshots
-            .take((self.ctx.region(), &self.ctx.journal), &self.ctx.alloc, name, now_ns())
+        self.ctx.snapshots().take(
+            (self.ctx.region(), self.ctx.journal()),
+            self.ctx.alloc(),
+            name,
+            now_ns(),
+        )
     }
 
     /// The snapshots, oldest first.
     pub fn snapshots(&self) -> Vec<Snapshot> {
-        self.ctx.snapshots.list()
+        self.ctx.snapshots().list()
     }
 
     /// What the snapshots' manifests list (items) and the DRAM they take
     /// (bytes): Fortis §3.2's manifest overhead.
     pub fn manifest_memory(&self) -> (u64, u64) {
-        self.ctx.snapshots.manifest_memory()
+        self.ctx.snapshots().manifest_memory()
     }
 
     /// Deletes snapshot `name`: records the deletion and merges its
@@ -524,8 +527,8 @@ impl Fs {
         let reclaimer = self.reclaimer.as_ref().ok_or(Error::ReadOnly)?;
         let d = self
             .ctx
-            .snapshots
-            .delete((self.ctx.region(), &self.ctx.journal), &self.ctx.alloc, name)?;
+            .snapshots()
+            .delete((self.ctx.region(), self.ctx.journal()), self.ctx.alloc(), name)?;
         reclaimer.queue(&self.ctx, d.proof, d.unneeded);
         Ok(d.snapshot)
     }
@@ -618,7 +621,7 @@ impl Fs {
     /// when `counted` says they were counted, and frees the inode when
     /// the last goes and no name is left.
     fn drop_refs(&self, ino: Ino, n: u64, counted: impl Fn(&InodeState) -> bool) -> Result<()> {
-        let _op = self.ctx.snapshots.epochs.enter();
+        let _op = self.ctx.snapshots().epochs.enter();
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
@@ -686,7 +689,7 @@ impl Fs {
     /// still says so under its write lock. A failure (a full device) is
     /// only logged: the read it follows succeeded.
     fn accessed(&self, cell: &Cell) {
-        let _op = self.ctx.snapshots.epochs.enter();
+        let _op = self.ctx.snapshots().epochs.enter();
         let mut st = cell.state.write();
         let now = now_ns();
         if alive(&st).is_err() || !self.atime_due_for(&st.meta.attr, now) {
@@ -807,22 +810,22 @@ impl Fs {
 
     /// Space and inode counts.
     pub fn statfs(&self) -> StatFs {
-        let b = self.ctx.bounds;
-        let free_pages = self.ctx.alloc.free_pages();
+        let b = self.ctx.bounds();
+        let free_pages = self.ctx.alloc().free_pages();
         // Inode tables grow on demand: each free page could hold 32 inodes.
         let per_page = PAGE_SIZE / INODE_SIZE;
-        let files_free = self.ctx.tables.free_count() + free_pages * per_page;
+        let files_free = self.ctx.tables().free_count() + free_pages * per_page;
         let blocks = (b.data_end - b.data_start) / PAGE_SIZE;
         StatFs {
             block_size: PAGE_SIZE,
             blocks,
             blocks_free: free_pages,
-            blocks_avail: self.ctx.alloc.available_pages(),
-            blocks_reserved: self.ctx.alloc.reserved_pages(),
-            files: self.ctx.tables.capacity() + free_pages * per_page,
+            blocks_avail: self.ctx.alloc().available_pages(),
+            blocks_reserved: self.ctx.alloc().reserved_pages(),
+            files: self.ctx.tables().capacity() + free_pages * per_page,
             files_free,
             name_max: crate::layout::NAME_MAX as u64,
-            snapshot_blocks: self.ctx.snapshots.held_total(),
+            snapshot_blocks: self.ctx.snapshots().held_total(),
         }
     }
 }
