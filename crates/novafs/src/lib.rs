@@ -195,7 +195,10 @@ mod layering {
             "pagemap",
             5,
             "index",
-            concat!(include_str!("index/pagemap/mod.rs"), include_str!("index/pagemap/lost.rs")),
+            concat!(
+                include_str!("index/pagemap/mod.rs"),
+                include_str!("index/pagemap/lost.rs")
+            ),
         ),
         ("xattrmap", 5, "index", include_str!("index/xattrmap.rs")),
         ("itable", 5, "index", include_str!("index/itable.rs")),

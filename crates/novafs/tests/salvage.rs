@@ -20,7 +20,9 @@ const PS: u64 = 4096;
 
 /// The bytes of write number `n` of a scenario.
 fn data(n: usize, len: u64) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(n as u8 * 17 + 1)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(n as u8 * 17 + 1))
+        .collect()
 }
 
 /// Writes `(offset, length)` in order, to a new file /f of a fresh image
@@ -67,7 +69,10 @@ fn write_entries(region: &Arc<dyn Region>, ino: u64) -> Vec<Written> {
             let at = l.copy(CopyKind::Primary).unwrap();
             let mut b = [0u8; 64];
             region.read(at, &mut b).unwrap();
-            let (pgoff, npages) = (word(&b, 16), u64::from(u32::from_le_bytes(b[32..36].try_into().unwrap())));
+            let (pgoff, npages) = (
+                word(&b, 16),
+                u64::from(u32::from_le_bytes(b[32..36].try_into().unwrap())),
+            );
             Written {
                 at,
                 pages: pgoff..pgoff + npages,
@@ -154,7 +159,6 @@ fn run(writes: &[(u64, u64)], which: Pick, seed: u64) {
     let why = format!("writes {writes:?}, entries {entries:?}, entry {damaged} damaged (seed {used})");
     let before = novafs::fsck::check(region.clone(), &|_, _| {}).unwrap();
     assert!(!before.is_clean(), "{why}: damage unreported");
-    eprintln!("{why}");
     salvaged(&region, f);
     let (size, want) = expected(&entries, damaged, &truth);
     let lost: Vec<usize> = (0..want.len()).filter(|&p| want[p].is_none()).collect();

@@ -416,24 +416,31 @@ impl InodeState {
         let attr = attr_of_record(rec)?;
         let mut meta = Meta::new(attr);
         let mut freed = Freed::default();
-        let log = Log::load_salvaging(region, bounds, rec.log_head, rec.log_tail, salvage, |log, eoff, bytes| {
-            // Epochs only grow along a log (`snapshot`: the gate).
-            let epoch = decode::<EntryHeader>(bytes)?.epoch;
-            if epoch > upto {
-                return Ok(());
-            }
-            meta.apply(log, bounds, eoff, bytes, &mut freed)?;
-            if let Some(out) = gone.as_deref_mut() {
-                let death = epoch;
-                for &(ext, entry) in freed.runs() {
-                    // The superseded entry is an earlier one of this log.
-                    let birth = region.load_u64(entry + ENTRY_EPOCH_OFF)?;
-                    out.push(Superseded { ext, birth, death });
+        let log = Log::load_salvaging(
+            region,
+            bounds,
+            rec.log_head,
+            rec.log_tail,
+            salvage,
+            |log, eoff, bytes| {
+                // Epochs only grow along a log (`snapshot`: the gate).
+                let epoch = decode::<EntryHeader>(bytes)?.epoch;
+                if epoch > upto {
+                    return Ok(());
                 }
-            }
-            freed.clear();
-            Ok(())
-        })?;
+                meta.apply(log, bounds, eoff, bytes, &mut freed)?;
+                if let Some(out) = gone.as_deref_mut() {
+                    let death = epoch;
+                    for &(ext, entry) in freed.runs() {
+                        // The superseded entry is an earlier one of this log.
+                        let birth = region.load_u64(entry + ENTRY_EPOCH_OFF)?;
+                        out.push(Superseded { ext, birth, death });
+                    }
+                }
+                freed.clear();
+                Ok(())
+            },
+        )?;
         Ok(InodeState {
             meta,
             log,

@@ -283,7 +283,11 @@ impl Log {
             tail,
             ..Log::default()
         };
-        let verify = if salvage.is_some() { Verify::Salvage } else { Verify::Checksums };
+        let verify = if salvage.is_some() {
+            Verify::Salvage
+        } else {
+            Verify::Checksums
+        };
         walk(region, bounds, head, tail, verify, |step| {
             let (off, bytes) = match step {
                 Step::Page(page) => {

@@ -348,7 +348,9 @@ where
 /// (never trusting saved state), unlinked inodes are reclaimed, names
 /// whose inode is lost are removed, and inodes whose record or log no
 /// longer loads are freed: their contents are gone, and freeing them
-/// returns their pages. What cannot be repaired stays for [`check`] to
+/// returns their pages. First, though, a file whose log fails only for
+/// write entries damaged in both copies is kept, with the bytes they may
+/// have written marked lost (`salvage`). What cannot be repaired stays for [`check`] to
 /// report. Every step is an ordinary commit, so a crash during repair
 /// leaves an image that mounts; running repair again finishes the job.
 pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {

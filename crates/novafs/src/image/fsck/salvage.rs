@@ -177,7 +177,9 @@ pub(super) fn salvage_all(region: Arc<dyn Region>) -> Result<(u64, Vec<String>)>
             }
         }
         for why in p.why {
-            done.push(format!("salvaged inode {ino}: {why}; the file is kept, the bytes it may have written read EIO"));
+            done.push(format!(
+                "salvaged inode {ino}: {why}; the file is kept, the bytes it may have written read EIO"
+            ));
         }
     }
     Ok((replayed, done))
