@@ -593,3 +593,76 @@ fn a_mounted_image_is_refused() {
     drop(held);
     assert_eq!(std::fs::read(&img).unwrap(), before, "image untouched");
 }
+
+/// Both copies of a file's first write entry damaged (not in its type and
+/// length bytes): `fsck --repair` keeps the file and prints the path and
+/// the bytes lost (those no later entry rewrote) with what to do, exit 0;
+/// a later `fsck` is clean and still names them.
+#[test]
+fn fsck_repair_keeps_a_file_with_a_lost_write_entry_and_prints_the_lost_bytes() {
+    use novafs::inject::{plan, CopyKind, Spec, Target, Which};
+    let dir = scratch();
+    let img = dir.path().join("lost.img").to_str().unwrap().to_string();
+    let o = novafs(&["mkfs", "--size", "32M", "--shards", "1", &img]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let fs = mount(&img);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.write(f, 0, &[b'F'; 8192]).unwrap();
+    fs.write(f, 4096, &[b'G'; 4096]).unwrap();
+    fs.unmount().unwrap();
+    // The seed whose damage hits the first write entry past its head.
+    let region = MmapRegion::open(Path::new(&img), &MapOptions::default()).unwrap();
+    let first = novafs::inject::locate(&region, Target::LogEntry, f)
+        .unwrap()
+        .into_iter()
+        .find(|l| l.what == "log entry (write)")
+        .unwrap()
+        .copy(CopyKind::Primary)
+        .unwrap();
+    let seed = (1u64..)
+        .find(|&s| {
+            let spec = Spec {
+                which: Which::Both,
+                ino: f,
+                seed: s,
+                ..Spec::new(Target::LogEntry)
+            };
+            let p = plan(&region, &spec).unwrap();
+            p[0].base == first && p[0].off - p[0].base >= 2
+        })
+        .unwrap();
+    drop(region);
+    let (ino, seed) = (f.to_string(), seed.to_string());
+    let o = novafs(&[
+        "inject",
+        &img,
+        "--target",
+        "log-entry",
+        "--which",
+        "both",
+        "--ino",
+        &ino,
+        "--seed",
+        &seed,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = novafs(&["fsck", "--repair", &img]);
+    let out = stdout(&o);
+    assert_eq!(o.status.code(), Some(0), "{out}");
+    assert!(out.contains(&format!("repaired: salvaged inode {f}")), "{out}");
+    let lost = format!("inode {f} (/f): bytes 0..4096 were lost");
+    assert!(
+        out.lines()
+            .any(|l| l.contains(&lost) && l.contains("restore them from a snapshot or a backup")),
+        "{out}"
+    );
+    let o = novafs(&["fsck", &img]);
+    assert_eq!(o.status.code(), Some(0), "{}", stdout(&o));
+    assert!(stdout(&o).contains(&lost), "{}", stdout(&o));
+    let fs = mount(&img);
+    let mut buf = vec![0u8; 4096];
+    assert_eq!(fs.read(f, 0, &mut buf).unwrap_err().errno(), libc::EIO);
+    assert_eq!(fs.read(f, 4096, &mut buf).unwrap(), 4096);
+    assert_eq!(buf, vec![b'G'; 4096]);
+    fs.unmount().unwrap();
+}

@@ -192,7 +192,15 @@ mod layering {
         ("journal", 3, "logs", include_str!("logs/journal.rs")),
         ("log", 4, "logs", include_str!("logs/log.rs")),
         ("dir", 5, "index", include_str!("index/dir.rs")),
-        ("pagemap", 5, "index", include_str!("index/pagemap/mod.rs")),
+        (
+            "pagemap",
+            5,
+            "index",
+            concat!(
+                include_str!("index/pagemap/mod.rs"),
+                include_str!("index/pagemap/lost.rs")
+            ),
+        ),
         ("xattrmap", 5, "index", include_str!("index/xattrmap.rs")),
         ("itable", 5, "index", include_str!("index/itable.rs")),
         ("snapshot", 5, "snapshots", include_str!("snapshots/snapshot.rs")),
@@ -212,7 +220,11 @@ mod layering {
             "fsck",
             12,
             "image",
-            concat!(include_str!("image/fsck/mod.rs"), include_str!("image/fsck/data.rs")),
+            concat!(
+                include_str!("image/fsck/mod.rs"),
+                include_str!("image/fsck/data.rs"),
+                include_str!("image/fsck/salvage.rs")
+            ),
         ),
         ("mmap", 12, "ops", include_str!("ops/mmap.rs")),
         ("scrub", 12, "protect", include_str!("protect/scrub.rs")),

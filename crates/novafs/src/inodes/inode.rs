@@ -12,10 +12,11 @@ use zerocopy::IntoBytes;
 use crate::alloc::{Extent, Freed};
 use crate::dir::DirIndex;
 use crate::error::{corrupt, Error, Result};
+use crate::hash::U64Map;
 use crate::journal::{Check, Update};
 use crate::layout::Bounds;
 use crate::layout::{
-    decode, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, MmapEntry, SetattrEntry, WriteEntry,
+    decode, DentryHead, EntryHeader, EntryType, Inode, LinkChangeEntry, LostEntry, MmapEntry, SetattrEntry, WriteEntry,
     DENTRY_HEAD_SIZE, ENTRY_EPOCH_OFF, ENTRY_INVALID, FLAG_APPEND, FLAG_IMMUTABLE, INODE_CSUM_END, INODE_CSUM_WORD_OFF,
     INODE_FLAGS, INODE_HEAD_OFF, INODE_LIVE, INODE_STATE_OFF, MAX_FILE_PAGES, MAX_FILE_SIZE, MMAP_PROTECT,
     MMAP_UNPROTECT, PAGE_SIZE,
@@ -298,6 +299,18 @@ impl Meta {
                     _ => return Err(corrupt!("mmap entry at {off:#x} has a bad kind")),
                 }
             }
+            EntryType::Lost => {
+                let e: LostEntry = decode(bytes)?;
+                let Body::File(map) = &mut self.body else {
+                    return Err(corrupt!("lost range entry in the log of a non-file at {off:#x}"));
+                };
+                if e.npages == 0 || e.pgoff.checked_add(e.npages).is_none_or(|end| end > MAX_FILE_PAGES) {
+                    return Err(corrupt!("lost range entry at {off:#x} names no pages of a file"));
+                }
+                map.apply_lost(log, e.pgoff, e.npages, freed);
+                // Their data pages are gone: nothing left to reseal.
+                self.protect(log, e.pgoff..e.pgoff + e.npages);
+            }
             // The snapshot list's own records; never in an inode's log.
             EntryType::SnapshotInfo => {}
         }
@@ -312,7 +325,7 @@ impl Meta {
         2 + self.xattrs.len() as u64
             + self.unprotected.len() as u64
             + match &self.body {
-                Body::File(m) => m.live_entries(),
+                Body::File(m) => m.live_entries() + m.lost().runs().count() as u64,
                 Body::Dir(d) => d.len() as u64 + 1,
                 Body::Special => 0,
             }
@@ -349,7 +362,19 @@ pub(crate) struct Superseded {
 impl InodeState {
     /// Rebuilds an inode from its table record and log.
     pub(crate) fn load(region: &dyn Region, bounds: Bounds, off: u64, rec: &Inode) -> Result<InodeState> {
-        Self::replay(region, bounds, off, rec, u64::MAX, None)
+        Self::replay(region, bounds, off, rec, u64::MAX, None, None)
+    }
+
+    /// [`InodeState::load`] with each entry damaged in every copy that
+    /// `salvage` holds replaced by its lost range record (`fsck::salvage`).
+    pub(crate) fn load_salvaged(
+        region: &dyn Region,
+        bounds: Bounds,
+        off: u64,
+        rec: &Inode,
+        salvage: &U64Map<Entry>,
+    ) -> Result<InodeState> {
+        Self::replay(region, bounds, off, rec, u64::MAX, None, Some(salvage))
     }
 
     /// The inode as snapshot `epoch` sees it (Fortis §3): its log replayed
@@ -363,7 +388,7 @@ impl InodeState {
         rec: &Inode,
         epoch: u64,
     ) -> Result<InodeState> {
-        Self::replay(region, bounds, off, rec, epoch, None)
+        Self::replay(region, bounds, off, rec, epoch, None, None)
     }
 
     /// [`InodeState::load`], also listing every data run the replay found
@@ -375,7 +400,7 @@ impl InodeState {
         rec: &Inode,
     ) -> Result<(InodeState, Vec<Superseded>)> {
         let mut gone = Vec::new();
-        let st = Self::replay(region, bounds, off, rec, u64::MAX, Some(&mut gone))?;
+        let st = Self::replay(region, bounds, off, rec, u64::MAX, Some(&mut gone), None)?;
         Ok((st, gone))
     }
 
@@ -386,28 +411,36 @@ impl InodeState {
         rec: &Inode,
         upto: u64,
         mut gone: Option<&mut Vec<Superseded>>,
+        salvage: Option<&U64Map<Entry>>,
     ) -> Result<InodeState> {
         let attr = attr_of_record(rec)?;
         let mut meta = Meta::new(attr);
         let mut freed = Freed::default();
-        let log = Log::load(region, bounds, rec.log_head, rec.log_tail, |log, eoff, bytes| {
-            // Epochs only grow along a log (`snapshot`: the gate).
-            let epoch = decode::<EntryHeader>(bytes)?.epoch;
-            if epoch > upto {
-                return Ok(());
-            }
-            meta.apply(log, bounds, eoff, bytes, &mut freed)?;
-            if let Some(out) = gone.as_deref_mut() {
-                let death = epoch;
-                for &(ext, entry) in freed.runs() {
-                    // The superseded entry is an earlier one of this log.
-                    let birth = region.load_u64(entry + ENTRY_EPOCH_OFF)?;
-                    out.push(Superseded { ext, birth, death });
+        let log = Log::load_salvaging(
+            region,
+            bounds,
+            rec.log_head,
+            rec.log_tail,
+            salvage,
+            |log, eoff, bytes| {
+                // Epochs only grow along a log (`snapshot`: the gate).
+                let epoch = decode::<EntryHeader>(bytes)?.epoch;
+                if epoch > upto {
+                    return Ok(());
                 }
-            }
-            freed.clear();
-            Ok(())
-        })?;
+                meta.apply(log, bounds, eoff, bytes, &mut freed)?;
+                if let Some(out) = gone.as_deref_mut() {
+                    let death = epoch;
+                    for &(ext, entry) in freed.runs() {
+                        // The superseded entry is an earlier one of this log.
+                        let birth = region.load_u64(entry + ENTRY_EPOCH_OFF)?;
+                        out.push(Superseded { ext, birth, death });
+                    }
+                }
+                freed.clear();
+                Ok(())
+            },
+        )?;
         Ok(InodeState {
             meta,
             log,
@@ -495,6 +528,16 @@ pub(crate) fn mmap_entry(epoch: u64, pgoff: u64, npages: u64, prot: u64) -> Entr
         ..MmapEntry::default()
     };
     Entry::new(EntryType::Mmap, epoch, &e)
+}
+
+/// A lost range record (`LostEntry`) for file pages `pages`.
+pub(crate) fn lost_entry(epoch: u64, pages: std::ops::Range<u64>) -> Entry {
+    let e = LostEntry {
+        pgoff: pages.start,
+        npages: pages.end - pages.start,
+        ..LostEntry::default()
+    };
+    Entry::new(EntryType::Lost, epoch, &e)
 }
 
 /// An inode update carrying the full attribute set `a` (NOVA §4.6: the

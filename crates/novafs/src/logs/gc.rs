@@ -17,7 +17,7 @@ use crate::alloc::Budget;
 use crate::commit::Ctx;
 use crate::dir::{dentry, DentrySpec};
 use crate::error::{Error, Result};
-use crate::inode::{link_entry, mmap_entry, setattr_entry, Body, InodeState};
+use crate::inode::{link_entry, lost_entry, mmap_entry, setattr_entry, Body, InodeState};
 use crate::journal::Update;
 use crate::layout::{
     ftype_of_mode, invalidated_word, EntryType, WriteEntry, ENTRY_EPOCH_OFF, INODE_HEAD_OFF, INODE_TAIL_OFF,
@@ -147,6 +147,11 @@ fn compact_entries(ctx: &Ctx, st: &InodeState) -> Vec<Entry> {
                     ..WriteEntry::default()
                 };
                 out.push(Entry::new(EntryType::Write, ctx.epoch(), &e));
+            }
+            // Pages still lost stay lost: a compacted log without their
+            // entries would show them as holes, reading zeros.
+            for r in map.lost().runs() {
+                out.push(lost_entry(ctx.epoch(), r));
             }
         }
         Body::Dir(dir) => {

@@ -291,6 +291,20 @@ impl Log {
         bounds: Bounds,
         head: u64,
         tail: u64,
+        visit: impl FnMut(&mut Log, u64, &[u8]) -> Result<()>,
+    ) -> Result<Log> {
+        Self::load_salvaging(region, bounds, head, tail, None, visit)
+    }
+
+    /// [`Log::load`], but an entry damaged in every copy whose offset
+    /// `salvage` holds is visited as the entry it maps to: the record
+    /// `fsck --repair` puts in its place (`fsck::salvage`).
+    pub(crate) fn load_salvaging(
+        region: &dyn Region,
+        bounds: Bounds,
+        head: u64,
+        tail: u64,
+        salvage: Option<&U64Map<Entry>>,
         mut visit: impl FnMut(&mut Log, u64, &[u8]) -> Result<()>,
     ) -> Result<Log> {
         let mut log = Log {
@@ -298,16 +312,30 @@ impl Log {
             tail,
             ..Log::default()
         };
-        walk(region, bounds, head, tail, Verify::Checksums, |step| {
-            match step {
-                Step::Page(page) => log.pages.push(page),
-                Step::Entry(off, bytes) => {
-                    log.count_new(off, entry_epoch(bytes));
-                    visit(&mut log, off, bytes)?;
+        let verify = if salvage.is_some() {
+            Verify::Salvage
+        } else {
+            Verify::Checksums
+        };
+        walk(region, bounds, head, tail, verify, |step| {
+            let (off, bytes) = match step {
+                Step::Page(page) => {
+                    log.pages.push(page);
+                    return Ok(ControlFlow::Continue(()));
                 }
-                Step::Tail => {}
-                Step::Repaired(off, len) => log.repairs.push((off, len)),
-            }
+                Step::Entry(off, bytes) => (off, bytes),
+                Step::Damaged { off, len, .. } => match salvage.and_then(|m| m.get(&off)) {
+                    Some(e) if e.len() == len => (off, e.bytes()),
+                    _ => return Err(corrupt!("log entry at {off:#x} is damaged in every copy")),
+                },
+                Step::Tail => return Ok(ControlFlow::Continue(())),
+                Step::Repaired(off, len) => {
+                    log.repairs.push((off, len));
+                    return Ok(ControlFlow::Continue(()));
+                }
+            };
+            log.count_new(off, entry_epoch(bytes));
+            visit(&mut log, off, bytes)?;
             Ok(ControlFlow::Continue(()))
         })?;
         log.tail_idx = log.find_tail(0);
@@ -718,6 +746,11 @@ pub(crate) enum Verify {
     /// Nothing more: entries that fail their checksums are visited too
     /// (fault injection, which may target a log it has damaged already).
     Structure,
+    /// As `Checksums`, but an entry that fails in every copy, when the
+    /// copies agree on its type and length, is reported
+    /// ([`Step::Damaged`]) and stepped over instead of ending the walk:
+    /// what `fsck --repair` salvages the rest of the log with.
+    Salvage,
 }
 
 /// One step of [`walk`], in chain order.
@@ -727,6 +760,9 @@ pub(crate) enum Step<'a> {
     Page(u64),
     /// A committed entry: its offset and bytes.
     Entry(u64, &'a [u8]),
+    /// A committed entry that fails its checksum in every copy, whose
+    /// copies agree on its type byte and length ([`Verify::Salvage`]).
+    Damaged { off: u64, len: u64, etype: u8 },
     /// The tail is reached: every committed entry has been visited. Pages
     /// linked past the tail's page follow (spare pages an append grew).
     Tail,
@@ -781,7 +817,7 @@ pub(crate) fn walk(
         let mut pos = 0u64;
         while !tail_seen && pos < LOG_USABLE && page + pos != tail {
             let mut found = entry_at(&buf, page, pos, verify);
-            if verify == Verify::Checksums && !matches!(found, Ok(Some(_))) {
+            if verify != Verify::Structure && !matches!(found, Ok(Some(_))) {
                 // Damaged here, or a zero type byte before the tail: the
                 // replica's entry, if it is whole, is the entry.
                 if let Some(len) = from_replica(region, bounds, page, pos, &mut buf)? {
@@ -791,8 +827,26 @@ pub(crate) fn walk(
                     found = entry_at(&buf, page, pos, verify);
                 }
             }
-            let Some(len) = found? else {
-                break;
+            let len = match found {
+                Ok(Some(len)) => len,
+                Ok(None) => break,
+                Err(e) if verify == Verify::Salvage => {
+                    let Some((len, etype)) = agreed_head(region, bounds, page, pos, &buf) else {
+                        return Err(e);
+                    };
+                    if visit(Step::Damaged {
+                        off: page + pos,
+                        len,
+                        etype,
+                    })?
+                    .is_break()
+                    {
+                        return Ok(());
+                    }
+                    pos += len;
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
             let bytes = &buf[pos as usize..(pos + len) as usize];
             if visit(Step::Entry(page + pos, bytes))?.is_break() {
@@ -844,7 +898,7 @@ fn entry_at(buf: &[u8], page: u64, pos: u64, verify: Verify) -> Result<Option<u6
         return Err(corrupt!("log entry at {:#x} has a bad length", page + pos));
     }
     let bytes = &buf[at..at + len as usize];
-    if verify == Verify::Checksums {
+    if verify != Verify::Structure {
         let stored = u32::from_le_bytes([
             bytes[ENTRY_CSUM_OFF],
             bytes[ENTRY_CSUM_OFF + 1],
@@ -856,6 +910,20 @@ fn entry_at(buf: &[u8], page: u64, pos: u64, verify: Verify) -> Result<Option<u6
         }
     }
     Ok(Some(len))
+}
+
+/// The length and type of the damaged entry at `pos` of the page held in
+/// `buf`, when its replica's header agrees on both and the length fits the
+/// page. Its checksum fails in both copies, so nothing in it is proved;
+/// two copies that agree on these bytes are what is left to go by, and
+/// one copy alone (no replica) is not enough.
+fn agreed_head(region: &dyn Region, bounds: Bounds, page: u64, pos: u64, buf: &[u8]) -> Option<(u64, u8)> {
+    let m = bounds.replica(page)?;
+    let mut other = [0u8; 2];
+    region.read(m + pos, &mut other).ok()?;
+    let at = pos as usize;
+    let len = u64::from(buf[at + 1]) * SLOT;
+    (other == buf[at..at + 2] && buf[at] != 0 && len > 0 && pos + len <= LOG_USABLE).then_some((len, buf[at]))
 }
 
 /// Replaces the entry at `pos` of the page held in `buf` by the replica's

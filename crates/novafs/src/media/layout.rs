@@ -80,7 +80,12 @@ pub const FEATURE_INCOMPAT_SNAPSHOTS: u64 = 1 << 5;
 /// them would check, and "repair" from parity, pages whose checksums a
 /// mapping left stale (caveat DAXor). Set, durably, before the first.
 pub const FEATURE_INCOMPAT_MMAP: u64 = 1 << 6;
+/// Some log holds lost-range records (type 9): a novafs that does not
+/// know them would take them for damage and free the file whose other
+/// bytes `fsck --repair` kept. Set, durably, before the first.
+pub const FEATURE_INCOMPAT_LOST: u64 = 1 << 7;
 pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA
+    | FEATURE_INCOMPAT_LOST
     | FEATURE_INCOMPAT_SNAPSHOTS
     | FEATURE_INCOMPAT_MMAP
     | FEATURE_INCOMPAT_REPLICAS_STALE
@@ -265,6 +270,7 @@ pub enum EntryType {
     Mmap = 6,
     SnapshotInfo = 7,
     Xattr = 8,
+    Lost = 9,
 }
 
 impl EntryType {
@@ -278,6 +284,7 @@ impl EntryType {
             6 => Self::Mmap,
             7 => Self::SnapshotInfo,
             8 => Self::Xattr,
+            9 => Self::Lost,
             _ => return None,
         })
     }
@@ -462,6 +469,22 @@ pub struct MmapEntry {
 const _: () = assert!(size_of::<MmapEntry>() == 64);
 pub const MMAP_UNPROTECT: u64 = 1;
 pub const MMAP_PROTECT: u64 = 2;
+
+/// Lost range: file pages `pgoff..pgoff + npages` hold bytes no copy on
+/// the media can give back (`fsck --repair` put it in place of a write
+/// entry damaged in both copies, whose range is unknown). Replay unmaps
+/// them and marks them lost: they read EIO until a write or a hole over a
+/// whole page, or a truncation below it, replaces them. Written with the
+/// same slot count as the entry it replaces (the rest zero).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
+pub struct LostEntry {
+    pub hdr: EntryHeader,
+    pub pgoff: u64,
+    pub npages: u64,
+    pub reserved: [u64; 4],
+}
+const _: () = assert!(size_of::<LostEntry>() == 64);
 
 /// A snapshot record in the snapshot list's log (reserved slot
 /// [`SNAPSHOT_LIST_OFF`]; Fortis §3.1): [`SNAPSHOT_TAKE`] names snapshot

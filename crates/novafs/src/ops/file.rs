@@ -10,7 +10,7 @@
 
 use crate::alloc::{Budget, Extent, Reserved};
 use crate::commit::{self, Ctx};
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::gc;
 use crate::inode::{setattr_entry, Attr, Body, InodeState};
 use crate::layout::{EntryType, WriteEntry, FLAG_APPEND, FLAG_IMMUTABLE, MAX_FILE_SIZE, PAGE_SIZE};
@@ -75,11 +75,18 @@ fn read_checked(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<
                 }
                 ctx.data().read(block + in_pg as u64, &mut buf[done..done + len])?;
             }
+            None if map.lost().contains(pg) => return Err(lost_page(pg)),
             None => buf[done..done + len].fill(0),
         }
         done += len;
     }
     Ok(n)
+}
+
+/// EIO for file page `pg`, lost (`FileMap::lost`): `fsck --repair` found
+/// a write entry over it damaged in every copy.
+pub(crate) fn lost_page(pg: u64) -> Error {
+    corrupt!("file page {pg} was lost: a write entry over it was damaged in every copy")
 }
 
 /// Fills freshly allocated pages for file pages `first..`: page `pg` gets
@@ -99,6 +106,9 @@ fn fill_pages(
             let dst = e.off + i * PAGE_SIZE;
             match map.lookup(pg) {
                 Some(b) => ctx.read_block(b, 0, &mut page)?,
+                // The change keeps bytes of a lost page, which no copy
+                // holds: it cannot, or they would come back as zeros.
+                None if map.lost().contains(pg) => return Err(lost_page(pg)),
                 None => page.fill(0),
             }
             if fill(pg, &mut page) {
@@ -297,8 +307,9 @@ fn preallocate(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64, keep_size: bo
     };
     let holes: Vec<u64> = {
         let map = file_map(st)?;
+        // A lost page is no hole: zeros would hide the loss.
         (off / PAGE_SIZE..end.div_ceil(PAGE_SIZE))
-            .filter(|&pg| map.lookup(pg).is_none())
+            .filter(|&pg| map.lookup(pg).is_none() && !map.lost().contains(pg))
             .collect()
     };
     let now = now_ns();
@@ -461,7 +472,8 @@ fn punch(ctx: &Ctx, st: &mut InodeState, off: u64, end: u64) -> Result<()> {
     })
 }
 
-/// lseek SEEK_DATA / SEEK_HOLE: mapped pages are data, the rest holes, and
+/// lseek SEEK_DATA / SEEK_HOLE: mapped and lost pages are data (a copy
+/// must not take a lost page for zeros), the rest holes, and
 /// end of file is a hole. `None` means ENXIO.
 pub(crate) fn seek(st: &InodeState, off: u64, data: bool) -> Result<Option<u64>> {
     let map = file_map(st)?;
@@ -471,7 +483,7 @@ pub(crate) fn seek(st: &InodeState, off: u64, data: bool) -> Result<Option<u64>>
     }
     let pg = off / PAGE_SIZE;
     Ok(if data {
-        map.next_mapped(pg)
+        map.next_data(pg)
             .map(|p| (p * PAGE_SIZE).max(off))
             .filter(|&p| p < size)
     } else {

@@ -148,7 +148,12 @@ impl Shared {
             return Err(Error::Invalid("access past the end of the mapped file"));
         }
         if !write {
-            let block = file_map(&st)?.lookup(pg);
+            let map = file_map(&st)?;
+            if map.lost().contains(pg) {
+                // Lost, not a hole: the zero page would hide the loss.
+                return Err(file::lost_page(pg));
+            }
+            let block = map.lookup(pg);
             let mut state = self.state.lock();
             let window = state.window.as_ref().ok_or(Error::NotFound)?;
             match block {

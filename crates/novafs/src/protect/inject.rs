@@ -711,7 +711,7 @@ fn walk_committed(region: &dyn Region, bounds: Bounds, rec: &Inode, verify: Veri
                 });
                 ControlFlow::Continue(())
             }
-            Step::Repaired(..) => ControlFlow::Continue(()),
+            Step::Repaired(..) | Step::Damaged { .. } => ControlFlow::Continue(()),
         })
     })?;
     Ok(found)
@@ -735,5 +735,6 @@ fn entry_name(t: EntryType) -> &'static str {
         EntryType::Mmap => "mmap",
         EntryType::SnapshotInfo => "snapshot info",
         EntryType::Xattr => "xattr",
+        EntryType::Lost => "lost range",
     }
 }

@@ -6,6 +6,7 @@
 //! cannot be rebuilt (two strips bad) is named with the bytes it held, as
 //! `zpool status -v` lists files with permanent errors: they read EIO
 //! until they are written again, and nothing else of the file is lost.
+//! Bytes a lost range record marks (`salvage`) are named the same way.
 
 use std::ops::Range;
 
@@ -23,6 +24,16 @@ pub(super) struct DataCheck {
     /// What cannot be rebuilt: the bytes of the file (or "an extended
     /// attribute value"), and why.
     pub lost: Vec<(Lost, String)>,
+    /// Bytes of the file a lost range record marks lost (`salvage`):
+    /// consistent, reading EIO until written again, but gone.
+    pub marked: Vec<Range<u64>>,
+}
+
+impl DataCheck {
+    /// Whether there is anything to tell.
+    pub(super) fn any(&self) -> bool {
+        self.rebuildable > 0 || !self.lost.is_empty() || !self.marked.is_empty()
+    }
 }
 
 /// Data that cannot be rebuilt.
@@ -48,6 +59,15 @@ impl std::fmt::Display for Lost {
 /// them to (caveat DAXor, Fortis §3.4): the next mount reseals them.
 pub(super) fn check_data(ctx: &Ctx, st: &InodeState, repair: bool) -> Result<DataCheck> {
     let mut out = DataCheck::default();
+    if let Body::File(map) = &st.meta.body {
+        let size = st.attr().size;
+        out.marked = map
+            .lost()
+            .runs()
+            .map(|r| r.start * PAGE_SIZE..(r.end * PAGE_SIZE).min(size))
+            .filter(|r| !r.is_empty())
+            .collect();
+    }
     if !ctx.strips().enabled() {
         return Ok(out);
     }

@@ -10,6 +10,7 @@
 //! does.
 
 mod data;
+mod salvage;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -163,10 +164,22 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             from_replica += u64::from(replica);
             let (st, superseded) = match recovery::load_for_snapshots(&ctx, off, &rec) {
                 Ok(loaded) => loaded,
-                Err(e) => {
-                    rep.problems.push(format!("inode {ino}: {e}"));
-                    return Ok(());
-                }
+                Err(e) => match salvage::plan(&ctx, off, &rec) {
+                    // Checked as the repair will leave it, so that its name
+                    // and pages are not called missing and leaked too.
+                    Some(p) if live => {
+                        for why in &p.why {
+                            rep.problems.push(format!(
+                                "inode {ino}: {why}; fsck --repair keeps the file, those bytes reading EIO"
+                            ));
+                        }
+                        (p.state, Vec::new())
+                    }
+                    _ => {
+                        rep.problems.push(format!("inode {ino}: {e}"));
+                        return Ok(());
+                    }
+                },
             };
             for p in superseded {
                 own(&mut rep, p, ino);
@@ -194,7 +207,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 own(&mut rep, p, ino);
             }
             let checked = data::check_data(&ctx, &st, false)?;
-            if checked.rebuildable > 0 || !checked.lost.is_empty() {
+            if checked.any() {
                 bad_data.push((ino, checked));
             }
             if !live {
@@ -283,7 +296,18 @@ fn report_data(rep: &mut Report, seen: &HashMap<Ino, Seen>, bad: &[(Ino, data::D
         for (lost, why) in &c.lost {
             rep.problems.push(lost_line(*ino, &paths, lost, why));
         }
+        // Recorded on the media: consistent, so told, not a problem.
+        rep.notes.extend(c.marked.iter().map(|r| marked_line(*ino, &paths, r)));
     }
+}
+
+/// What a user is told about bytes a lost range record marks.
+fn marked_line(ino: Ino, paths: &HashMap<Ino, String>, r: &std::ops::Range<u64>) -> String {
+    let name = paths.get(&ino).map_or_else(|| "no name".to_string(), Clone::clone);
+    format!(
+        "inode {ino} ({name}): bytes {}..{} were lost (a write entry over them was damaged in every copy); they read EIO until written again: restore them from a snapshot or a backup",
+        r.start, r.end
+    )
 }
 
 /// What a user is told about data redundancy cannot rebuild.
@@ -324,7 +348,9 @@ where
 /// (never trusting saved state), unlinked inodes are reclaimed, names
 /// whose inode is lost are removed, and inodes whose record or log no
 /// longer loads are freed: their contents are gone, and freeing them
-/// returns their pages. What cannot be repaired stays for [`check`] to
+/// returns their pages. First, though, a file whose log fails only for
+/// write entries damaged in both copies is kept, with the bytes they may
+/// have written marked lost (`salvage`). What cannot be repaired stays for [`check`] to
 /// report. Every step is an ordinary commit, so a crash during repair
 /// leaves an image that mounts; running repair again finishes the job.
 pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
@@ -340,13 +366,13 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     // any after a crash rebuild the allocators by scanning.
     sb.state = STATE_MOUNTED;
     write_superblock(r, &mut sb)?;
+    let (replayed, salvaged) = salvage::salvage_all(region.clone())?;
     let (ctx, _, report) = recovery::mount(region.clone(), false, MetaReplicas::AsFormatted)?;
-    if report.journal_replayed > 0 {
-        done.push(format!(
-            "replayed {} committed journal transaction(s)",
-            report.journal_replayed
-        ));
+    let replayed = replayed + report.journal_replayed;
+    if replayed > 0 {
+        done.push(format!("replayed {replayed} committed journal transaction(s)"));
     }
+    done.extend(salvaged);
     if report.orphans_reclaimed > 0 {
         done.push(format!(
             "reclaimed {} unlinked inode(s) left open at a crash",
@@ -407,6 +433,9 @@ fn data_repaired(dirs: &[Dir], data: &[(Ino, data::DataCheck)], done: &mut Vec<S
     for (ino, c) in data {
         for (lost, why) in &c.lost {
             done.push(format!("kept, with a loss: {}", lost_line(*ino, &paths, lost, why)));
+        }
+        for r in &c.marked {
+            done.push(format!("kept, with a loss: {}", marked_line(*ino, &paths, r)));
         }
     }
 }
@@ -550,7 +579,7 @@ fn survey(ctx: &Ctx) -> Result<Survey> {
                 Ok(_) if rec.ino != ino => lost.push((ino, off, format!("its slot holds inode {}", rec.ino))),
                 Ok(st) => {
                     let checked = data::check_data(ctx, &st, true)?;
-                    if checked.rebuildable > 0 || !checked.lost.is_empty() {
+                    if checked.any() {
                         data.push((ino, checked));
                     }
                     live.insert(ino, (st.attr().kind, st.attr().nlink));

@@ -12,6 +12,9 @@ use crate::hash::U64Map;
 use crate::layout::PAGE_SIZE;
 use crate::log::Log;
 
+mod lost;
+pub(crate) use lost::LostPages;
+
 /// Where a file page lives and which write entry maps it.
 #[derive(Clone, Copy, Debug)]
 struct Mapping {
@@ -293,11 +296,13 @@ impl Entries {
     }
 }
 
-/// File page → data page index, and which write entries are still live.
+/// File page → data page index, which write entries are still live, and
+/// which file pages are lost (neither mapped nor a hole).
 #[derive(Debug, Default)]
 pub(crate) struct FileMap {
     pages: Pages,
     entries: Entries,
+    lost: LostPages,
 }
 
 impl FileMap {
@@ -313,21 +318,10 @@ impl FileMap {
         npages: u64,
         freed: &mut Freed,
     ) {
+        // Whatever it writes, data or a hole, replaces lost bytes.
+        self.lost.remove(pgoff..pgoff.saturating_add(npages));
         if block == 0 {
-            // A punched hole: visit only the pages mapped in it, however
-            // wide it is.
-            let end = pgoff.saturating_add(npages);
-            let mapped: Vec<u64> = self
-                .pages
-                .iter_from(pgoff)
-                .map(|(p, _)| p)
-                .take_while(|&p| p < end)
-                .collect();
-            for p in mapped {
-                if let Some(m) = self.pages.remove(p) {
-                    self.entries.release(log, m, freed);
-                }
-            }
+            self.unmap(log, pgoff, npages, freed);
             return;
         }
         if npages == 1 {
@@ -346,9 +340,42 @@ impl FileMap {
         }
     }
 
-    /// Unmaps every page from `first` on.
+    /// Unmaps the pages mapped in `pgoff..pgoff + npages`: visits only
+    /// those, however wide the range is.
+    fn unmap(&mut self, log: &mut Log, pgoff: u64, npages: u64, freed: &mut Freed) {
+        let end = pgoff.saturating_add(npages);
+        let mapped: Vec<u64> = self
+            .pages
+            .iter_from(pgoff)
+            .map(|(p, _)| p)
+            .take_while(|&p| p < end)
+            .collect();
+        for p in mapped {
+            if let Some(m) = self.pages.remove(p) {
+                self.entries.release(log, m, freed);
+            }
+        }
+    }
+
+    /// Applies a lost range entry: `npages` pages from `pgoff` are lost
+    /// (their old data pages unreferenced, as by a hole). Like a hole
+    /// entry it stays live until thorough GC, which rewrites the runs
+    /// still lost: dropping it early would resurrect older pages.
+    pub(crate) fn apply_lost(&mut self, log: &mut Log, pgoff: u64, npages: u64, freed: &mut Freed) {
+        self.unmap(log, pgoff, npages, freed);
+        self.lost.insert(pgoff..pgoff.saturating_add(npages));
+    }
+
+    /// Unmaps every page from `first` on; lost pages there go too.
     pub(crate) fn truncate(&mut self, log: &mut Log, first: u64, freed: &mut Freed) {
+        self.lost.remove(first..u64::MAX);
         self.pages.truncate(first, |m| self.entries.release(log, m, freed));
+    }
+
+    /// The lost pages: they read EIO, and a write that would keep any of
+    /// a lost page's bytes cannot (the rest of the page is unknown).
+    pub(crate) fn lost(&self) -> &LostPages {
+        &self.lost
     }
 
     pub(crate) fn mapped_pages(&self) -> u64 {
@@ -405,15 +432,30 @@ impl FileMap {
         self.pages.iter_from(pg).next().map(|(p, _)| p)
     }
 
-    /// First unmapped page at or after `pg`.
-    pub(crate) fn next_hole(&self, mut pg: u64) -> u64 {
-        for (p, _) in self.pages.iter_from(pg) {
-            if p != pg {
-                break;
-            }
-            pg += 1;
+    /// First page at or after `pg` that is data: mapped, or lost (its
+    /// bytes are not zeros, only unreadable, so it is no hole).
+    pub(crate) fn next_data(&self, pg: u64) -> Option<u64> {
+        match (self.next_mapped(pg), self.lost.next_from(pg)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
-        pg
+    }
+
+    /// First page at or after `pg` that is a hole: neither mapped nor lost.
+    pub(crate) fn next_hole(&self, mut pg: u64) -> u64 {
+        loop {
+            pg = self.lost.run_end(pg);
+            let before = pg;
+            for (p, _) in self.pages.iter_from(pg) {
+                if p != pg {
+                    break;
+                }
+                pg += 1;
+            }
+            if pg == before && !self.lost.contains(pg) {
+                return pg;
+            }
+        }
     }
 }
 
