@@ -144,7 +144,7 @@ pub use protect::inject;
 use protect::scrub;
 use snapshots::{reclaim, snapshot};
 
-pub use error::{Error, Result};
+pub use error::{Corruption, Error, Result, Structure};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use fs::{
     Atime, DirEntry, Fs, GcStats, Make, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE,

@@ -12,7 +12,7 @@ use inject_common::*;
 use novafs::inject::{corrupt, locate, plan, CopyKind, Spec, Target, Which};
 use novafs::layout::{INODES_PER_CHUNK, INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF, LOG_NEXT_OFF, PAGE_SIZE};
 use novafs::probe::{bounds_of, read_superblock, InodeTables, Log};
-use novafs::{Error, Fs, MountOptions, ROOT_INO};
+use novafs::{Error, Fs, MountOptions, Structure, ROOT_INO};
 use pm::Region;
 
 #[test]
@@ -340,7 +340,10 @@ fn a_damaged_log_can_be_damaged_again_but_its_data_pages_are_unknown() {
         let (sb, _) = read_superblock(r).unwrap();
         let (_, rec) = live_record(r, &sb, a).unwrap();
         let load = Log::load(r, bounds_of(&sb), rec.log_head, rec.log_tail, |_, _, _| Ok(()));
-        assert!(matches!(load, Err(Error::Corrupt(m)) if m.contains("checksum")));
+        // The reason is typed: the first entry's offset, as an entry.
+        let first = entries[0].copies[0].1;
+        assert!(matches!(load, Err(Error::Corrupt(m)) if m.detail().contains("checksum")
+            && m.structure() == Structure::LogEntry && m.offset() == Some(first)));
         // Still the same entries and pages to damage, a second time.
         assert_eq!(locate(r, Target::LogEntry, a).unwrap(), entries);
         assert_eq!(locate(r, Target::LogPage, a).unwrap(), pages);
@@ -356,7 +359,7 @@ fn a_damaged_log_can_be_damaged_again_but_its_data_pages_are_unknown() {
         // The data pages are what the file system's replay maps: none now.
         let err = locate(r, Target::DataPage, a).unwrap_err();
         assert!(
-            matches!(&err, Error::Corrupt(m) if m.contains(&format!("data pages of inode {a}")) && m.contains("checksum")),
+            matches!(&err, Error::Corrupt(m) if m.detail().contains(&format!("data pages of inode {a}")) && m.detail().contains("checksum")),
             "{err}"
         );
     }
@@ -386,7 +389,11 @@ fn bad_inode_numbers_and_damaged_chains_are_errors_not_hangs() {
         w.store_u64(off + 16, head + PAGE_SIZE + 64).unwrap();
         w.store_u64(head + LOG_NEXT_OFF, head).unwrap();
         let err = locate(r, Target::LogEntry, a).unwrap_err();
-        assert!(matches!(&err, Error::Corrupt(m) if m.contains("loops")), "{err}");
+        assert!(
+            matches!(&err, Error::Corrupt(m) if m.detail().contains("loops")
+                && m.structure() == Structure::LogPage && m.offset() == Some(head)),
+            "{err}"
+        );
         // An inode-table chunk chain looping back to its first chunk.
         let first = r.load_u64(sb.inode_heads_off).unwrap();
         w.store_u64(first + novafs::layout::CHUNK_NEXT_OFF, first).unwrap();

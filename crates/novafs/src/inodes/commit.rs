@@ -164,7 +164,13 @@ impl Ctx {
             INODE_LIVE => rec.create_epoch <= epoch,
             INODE_KEPT => rec.create_epoch <= epoch && epoch < rec.delete_epoch,
             INODE_FREE => false,
-            bad => return Err(corrupt!("inode {ino}'s record has a damaged state word {bad:#x}")),
+            bad => {
+                return Err(corrupt!(
+                    InodeRecord,
+                    ino = ino,
+                    "inode {ino}'s record has a damaged state word {bad:#x}"
+                ))
+            }
         };
         if !seen || rec.ino != ino {
             return Err(Error::NotFound);
@@ -224,6 +230,9 @@ impl Ctx {
         }
         if let Some(p) = st.log.pages().iter().find(|&&p| self.alloc.is_free(p)) {
             return Err(corrupt!(
+                LogPage,
+                at = *p,
+                ino = st.meta.attr.ino,
                 "log page {p:#x} of inode {} is free in the allocator",
                 st.meta.attr.ino
             ));

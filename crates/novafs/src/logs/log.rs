@@ -451,7 +451,7 @@ impl Log {
                 let need = entries.iter().map(Entry::len).sum::<u64>().div_ceil(per_page);
                 written.extend(self.grow(region, alloc, budget, need)?);
                 self.place(lens())
-                    .ok_or_else(|| corrupt!("log growth did not make room"))?
+                    .ok_or_else(|| corrupt!(LogPage, "log growth did not make room"))?
             }
         };
         let new_head = (self.head == 0).then(|| self.pages[0]);
@@ -673,7 +673,7 @@ pub(crate) fn walk(
         return if tail == 0 {
             Ok(())
         } else {
-            Err(corrupt!("log tail {tail:#x} without a head"))
+            Err(corrupt!(LogPage, at = tail, "log tail {tail:#x} without a head"))
         };
     }
     let mut tail_seen = tail == 0;
@@ -746,7 +746,11 @@ pub(crate) fn walk(
         page = next;
     }
     if !tail_seen {
-        return Err(corrupt!("log tail {tail:#x} is not in the chain from {head:#x}"));
+        return Err(corrupt!(
+            LogPage,
+            at = tail,
+            "log tail {tail:#x} is not in the chain from {head:#x}"
+        ));
     }
     Ok(())
 }
@@ -761,7 +765,12 @@ fn entry_at(buf: &[u8], page: u64, pos: u64, verify: Verify) -> Result<Option<u6
     }
     let len = u64::from(buf[at + 1]) * SLOT;
     if len == 0 || pos + len > LOG_USABLE {
-        return Err(corrupt!("log entry at {:#x} has a bad length", page + pos));
+        return Err(corrupt!(
+            LogEntry,
+            at = page + pos,
+            "log entry at {:#x} has a bad length",
+            page + pos
+        ));
     }
     let bytes = &buf[at..at + len as usize];
     if verify == Verify::Checksums {
@@ -772,7 +781,12 @@ fn entry_at(buf: &[u8], page: u64, pos: u64, verify: Verify) -> Result<Option<u6
             bytes[ENTRY_CSUM_OFF + 3],
         ]);
         if entry_csum(bytes) != stored {
-            return Err(corrupt!("log entry at {:#x} fails its checksum", page + pos));
+            return Err(corrupt!(
+                LogEntry,
+                at = page + pos,
+                "log entry at {:#x} fails its checksum",
+                page + pos
+            ));
         }
     }
     Ok(Some(len))
@@ -851,12 +865,19 @@ impl ChainWalk {
     fn enter(&mut self, page: u64) -> Result<()> {
         if !self.allowed(page) {
             return Err(corrupt!(
+                LogPage,
+                at = page,
                 "page pointer {page:#x} in the chain from {:#x} is outside the area it may use",
                 self.head
             ));
         }
         if self.seen.insert(page, ()).is_some() {
-            return Err(corrupt!("page chain from {:#x} loops back to {page:#x}", self.head));
+            return Err(corrupt!(
+                LogPage,
+                at = page,
+                "page chain from {:#x} loops back to {page:#x}",
+                self.head
+            ));
         }
         Ok(())
     }

@@ -579,7 +579,7 @@ pub const KEPT_INODE: u64 = 2;
 pub fn decode<T: FromBytes + KnownLayout + Immutable + Copy>(bytes: &[u8]) -> Result<T> {
     T::read_from_prefix(bytes)
         .map(|(v, _)| v)
-        .map_err(|_| corrupt!("short structure ({} bytes)", bytes.len()))
+        .map_err(|_| corrupt!(Other, "short structure ({} bytes)", bytes.len()))
 }
 
 /// File types as stored in dentries (the S_IFMT bits >> 12).
