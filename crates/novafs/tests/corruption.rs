@@ -24,12 +24,7 @@ fn image_with_data_protection(on: bool, f: impl FnOnce(&Fs)) -> Arc<MemRegion> {
     let region: Arc<dyn Region> = mem.clone();
     Fs::format(
         region.clone(),
-        &novafs::FormatOptions {
-            shards: Some(2),
-            data_csum: on,
-            data_parity: on,
-            ..Default::default()
-        },
+        &novafs::FormatOptions::default().shards(2).data_csum(on).data_parity(on),
     )
     .unwrap();
     let fs = mount(&region);

@@ -69,14 +69,7 @@ fn names_and_states_are_checked() {
         "the first snapshot marks the image"
     );
     fs.unmount().unwrap();
-    let ro = Fs::open(
-        region.clone(),
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let ro = Fs::open(region.clone(), MountOptions::default().read_only(true)).unwrap();
     assert_eq!(ro.snapshots().len(), 2);
     assert!(matches!(ro.take_snapshot(b"y"), Err(Error::ReadOnly)));
     assert!(matches!(ro.delete_snapshot(b"x"), Err(Error::ReadOnly)));

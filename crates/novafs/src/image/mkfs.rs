@@ -31,6 +31,7 @@ use crate::time::now_ns;
 
 /// How to lay out a new file system.
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct FormatOptions {
     /// Number of shards ("CPUs"); default: the CPUs of this machine.
     pub shards: Option<u32>,

@@ -14,6 +14,7 @@ use crate::xattr;
 
 /// Attribute changes for [`Fs::setattr`]; `None` leaves a field alone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SetAttr {
     /// Permission bits; the file type cannot change.
     pub mode: Option<u32>,

@@ -234,6 +234,7 @@ impl Located {
 
 /// What to damage: the command line's arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Spec {
     pub target: Target,
     pub which: Which,

@@ -41,6 +41,7 @@ use zerocopy::IntoBytes;
 
 /// How to scrub.
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct ScrubOptions {
     /// Most bytes of file data checked per second (None: as fast as it goes).
     pub rate: Option<u64>,

@@ -29,11 +29,7 @@ pub fn image_with(replicas: bool) -> (Arc<MemRegion>, Files) {
     let region: Arc<dyn Region> = mem.clone();
     Fs::format(
         region.clone(),
-        &FormatOptions {
-            shards: Some(2),
-            meta_replicas: replicas,
-            ..FormatOptions::default()
-        },
+        &FormatOptions::default().shards(2).meta_replicas(replicas),
     )
     .unwrap();
     let fs = Fs::open(region, MountOptions::default()).unwrap();
@@ -141,11 +137,7 @@ pub fn copies_equal(mem: &MemRegion, l: &Located, range: std::ops::Range<u64>) -
 }
 
 pub fn spec(target: Target, ino: Ino, seed: u64) -> Spec {
-    Spec {
-        ino,
-        seed,
-        ..Spec::new(target)
-    }
+    Spec::new(target).ino(ino).seed(seed)
 }
 
 /// Offset of inode `ino`'s record, where the inode tables put it.

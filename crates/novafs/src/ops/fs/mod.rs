@@ -48,6 +48,7 @@ pub const MAX_SYMLINK: usize = 4095;
 
 /// How to open an image.
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct MountOptions {
     pub read_only: bool,
     /// Keep the metadata replicas current (the default where the image
@@ -109,6 +110,7 @@ const RELATIME_PERIOD_NS: i64 = 24 * 3600 * 1_000_000_000;
 
 /// A new node for [`Fs::make`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Make {
     /// Type and permission bits, as asked (before the umask).
     pub mode: u32,
