@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use novafs::layout::PAGE_SIZE;
+use novafs::PAGE_SIZE;
 use novafs::{FormatOptions, StatFs, ROOT_INO};
 use novafs_bench::backend::Backend;
 use novafs_bench::memory;

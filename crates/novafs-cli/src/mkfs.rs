@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use indicatif::ProgressBar;
-use novafs::layout::DEFAULT_DEAD_ZONE;
+use novafs::DEFAULT_DEAD_ZONE;
 use novafs::{FormatOptions, Fs};
 use pm::{MapOptions, MemRegion, MmapRegion, Region, RegionKind};
 

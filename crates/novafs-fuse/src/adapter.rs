@@ -61,7 +61,7 @@ pub const ATTR_TTL: Duration = Duration::from_secs(3600);
 const MAX_WRITE: u32 = 16 << 20;
 
 /// Block size reported by stat and statfs: the core's page.
-const BLOCK_SIZE: u32 = novafs::layout::PAGE_SIZE as u32;
+const BLOCK_SIZE: u32 = novafs::PAGE_SIZE as u32;
 
 /// novafs behind the FUSE protocol.
 pub struct FuseFs {
@@ -201,9 +201,9 @@ fn requested_nanos(t: SystemTime) -> i64 {
 /// The chattr flags novafs keeps, as FS_IOC_GETFLAGS bits and as their
 /// FS_IOC_FSGETXATTR equivalents (FS_XFLAG_*).
 const FLAG_BITS: [(u32, u32); 3] = [
-    (novafs::layout::FLAG_IMMUTABLE, 0x08),
-    (novafs::layout::FLAG_APPEND, 0x10),
-    (novafs::layout::FLAG_NODUMP, 0x80),
+    (novafs::FLAG_IMMUTABLE, 0x08),
+    (novafs::FLAG_APPEND, 0x10),
+    (novafs::FLAG_NODUMP, 0x80),
 ];
 
 fn xflags_of(flags: u32) -> u32 {
@@ -847,7 +847,7 @@ mod tests {
 
     #[test]
     fn chattr_flags_map_to_fsxattr_flags_and_back() {
-        use novafs::layout::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
+        use novafs::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
         let all = FLAG_IMMUTABLE | FLAG_APPEND | FLAG_NODUMP;
         assert_eq!(xflags_of(all), 0x08 | 0x10 | 0x80);
         assert_eq!(flags_of_xflags(xflags_of(all)), all);

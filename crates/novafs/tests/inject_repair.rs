@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use inject_common::*;
 use novafs::inject::{corrupt, locate, plan, CopyKind, Damage, Located, Target, Which};
-use novafs::layout::{INODE_SIZE, LOG_NEXT_OFF, PAGE_SIZE, STRIP_SIZE};
+use novafs::probe::layout::{INODE_SIZE, LOG_NEXT_OFF, PAGE_SIZE, STRIP_SIZE};
 use novafs::probe::{bounds_of, page_of, read_superblock};
 use novafs::{Error, Fs, HealthCounts, Ino, MountOptions, ROOT_INO};
 use pm::{MemRegion, Region};
@@ -167,7 +167,7 @@ fn a_damaged_primary_is_read_from_the_replica_and_repaired() {
             reads_everything(&fs, f, why);
             drop(fs);
             assert!(damaged_now(&x), "{why}: a read-only mount repairs nothing");
-            let health = || HealthCounts::of(&read_superblock(&*x.mem).unwrap().0);
+            let health = || novafs::probe::health(&read_superblock(&*x.mem).unwrap().0);
             assert_eq!(health(), HealthCounts::default(), "{why}");
             // A read-write mount repairs the primary as it reads it,
             // and counts the repair in the superblock at once.
@@ -263,7 +263,7 @@ fn both_copies_of_a_log_damaged_fail_that_inode_only() {
             }
             others_read(&fs, f, ino, why);
             // Met twice, counted once, in the superblock before unmount.
-            let lost = HealthCounts::of(&read_superblock(&*x.mem).unwrap().0);
+            let lost = novafs::probe::health(&read_superblock(&*x.mem).unwrap().0);
             assert_eq!((lost.losses, lost.last_loss_ino), (1, ino), "{why}: {lost:?}");
             assert_eq!(fs.health(), lost, "{why}");
             fs.unmount().unwrap();
@@ -387,7 +387,7 @@ fn fixed_area_page_2_is_read_from_its_replica_when_the_primary_is_damaged() {
     // allocator state from the replica; the unmount saves the state
     // again, in both copies.
     let (mem, f4) = image_with(true);
-    let off = novafs::layout::RECOVERY_INODE_OFF;
+    let off = novafs::probe::layout::RECOVERY_INODE_OFF;
     let mut buf = [0u8; 16];
     mem.read(off, &mut buf).unwrap();
     buf.iter_mut().for_each(|b| *b ^= 0x33);
@@ -580,7 +580,7 @@ fn a_mount_without_protection_leaves_stale_replicas_that_the_next_protected_moun
         let (sb, _) = read_superblock(&*mem).unwrap();
         let (off, rec) = live_record(&*mem, &sb, f.a).unwrap();
         let m = bounds_of(&sb).mirror(off).unwrap();
-        let replica_tail = mem.load_u64(m + novafs::layout::INODE_TAIL_OFF).unwrap();
+        let replica_tail = mem.load_u64(m + novafs::probe::layout::INODE_TAIL_OFF).unwrap();
         assert_ne!(replica_tail, rec.log_tail, "the replica was not written");
         if crash {
             drop(fs);
@@ -601,7 +601,10 @@ fn a_mount_without_protection_leaves_stale_replicas_that_the_next_protected_moun
         let fs = mount(&mem).unwrap();
         assert!(fs.mount_report().replicas_refreshed, "crash {crash}");
         assert!(!stale(&mem));
-        assert_eq!(mem.load_u64(m + novafs::layout::INODE_TAIL_OFF).unwrap(), rec.log_tail);
+        assert_eq!(
+            mem.load_u64(m + novafs::probe::layout::INODE_TAIL_OFF).unwrap(),
+            rec.log_tail
+        );
         fs.unmount().unwrap();
         assert_eq!(fsck_problems(&mem), Vec::<String>::new(), "crash {crash}");
         // The replicas are whole again: a damaged primary reads from them.

@@ -10,7 +10,9 @@ use std::collections::HashSet;
 
 use inject_common::*;
 use novafs::inject::{corrupt, locate, plan, CopyKind, Target, Which};
-use novafs::layout::{INODES_PER_CHUNK, INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF, LOG_NEXT_OFF, PAGE_SIZE};
+use novafs::probe::layout::{
+    INODES_PER_CHUNK, INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF, LOG_NEXT_OFF, PAGE_SIZE,
+};
 use novafs::probe::{bounds_of, read_superblock, InodeTables, Log};
 use novafs::{Error, Fs, MountOptions, Structure, ROOT_INO};
 use pm::Region;
@@ -337,7 +339,8 @@ fn bad_inode_numbers_and_damaged_chains_are_errors_not_hangs() {
         );
         // An inode-table chunk chain looping back to its first chunk.
         let first = r.load_u64(sb.inode_heads_off).unwrap();
-        w.store_u64(first + novafs::layout::CHUNK_NEXT_OFF, first).unwrap();
+        w.store_u64(first + novafs::probe::layout::CHUNK_NEXT_OFF, first)
+            .unwrap();
         let far = 1 + 2 * INODES_PER_CHUNK * 3;
         assert!(matches!(locate(r, Target::Inode, far), Err(Error::Corrupt(_))));
         // A destroyed fixed area: the heads are garbage.

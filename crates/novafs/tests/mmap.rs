@@ -432,7 +432,7 @@ fn mmap_refuses_what_linux_refuses() {
     assert!(matches!(fs.mmap(ino, 100, 1, false), Err(Error::Invalid(_))));
     assert!(matches!(fs.mmap(ino, 0, 0, false), Err(Error::Invalid(_))));
     assert!(matches!(fs.mmap(ROOT_INO, 0, 1, false), Err(Error::Invalid(_))));
-    fs.set_flags(ino, novafs::layout::FLAG_APPEND).unwrap();
+    fs.set_flags(ino, novafs::probe::layout::FLAG_APPEND).unwrap();
     assert!(matches!(fs.mmap(ino, 0, 1, true), Err(Error::NotPermitted)));
     assert!(fs.mmap(ino, 0, 1, false).is_ok(), "read-only is allowed");
     // A heap region has no file to map from.

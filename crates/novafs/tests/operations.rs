@@ -303,7 +303,7 @@ fn zero_range_zeroes_allocates_and_grows() {
 /// changeable (only the flags) while set; an unknown flag is EOPNOTSUPP.
 #[test]
 fn immutable_and_append_only_flags_are_enforced() {
-    use novafs::layout::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
+    use novafs::probe::layout::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
     fn eperm<T>(r: novafs::Result<T>) -> bool {
         matches!(r, Err(Error::NotPermitted))
     }

@@ -178,7 +178,7 @@ fn a_scrub_beside_writers_disturbs_nothing() {
 /// reserved records. One scrub makes every copy whole again.
 #[test]
 fn a_scrub_also_repairs_the_tables_free_slots_and_superblock() {
-    use novafs::layout::{decode, Bounds, Superblock, CHUNK_FOOTER_OFF, INODE_HEADS_OFF, INODE_SIZE};
+    use novafs::probe::layout::{decode, Bounds, Superblock, CHUNK_FOOTER_OFF, INODE_HEADS_OFF, INODE_SIZE};
 
     let (region, _) = populated();
     let mut buf = vec![0u8; std::mem::size_of::<Superblock>()];

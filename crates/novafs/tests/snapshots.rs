@@ -64,7 +64,7 @@ fn names_and_states_are_checked() {
     fs.take_snapshot(&[b'n'; 255]).unwrap();
     assert_eq!(fs.snapshots().len(), 2);
     assert_ne!(
-        fs.superblock().features_incompat & novafs::layout::FEATURE_INCOMPAT_SNAPSHOTS,
+        fs.superblock().features_incompat & novafs::probe::layout::FEATURE_INCOMPAT_SNAPSHOTS,
         0,
         "the first snapshot marks the image"
     );

@@ -57,7 +57,7 @@ fn every_namespace_and_size_reads_back_after_remount_and_crash() {
         (l, b"trusted.link", value(6, 10)),
     ];
     let before = fs.getattr(f).unwrap().ctime;
-    let xattr_bit = novafs::layout::FEATURE_INCOMPAT_XATTR;
+    let xattr_bit = novafs::probe::layout::FEATURE_INCOMPAT_XATTR;
     assert_eq!(
         fs.superblock().features_incompat & xattr_bit,
         0,
@@ -135,11 +135,11 @@ fn errors_are_the_ones_linux_gives() {
     let no_mask = acl(&[(1, 6, NONE), (2, 4, 7), (4, 4, NONE), (0x20, 4, NONE)]);
     assert_eq!(errno(fs.setxattr(f, ACCESS, &no_mask, 0)), libc::EINVAL);
     // chattr +i and +a hold the attributes too.
-    fs.set_flags(f, novafs::layout::FLAG_IMMUTABLE).unwrap();
+    fs.set_flags(f, novafs::probe::layout::FLAG_IMMUTABLE).unwrap();
     assert_eq!(errno(fs.setxattr(f, b"user.b", b"x", 0)), libc::EPERM);
     assert_eq!(errno(fs.removexattr(f, b"user.a")), libc::EPERM);
     assert_eq!(fs.getxattr(f, b"user.a").unwrap(), b"2");
-    fs.set_flags(f, novafs::layout::FLAG_APPEND).unwrap();
+    fs.set_flags(f, novafs::probe::layout::FLAG_APPEND).unwrap();
     assert_eq!(errno(fs.setxattr(f, b"user.b", b"x", 0)), libc::EPERM);
     fs.set_flags(f, 0).unwrap();
     fs.unmount().unwrap();

@@ -709,9 +709,11 @@ fn unfree(ctx: &Ctx, ino: Ino, used: &mut Vec<u64>) -> Result<Option<Slot>> {
 }
 
 /// What `novafs info` shows about an image, read without mounting it.
+#[cfg(feature = "tools")]
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Inspect {
-    pub superblock: Superblock,
+    pub geometry: crate::geometry::Geometry,
     /// The primary superblock is damaged and the replica was used.
     pub primary_bad: bool,
     /// Free pages and free inode slots, known when the image is clean and
@@ -730,6 +732,7 @@ pub struct Inspect {
 
 /// Reads an image's superblock and, after a clean unmount, its saved
 /// allocator state. Writes nothing, so it is safe on a mounted image.
+#[cfg(feature = "tools")]
 pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
     let r = &*region;
     let (sb, primary_bad) = read_superblock(r)?;
@@ -749,7 +752,7 @@ pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
         .map_err(|e| e.to_string());
     Ok(Inspect {
         reserve: crate::alloc::reserve_pages((sb.data_end - sb.data_start) / PAGE_SIZE, u64::from(sb.shards)),
-        superblock: sb,
+        geometry: crate::geometry::Geometry::of(&sb),
         primary_bad,
         free,
         pending_journal,

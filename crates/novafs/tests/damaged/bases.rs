@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use novafs::layout::{
+use novafs::probe::layout::{
     JournalRecord, Superblock, TxnInfo, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_SIZE, INODE_HEADS_OFF,
     INODE_SIZE, JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE,
     RECORD_CHECK, RECORD_UPDATE, RECOVERY_INODE_OFF, SLOT, TXN_MAGIC, TXN_MARKER,

@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use novafs::inject::{CopyKind, Located, Spec, Target};
-use novafs::layout::{Inode, Superblock};
+use novafs::probe::layout::{Inode, Superblock};
 use novafs::probe::{bounds_of, read_live_record, read_superblock, InodeTables, Mirrored};
 use novafs::{FormatOptions, Fs, Ino, MountOptions, Result, ROOT_INO};
 use pm::{MemRegion, Region};

@@ -336,7 +336,9 @@ impl Fs {
         &self.report
     }
 
-    /// A copy of the superblock as mounted.
+    /// A copy of the superblock as mounted (the probe window's: the
+    /// superblock's layout is the format's, not the API's).
+    #[cfg(feature = "probe")]
     pub fn superblock(&self) -> Superblock {
         *self.sb.lock()
     }
