@@ -56,7 +56,7 @@ use crate::error::Result;
 
 pub use crate::alloc::{Extent, PageAllocator, Unreferenced};
 pub use crate::journal::Durable;
-pub use crate::log::{page_of, Committed, Log, Pending};
+pub use crate::log::{Committed, Log, Pending};
 
 // What the fault-injection tests check `inject`'s findings against: the
 // superblock, inode records and logs as the file system reads them, and

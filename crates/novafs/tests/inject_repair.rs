@@ -12,7 +12,7 @@ use std::sync::Arc;
 use inject_common::*;
 use novafs::inject::{corrupt, locate, plan, CopyKind, Damage, Located, Target, Which};
 use novafs::probe::layout::{INODE_SIZE, LOG_NEXT_OFF, PAGE_SIZE, STRIP_SIZE};
-use novafs::probe::{bounds_of, page_of, read_superblock};
+use novafs::probe::{bounds_of, read_superblock};
 use novafs::{Error, Fs, HealthCounts, Ino, MountOptions, ROOT_INO};
 use pm::{MemRegion, Region};
 
@@ -654,4 +654,9 @@ fn requiring_protection_refuses_an_image_without_replicas() {
     assert!(!stale(&mem));
     let (mem, _) = image_with(true);
     Fs::open(mem.clone(), opts).unwrap().unmount().unwrap();
+}
+
+/// The page holding offset `off`.
+fn page_of(off: u64) -> u64 {
+    off - off % PAGE_SIZE
 }

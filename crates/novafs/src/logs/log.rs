@@ -250,7 +250,7 @@ fn entry_epoch(bytes: &[u8]) -> u64 {
 }
 
 /// The log page holding offset `off`.
-pub fn page_of(off: u64) -> u64 {
+pub(crate) fn page_of(off: u64) -> u64 {
     off & !(PAGE_SIZE - 1)
 }
 
