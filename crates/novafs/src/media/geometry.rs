@@ -7,7 +7,7 @@ use crate::layout::{
     Superblock, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, PAGE_SIZE, STATE_CLEAN,
 };
 
-/// What an image's superblock says about it (see [`crate::inspect`]).
+/// What an image's superblock says about it (`inspect` reads it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Geometry {

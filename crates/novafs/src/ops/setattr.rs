@@ -24,8 +24,8 @@ pub struct SetAttr {
     pub atime: Option<i64>,
     pub mtime: Option<i64>,
     pub ctime: Option<i64>,
-    /// chattr flags ([`crate::FLAG_IMMUTABLE`], [`crate::FLAG_APPEND`],
-    /// [`crate::FLAG_NODUMP`]; any other is EOPNOTSUPP).
+    /// chattr flags (`FLAG_IMMUTABLE`, `FLAG_APPEND`, `FLAG_NODUMP` at the
+    /// crate root; any other is EOPNOTSUPP).
     pub flags: Option<u32>,
     /// The times given are the current time (utimensat's UTIME_NOW, as
     /// touch(1) sets them): allowed on an append-only file, where times
