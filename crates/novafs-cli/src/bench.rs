@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use novafs::layout::PAGE_SIZE;
+use novafs::PAGE_SIZE;
 use novafs::{FormatOptions, StatFs, ROOT_INO};
 use novafs_bench::backend::Backend;
 use novafs_bench::memory;
@@ -229,10 +229,7 @@ fn replicas() -> Comparison {
     let config = |name, meta_replicas| Config {
         name,
         protect: WriteProtect::Off,
-        format: FormatOptions {
-            meta_replicas,
-            ..FormatOptions::default()
-        },
+        format: FormatOptions::default().meta_replicas(meta_replicas),
     };
     Comparison {
         configs: [config("without replicas", false), config("with replicas", true)],
@@ -250,12 +247,7 @@ fn data_protection() -> Comparison {
     let config = |name, on| Config {
         name,
         protect: WriteProtect::Off,
-        format: FormatOptions {
-            meta_replicas: on,
-            data_csum: on,
-            data_parity: on,
-            ..FormatOptions::default()
-        },
+        format: FormatOptions::default().meta_replicas(on).data_csum(on).data_parity(on),
     };
     Comparison {
         configs: [config("unprotected", false), config("fully protected", true)],

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use novafs::layout::PAGE_SIZE;
+use novafs::PAGE_SIZE;
 use novafs_bench::backend::{Backend, Remount};
 use novafs_bench::personality::{self, Counters, Personality, Until};
 use novafs_bench::stats::summarize;

@@ -435,9 +435,7 @@ pub fn snapshot_list(path: &Path) -> Result<Vec<Snapshot>> {
 
 fn scrub(fs: &Fs, rate: u64, stop: &AtomicBool, out: &mut impl Write) -> io::Result<()> {
     tracing::info!(rate, "scrub started from the control channel");
-    let opts = ScrubOptions {
-        rate: (rate > 0).then_some(rate),
-    };
+    let opts = ScrubOptions::default().rate((rate > 0).then_some(rate));
     let out = RefCell::new(out);
     // A client that went away, or an unmount, stops the scrub.
     let progress = |done, total| {

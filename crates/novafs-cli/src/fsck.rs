@@ -73,7 +73,7 @@ fn check(path: &Path, region: &Arc<dyn Region>) -> Result<Outcome, ExitCode> {
     bar.finish_and_clear();
     match report {
         Ok(r) => Ok(Outcome::Checked(r)),
-        Err(novafs::Error::Corrupt(why)) => Ok(Outcome::Unreadable(why)),
+        Err(novafs::Error::Corrupt(why)) => Ok(Outcome::Unreadable(why.to_string())),
         Err(e) => {
             eprintln!("novafs: {:#}", explain_fs(path, e));
             Err(ExitCode::from(2))

@@ -4,9 +4,8 @@
 use std::path::Path;
 
 use anyhow::Result;
-use novafs::layout::{FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, PAGE_SIZE, STATE_CLEAN};
 use novafs::time::utc;
-use novafs::{FormatOptions, HealthCounts};
+use novafs::{FormatOptions, PAGE_SIZE};
 
 use crate::image::{explain_fs, open};
 
@@ -55,43 +54,43 @@ pub fn run(path: &Path) -> Result<()> {
     let region = open(path, false, false)?;
     let kind = region.kind();
     let info = novafs::inspect(region).map_err(|e| explain_fs(path, e))?;
-    let sb = info.superblock;
-    let data_pages = (sb.data_end - sb.data_start) / PAGE_SIZE;
+    let g = info.geometry;
+    let data_pages = g.data_pages;
     println!("image:        {}", path.display());
     println!("media:        {kind}");
     println!(
         "format:       novafs version {}, feature flags {:#x}/{:#x}/{:#x}",
-        sb.version, sb.features_compat, sb.features_incompat, sb.features_ro_compat
+        g.version, g.features[0], g.features[1], g.features[2]
     );
     println!(
         "size:         {} bytes ({} MiB), {} data pages of 4 KiB",
-        sb.size,
-        sb.size >> 20,
+        g.size,
+        g.size >> 20,
         data_pages
     );
-    println!("shards:       {}", sb.shards);
-    if sb.features_incompat & FEATURE_INCOMPAT_REPLICAS_STALE != 0 {
-        let dead_zone = bytes(sb.dead_zone_pages * PAGE_SIZE);
+    println!("shards:       {}", g.shards);
+    if g.replicas_stale {
+        let dead_zone = bytes(g.dead_zone);
         println!(
             "metadata:     replicas stale (dead zone {dead_zone}; mounted with meta_protection=off, the next protected mount rewrites them)"
         );
-    } else if sb.features_incompat & FEATURE_INCOMPAT_META_REPLICA != 0 {
-        let dead_zone = bytes(sb.dead_zone_pages * PAGE_SIZE);
+    } else if g.meta_replicas {
+        let dead_zone = bytes(g.dead_zone);
         println!("metadata:     replicas on (dead zone {dead_zone})");
     } else {
         println!("metadata:     no replicas (formatted without replicas)");
     }
-    let csum = if sb.csum_off[0] != 0 {
+    let csum = if g.data_csum {
         "strip checksums on (two copies)"
     } else {
         "no strip checksums"
     };
-    let parity = if sb.parity_off != 0 { "parity on" } else { "no parity" };
+    let parity = if g.data_parity { "parity on" } else { "no parity" };
     println!("data:         {csum}, {parity}");
-    println!("health:       {}", HealthCounts::of(&sb));
-    println!("created:      {}", utc(sb.created_ns));
-    println!("mounts:       {} (last: {})", sb.mount_count, utc(sb.mounted_ns));
-    let state = if sb.state == STATE_CLEAN {
+    println!("health:       {}", g.health);
+    println!("created:      {}", utc(g.created_ns));
+    println!("mounts:       {} (last: {})", g.mount_count, utc(g.mounted_ns));
+    let state = if g.clean {
         "clean"
     } else {
         "in use, or not cleanly unmounted (the next mount recovers)"

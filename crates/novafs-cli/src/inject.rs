@@ -102,14 +102,12 @@ fn inject_into(args: &Args) -> anyhow::Result<()> {
             "--ino applies to the inode, log-page, log-entry and data-page targets, not {target}"
         ));
     }
-    let spec = Spec {
-        target,
-        which: args.which.into(),
-        ino: args.ino.unwrap_or(novafs::ROOT_INO),
-        seed: args.seed,
-        bytes: args.bytes,
-        live: args.live,
-    };
+    let spec = Spec::new(target)
+        .which(args.which.into())
+        .ino(args.ino.unwrap_or(novafs::ROOT_INO))
+        .seed(args.seed)
+        .bytes(args.bytes)
+        .live(args.live);
     // Locked: a mounted (or checked) image is refused.
     let region = open(path, true, false)?;
     let fail = |e| explain_inject(path, &spec, e);

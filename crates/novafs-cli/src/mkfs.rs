@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use indicatif::ProgressBar;
-use novafs::layout::DEFAULT_DEAD_ZONE;
+use novafs::DEFAULT_DEAD_ZONE;
 use novafs::{FormatOptions, Fs};
 use pm::{MapOptions, MemRegion, MmapRegion, Region, RegionKind};
 
@@ -69,15 +69,14 @@ pub fn run(args: &Args) -> Result<()> {
         .or_else(|| existing.as_ref().map(|m| m.len()).filter(|&l| l > 0))
         .unwrap_or(DEFAULT_SIZE);
     let shards = args.shards.unwrap_or_else(novafs::default_shards);
-    let format = FormatOptions {
-        shards: Some(shards),
-        uid: owner_uid(),
-        gid: owner_gid(),
-        meta_replicas: !args.no_meta_replicas,
-        dead_zone: args.dead_zone,
-        data_csum: !args.no_data_checksums,
-        data_parity: !args.no_parity,
-    };
+    let format = FormatOptions::default()
+        .shards(shards)
+        .uid(owner_uid())
+        .gid(owner_gid())
+        .meta_replicas(!args.no_meta_replicas)
+        .dead_zone(args.dead_zone)
+        .data_csum(!args.no_data_checksums)
+        .data_parity(!args.no_parity);
     // Refused before the image is created or resized.
     if let Some(min) = minimum_size(&format).filter(|&min| size < min) {
         return Err(too_small(size, min, &format));
@@ -157,10 +156,7 @@ fn too_small(size: u64, min: u64, opts: &FormatOptions) -> anyhow::Error {
     } else {
         String::new()
     };
-    let without = FormatOptions {
-        meta_replicas: false,
-        ..opts.clone()
-    };
+    let without = opts.clone().meta_replicas(false);
     let instead = match minimum_size(&without) {
         Some(m) if opts.meta_replicas && size >= m => ", or add --no-meta-replicas",
         _ => "",

@@ -61,7 +61,7 @@ fn scrub(args: &Args, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
     }
     let path = &args.target;
     let fs = Fs::open(open(path, true, false)?, MountOptions::default()).map_err(|e| explain_fs(path, e))?;
-    let opts = ScrubOptions { rate: args.rate };
+    let opts = ScrubOptions::default().rate(args.rate);
     let rep = fs
         .scrub(opts, &|done, total| {
             progress(done, total);

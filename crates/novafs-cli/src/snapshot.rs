@@ -118,10 +118,7 @@ fn mount_image(target: &Path, read_only: bool) -> Result<Fs> {
         );
     }
     let region = open(target, true, false)?;
-    let opts = MountOptions {
-        read_only,
-        ..MountOptions::default()
-    };
+    let opts = MountOptions::default().read_only(read_only);
     Fs::open(region, opts).map_err(|e| explain_fs(target, e))
 }
 

@@ -70,7 +70,7 @@ pub fn run(args: &Args) -> Result<()> {
                 (false, _) => 0,
                 (true, Some(d)) => d,
                 (true, None) if now.meta_replicas => now.dead_zone,
-                (true, None) => novafs::layout::DEFAULT_DEAD_ZONE,
+                (true, None) => novafs::DEFAULT_DEAD_ZONE,
             };
         }
         Feature::DataChecksums => wanted.data_csum = on,

@@ -169,7 +169,7 @@ fn fsck_repair_fixes_what_it_can_and_says_what_it_did() {
     // The recovery inode's tail word in page 2 and in its replica, the
     // page at data_end (read from the superblock replica: the primary's
     // bytes are damaged above).
-    let at = (64 << 20) - 4096 + std::mem::offset_of!(novafs::layout::Superblock, data_end);
+    let at = (64 << 20) - 4096 + std::mem::offset_of!(novafs::probe::layout::Superblock, data_end);
     let data_end = u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap()) as usize;
     for tail in [2 * 4096 + 16, data_end + 16] {
         bytes[tail..tail + 8].copy_from_slice(&498_216_206_440u64.to_le_bytes());

@@ -72,11 +72,7 @@ fn populated(dir: &tempfile::TempDir) -> (String, u64) {
 fn populated_without_replicas(dir: &tempfile::TempDir) -> (String, u64) {
     let img = dir.path().join("plain.img").to_str().unwrap().to_string();
     let region = MmapRegion::create(Path::new(&img), 32 << 20, &MapOptions::default()).unwrap();
-    let opts = FormatOptions {
-        shards: Some(2),
-        meta_replicas: false,
-        ..FormatOptions::default()
-    };
+    let opts = FormatOptions::default().shards(2).meta_replicas(false);
     Fs::format(Arc::new(region), &opts).unwrap();
     (img.clone(), fill(&img))
 }

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use novafs::layout::{
+use novafs::probe::layout::{
     decode, Bounds, Superblock, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, PAGE_SIZE,
 };
 use pm::{CrashPoint, Event, Region, Trace, CACHELINE};

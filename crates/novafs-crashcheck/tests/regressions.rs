@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use novafs::layout::{decode, Superblock, PAGE_SIZE};
+use novafs::probe::layout::{decode, Superblock, PAGE_SIZE};
 use novafs::{Fs, MountOptions};
 use novafs_crashcheck::workload::{self, fresh_runner, REGION_SIZE};
 use novafs_crashcheck::{check_workload, group, Config, Stats};

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use novafs::layout::{INODE_HEADS_OFF, INODE_SIZE};
+use novafs::probe::layout::{INODE_HEADS_OFF, INODE_SIZE};
 use novafs::{Fs, MountOptions};
 use novafs_crashcheck::workload::{Expect, REGION_SIZE};
 use novafs_crashcheck::{record, Compare, Tree, Workload};

@@ -61,7 +61,7 @@ pub const ATTR_TTL: Duration = Duration::from_secs(3600);
 const MAX_WRITE: u32 = 16 << 20;
 
 /// Block size reported by stat and statfs: the core's page.
-const BLOCK_SIZE: u32 = novafs::layout::PAGE_SIZE as u32;
+const BLOCK_SIZE: u32 = novafs::PAGE_SIZE as u32;
 
 /// novafs behind the FUSE protocol.
 pub struct FuseFs {
@@ -98,12 +98,7 @@ impl FuseFs {
 
     /// Makes a node as the request asks ([`Fs::make`]).
     fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, m: Make) -> Result<Attr, Error> {
-        let m = Make {
-            uid: req.uid(),
-            gid: req.gid(),
-            umask: self.umask(m.umask),
-            ..m
-        };
+        let m = m.uid(req.uid()).gid(req.gid()).umask(self.umask(m.umask));
         self.fs.make(parent.0, name_bytes(name), &m)
     }
 
@@ -125,10 +120,7 @@ impl FuseFs {
         if a.perm & libc::S_ISGID == 0 || self.group_id_kept(req, ino, None)? {
             return Ok(());
         }
-        let set = SetAttr {
-            mode: Some(a.perm & !libc::S_ISGID),
-            ..SetAttr::default()
-        };
+        let set = SetAttr::default().mode(a.perm & !libc::S_ISGID);
         self.fs.setattr(ino, &set).map(drop)
     }
 
@@ -209,9 +201,9 @@ fn requested_nanos(t: SystemTime) -> i64 {
 /// The chattr flags novafs keeps, as FS_IOC_GETFLAGS bits and as their
 /// FS_IOC_FSGETXATTR equivalents (FS_XFLAG_*).
 const FLAG_BITS: [(u32, u32); 3] = [
-    (novafs::layout::FLAG_IMMUTABLE, 0x08),
-    (novafs::layout::FLAG_APPEND, 0x10),
-    (novafs::layout::FLAG_NODUMP, 0x80),
+    (novafs::FLAG_IMMUTABLE, 0x08),
+    (novafs::FLAG_APPEND, 0x10),
+    (novafs::FLAG_NODUMP, 0x80),
 ];
 
 fn xflags_of(flags: u32) -> u32 {
@@ -437,17 +429,16 @@ impl Filesystem for FuseFs {
             m => m,
         };
         let now = |t: &Option<TimeOrNow>| t.is_none_or(|t| matches!(t, TimeOrNow::Now));
-        let set = SetAttr {
-            mode,
-            uid,
-            gid,
-            size,
-            atime: atime.map(time_or_now),
-            mtime: mtime.map(time_or_now),
-            ctime: ctime.map(requested_nanos),
-            flags: None, // chattr comes as an ioctl
-            times_now: (atime.is_some() || mtime.is_some()) && now(&atime) && now(&mtime),
-        };
+        // No flags: chattr comes as an ioctl.
+        let set = SetAttr::default()
+            .mode(mode)
+            .uid(uid)
+            .gid(gid)
+            .size(size)
+            .atime(atime.map(time_or_now))
+            .mtime(mtime.map(time_or_now))
+            .ctime(ctime.map(requested_nanos))
+            .times_now((atime.is_some() || mtime.is_some()) && now(&atime) && now(&mtime));
         match self.fs.setattr(ino.0, &set) {
             Ok(a) => reply.attr(&ATTR_TTL, &file_attr(&a)),
             Err(e) => reply.error(errno("setattr", &e)),
@@ -465,21 +456,14 @@ impl Filesystem for FuseFs {
         let r = if mode & libc::S_IFMT == libc::S_IFDIR {
             Err(Error::Invalid("mknod cannot make directories"))
         } else {
-            let m = Make {
-                rdev: u64::from(rdev),
-                umask,
-                ..Make::new(mode, 0, 0)
-            };
+            let m = Make::new(mode, 0, 0).rdev(u64::from(rdev)).umask(umask);
             self.make(req, parent, name, m)
         };
         self.reply_entry("mknod", reply, r);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
-        let m = Make {
-            umask,
-            ..Make::new(libc::S_IFDIR | (mode & 0o7777), 0, 0)
-        };
+        let m = Make::new(libc::S_IFDIR | (mode & 0o7777), 0, 0).umask(umask);
         let r = self.make(req, parent, name, m);
         self.reply_entry("mkdir", reply, r);
     }
@@ -798,11 +782,9 @@ impl Filesystem for FuseFs {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let m = Make {
-            umask,
-            opened: true,
-            ..Make::new(libc::S_IFREG | (mode & 0o7777), 0, 0)
-        };
+        let m = Make::new(libc::S_IFREG | (mode & 0o7777), 0, 0)
+            .umask(umask)
+            .opened(true);
         // The reply counts as a lookup too (see `entry`).
         let r = self
             .make(req, parent, name, m)
@@ -865,7 +847,7 @@ mod tests {
 
     #[test]
     fn chattr_flags_map_to_fsxattr_flags_and_back() {
-        use novafs::layout::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
+        use novafs::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
         let all = FLAG_IMMUTABLE | FLAG_APPEND | FLAG_NODUMP;
         assert_eq!(xflags_of(all), 0x08 | 0x10 | 0x80);
         assert_eq!(flags_of_xflags(xflags_of(all)), all);

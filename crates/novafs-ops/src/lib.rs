@@ -291,45 +291,19 @@ impl Op {
     }
 
     pub fn truncate(at: impl Into<At>, size: u64) -> Op {
-        Op::setattr(
-            at,
-            SetAttr {
-                size: Some(size),
-                ..SetAttr::default()
-            },
-        )
+        Op::setattr(at, SetAttr::default().size(size))
     }
 
     pub fn chmod(at: impl Into<At>, perm: u32) -> Op {
-        Op::setattr(
-            at,
-            SetAttr {
-                mode: Some(perm),
-                ..SetAttr::default()
-            },
-        )
+        Op::setattr(at, SetAttr::default().mode(perm))
     }
 
     pub fn chown(at: impl Into<At>, uid: u32, gid: u32) -> Op {
-        Op::setattr(
-            at,
-            SetAttr {
-                uid: Some(uid),
-                gid: Some(gid),
-                ..SetAttr::default()
-            },
-        )
+        Op::setattr(at, SetAttr::default().uid(uid).gid(gid))
     }
 
     pub fn utimens(at: impl Into<At>, atime: i64, mtime: i64) -> Op {
-        Op::setattr(
-            at,
-            SetAttr {
-                atime: Some(atime),
-                mtime: Some(mtime),
-                ..SetAttr::default()
-            },
-        )
+        Op::setattr(at, SetAttr::default().atime(atime).mtime(mtime))
     }
 
     fn setattr(at: impl Into<At>, set: SetAttr) -> Op {
@@ -603,11 +577,7 @@ mod tests {
             owner: Owner { uid: 0, gid: 0 },
         };
         assert_eq!(own.to_string(), "create /a mode 600 owner 0:0");
-        let set = SetAttr {
-            mode: Some(0o700),
-            uid: Some(3),
-            ..SetAttr::default()
-        };
+        let set = SetAttr::default().mode(0o700).uid(3);
         let op = Op::Setattr { at: At::Handle(1), set };
         assert_eq!(op.to_string(), "setattr #1 mode 700 uid 3");
         assert_eq!(op.handle(), Some(1));

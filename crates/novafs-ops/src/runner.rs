@@ -106,18 +106,8 @@ impl Runner {
     pub fn apply(&mut self, op: &Op) -> Result<Observed, OpError> {
         match op {
             Op::Mount => return self.mount(MountOptions::default()),
-            Op::MountReadOnly => {
-                return self.mount(MountOptions {
-                    read_only: true,
-                    ..MountOptions::default()
-                })
-            }
-            Op::MountUnprotected => {
-                return self.mount(MountOptions {
-                    meta_replicas: MetaReplicas::Skipped,
-                    ..MountOptions::default()
-                })
-            }
+            Op::MountReadOnly => return self.mount(MountOptions::default().read_only(true)),
+            Op::MountUnprotected => return self.mount(MountOptions::default().meta_replicas(MetaReplicas::Skipped)),
             Op::Unmount => {
                 self.handles.clear();
                 self.fs.take().ok_or(OpError::NotMounted)?.unmount()?;
@@ -316,10 +306,7 @@ mod tests {
 
     fn mounted() -> Runner {
         let region: Arc<dyn Region> = Arc::new(pm::MemRegion::new(12 << 20));
-        let format = FormatOptions {
-            shards: Some(1),
-            ..FormatOptions::default()
-        };
+        let format = FormatOptions::default().shards(1);
         let mut r = Runner::new(region, format);
         r.apply(&Op::Mkfs).unwrap();
         r.apply(&Op::Mount).unwrap();

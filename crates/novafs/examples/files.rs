@@ -35,10 +35,7 @@ pub fn run(image: &Path) -> Outcome {
     println!("/notes/today.txt: {} bytes, a hole in the middle", data.len());
 
     // Truncate (setattr with a size), as truncate(2) does.
-    let set = SetAttr {
-        size: Some(9),
-        ..SetAttr::default()
-    };
+    let set = SetAttr::default().size(9);
     fs.setattr(today.ino, &set)?;
     assert_eq!(read_all(&fs, today.ino)?, b"buy milk\n");
 

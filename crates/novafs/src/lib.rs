@@ -83,9 +83,10 @@
 //! | layer | folder | modules | what |
 //! |---|---|---|---|
 //! | 0 | `base` | `error`, `hash`, `time`, `lock` | utilities; the core's locks and their one order |
-//! | 1 | `media` | [`layout`] | every on-media structure, declared once (FORMAT.md) |
+//! | 1 | `media` | `layout` | every on-media structure, declared once (FORMAT.md) |
 //! | 2 | `media` | `superblock`, `replica`, `health`, `strips` | the superblock and its replica (Fortis §4.2); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3) |
 //! | 2 | `alloc` | `alloc` | the page allocator (NOVA §4.1): range sets, pools, mirror pairs, the reserve |
+//! | 3 | `media` | `geometry` | an image's format and state in public terms (what `novafs info` prints) |
 //! | 3 | `logs` | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
 //! | 4 | `logs` | `log` | per-inode logs: append, the tail-store commit, fast GC's relinking |
 //! | 5 | `index` | `dir`, `pagemap`, `xattrmap`, `itable` | DRAM indexes (directory, file pages, extended attributes) and the inode tables |
@@ -96,11 +97,11 @@
 //! | 9 | `ops` | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
 //! | 10 | `ops` | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 11 | `image` | `recovery`, `paths` | mount, clean unmount, the crash scan (NOVA §4.7); an inode's names, found by walking the tree (what scrub reports) |
-//! | 12 | `image`, `ops`, `protect` | `mkfs`, [`fsck`], `mmap`, `scrub` | formatting; the offline check; DAX mmap (Fortis §2, §3.3); reading and repairing everything redundancy protects, online |
+//! | 12 | `image`, `ops`, `protect` | `mkfs`, `fsck`, `mmap`, `scrub` | formatting; the offline check; DAX mmap (Fortis §2, §3.3); reading and repairing everything redundancy protects, online |
 //! | 13 | `ops` | `setattr` | setattr's rules (chmod, chown, times, truncation, chattr) |
-//! | 14 | `ops`, `protect` | [`fs`], `probe`, [`inject`] | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
+//! | 14 | `ops`, `protect` | [`fs`], `probe`, `inject` | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
 //! | 15 | | the crate root | the public API re-exported (`crate::Fs`, …) |
-//! | 16 | `image` | [`tune`] | turning features on and off by rebuilding an unmounted image through the public API |
+//! | 16 | `image` | `tune` | turning features on and off by rebuilding an unmounted image through the public API |
 //!
 //! The journal sits below the log (the "log / journal" level split
 //! in two): a log append committed by a transaction becomes `Committed`
@@ -108,6 +109,11 @@
 
 #![forbid(unsafe_code)]
 #![warn(unreachable_pub)]
+// Without the `tools` feature the parts of the core only the tools use
+// (fsck's and injection's readers, the layout they name) go unused, and
+// what only the tools show is unreachable: the workspace, whose command
+// turns `tools` on, is where unused and unreachable code is found.
+#![cfg_attr(not(feature = "tools"), allow(dead_code, unused_imports, unreachable_pub))]
 
 // The folders group the modules by layer and concept (the table above);
 // the root names every module by its own name, so each module imports
@@ -131,20 +137,23 @@ mod snapshots;
 
 pub use base::{error, time};
 use base::{hash, lock};
+#[cfg(feature = "tools")]
 pub use image::{fsck, tune};
 use image::{mkfs, paths, recovery};
 use index::{dir, itable, pagemap, xattrmap};
 use inodes::{cache, commit, inode};
 use logs::{gc, journal, log};
-pub use media::layout;
-use media::{health, replica, strips, superblock};
+#[cfg(feature = "tools")]
+use media::geometry;
+use media::{health, layout, replica, strips, superblock};
 pub use ops::fs;
 use ops::{file, mmap, namespace, setattr, xattr};
+#[cfg(feature = "tools")]
 pub use protect::inject;
 use protect::scrub;
 use snapshots::{reclaim, snapshot};
 
-pub use error::{Error, Result};
+pub use error::{Corruption, Error, Result, Structure};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use fs::{
     Atime, DirEntry, Fs, GcStats, Make, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE,
@@ -152,12 +161,17 @@ pub use fs::{
 };
 pub use health::HealthCounts;
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
-pub use layout::MAX_FILE_SIZE;
+pub use layout::{DEFAULT_DEAD_ZONE, FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP, MAX_FILE_SIZE, PAGE_SIZE};
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
 pub use mmap::Mapping;
-pub use recovery::{inspect, Inspect, MetaReplicas, MountReport};
+pub use recovery::{MetaReplicas, MountReport};
 pub use scrub::{Damaged, ScrubOptions, ScrubReport};
 pub use snapshot::Snapshot;
+#[cfg(feature = "tools")]
+pub use {
+    geometry::Geometry,
+    recovery::{inspect, Inspect},
+};
 
 #[cfg(test)]
 mod layering {
@@ -171,6 +185,7 @@ mod layering {
         ("lock", 0, "base", include_str!("base/lock.rs")),
         ("layout", 1, "media", include_str!("media/layout.rs")),
         ("superblock", 2, "media", include_str!("media/superblock.rs")),
+        ("geometry", 3, "media", include_str!("media/geometry.rs")),
         (
             "alloc",
             2,

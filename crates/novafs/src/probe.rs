@@ -56,7 +56,7 @@ use crate::error::Result;
 
 pub use crate::alloc::{Extent, PageAllocator, Unreferenced};
 pub use crate::journal::Durable;
-pub use crate::log::{page_of, Committed, Log, Pending};
+pub use crate::log::{Committed, Log, Pending};
 
 // What the fault-injection tests check `inject`'s findings against: the
 // superblock, inode records and logs as the file system reads them, and
@@ -64,6 +64,17 @@ pub use crate::log::{page_of, Committed, Log, Pending};
 pub use crate::itable::{read_live_record, InodeTables};
 pub use crate::replica::Mirrored;
 pub use crate::superblock::{bounds_of, read_superblock};
+
+/// Every on-media structure (FORMAT.md), for tests that damage or read
+/// one at its offset; `Fs::superblock` shows the mounted superblock.
+pub mod layout {
+    pub use crate::layout::*;
+}
+
+/// The repair and loss counters superblock `sb` holds.
+pub fn health(sb: &layout::Superblock) -> crate::health::HealthCounts {
+    crate::health::HealthCounts::of(sb)
+}
 
 /// How many 2 MiB chunks the inode tables of the image on `region` have.
 pub fn inode_table_chunks(region: &dyn Region) -> Result<usize> {

@@ -177,10 +177,7 @@ fn churn_owned(fs: &Fs, o: &mut Owned, seed: u64, ops: usize) {
                     expect_err(r, libc::ENOENT, &what);
                     continue;
                 };
-                let set = SetAttr {
-                    size: Some(size as u64),
-                    ..SetAttr::default()
-                };
+                let set = SetAttr::default().size(size as u64);
                 assert_eq!(fs.setattr(r.unwrap().ino, &set).unwrap().size, size as u64);
                 data.resize(size, 0);
             }

@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use common::*;
-use novafs::layout::{Superblock, PAGE_SIZE};
+use novafs::probe::layout::{Superblock, PAGE_SIZE};
 use novafs::{Error, Fs, MountOptions, ROOT_INO};
 use pm::{MemRegion, Region};
 use zerocopy::{FromBytes, IntoBytes};
@@ -24,12 +24,7 @@ fn image_with_data_protection(on: bool, f: impl FnOnce(&Fs)) -> Arc<MemRegion> {
     let region: Arc<dyn Region> = mem.clone();
     Fs::format(
         region.clone(),
-        &novafs::FormatOptions {
-            shards: Some(2),
-            data_csum: on,
-            data_parity: on,
-            ..Default::default()
-        },
+        &novafs::FormatOptions::default().shards(2).data_csum(on).data_parity(on),
     )
     .unwrap();
     let fs = mount(&region);
@@ -197,8 +192,8 @@ fn poisoned_data_page_reads_as_eio_or_rebuilt_and_the_rest_reads_fine() {
 /// Builds, at shard 0's journal head, a transaction that stores a marker
 /// word at `target` and checks `checked` bytes of the image.
 fn plant_transaction(mem: &MemRegion, target: u64, checked: (u64, &[u8]), corrupt_csum: bool) {
-    use novafs::layout::{JournalRecord, TxnInfo, RECORD_CHECK, RECORD_UPDATE, TXN_MAGIC, TXN_MARKER};
-    let head = mem.load_u64(novafs::layout::JOURNAL_HEADERS_OFF).unwrap();
+    use novafs::probe::layout::{JournalRecord, TxnInfo, RECORD_CHECK, RECORD_UPDATE, TXN_MAGIC, TXN_MARKER};
+    let head = mem.load_u64(novafs::probe::layout::JOURNAL_HEADERS_OFF).unwrap();
     let mut txn = Vec::new();
     let update = JournalRecord {
         addr: target,
@@ -223,7 +218,7 @@ fn plant_transaction(mem: &MemRegion, target: u64, checked: (u64, &[u8]), corrup
         pad: 0,
     };
     txn.extend_from_slice(info.as_bytes());
-    let ring = novafs::layout::JOURNAL_RINGS_OFF + head % novafs::layout::JOURNAL_RING_SIZE;
+    let ring = novafs::probe::layout::JOURNAL_RINGS_OFF + head % novafs::probe::layout::JOURNAL_RING_SIZE;
     mem.write(ring, &txn).unwrap();
 }
 
@@ -332,7 +327,7 @@ fn repair_removes_a_file_whose_inode_is_lost_and_returns_its_space() {
         after.notes,
         [format!(
             "0 metadata range(s) repaired from a replica, 0 data strip(s) repaired, 1 object(s) lost since mkfs (last: inode {lost_ino}, {})",
-            novafs::time::utc(novafs::HealthCounts::of(&superblock(&mem)).last_loss_ns)
+            novafs::time::utc(novafs::probe::health(&superblock(&mem)).last_loss_ns)
         )]
     );
     assert_eq!(free_space(&mem), free_space(&unlinked));
@@ -416,7 +411,7 @@ fn repair_rebuilds_a_damaged_saved_allocator_state() {
     let fs = open(&mem).unwrap();
     let data_end = fs.superblock().data_end;
     fs.unmount().unwrap();
-    for base in [novafs::layout::RECOVERY_INODE_OFF, data_end] {
+    for base in [novafs::probe::layout::RECOVERY_INODE_OFF, data_end] {
         mem.write(base + 16, &498_216_206_440u64.to_le_bytes()).unwrap();
     }
     let first = check(&mem);

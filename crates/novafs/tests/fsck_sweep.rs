@@ -31,11 +31,7 @@ fn seeds_hitting(base: &[u8], ino: Ino, part: &Range<u64>, want: usize) -> Vec<u
     let (_mem, region) = copy_of(base);
     (1..2_000)
         .filter(|&seed| {
-            let spec = Spec {
-                ino,
-                seed,
-                ..Spec::new(Target::Inode)
-            };
+            let spec = Spec::new(Target::Inode).ino(ino).seed(seed);
             let d = inject::plan(&*region, &spec).unwrap();
             part.contains(&(d[0].off - d[0].base))
         })
@@ -51,23 +47,13 @@ fn sweep(base: &[u8], inos: &[Ino], seeds: usize) {
     for &ino in inos {
         for part in &RECORD_PARTS {
             for seed in seeds_hitting(base, ino, part, seeds) {
-                let spec = Spec {
-                    ino,
-                    seed,
-                    which: Which::Primary,
-                    ..Spec::new(Target::Inode)
-                };
+                let spec = Spec::new(Target::Inode).ino(ino).seed(seed).which(Which::Primary);
                 cases += 1;
                 failures.extend(damage_and_repair(base, &before, &spec).err());
             }
         }
         for seed in 1..=seeds as u64 * 2 {
-            let spec = Spec {
-                ino,
-                seed,
-                which: Which::Primary,
-                ..Spec::new(Target::LogEntry)
-            };
+            let spec = Spec::new(Target::LogEntry).ino(ino).seed(seed).which(Which::Primary);
             cases += 1;
             failures.extend(damage_and_repair(base, &before, &spec).err());
         }

@@ -43,13 +43,11 @@ fn one_damaged_copy_of_any_structure_is_reported_and_repaired() {
             let inodes: &[Ino] = if target.per_inode() { &picks } else { &[1] };
             for &ino in inodes {
                 for seed in seeds.clone() {
-                    let spec = Spec {
-                        ino,
-                        seed,
-                        which,
-                        live: target == Target::LogPage,
-                        ..Spec::new(target)
-                    };
+                    let spec = Spec::new(target)
+                        .ino(ino)
+                        .seed(seed)
+                        .which(which)
+                        .live(target == Target::LogPage);
                     let Ok(planned) = inject::plan(&*probe, &spec) else {
                         // No such copy (the journal, parity and data pages
                         // have one) or no such structure (a directory maps
@@ -94,12 +92,7 @@ fn a_data_page_beyond_its_redundancy_is_named_and_the_file_kept() {
     let ino = before[path].attr.ino;
     let (_mem, region) = copy_of(&base);
     let spec = (1..)
-        .map(|seed| Spec {
-            ino,
-            seed,
-            bytes: 1024,
-            ..Spec::new(Target::DataPage)
-        })
+        .map(|seed| Spec::new(Target::DataPage).ino(ino).seed(seed).bytes(1024))
         .find(|spec| inject::plan(&*region, spec).unwrap()[0].what.ends_with("file page 0)"))
         .unwrap();
     let d = inject::corrupt(&*region, &spec).unwrap();
@@ -170,19 +163,12 @@ fn live_log_page_damage_lands_only_on_bytes_a_mount_reads() {
                 .any(|r| r.start <= at.start && at.end <= r.end)
         };
         for seed in 1..=100 {
-            let plain = Spec {
-                ino,
-                seed,
-                ..Spec::new(Target::LogPage)
-            };
+            let plain = Spec::new(Target::LogPage).ino(ino).seed(seed);
             past += usize::from(!read(&plain));
-            assert!(read(&Spec { live: true, ..plain }), "inode {ino} seed {seed}");
+            assert!(read(&plain.live(true)), "inode {ino} seed {seed}");
         }
     }
     assert!(past > 100, "by default most damage misses what is read: {past} of 300");
-    let inode = Spec {
-        live: true,
-        ..Spec::new(Target::Inode)
-    };
+    let inode = Spec::new(Target::Inode).live(true);
     assert!(matches!(inject::plan(&*region, &inode), Err(novafs::Error::Invalid(_))));
 }

@@ -143,10 +143,7 @@ fn writer(fs: &Fs, dirs: &[Ino], w: usize, load: &Load, watch: &Watch, stop: &At
             }),
             7 => watch.call(w, "truncate", || {
                 let a = fs.lookup(dir, &n)?;
-                let set = novafs::SetAttr {
-                    size: Some(a.size / 2),
-                    ..Default::default()
-                };
+                let set = novafs::SetAttr::default().size(a.size / 2);
                 fs.setattr(a.ino, &set).map(drop)
             }),
             8 => watch.call(w, "punch", || {

@@ -100,10 +100,7 @@ fn churn(fs: &novafs::Fs, d: u64, n: u32) {
 /// Log growth without new dentries: repeated chmods of `ino`.
 fn chmods(fs: &novafs::Fs, ino: u64, n: u32) {
     for i in 0..n {
-        let set = novafs::SetAttr {
-            mode: Some(0o700 | ((i % 2) * 0o55)),
-            ..Default::default()
-        };
+        let set = novafs::SetAttr::default().mode(0o700 | ((i % 2) * 0o55));
         fs.setattr(ino, &set).unwrap();
     }
 }

@@ -10,9 +10,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use inject_common::*;
-use novafs::inject::{corrupt, locate, plan, CopyKind, Damage, Located, Spec, Target, Which};
-use novafs::layout::{INODE_SIZE, LOG_NEXT_OFF, PAGE_SIZE, STRIP_SIZE};
-use novafs::probe::{bounds_of, page_of, read_superblock};
+use novafs::inject::{corrupt, locate, plan, CopyKind, Damage, Located, Target, Which};
+use novafs::probe::layout::{INODE_SIZE, LOG_NEXT_OFF, PAGE_SIZE, STRIP_SIZE};
+use novafs::probe::{bounds_of, read_superblock};
 use novafs::{Error, Fs, HealthCounts, Ino, MountOptions, ROOT_INO};
 use pm::{MemRegion, Region};
 
@@ -21,11 +21,7 @@ use pm::{MemRegion, Region};
 fn damaged(target: Target, which: Which, victim: fn(Files) -> Ino, seed: u64, bytes: u64) -> Damaged {
     let (mem, files) = image_with(true);
     let before = mem.snapshot();
-    let sp = Spec {
-        which,
-        bytes,
-        ..spec(target, victim(files), seed)
-    };
+    let sp = spec(target, victim(files), seed).which(which).bytes(bytes);
     let found = locate(&*mem, target, sp.ino).unwrap();
     let damage = corrupt(&*mem, &sp).unwrap();
     assert_eq!(damage.len(), which.copies().len());
@@ -167,18 +163,11 @@ fn a_damaged_primary_is_read_from_the_replica_and_repaired() {
                 rep.problems
             );
             // A read-only mount reads everything and writes nothing.
-            let fs = Fs::open(
-                x.mem.clone(),
-                MountOptions {
-                    read_only: true,
-                    ..MountOptions::default()
-                },
-            )
-            .unwrap();
+            let fs = Fs::open(x.mem.clone(), MountOptions::default().read_only(true)).unwrap();
             reads_everything(&fs, f, why);
             drop(fs);
             assert!(damaged_now(&x), "{why}: a read-only mount repairs nothing");
-            let health = || HealthCounts::of(&read_superblock(&*x.mem).unwrap().0);
+            let health = || novafs::probe::health(&read_superblock(&*x.mem).unwrap().0);
             assert_eq!(health(), HealthCounts::default(), "{why}");
             // A read-write mount repairs the primary as it reads it,
             // and counts the repair in the superblock at once.
@@ -274,7 +263,7 @@ fn both_copies_of_a_log_damaged_fail_that_inode_only() {
             }
             others_read(&fs, f, ino, why);
             // Met twice, counted once, in the superblock before unmount.
-            let lost = HealthCounts::of(&read_superblock(&*x.mem).unwrap().0);
+            let lost = novafs::probe::health(&read_superblock(&*x.mem).unwrap().0);
             assert_eq!((lost.losses, lost.last_loss_ino), (1, ino), "{why}: {lost:?}");
             assert_eq!(fs.health(), lost, "{why}");
             fs.unmount().unwrap();
@@ -323,11 +312,7 @@ fn both_inode_record_copies_damaged_fail_that_file_only() {
 fn poisoned_primary_metadata_is_read_from_the_replica() {
     for target in [Target::Inode, Target::LogEntry, Target::LogPage] {
         let (mem, f) = image_with(true);
-        let sp = Spec {
-            which: Which::Primary,
-            bytes: 64,
-            ..spec(target, f.a, 1)
-        };
+        let sp = spec(target, f.a, 1).which(Which::Primary).bytes(64);
         let d = plan(&*mem, &sp).unwrap();
         let (sb, _) = read_superblock(&*mem).unwrap();
         let tail = live_record(&*mem, &sb, f.a).unwrap().1.log_tail;
@@ -346,10 +331,7 @@ fn poisoned_primary_metadata_is_read_from_the_replica() {
         }
         // Both copies poisoned: that inode reads as EIO.
         let (mem, f) = image_with(true);
-        let both = Spec {
-            which: Which::Both,
-            ..sp
-        };
+        let both = sp.which(Which::Both);
         for d in plan(&*mem, &both).unwrap() {
             mem.poison(d.off, d.len).unwrap();
         }
@@ -368,10 +350,7 @@ fn fixed_area_page_2_is_read_from_its_replica_when_the_primary_is_damaged() {
     let (sb, _) = read_superblock(&*mem).unwrap();
     let bounds = bounds_of(&sb);
     // Seed 1 picks the inode-table heads.
-    let heads = Spec {
-        bytes: 16,
-        ..spec(Target::FixedArea, 0, 1)
-    };
+    let heads = spec(Target::FixedArea, 0, 1).bytes(16);
     let d = corrupt(&*mem, &heads).unwrap();
     assert!(d[0].what.ends_with("inode-table heads"), "{}", d[0]);
     let m = bounds.mirror(d[0].off).unwrap();
@@ -387,14 +366,7 @@ fn fixed_area_page_2_is_read_from_its_replica_when_the_primary_is_damaged() {
     // Its replica damaged instead: nothing read changes; fsck sees the
     // copies differ.
     let (mem, f2) = image_with(true);
-    let d = corrupt(
-        &*mem,
-        &Spec {
-            which: Which::Replica,
-            ..heads
-        },
-    )
-    .unwrap();
+    let d = corrupt(&*mem, &heads.which(Which::Replica)).unwrap();
     assert!(
         d[0].what.ends_with("inode-table heads") && d[0].base >= sb.data_end,
         "{}",
@@ -415,7 +387,7 @@ fn fixed_area_page_2_is_read_from_its_replica_when_the_primary_is_damaged() {
     // allocator state from the replica; the unmount saves the state
     // again, in both copies.
     let (mem, f4) = image_with(true);
-    let off = novafs::layout::RECOVERY_INODE_OFF;
+    let off = novafs::probe::layout::RECOVERY_INODE_OFF;
     let mut buf = [0u8; 16];
     mem.read(off, &mut buf).unwrap();
     buf.iter_mut().for_each(|b| *b ^= 0x33);
@@ -458,10 +430,7 @@ fn damaged_log_entries_and_pages_are_found_by_fsck_without_replicas() {
         let (mem, f) = image_with(false);
         // The first log page of "a" holds all its entries: damage there
         // always hits an entry, the end mark or the next pointer.
-        let sp = Spec {
-            bytes: PAGE_SIZE,
-            ..spec(target, f.a, 1)
-        };
+        let sp = spec(target, f.a, 1).bytes(PAGE_SIZE);
         let d = corrupt(&*mem, &sp).unwrap();
         assert_eq!(d[0].copy, None);
         assert!(!fsck_problems(&mem).is_empty(), "{target}: {}", d[0]);
@@ -494,10 +463,7 @@ fn a_damaged_primary_superblock_is_repaired_from_the_replica() {
 #[test]
 fn both_superblocks_damaged_is_a_clear_error() {
     let (mem, _, _) = image();
-    let sp = Spec {
-        which: Which::Both,
-        ..spec(Target::Superblock, 0, 2)
-    };
+    let sp = spec(Target::Superblock, 0, 2).which(Which::Both);
     let d = corrupt(&*mem, &sp).unwrap();
     assert_eq!(
         d.iter().map(|d| d.copy).collect::<Vec<_>>(),
@@ -507,14 +473,7 @@ fn both_superblocks_damaged_is_a_clear_error() {
     let err = mount(&mem).map(|_| ()).unwrap_err();
     assert!(matches!(err, Error::Corrupt(_) | Error::NotNovafs(_)), "{err}");
     // Still locatable, so a second injection works on a dead image.
-    let d = corrupt(
-        &*mem,
-        &Spec {
-            which: Which::Replica,
-            ..sp
-        },
-    )
-    .unwrap();
+    let d = corrupt(&*mem, &sp.which(Which::Replica)).unwrap();
     assert_eq!(d[0].base, mem.len() - PAGE_SIZE);
 }
 
@@ -538,11 +497,7 @@ fn damaged_checksums_or_parity_are_repaired_or_confined() {
     // One checksum copy, either one: read fine; the first is rewritten.
     for which in [Which::Primary, Which::Replica] {
         let (mem, _, b) = image();
-        let sp = Spec {
-            which,
-            bytes: 32,
-            ..spec(Target::DataChecksums, b, 1)
-        };
+        let sp = spec(Target::DataChecksums, b, 1).which(which).bytes(32);
         corrupt(&*mem, &sp).unwrap();
         let (r, repairs) = read_b(&mem, b);
         assert!(r.unwrap() == whole, "{which:?}");
@@ -555,11 +510,7 @@ fn damaged_checksums_or_parity_are_repaired_or_confined() {
     }
     // Both copies of the checksums: the data cannot be verified.
     let (mem, a, b) = image();
-    let sp = Spec {
-        which: Which::Both,
-        bytes: 32,
-        ..spec(Target::DataChecksums, b, 1)
-    };
+    let sp = spec(Target::DataChecksums, b, 1).which(Which::Both).bytes(32);
     corrupt(&*mem, &sp).unwrap();
     assert_eq!(read_b(&mem, b).0.unwrap_err().errno(), libc::EIO);
     let fs = mount(&mem).unwrap();
@@ -567,14 +518,7 @@ fn damaged_checksums_or_parity_are_repaired_or_confined() {
     fs.unmount().unwrap();
     // Parity alone: nothing read changes; with a bad strip too: EIO.
     let (mem, _, b) = image();
-    let p = corrupt(
-        &*mem,
-        &Spec {
-            bytes: 512,
-            ..spec(Target::Parity, b, 1)
-        },
-    )
-    .unwrap();
+    let p = corrupt(&*mem, &spec(Target::Parity, b, 1).bytes(512)).unwrap();
     assert_eq!(read_b(&mem, b).0.unwrap(), whole);
     let page = mem.snapshot();
     let data = locate(&*mem, Target::DataPage, b).unwrap();
@@ -613,10 +557,7 @@ fn a_poisoned_data_strip_is_rebuilt_and_two_are_eio_for_that_file_only() {
 }
 
 fn mount_skipping(mem: &Arc<MemRegion>) -> Fs {
-    let opts = MountOptions {
-        meta_replicas: novafs::MetaReplicas::Skipped,
-        ..MountOptions::default()
-    };
+    let opts = MountOptions::default().meta_replicas(novafs::MetaReplicas::Skipped);
     Fs::open(mem.clone(), opts).unwrap()
 }
 
@@ -639,7 +580,7 @@ fn a_mount_without_protection_leaves_stale_replicas_that_the_next_protected_moun
         let (sb, _) = read_superblock(&*mem).unwrap();
         let (off, rec) = live_record(&*mem, &sb, f.a).unwrap();
         let m = bounds_of(&sb).mirror(off).unwrap();
-        let replica_tail = mem.load_u64(m + novafs::layout::INODE_TAIL_OFF).unwrap();
+        let replica_tail = mem.load_u64(m + novafs::probe::layout::INODE_TAIL_OFF).unwrap();
         assert_ne!(replica_tail, rec.log_tail, "the replica was not written");
         if crash {
             drop(fs);
@@ -655,28 +596,19 @@ fn a_mount_without_protection_leaves_stale_replicas_that_the_next_protected_moun
         }
         assert!(stale(&mem));
         // A read-only mount cannot rewrite them and leaves them stale.
-        drop(
-            Fs::open(
-                mem.clone(),
-                MountOptions {
-                    read_only: true,
-                    ..MountOptions::default()
-                },
-            )
-            .unwrap(),
-        );
+        drop(Fs::open(mem.clone(), MountOptions::default().read_only(true)).unwrap());
         assert!(stale(&mem));
         let fs = mount(&mem).unwrap();
         assert!(fs.mount_report().replicas_refreshed, "crash {crash}");
         assert!(!stale(&mem));
-        assert_eq!(mem.load_u64(m + novafs::layout::INODE_TAIL_OFF).unwrap(), rec.log_tail);
+        assert_eq!(
+            mem.load_u64(m + novafs::probe::layout::INODE_TAIL_OFF).unwrap(),
+            rec.log_tail
+        );
         fs.unmount().unwrap();
         assert_eq!(fsck_problems(&mem), Vec::<String>::new(), "crash {crash}");
         // The replicas are whole again: a damaged primary reads from them.
-        let sp = Spec {
-            bytes: PAGE_SIZE,
-            ..spec(Target::LogPage, f.a, 1)
-        };
+        let sp = spec(Target::LogPage, f.a, 1).bytes(PAGE_SIZE);
         corrupt(&*mem, &sp).unwrap();
         let fs = mount(&mem).unwrap();
         assert_eq!(read_file(&fs, f.a, 8192).unwrap(), [b'Z'; 4096], "crash {crash}");
@@ -692,20 +624,11 @@ fn a_stale_replica_is_never_used_for_repair() {
     let fs = mount_skipping(&mem);
     fs.write(f.a, 0, &[b'Z'; 4096]).unwrap();
     fs.unmount().unwrap();
-    let sp = Spec {
-        bytes: PAGE_SIZE,
-        ..spec(Target::LogPage, f.a, 1)
-    };
+    let sp = spec(Target::LogPage, f.a, 1).bytes(PAGE_SIZE);
     corrupt(&*mem, &sp).unwrap();
     for opts in [
-        MountOptions {
-            read_only: true,
-            ..MountOptions::default()
-        },
-        MountOptions {
-            meta_replicas: novafs::MetaReplicas::Skipped,
-            ..MountOptions::default()
-        },
+        MountOptions::default().read_only(true),
+        MountOptions::default().meta_replicas(novafs::MetaReplicas::Skipped),
     ] {
         let fs = Fs::open(mem.clone(), opts).unwrap();
         let err = read_file(&fs, f.a, 8192).unwrap_err();
@@ -720,10 +643,7 @@ fn a_stale_replica_is_never_used_for_repair() {
 #[test]
 fn requiring_protection_refuses_an_image_without_replicas() {
     let (mem, _) = image_with(false);
-    let opts = MountOptions {
-        meta_replicas: novafs::MetaReplicas::Required,
-        ..MountOptions::default()
-    };
+    let opts = MountOptions::default().meta_replicas(novafs::MetaReplicas::Required);
     let err = Fs::open(mem.clone(), opts).map(|_| ()).unwrap_err();
     assert!(
         err.to_string().contains("novafs tune --enable meta-protection"),
@@ -734,4 +654,9 @@ fn requiring_protection_refuses_an_image_without_replicas() {
     assert!(!stale(&mem));
     let (mem, _) = image_with(true);
     Fs::open(mem.clone(), opts).unwrap().unmount().unwrap();
+}
+
+/// The page holding offset `off`.
+fn page_of(off: u64) -> u64 {
+    off - off % PAGE_SIZE
 }

@@ -9,10 +9,12 @@ mod inject_common;
 use std::collections::HashSet;
 
 use inject_common::*;
-use novafs::inject::{corrupt, locate, plan, CopyKind, Spec, Target, Which};
-use novafs::layout::{INODES_PER_CHUNK, INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF, LOG_NEXT_OFF, PAGE_SIZE};
+use novafs::inject::{corrupt, locate, plan, CopyKind, Target, Which};
+use novafs::probe::layout::{
+    INODES_PER_CHUNK, INODE_HEADS_OFF, INODE_SIZE, JOURNAL_HEADERS_OFF, LOG_NEXT_OFF, PAGE_SIZE,
+};
 use novafs::probe::{bounds_of, read_superblock, InodeTables, Log};
-use novafs::{Error, Fs, MountOptions, ROOT_INO};
+use novafs::{Error, Fs, MountOptions, Structure, ROOT_INO};
 use pm::Region;
 
 #[test]
@@ -127,10 +129,7 @@ fn plans_are_deterministic_inside_their_structure_and_sized() {
     let r = &*mem;
     for target in Target::ALL {
         for seed in 1..20 {
-            let sp = Spec {
-                bytes: 1 + seed % 12,
-                ..spec(target, b, seed)
-            };
+            let sp = spec(target, b, seed).bytes(1 + seed % 12);
             let d = plan(r, &sp).unwrap();
             assert_eq!(d, plan(r, &sp).unwrap(), "same seed, same bytes");
             assert_eq!(d.len(), 1);
@@ -142,14 +141,7 @@ fn plans_are_deterministic_inside_their_structure_and_sized() {
                 continue;
             }
             // Both copies: the same bytes of each.
-            let both = plan(
-                r,
-                &Spec {
-                    which: Which::Both,
-                    ..sp
-                },
-            )
-            .unwrap();
+            let both = plan(r, &sp.which(Which::Both)).unwrap();
             assert_eq!(
                 both.iter().map(|d| d.copy).collect::<Vec<_>>(),
                 [Some(CopyKind::Primary), Some(CopyKind::Replica)],
@@ -164,15 +156,9 @@ fn plans_are_deterministic_inside_their_structure_and_sized() {
         .map(|seed| plan(r, &spec(Target::Superblock, 0, seed)).unwrap()[0].off)
         .collect();
     assert!(seeds.len() > 5, "seeds spread the damage");
-    let huge = Spec {
-        bytes: 1 << 20,
-        ..spec(Target::Inode, b, 1)
-    };
+    let huge = spec(Target::Inode, b, 1).bytes(1 << 20);
     assert_eq!(plan(r, &huge).unwrap()[0].len, INODE_SIZE, "clipped to the structure");
-    let zero = Spec {
-        bytes: 0,
-        ..spec(Target::Inode, b, 1)
-    };
+    let zero = spec(Target::Inode, b, 1).bytes(0);
     assert!(matches!(plan(r, &zero), Err(Error::Invalid(_))));
 }
 
@@ -192,14 +178,7 @@ fn corrupt_changes_exactly_the_planned_bytes() {
     );
     assert!(d[0].to_string().contains(") (primary) at "), "{}", d[0]);
     // Both copies: the same bytes of each, nothing else.
-    let d = corrupt(
-        &*mem,
-        &Spec {
-            which: Which::Both,
-            ..spec(Target::Inode, a, 4)
-        },
-    )
-    .unwrap();
+    let d = corrupt(&*mem, &spec(Target::Inode, a, 4).which(Which::Both)).unwrap();
     let again = mem.snapshot();
     let changed: Vec<usize> = (0..after.len()).filter(|&i| after[i] != again[i]).collect();
     let mut want: Vec<usize> = d
@@ -217,10 +196,7 @@ fn structures_without_a_replica_refuse_replica_damage() {
     let (mem, a, _) = image();
     for target in [Target::Journal, Target::DataPage] {
         for which in [Which::Replica, Which::Both] {
-            let sp = Spec {
-                which,
-                ..spec(target, a, 1)
-            };
+            let sp = spec(target, a, 1).which(which);
             let err = plan(&*mem, &sp).unwrap_err();
             assert!(
                 matches!(&err, Error::NotSupported(m) if m.contains("has no replica") || m.contains("have no replica")),
@@ -232,10 +208,7 @@ fn structures_without_a_replica_refuse_replica_damage() {
     // there whatever the seed.
     let (sb, _) = read_superblock(&*mem).unwrap();
     for seed in 1..20 {
-        let sp = Spec {
-            which: Which::Replica,
-            ..spec(Target::FixedArea, 0, seed)
-        };
+        let sp = spec(Target::FixedArea, 0, seed).which(Which::Replica);
         let d = plan(&*mem, &sp).unwrap();
         assert!(
             d[0].base >= sb.data_end && d[0].off + d[0].len <= sb.data_end + PAGE_SIZE,
@@ -249,10 +222,7 @@ fn structures_without_a_replica_refuse_replica_damage() {
     let two_copies = [Target::Superblock, Target::DataChecksums];
     for target in Target::ALL.into_iter().filter(|t| !two_copies.contains(t)) {
         for which in [Which::Replica, Which::Both] {
-            let sp = Spec {
-                which,
-                ..spec(target, f.a, 1)
-            };
+            let sp = spec(target, f.a, 1).which(which);
             let err = plan(&*mem, &sp).unwrap_err();
             assert!(
                 matches!(&err, Error::NotSupported(m) if m.contains("no replica")),
@@ -275,42 +245,22 @@ fn a_damaged_primary_does_not_hide_the_log_from_locate() {
     assert_eq!(data.len(), 1);
     // The primary log page destroyed: lengths and links read as
     // garbage there; the replica still leads through the log.
-    let all = Spec {
-        bytes: PAGE_SIZE,
-        ..spec(Target::LogPage, f.a, 1)
-    };
+    let all = spec(Target::LogPage, f.a, 1).bytes(PAGE_SIZE);
     corrupt(r, &all).unwrap();
     assert_eq!(locate(r, Target::LogEntry, f.a).unwrap(), entries);
     assert_eq!(locate(r, Target::LogPage, f.a).unwrap(), pages);
     // The primary record destroyed too: the replica's names the log.
-    let rec = Spec {
-        bytes: INODE_SIZE,
-        ..spec(Target::Inode, f.a, 1)
-    };
+    let rec = spec(Target::Inode, f.a, 1).bytes(INODE_SIZE);
     corrupt(r, &rec).unwrap();
     assert_eq!(locate(r, Target::LogEntry, f.a).unwrap(), entries);
     // The data pages are still what a mount maps: it reads the
     // replica's record and entries.
     assert_eq!(locate(r, Target::DataPage, f.a).unwrap(), data);
-    let fs = Fs::open(
-        mem.clone(),
-        MountOptions {
-            read_only: true,
-            ..MountOptions::default()
-        },
-    )
-    .unwrap();
+    let fs = Fs::open(mem.clone(), MountOptions::default().read_only(true)).unwrap();
     assert_eq!(read_file(&fs, f.a, 8192).unwrap(), [b'A'; 4096]);
     drop(fs);
     // So the replica can be damaged too: the inode is lost.
-    corrupt(
-        r,
-        &Spec {
-            which: Which::Replica,
-            ..all
-        },
-    )
-    .unwrap();
+    corrupt(r, &all.which(Which::Replica)).unwrap();
     assert!(locate(r, Target::LogEntry, f.a).is_err(), "no copy leads anywhere now");
     assert!(locate(r, Target::DataPage, f.a).is_err());
     let fs = mount(&mem).unwrap();
@@ -340,23 +290,19 @@ fn a_damaged_log_can_be_damaged_again_but_its_data_pages_are_unknown() {
         let (sb, _) = read_superblock(r).unwrap();
         let (_, rec) = live_record(r, &sb, a).unwrap();
         let load = Log::load(r, bounds_of(&sb), rec.log_head, rec.log_tail, |_, _, _| Ok(()));
-        assert!(matches!(load, Err(Error::Corrupt(m)) if m.contains("checksum")));
+        // The reason is typed: the first entry's offset, as an entry.
+        let first = entries[0].copies[0].1;
+        assert!(matches!(load, Err(Error::Corrupt(m)) if m.detail().contains("checksum")
+            && m.structure() == Structure::LogEntry && m.offset() == Some(first)));
         // Still the same entries and pages to damage, a second time.
         assert_eq!(locate(r, Target::LogEntry, a).unwrap(), entries);
         assert_eq!(locate(r, Target::LogPage, a).unwrap(), pages);
         let which = if replicas { Which::Both } else { Which::Primary };
-        corrupt(
-            r,
-            &Spec {
-                which,
-                ..spec(Target::LogEntry, a, 2)
-            },
-        )
-        .unwrap();
+        corrupt(r, &spec(Target::LogEntry, a, 2).which(which)).unwrap();
         // The data pages are what the file system's replay maps: none now.
         let err = locate(r, Target::DataPage, a).unwrap_err();
         assert!(
-            matches!(&err, Error::Corrupt(m) if m.contains(&format!("data pages of inode {a}")) && m.contains("checksum")),
+            matches!(&err, Error::Corrupt(m) if m.detail().contains(&format!("data pages of inode {a}")) && m.detail().contains("checksum")),
             "{err}"
         );
     }
@@ -386,10 +332,15 @@ fn bad_inode_numbers_and_damaged_chains_are_errors_not_hangs() {
         w.store_u64(off + 16, head + PAGE_SIZE + 64).unwrap();
         w.store_u64(head + LOG_NEXT_OFF, head).unwrap();
         let err = locate(r, Target::LogEntry, a).unwrap_err();
-        assert!(matches!(&err, Error::Corrupt(m) if m.contains("loops")), "{err}");
+        assert!(
+            matches!(&err, Error::Corrupt(m) if m.detail().contains("loops")
+                && m.structure() == Structure::LogPage && m.offset() == Some(head)),
+            "{err}"
+        );
         // An inode-table chunk chain looping back to its first chunk.
         let first = r.load_u64(sb.inode_heads_off).unwrap();
-        w.store_u64(first + novafs::layout::CHUNK_NEXT_OFF, first).unwrap();
+        w.store_u64(first + novafs::probe::layout::CHUNK_NEXT_OFF, first)
+            .unwrap();
         let far = 1 + 2 * INODES_PER_CHUNK * 3;
         assert!(matches!(locate(r, Target::Inode, far), Err(Error::Corrupt(_))));
         // A destroyed fixed area: the heads are garbage.

@@ -52,13 +52,7 @@ fn tree(crashed: bool) -> (Arc<dyn Region>, Tree) {
 /// Damages both copies of `target` of inode `ino`: `bytes` bytes (all of
 /// a record or a log page when that many), the same bytes of each.
 fn destroy(region: &Arc<dyn Region>, target: Target, ino: u64, seed: u64, bytes: u64) {
-    let spec = Spec {
-        which: Which::Both,
-        ino,
-        seed,
-        bytes,
-        ..Spec::new(target)
-    };
+    let spec = Spec::new(target).which(Which::Both).ino(ino).seed(seed).bytes(bytes);
     let damage = corrupt(&**region, &spec).unwrap();
     assert_eq!(damage.len(), 2, "{damage:?}");
 }
@@ -228,13 +222,11 @@ fn after_a_crash_a_damaged_primary_state_word_gives_way_to_the_replica() {
     for seed in 1..=3 {
         let why = format!("seed {seed}");
         let (region, t) = tree(true);
-        let spec = Spec {
-            which: Which::Primary,
-            ino: t.a,
-            seed,
-            bytes: 128,
-            ..Spec::new(Target::Inode)
-        };
+        let spec = Spec::new(Target::Inode)
+            .which(Which::Primary)
+            .ino(t.a)
+            .seed(seed)
+            .bytes(128);
         corrupt(&*region, &spec).unwrap();
         let fs = mount(&region);
         assert!(!fs.mount_report().clean, "{why}");

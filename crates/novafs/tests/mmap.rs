@@ -84,14 +84,7 @@ fn stores_through_a_mapping_reach_the_file_and_are_sealed() {
     let data = pattern(1, 3 * PS);
     let ino = file_with(&fs, "f", &data);
     // A fourth page that is a hole.
-    fs.setattr(
-        ino,
-        &SetAttr {
-            size: Some(4 * PS as u64),
-            ..SetAttr::default()
-        },
-    )
-    .unwrap();
+    fs.setattr(ino, &SetAttr::default().size(4 * PS as u64)).unwrap();
     let before = fs.getattr(ino).unwrap();
     let m = fs.mmap(ino, 0, 4, true).unwrap();
     let mut got = vec![0u8; 4 * PS];
@@ -345,14 +338,7 @@ fn model_run(seed: u64, steps: usize) {
                 }
                 5 => {
                     let new = rng.below((PAGES * PS) as u64) as usize;
-                    fs.setattr(
-                        ino,
-                        &SetAttr {
-                            size: Some(new as u64),
-                            ..SetAttr::default()
-                        },
-                    )
-                    .unwrap();
+                    fs.setattr(ino, &SetAttr::default().size(new as u64)).unwrap();
                     model.resize(new, 0);
                 }
                 6 if size > PS => {
@@ -446,7 +432,7 @@ fn mmap_refuses_what_linux_refuses() {
     assert!(matches!(fs.mmap(ino, 100, 1, false), Err(Error::Invalid(_))));
     assert!(matches!(fs.mmap(ino, 0, 0, false), Err(Error::Invalid(_))));
     assert!(matches!(fs.mmap(ROOT_INO, 0, 1, false), Err(Error::Invalid(_))));
-    fs.set_flags(ino, novafs::layout::FLAG_APPEND).unwrap();
+    fs.set_flags(ino, novafs::probe::layout::FLAG_APPEND).unwrap();
     assert!(matches!(fs.mmap(ino, 0, 1, true), Err(Error::NotPermitted)));
     assert!(fs.mmap(ino, 0, 1, false).is_ok(), "read-only is allowed");
     // A heap region has no file to map from.

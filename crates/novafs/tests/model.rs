@@ -356,11 +356,7 @@ impl Sut {
             .into_iter()
             .find(|(_, _, id)| matches!(m.node(*id).body, Body::File(_)))
             .map_or_else(|| "/".to_string(), |(dir, name, _)| join(&dir, &name));
-        let set = SetAttr {
-            mode: Some(0o600),
-            size: Some(1),
-            ..SetAttr::default()
-        };
+        let set = SetAttr::default().mode(0o600).size(1);
         let changes = [
             Op::create("/ro"),
             Op::mkdir("/ro"),
@@ -412,11 +408,7 @@ impl StateMachineTest for NovaTest {
         // made before they existed, or with `mkfs --no-meta-replicas`).
         static CASES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let case = CASES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let format = FormatOptions {
-            shards: Some(2),
-            meta_replicas: case.is_multiple_of(2),
-            ..FormatOptions::default()
-        };
+        let format = FormatOptions::default().shards(2).meta_replicas(case.is_multiple_of(2));
         let mut runner = Runner::new(Arc::new(MemRegion::new(64 << 20)), format);
         runner.apply(&Op::Mkfs).unwrap();
         runner.apply(&Op::Mount).unwrap();

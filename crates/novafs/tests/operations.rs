@@ -146,10 +146,7 @@ fn rename_changes_the_moved_inodes_ctime() {
     let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
     let g = fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap();
-    let old = SetAttr {
-        ctime: Some(1_000_000_000),
-        ..SetAttr::default()
-    };
+    let old = SetAttr::default().ctime(1_000_000_000);
     for ino in [d.ino, f.ino, g.ino] {
         fs.setattr(ino, &old).unwrap();
     }
@@ -306,7 +303,7 @@ fn zero_range_zeroes_allocates_and_grows() {
 /// changeable (only the flags) while set; an unknown flag is EOPNOTSUPP.
 #[test]
 fn immutable_and_append_only_flags_are_enforced() {
-    use novafs::layout::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
+    use novafs::probe::layout::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
     fn eperm<T>(r: novafs::Result<T>) -> bool {
         matches!(r, Err(Error::NotPermitted))
     }
@@ -316,10 +313,7 @@ fn immutable_and_append_only_flags_are_enforced() {
     let f = fs.create(d, b"f", 0o644, 0, 0).unwrap().ino;
     fs.write(f, 0, b"abc").unwrap();
     let other = fs.create(ROOT_INO, b"other", 0o644, 0, 0).unwrap().ino;
-    let chmod = SetAttr {
-        mode: Some(0o600),
-        ..SetAttr::default()
-    };
+    let chmod = SetAttr::default().mode(0o600);
     // Immutable file: no data, attribute, name or link change.
     assert_eq!(fs.set_flags(f, FLAG_IMMUTABLE).unwrap().flags, FLAG_IMMUTABLE);
     assert!(eperm(fs.write(f, 3, b"d")));
@@ -337,13 +331,7 @@ fn immutable_and_append_only_flags_are_enforced() {
     fs.check_open(f, true, true).unwrap();
     fs.write(f, 3, b"def").unwrap();
     assert!(eperm(fs.write(f, 0, b"X")));
-    assert!(eperm(fs.setattr(
-        f,
-        &SetAttr {
-            size: Some(0),
-            ..SetAttr::default()
-        }
-    )));
+    assert!(eperm(fs.setattr(f, &SetAttr::default().size(0))));
     assert!(eperm(fs.fallocate(
         f,
         FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -416,22 +404,8 @@ fn truncate_fallocate_holes_and_seek() {
     let fs = mount(&region);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
     fs.write(f.ino, 0, &[0xAA; 10_000]).unwrap();
-    fs.setattr(
-        f.ino,
-        &SetAttr {
-            size: Some(5000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    fs.setattr(
-        f.ino,
-        &SetAttr {
-            size: Some(12_000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    fs.setattr(f.ino, &SetAttr::default().size(5000)).unwrap();
+    fs.setattr(f.ino, &SetAttr::default().size(12_000)).unwrap();
     let got = read_all(&fs, f.ino);
     assert_eq!(&got[..5000], &[0xAA; 5000][..]);
     assert!(got[5000..].iter().all(|&b| b == 0), "extended bytes read as zero");
@@ -506,14 +480,7 @@ fn setattr_changes_survive_remount() {
     let region = fresh(64, 2);
     let fs = mount(&region);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
-    let set = SetAttr {
-        mode: Some(0o4711),
-        uid: Some(42),
-        gid: Some(43),
-        atime: Some(11),
-        mtime: Some(22),
-        ..Default::default()
-    };
+    let set = SetAttr::default().mode(0o4711).uid(42).gid(43).atime(11).mtime(22);
     let a = fs.setattr(f.ino, &set).unwrap();
     assert_eq!((a.perm, a.uid, a.gid, a.atime, a.mtime), (0o4711, 42, 43, 11, 22));
     drop(fs);
@@ -632,11 +599,7 @@ fn reads_update_access_times_as_the_mount_asks() {
     use novafs::{Atime, MountOptions};
     let region = fresh(64, 1);
     let with = |atime, no_dir_atime| {
-        let o = MountOptions {
-            atime,
-            no_dir_atime,
-            ..MountOptions::default()
-        };
+        let o = MountOptions::default().atime(atime).no_dir_atime(no_dir_atime);
         novafs::Fs::open(region.clone(), o).unwrap()
     };
     let fs = mount(&region);
@@ -692,11 +655,7 @@ fn reads_update_access_times_as_the_mount_asks() {
 
     let ro = novafs::Fs::open(
         region.clone(),
-        MountOptions {
-            read_only: true,
-            atime: Atime::Strict,
-            ..MountOptions::default()
-        },
+        MountOptions::default().read_only(true).atime(Atime::Strict),
     )
     .unwrap();
     ro.read(f, 0, &mut buf).unwrap();

@@ -23,19 +23,13 @@ const MIB: u64 = 1 << 20;
 /// An aged image (Fortis §4.4 ages with Filebench: create, delete about
 /// half, again): directories of small files, half of them deleted, twice.
 fn aged(replicas: bool) -> Vec<u8> {
-    aged_with(FormatOptions {
-        meta_replicas: replicas,
-        ..FormatOptions::default()
-    })
+    aged_with(FormatOptions::default().meta_replicas(replicas))
 }
 
 fn aged_with(opts: FormatOptions) -> Vec<u8> {
     let mem = Arc::new(MemRegion::new(48 * MIB));
     let region: Arc<dyn Region> = mem.clone();
-    let opts = FormatOptions {
-        shards: Some(2),
-        ..opts
-    };
+    let opts = opts.shards(2);
     Fs::format(region.clone(), &opts).unwrap();
     let fs = Fs::open(region, MountOptions::default()).unwrap();
     let mut rng = Rng::from_state(7);
@@ -109,13 +103,7 @@ fn lost_after(image: &[u8], expected: &Expected, at: u64, size: u64, rng: &mut R
         *b ^= 1 + (rng.next_u64() % 255) as u8;
     }
     let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(bytes));
-    let Ok(fs) = Fs::open(
-        region,
-        MountOptions {
-            read_only: true,
-            ..MountOptions::default()
-        },
-    ) else {
+    let Ok(fs) = Fs::open(region, MountOptions::default().read_only(true)) else {
         return (expected.len(), 0);
     };
     let mut out = (0, 0);
@@ -137,14 +125,7 @@ type Expected = Vec<(Ino, Metadata)>;
 fn sweep(replicas: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64, u64, usize, usize)> {
     let image = aged(replicas);
     let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(image.clone()));
-    let fs = Fs::open(
-        region,
-        MountOptions {
-            read_only: true,
-            ..MountOptions::default()
-        },
-    )
-    .unwrap();
+    let fs = Fs::open(region, MountOptions::default().read_only(true)).unwrap();
     let expected: Expected = inodes(&fs)
         .into_iter()
         .map(|ino| (ino, metadata(&fs, ino).unwrap()))
@@ -215,20 +196,10 @@ fn file_contents(fs: &Fs) -> Vec<(Ino, Vec<u8>)> {
 /// Per scribble size over file data and its checksums and parity:
 /// (places, files read back wrong, files EIO).
 fn data_sweep(protected: bool, sizes: &[u64], places: u64) -> BTreeMap<u64, (u64, usize, usize)> {
-    let image = aged_with(FormatOptions {
-        data_csum: protected,
-        data_parity: protected,
-        ..FormatOptions::default()
-    });
+    let image = aged_with(FormatOptions::default().data_csum(protected).data_parity(protected));
     let open = |bytes: Vec<u8>| {
         let region: Arc<dyn Region> = Arc::new(MemRegion::from_bytes(bytes));
-        Fs::open(
-            region,
-            MountOptions {
-                read_only: true,
-                ..MountOptions::default()
-            },
-        )
+        Fs::open(region, MountOptions::default().read_only(true))
     };
     let fs = open(image.clone()).unwrap();
     let expected = file_contents(&fs);

@@ -42,13 +42,7 @@ fn populated() -> (Arc<dyn Region>, Files) {
 }
 
 fn damage(region: &Arc<dyn Region>, target: Target, which: Which, ino: u64, seed: u64, bytes: u64) {
-    let spec = Spec {
-        which,
-        ino,
-        seed,
-        bytes,
-        ..Spec::new(target)
-    };
+    let spec = Spec::new(target).which(which).ino(ino).seed(seed).bytes(bytes);
     corrupt(&**region, &spec).unwrap();
 }
 
@@ -160,7 +154,7 @@ fn a_scrub_beside_writers_disturbs_nothing() {
             }
         })
     };
-    let rep = fs.scrub(ScrubOptions { rate: Some(64 << 20) }, &|_, _| true).unwrap();
+    let rep = fs.scrub(ScrubOptions::default().rate(64 << 20), &|_, _| true).unwrap();
     stop.store(true, Ordering::Relaxed);
     churn.join().unwrap();
     for w in writers {
@@ -184,7 +178,7 @@ fn a_scrub_beside_writers_disturbs_nothing() {
 /// reserved records. One scrub makes every copy whole again.
 #[test]
 fn a_scrub_also_repairs_the_tables_free_slots_and_superblock() {
-    use novafs::layout::{decode, Bounds, Superblock, CHUNK_FOOTER_OFF, INODE_HEADS_OFF, INODE_SIZE};
+    use novafs::probe::layout::{decode, Bounds, Superblock, CHUNK_FOOTER_OFF, INODE_HEADS_OFF, INODE_SIZE};
 
     let (region, _) = populated();
     let mut buf = vec![0u8; std::mem::size_of::<Superblock>()];
@@ -488,7 +482,7 @@ fn a_scrub_passes_over_what_deleted_snapshots_kept() {
         }
         true
     };
-    let rep = fs.scrub(ScrubOptions { rate: Some(32 << 20) }, &progress).unwrap();
+    let rep = fs.scrub(ScrubOptions::default().rate(32 << 20), &progress).unwrap();
     stop.store(true, Ordering::Relaxed);
     let last = writer.join().unwrap();
     assert!(calls.get() > 1 + 8 + 1, "the scrub went on after the deletions");
@@ -537,12 +531,7 @@ fn damage_past_repair_is_named_by_path_and_byte_range() {
         flip(&region, pages[pg] + 3 * 512 + 7, 40); // strip 3
     }
     // Both copies of e's record: e is lost whole.
-    let spec = Spec {
-        which: Which::Both,
-        ino: e,
-        bytes: 128,
-        ..Spec::new(Target::Inode)
-    };
+    let spec = Spec::new(Target::Inode).which(Which::Both).ino(e).bytes(128);
     corrupt(&*region, &spec).unwrap();
     let state = state_word(&region, e);
     let fs = mount(&region);

@@ -64,19 +64,12 @@ fn names_and_states_are_checked() {
     fs.take_snapshot(&[b'n'; 255]).unwrap();
     assert_eq!(fs.snapshots().len(), 2);
     assert_ne!(
-        fs.superblock().features_incompat & novafs::layout::FEATURE_INCOMPAT_SNAPSHOTS,
+        fs.superblock().features_incompat & novafs::probe::layout::FEATURE_INCOMPAT_SNAPSHOTS,
         0,
         "the first snapshot marks the image"
     );
     fs.unmount().unwrap();
-    let ro = Fs::open(
-        region.clone(),
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let ro = Fs::open(region.clone(), MountOptions::default().read_only(true)).unwrap();
     assert_eq!(ro.snapshots().len(), 2);
     assert!(matches!(ro.take_snapshot(b"y"), Err(Error::ReadOnly)));
     assert!(matches!(ro.delete_snapshot(b"x"), Err(Error::ReadOnly)));

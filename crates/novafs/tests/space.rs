@@ -143,10 +143,7 @@ fn fill_with_one_file(fs: &Fs) -> Ino {
 /// Shortens `big`, which filled the device, by `pages` pages: exactly that
 /// many become available.
 fn give_back(fs: &Fs, big: Ino, pages: u64) {
-    let set = SetAttr {
-        size: Some(fs.getattr(big).unwrap().size - pages * 4096),
-        ..SetAttr::default()
-    };
+    let set = SetAttr::default().size(fs.getattr(big).unwrap().size - pages * 4096);
     fs.setattr(big, &set).unwrap();
     assert_eq!(fs.statfs().blocks_avail, pages);
 }
@@ -338,17 +335,11 @@ fn ten_thousand_overwrites_setattrs_truncates_and_renames_keep_logs_bounded() {
         fs.write(f, 100, &[(i % 250) as u8 + 1; 50]).unwrap();
     });
     assert_bounded(&fs, 10_000, |i| {
-        let set = SetAttr {
-            mode: Some(0o600 + (i as u32 % 2)),
-            ..SetAttr::default()
-        };
+        let set = SetAttr::default().mode(0o600 + (i as u32 % 2));
         fs.setattr(f, &set).unwrap();
     });
     assert_bounded(&fs, 10_000, |i| {
-        let set = SetAttr {
-            size: Some(if i % 2 == 0 { 5000 } else { 12_000 }),
-            ..SetAttr::default()
-        };
+        let set = SetAttr::default().size(if i % 2 == 0 { 5000 } else { 12_000 });
         fs.setattr(f, &set).unwrap();
     });
     assert_bounded(&fs, 10_000, |i| {

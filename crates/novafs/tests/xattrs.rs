@@ -57,7 +57,7 @@ fn every_namespace_and_size_reads_back_after_remount_and_crash() {
         (l, b"trusted.link", value(6, 10)),
     ];
     let before = fs.getattr(f).unwrap().ctime;
-    let xattr_bit = novafs::layout::FEATURE_INCOMPAT_XATTR;
+    let xattr_bit = novafs::probe::layout::FEATURE_INCOMPAT_XATTR;
     assert_eq!(
         fs.superblock().features_incompat & xattr_bit,
         0,
@@ -135,23 +135,16 @@ fn errors_are_the_ones_linux_gives() {
     let no_mask = acl(&[(1, 6, NONE), (2, 4, 7), (4, 4, NONE), (0x20, 4, NONE)]);
     assert_eq!(errno(fs.setxattr(f, ACCESS, &no_mask, 0)), libc::EINVAL);
     // chattr +i and +a hold the attributes too.
-    fs.set_flags(f, novafs::layout::FLAG_IMMUTABLE).unwrap();
+    fs.set_flags(f, novafs::probe::layout::FLAG_IMMUTABLE).unwrap();
     assert_eq!(errno(fs.setxattr(f, b"user.b", b"x", 0)), libc::EPERM);
     assert_eq!(errno(fs.removexattr(f, b"user.a")), libc::EPERM);
     assert_eq!(fs.getxattr(f, b"user.a").unwrap(), b"2");
-    fs.set_flags(f, novafs::layout::FLAG_APPEND).unwrap();
+    fs.set_flags(f, novafs::probe::layout::FLAG_APPEND).unwrap();
     assert_eq!(errno(fs.setxattr(f, b"user.b", b"x", 0)), libc::EPERM);
     fs.set_flags(f, 0).unwrap();
     fs.unmount().unwrap();
     // A read-only mount reads and refuses changes.
-    let ro = Fs::open(
-        region.clone(),
-        novafs::MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let ro = Fs::open(region.clone(), novafs::MountOptions::default().read_only(true)).unwrap();
     assert_eq!(ro.getxattr(f, b"user.a").unwrap(), b"2");
     assert_eq!(errno(ro.setxattr(f, b"user.a", b"3", 0)), libc::EROFS);
     assert_eq!(errno(ro.removexattr(f, b"user.a")), libc::EROFS);
@@ -267,10 +260,7 @@ fn an_access_acl_and_the_mode_move_together() {
     assert_eq!(fs.getattr(f).unwrap().perm, 0o4660);
     assert_eq!(fs.getxattr(f, ACCESS).unwrap(), full);
     // chmod rewrites the owner, mask and other entries.
-    let set = SetAttr {
-        mode: Some(0o751),
-        ..SetAttr::default()
-    };
+    let set = SetAttr::default().mode(0o751);
     fs.setattr(f, &set).unwrap();
     let after = acl(&[
         (1, 7, NONE),
@@ -299,10 +289,7 @@ fn new_nodes_inherit_a_default_acl_and_else_take_the_umask() {
     let fs = mount(&region);
     let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
     let mk = |parent, name: &[u8], mode, umask| {
-        let m = Make {
-            umask,
-            ..Make::new(mode, 0, 0)
-        };
+        let m = Make::new(mode, 0, 0).umask(umask);
         fs.make(parent, name, &m).unwrap()
     };
     // No default ACL: the umask applies.
@@ -372,13 +359,11 @@ fn a_damaged_value_is_repaired_or_eio_never_wrong() {
     fs.setxattr(f, b"user.small", b"inline", 0).unwrap();
     fs.unmount().unwrap();
     let damage = |seed, bytes| {
-        let spec = Spec {
-            which: Which::Primary,
-            ino: f,
-            seed,
-            bytes,
-            ..Spec::new(Target::DataPage)
-        };
+        let spec = Spec::new(Target::DataPage)
+            .which(Which::Primary)
+            .ino(f)
+            .seed(seed)
+            .bytes(bytes);
         corrupt(&*region, &spec).unwrap()
     };
     // One strip: a scrub repairs it, a second finds nothing.
@@ -409,23 +394,18 @@ fn a_damaged_value_is_repaired_or_eio_never_wrong() {
 fn without_data_protection_the_value_checksum_catches_damage() {
     use novafs::inject::{corrupt, Spec, Target, Which};
     let region: std::sync::Arc<dyn pm::Region> = std::sync::Arc::new(pm::MemRegion::new(32 << 20));
-    let opts = novafs::FormatOptions {
-        data_csum: false,
-        data_parity: false,
-        ..Default::default()
-    };
+    let opts = novafs::FormatOptions::default().data_csum(false).data_parity(false);
     Fs::format(region.clone(), &opts).unwrap();
     let fs = mount(&region);
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
     fs.setxattr(f, b"user.big", &value(5, 5000), 0).unwrap();
     fs.unmount().unwrap();
-    let spec = Spec {
-        which: Which::Primary,
-        ino: f,
-        seed: 3,
-        bytes: 4096, // a whole page: value bytes for sure
-        ..Spec::new(Target::DataPage)
-    };
+    // A whole page: value bytes for sure.
+    let spec = Spec::new(Target::DataPage)
+        .which(Which::Primary)
+        .ino(f)
+        .seed(3)
+        .bytes(4096);
     corrupt(&*region, &spec).unwrap();
     let fs = mount(&region);
     assert_eq!(fs.getxattr(f, b"user.big").err().map(|e| e.errno()), Some(libc::EIO));

@@ -184,12 +184,11 @@ impl Daemon {
             .map_err(|e| explain(&image, e))
             .and_then(|region| {
                 tracing::info!(protection = %region.protection(), "write protection");
-                let mount_opts = MountOptions {
-                    read_only: opts.read_only,
-                    meta_replicas: opts.meta_replicas,
-                    atime: opts.atime,
-                    no_dir_atime: opts.no_dir_atime,
-                };
+                let mount_opts = MountOptions::default()
+                    .read_only(opts.read_only)
+                    .meta_replicas(opts.meta_replicas)
+                    .atime(opts.atime)
+                    .no_dir_atime(opts.no_dir_atime);
                 let fs = Fs::open(Arc::new(region), mount_opts).map_err(|e| explain_fs(&image, e))?;
                 match &opts.snapshot {
                     None => Ok(fs),

@@ -440,7 +440,7 @@ pub fn catalog() -> Vec<Workload> {
 /// Creates that fill the first inode-table chunk and claim a second one
 /// (a 2 MiB chunk linked by one 8-byte pointer).
 pub fn inode_table_growth() -> Workload {
-    let per_chunk = novafs::layout::INODES_PER_CHUNK as usize;
+    let per_chunk = novafs::probe::layout::INODES_PER_CHUNK as usize;
     let name = |i: usize| Op::create(format!("/t{}/{i}", i % 8));
     let mut setup: Vec<Op> = (0..8).map(|d| Op::mkdir(format!("/t{d}"))).collect();
     // The root and the 8 directories hold slots too; leave one free.

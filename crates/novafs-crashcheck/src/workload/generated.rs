@@ -93,7 +93,7 @@ fn took_more_than(pages: u64) -> impl FnMut(&Runner) -> bool {
 /// Journal head position (bytes since format) of shard 0, read from media.
 fn journal_head(region: &dyn Region) -> u64 {
     region
-        .load_u64(novafs::layout::JOURNAL_HEADERS_OFF + novafs::layout::JOURNAL_HEAD_FIELD)
+        .load_u64(novafs::probe::layout::JOURNAL_HEADERS_OFF + novafs::probe::layout::JOURNAL_HEAD_FIELD)
         .unwrap_or(0)
 }
 
@@ -287,7 +287,7 @@ pub fn generated() -> Vec<Generated> {
             Op::Unlink(b)
         }
     };
-    let ring = novafs::layout::JOURNAL_RING_SIZE;
+    let ring = novafs::probe::layout::JOURNAL_RING_SIZE;
     let mut last: Option<u64> = None;
     let wrapped = move |r: &Runner| {
         let t = journal_head(&**r.region());

@@ -28,11 +28,7 @@ pub const REGION_SIZE: u64 = 8 << 20;
 
 /// A runner on `region` whose mkfs lays out `shards` shards, not mounted.
 pub fn runner(region: Arc<dyn Region>, shards: u32) -> Runner {
-    let format = FormatOptions {
-        shards: Some(shards),
-        dead_zone: 64 << 10,
-        ..Default::default()
-    };
+    let format = FormatOptions::default().shards(shards).dead_zone(64 << 10);
     Runner::new(region, format)
 }
 

@@ -190,7 +190,7 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let copies = std::iter::once(RECOVERY_INODE_OFF)
         .chain(ctx.bounds().replica(RECOVERY_INODE_OFF))
         .collect::<Vec<_>>();
-    let mut blob = Err(corrupt!("no saved allocator state"));
+    let mut blob = Err(corrupt!(AllocatorState, "no saved allocator state"));
     for off in copies {
         blob = saved_blob(ctx, off);
         if blob.is_ok() {
@@ -213,7 +213,7 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     // can rebuild them.
     let manifests_saved = hdr.magic == ALLOC_STATE_MAGIC || ctx.snapshots().newest().is_none();
     if !manifests_saved || hdr.mount_count != sb.mount_count || !counts_fit || crc32c::crc32c(body) != hdr.csum {
-        return Err(corrupt!("saved allocator state is damaged or stale"));
+        return Err(corrupt!(AllocatorState, "saved allocator state is damaged or stale"));
     }
     let (body, kept) = body.split_at(body.len() - kept_bytes as usize);
     let kept: Vec<SavedKept> = kept
@@ -239,6 +239,7 @@ pub(crate) fn load_saved_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
         // Saved in ascending order, disjoint: anything else is damage.
         if n == 0 || p < prev_end || p.checked_add(n).is_none_or(|e| e > last) {
             return Err(corrupt!(
+                AllocatorState,
                 "saved free range {p}+{n} is outside the data area or out of order"
             ));
         }
@@ -257,12 +258,16 @@ fn saved_blob(ctx: &Ctx, off: u64) -> Result<Vec<u8>> {
     ctx.data().read(off, &mut rbuf)?;
     let rec: Inode = decode(&rbuf)?;
     if rec.state != INODE_LIVE {
-        return Err(corrupt!("no saved allocator state"));
+        return Err(corrupt!(AllocatorState, at = off, "no saved allocator state"));
     }
     let blob = read_chain(ctx.data(), ctx.bounds(), rec.log_head, rec.log_tail)?;
     let hdr: AllocStateHeader = decode(&blob)?;
     if hdr.magic != ALLOC_STATE_MAGIC && hdr.magic != ALLOC_STATE_MAGIC_V1 {
-        return Err(corrupt!("saved allocator state has a bad magic"));
+        return Err(corrupt!(
+            AllocatorState,
+            at = off,
+            "saved allocator state has a bad magic"
+        ));
     }
     Ok(blob)
 }
@@ -274,6 +279,8 @@ fn read_chain(r: &dyn Region, bounds: Bounds, head: u64, len: u64) -> Result<Vec
     let pages = crate::log::chain_pages(r, bounds, head, false)?;
     if len.div_ceil(LOG_NEXT_OFF) > pages.len() as u64 || len < size_of::<AllocStateHeader>() as u64 {
         return Err(corrupt!(
+            AllocatorState,
+            at = head,
             "saved allocator state claims {len} bytes in a chain of {} pages",
             pages.len()
         ));
@@ -300,7 +307,7 @@ pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let pages = ctx.alloc().export();
     let inos = ctx.tables().export_free();
     let kept = ctx.snapshots().export_manifests();
-    let kept_items = u32::try_from(kept.len()).map_err(|_| corrupt!("too many manifest items to save"))?;
+    let kept_items = u32::try_from(kept.len()).map_err(|_| corrupt!(SnapshotManifest, "too many manifest items to save"))?;
     let mut body = Vec::with_capacity((pages.len() + inos.len()) * 16 + kept.len() * size_of::<SavedKept>());
     for &(s, n) in pages.iter().chain(&inos) {
         body.extend_from_slice(&s.to_le_bytes());
@@ -362,7 +369,10 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(corrupt!("scan thread panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(corrupt!(Other, "scan thread panicked")))
+            })
             .collect()
     });
     let bounds = ctx.bounds();
@@ -692,9 +702,11 @@ fn unfree(ctx: &Ctx, ino: Ino, used: &mut Vec<u64>) -> Result<Option<Slot>> {
 }
 
 /// What `novafs info` shows about an image, read without mounting it.
+#[cfg(feature = "tools")]
 #[derive(Clone, Debug)]
+#[non_exhaustive]
 pub struct Inspect {
-    pub superblock: Superblock,
+    pub geometry: crate::geometry::Geometry,
     /// The primary superblock is damaged and the replica was used.
     pub primary_bad: bool,
     /// Free pages and free inode slots, known when the image is clean and
@@ -713,6 +725,7 @@ pub struct Inspect {
 
 /// Reads an image's superblock and, after a clean unmount, its saved
 /// allocator state. Writes nothing, so it is safe on a mounted image.
+#[cfg(feature = "tools")]
 pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
     let r = &*region;
     let (sb, primary_bad) = read_superblock(r)?;
@@ -732,7 +745,7 @@ pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
         .map_err(|e| e.to_string());
     Ok(Inspect {
         reserve: crate::alloc::reserve_pages((sb.data_end - sb.data_start) / PAGE_SIZE, u64::from(sb.shards)),
-        superblock: sb,
+        geometry: crate::geometry::Geometry::of(&sb),
         primary_bad,
         free,
         pending_journal,

@@ -152,7 +152,7 @@ impl DirIndex {
             }
             return Ok(());
         }
-        check_name(name).map_err(|_| corrupt!("dentry at {off:#x} has an invalid name"))?;
+        check_name(name).map_err(|_| corrupt!(Directory, at = off, "dentry at {off:#x} has an invalid name"))?;
         let slot = Slot {
             seq: d.seq,
             ino: d.ino,

@@ -291,15 +291,18 @@ impl InodeTables {
             let t = self
                 .shards
                 .get(s)
-                .ok_or_else(|| corrupt!("saved inode range for missing shard {s}"))?;
+                .ok_or_else(|| corrupt!(AllocatorState, "saved inode range for missing shard {s}"))?;
             let slots = t.chunks.read().len() as u64 * INODES_PER_CHUNK;
             if n == 0 || l.checked_add(n).is_none_or(|end| end > slots) {
-                return Err(corrupt!("saved inode range {l}+{n} of shard {s} is past its table"));
+                return Err(corrupt!(
+                    AllocatorState,
+                    "saved inode range {l}+{n} of shard {s} is past its table"
+                ));
             }
             t.free
                 .lock()
                 .insert(l, n)
-                .map_err(|_| corrupt!("saved inode ranges overlap"))?;
+                .map_err(|_| corrupt!(AllocatorState, "saved inode ranges overlap"))?;
         }
         Ok(())
     }
@@ -334,7 +337,11 @@ fn chunk_chain(region: &dyn Region, sb: &Superblock, bounds: Bounds, s: u64, rep
         let last_page = c.saturating_add((CHUNK_PAGES - 1) * PAGE_SIZE);
         let placed = bounds.is_extent(c, CHUNK_PAGES) && bounds.is_meta_page(c) && bounds.is_meta_page(last_page);
         if !placed || chunks.len() as u64 > bounds.max_pages() / CHUNK_PAGES {
-            return Err(corrupt!("inode table chunk pointer {c:#x} of shard {s} is invalid"));
+            return Err(corrupt!(
+                InodeTable,
+                at = c,
+                "inode table chunk pointer {c:#x} of shard {s} is invalid"
+            ));
         }
         let mut buf = [0u8; INODE_SIZE as usize];
         region.read(at(c + CHUNK_FOOTER_OFF), &mut buf)?;
@@ -342,13 +349,17 @@ fn chunk_chain(region: &dyn Region, sb: &Superblock, bounds: Bounds, s: u64, rep
         // The footer names its place, so a scribbled link cannot splice
         // another shard's chunk (or an earlier one) in.
         if f.magic != CHUNK_MAGIC || u64::from(f.shard) != s || f.index as usize != chunks.len() {
-            return Err(corrupt!("inode table chunk at {c:#x} of shard {s} has a bad footer"));
+            return Err(corrupt!(
+                InodeTable,
+                at = c,
+                "inode table chunk at {c:#x} of shard {s} has a bad footer"
+            ));
         }
         chunks.push(c);
         c = f.next;
     }
     if chunks.is_empty() {
-        return Err(corrupt!("inode table of shard {s} is missing"));
+        return Err(corrupt!(InodeTable, "inode table of shard {s} is missing"));
     }
     Ok(chunks)
 }
@@ -457,6 +468,9 @@ pub(crate) fn read_record(region: &dyn Region, off: u64, ino: Ino, state: u64) -
     let rec: Inode = decode(&buf)?;
     if !matches!(rec.state, INODE_FREE | INODE_LIVE | INODE_KEPT) {
         return Err(corrupt!(
+            InodeRecord,
+            at = off,
+            ino = ino,
             "inode {ino}'s record has a damaged state word {:#x}",
             rec.state
         ));
@@ -465,7 +479,13 @@ pub(crate) fn read_record(region: &dyn Region, off: u64, ino: Ino, state: u64) -
         return Err(Error::NotFound);
     }
     if rec.ino != ino {
-        return Err(corrupt!("inode slot for {ino} holds inode {}", rec.ino));
+        return Err(corrupt!(
+            InodeRecord,
+            at = off,
+            ino = ino,
+            "inode slot for {ino} holds inode {}",
+            rec.ino
+        ));
     }
     Ok(rec)
 }
@@ -527,7 +547,7 @@ pub(crate) fn record_seen_at(
         INODE_LIVE => rec.create_epoch <= epoch,
         INODE_KEPT => rec.create_epoch <= epoch && epoch < rec.delete_epoch,
         INODE_FREE => false,
-        bad => return Err(corrupt!("inode {ino}'s record has a damaged state word {bad:#x}")),
+        bad => return Err(corrupt!(InodeRecord, ino = ino, "inode {ino}'s record has a damaged state word {bad:#x}")),
     };
     if !seen || rec.ino != ino {
         return Err(Error::NotFound);

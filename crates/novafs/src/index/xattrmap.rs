@@ -100,7 +100,7 @@ impl XattrMap {
         freed: &mut Freed,
     ) -> Result<i64> {
         let h: XattrHead = decode(bytes)?;
-        let bad = |what: &str| corrupt!("xattr entry at {off:#x}: {what}");
+        let bad = |what: &str| corrupt!(Xattr, at = off, "xattr entry at {off:#x}: {what}");
         let name_len = usize::from(h.name_len);
         if name_len == 0 || name_len > XATTR_NAME_MAX {
             return Err(bad("bad name length"));

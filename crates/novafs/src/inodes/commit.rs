@@ -272,6 +272,9 @@ impl Ctx {
         }
         if let Some(p) = st.log.pages().iter().find(|&&p| self.alloc.is_free(p)) {
             return Err(corrupt!(
+                LogPage,
+                at = *p,
+                ino = st.meta.attr.ino,
                 "log page {p:#x} of inode {} is free in the allocator",
                 st.meta.attr.ino
             ));

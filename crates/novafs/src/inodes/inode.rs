@@ -183,7 +183,12 @@ impl Meta {
     fn apply(&mut self, log: &mut Log, bounds: Bounds, off: u64, bytes: &[u8], freed: &mut Freed) -> Result<()> {
         let hdr: EntryHeader = decode(bytes)?;
         let Some(etype) = EntryType::from_u8(hdr.etype) else {
-            return Err(corrupt!("unknown log entry type {} at {off:#x}", hdr.etype));
+            return Err(corrupt!(
+                LogEntry,
+                at = off,
+                "unknown log entry type {} at {off:#x}",
+                hdr.etype
+            ));
         };
         // What this entry supersedes dies in its epoch.
         log.applying(hdr.epoch);
@@ -191,17 +196,29 @@ impl Meta {
             EntryType::Write => {
                 let e: WriteEntry = decode(bytes)?;
                 let Body::File(map) = &mut self.body else {
-                    return Err(corrupt!("write entry in the log of a non-file at {off:#x}"));
+                    return Err(corrupt!(
+                        LogEntry,
+                        at = off,
+                        "write entry in the log of a non-file at {off:#x}"
+                    ));
                 };
                 if e.npages == 0 || (e.block != 0 && !bounds.is_extent(e.block, u64::from(e.npages))) {
-                    return Err(corrupt!("write entry at {off:#x} points outside the data area"));
+                    return Err(corrupt!(
+                        LogEntry,
+                        at = off,
+                        "write entry at {off:#x} points outside the data area"
+                    ));
                 }
                 if e.pgoff
                     .checked_add(u64::from(e.npages))
                     .is_none_or(|end| end > MAX_FILE_PAGES)
                     || e.size > MAX_FILE_SIZE
                 {
-                    return Err(corrupt!("write entry at {off:#x} lies past the largest file size"));
+                    return Err(corrupt!(
+                        LogEntry,
+                        at = off,
+                        "write entry at {off:#x} lies past the largest file size"
+                    ));
                 }
                 map.apply_write(log, off, e.pgoff, e.block, u64::from(e.npages), freed);
                 self.protect(log, e.pgoff..e.pgoff + u64::from(e.npages));
@@ -213,6 +230,8 @@ impl Meta {
                 let e: SetattrEntry = decode(bytes)?;
                 if e.size > MAX_FILE_SIZE {
                     return Err(corrupt!(
+                        LogEntry,
+                        at = off,
                         "setattr entry at {off:#x} sets a size past the largest file size"
                     ));
                 }
@@ -224,7 +243,12 @@ impl Meta {
                     }
                 }
                 if e.flags & !INODE_FLAGS != 0 {
-                    return Err(corrupt!("setattr entry at {off:#x} sets unknown flags {:#x}", e.flags));
+                    return Err(corrupt!(
+                        LogEntry,
+                        at = off,
+                        "setattr entry at {off:#x} sets unknown flags {:#x}",
+                        e.flags
+                    ));
                 }
                 self.attr.flags = e.flags;
                 self.attr.perm = e.mode & 0o7777;
@@ -254,9 +278,13 @@ impl Meta {
                 let d: DentryHead = decode(bytes)?;
                 let name = bytes
                     .get(DENTRY_HEAD_SIZE..DENTRY_HEAD_SIZE + usize::from(d.name_len))
-                    .ok_or_else(|| corrupt!("dentry at {off:#x} has a bad name length"))?;
+                    .ok_or_else(|| corrupt!(Directory, at = off, "dentry at {off:#x} has a bad name length"))?;
                 let Body::Dir(dir) = &mut self.body else {
-                    return Err(corrupt!("dentry in the log of a non-directory at {off:#x}"));
+                    return Err(corrupt!(
+                        Directory,
+                        at = off,
+                        "dentry in the log of a non-directory at {off:#x}"
+                    ));
                 };
                 if hdr.flags & ENTRY_INVALID != 0 {
                     // Cancelled by a later remove or replace (NOVA §4.6).
@@ -283,7 +311,11 @@ impl Meta {
                     || e.npages == 0
                     || e.pgoff.checked_add(e.npages).is_none_or(|end| end > MAX_FILE_PAGES)
                 {
-                    return Err(corrupt!("mmap entry at {off:#x} names no pages of a file"));
+                    return Err(corrupt!(
+                        LogEntry,
+                        at = off,
+                        "mmap entry at {off:#x} names no pages of a file"
+                    ));
                 }
                 match e.prot {
                     MMAP_UNPROTECT if e.npages == 1 => {
@@ -296,16 +328,16 @@ impl Meta {
                         // It only ever cancels the entries above.
                         log.kill(off);
                     }
-                    _ => return Err(corrupt!("mmap entry at {off:#x} has a bad kind")),
+                    _ => return Err(corrupt!(LogEntry, at = off, "mmap entry at {off:#x} has a bad kind")),
                 }
             }
             EntryType::Lost => {
                 let e: LostEntry = decode(bytes)?;
                 let Body::File(map) = &mut self.body else {
-                    return Err(corrupt!("lost range entry in the log of a non-file at {off:#x}"));
+                    return Err(corrupt!(LogEntry, at = off, "lost range entry in the log of a non-file at {off:#x}"));
                 };
                 if e.npages == 0 || e.pgoff.checked_add(e.npages).is_none_or(|end| end > MAX_FILE_PAGES) {
-                    return Err(corrupt!("lost range entry at {off:#x} names no pages of a file"));
+                    return Err(corrupt!(LogEntry, at = off, "lost range entry at {off:#x} names no pages of a file"));
                 }
                 map.apply_lost(log, e.pgoff, e.npages, freed);
                 // Their data pages are gone: nothing left to reseal.
@@ -570,12 +602,26 @@ pub(crate) fn link_entry(epoch: u64, nlink: u32, ctime: i64) -> Entry {
 /// Decodes and checks a live inode record.
 pub(crate) fn attr_of_record(rec: &Inode) -> Result<Attr> {
     if rec.csum != rec.compute_csum() {
-        return Err(corrupt!("inode {} fails its checksum", rec.ino));
+        return Err(corrupt!(
+            InodeRecord,
+            ino = rec.ino,
+            "inode {} fails its checksum",
+            rec.ino
+        ));
     }
-    let kind =
-        FileType::from_mode(rec.mode).ok_or_else(|| corrupt!("inode {} has bad mode {:o}", rec.ino, rec.mode))?;
+    let kind = FileType::from_mode(rec.mode).ok_or_else(|| {
+        corrupt!(
+            InodeRecord,
+            ino = rec.ino,
+            "inode {} has bad mode {:o}",
+            rec.ino,
+            rec.mode
+        )
+    })?;
     if rec.size > MAX_FILE_SIZE {
         return Err(corrupt!(
+            InodeRecord,
+            ino = rec.ino,
             "inode {} has size {} past the largest file size",
             rec.ino,
             rec.size

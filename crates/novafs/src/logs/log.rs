@@ -279,7 +279,7 @@ fn entry_epoch(bytes: &[u8]) -> u64 {
 }
 
 /// The log page holding offset `off`.
-pub fn page_of(off: u64) -> u64 {
+pub(crate) fn page_of(off: u64) -> u64 {
     off & !(PAGE_SIZE - 1)
 }
 
@@ -326,7 +326,7 @@ impl Log {
                 Step::Entry(off, bytes) => (off, bytes),
                 Step::Damaged { off, len, .. } => match salvage.and_then(|m| m.get(&off)) {
                     Some(e) if e.len() == len => (off, e.bytes()),
-                    _ => return Err(corrupt!("log entry at {off:#x} is damaged in every copy")),
+                    _ => return Err(corrupt!(LogEntry, at = off, "log entry at {off:#x} is damaged in every copy")),
                 },
                 Step::Tail => return Ok(ControlFlow::Continue(())),
                 Step::Repaired(off, len) => {
@@ -521,7 +521,7 @@ impl Log {
                 written.extend(link);
                 fresh = first;
                 self.place(lens())
-                    .ok_or_else(|| corrupt!("log growth did not make room"))
+                    .ok_or_else(|| corrupt!(LogPage, "log growth did not make room"))
             }
         };
         let written = placed.and_then(|(offs, end)| self.write_entries(region, entries, offs, end, written));
@@ -789,7 +789,7 @@ pub(crate) fn walk(
         return if tail == 0 {
             Ok(())
         } else {
-            Err(corrupt!("log tail {tail:#x} without a head"))
+            Err(corrupt!(LogPage, at = tail, "log tail {tail:#x} without a head"))
         };
     }
     let mut tail_seen = tail == 0;
@@ -880,7 +880,11 @@ pub(crate) fn walk(
         page = next;
     }
     if !tail_seen {
-        return Err(corrupt!("log tail {tail:#x} is not in the chain from {head:#x}"));
+        return Err(corrupt!(
+            LogPage,
+            at = tail,
+            "log tail {tail:#x} is not in the chain from {head:#x}"
+        ));
     }
     Ok(())
 }
@@ -895,7 +899,12 @@ fn entry_at(buf: &[u8], page: u64, pos: u64, verify: Verify) -> Result<Option<u6
     }
     let len = u64::from(buf[at + 1]) * SLOT;
     if len == 0 || pos + len > LOG_USABLE {
-        return Err(corrupt!("log entry at {:#x} has a bad length", page + pos));
+        return Err(corrupt!(
+            LogEntry,
+            at = page + pos,
+            "log entry at {:#x} has a bad length",
+            page + pos
+        ));
     }
     let bytes = &buf[at..at + len as usize];
     if verify != Verify::Structure {
@@ -906,7 +915,12 @@ fn entry_at(buf: &[u8], page: u64, pos: u64, verify: Verify) -> Result<Option<u6
             bytes[ENTRY_CSUM_OFF + 3],
         ]);
         if entry_csum(bytes) != stored {
-            return Err(corrupt!("log entry at {:#x} fails its checksum", page + pos));
+            return Err(corrupt!(
+                LogEntry,
+                at = page + pos,
+                "log entry at {:#x} fails its checksum",
+                page + pos
+            ));
         }
     }
     Ok(Some(len))
@@ -999,12 +1013,19 @@ impl ChainWalk {
     fn enter(&mut self, page: u64) -> Result<()> {
         if !self.allowed(page) {
             return Err(corrupt!(
+                LogPage,
+                at = page,
                 "page pointer {page:#x} in the chain from {:#x} is outside the area it may use",
                 self.head
             ));
         }
         if self.seen.insert(page, ()).is_some() {
-            return Err(corrupt!("page chain from {:#x} loops back to {page:#x}", self.head));
+            return Err(corrupt!(
+                LogPage,
+                at = page,
+                "page chain from {:#x} loops back to {page:#x}",
+                self.head
+            ));
         }
         Ok(())
     }

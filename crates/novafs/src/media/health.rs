@@ -39,7 +39,7 @@ pub struct HealthCounts {
 }
 
 impl HealthCounts {
-    pub fn of(sb: &Superblock) -> HealthCounts {
+    pub(crate) fn of(sb: &Superblock) -> HealthCounts {
         HealthCounts {
             repairs: sb.meta_repairs,
             data_repairs: sb.data_repairs,

@@ -27,7 +27,6 @@ pub const PAGE_SHIFT: u32 = 12;
 /// overflow. Sizes and page numbers read from a log are checked against it.
 pub const MAX_FILE_SIZE: u64 = 1 << 52;
 pub const MAX_FILE_PAGES: u64 = MAX_FILE_SIZE / PAGE_SIZE;
-pub const CACHELINE: u64 = 64;
 /// File data protection (Fortis §4.3): a page is a stripe of eight
 /// 512-byte strips, each with two CRC32C copies, plus a parity strip.
 pub const STRIP_SIZE: u64 = 512;
@@ -45,7 +44,6 @@ pub const VERSION: u32 = 2;
 pub const MAX_SHARDS: u32 = 64;
 pub const JOURNAL_RING_SIZE: u64 = 64 * 1024;
 
-pub const SUPERBLOCK_OFF: u64 = 0;
 pub const JOURNAL_HEADERS_OFF: u64 = PAGE_SIZE;
 pub const RESERVED_INODES_OFF: u64 = 2 * PAGE_SIZE;
 /// Reserved inode slots at the start of page 2.
@@ -256,7 +254,6 @@ pub const LOG_NEXT_OFF: u64 = PAGE_SIZE - 8;
 
 /// Log entries are whole 64-byte slots and never cross a page.
 pub const SLOT: u64 = 64;
-pub const SLOTS_PER_PAGE: u64 = LOG_USABLE / SLOT;
 
 /// Log entry types. 0 marks the unused rest of a log page.
 #[repr(u8)]
@@ -602,17 +599,12 @@ pub const KEPT_INODE: u64 = 2;
 pub fn decode<T: FromBytes + KnownLayout + Immutable + Copy>(bytes: &[u8]) -> Result<T> {
     T::read_from_prefix(bytes)
         .map(|(v, _)| v)
-        .map_err(|_| corrupt!("short structure ({} bytes)", bytes.len()))
+        .map_err(|_| corrupt!(Other, "short structure ({} bytes)", bytes.len()))
 }
 
 /// File types as stored in dentries (the S_IFMT bits >> 12).
 pub fn ftype_of_mode(mode: u32) -> u8 {
     ((mode & libc::S_IFMT) >> 12) as u8
-}
-
-/// Number of slots a dentry with a name of `name_len` bytes takes.
-pub fn dentry_slots(name_len: usize) -> u64 {
-    (DENTRY_HEAD_SIZE as u64 + name_len as u64).div_ceil(SLOT)
 }
 
 /// Where the checksums and parity of the data area live (Fortis §4.3,

@@ -4,11 +4,16 @@
 //! §4.2, §4.4), data checksums and parity (Fortis §4.3), and the counters
 //! of what redundancy repaired and what was lost.
 
+#[cfg(feature = "tools")]
+pub(crate) mod geometry;
 pub(crate) mod health;
-pub mod layout;
+// Every on-media structure: the crate's own, and the probe window's.
+#[cfg_attr(not(feature = "probe"), allow(unreachable_pub))]
+pub(crate) mod layout;
 // Shown by the probe feature: see `mod alloc` in lib.rs.
 #[cfg_attr(not(feature = "probe"), allow(unreachable_pub))]
 pub(crate) mod replica;
+#[cfg_attr(not(feature = "probe"), allow(unreachable_pub))]
 pub(crate) mod strips;
 #[cfg_attr(not(feature = "probe"), allow(unreachable_pub))]
 pub(crate) mod superblock;

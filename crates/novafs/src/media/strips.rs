@@ -104,7 +104,11 @@ impl Strips {
 
     fn index(&self, page: u64) -> Result<u64> {
         if page < self.data_start || page >= self.data_end || !page.is_multiple_of(PAGE_SIZE) {
-            return Err(corrupt!("data page {page:#x} is outside the data area"));
+            return Err(corrupt!(
+                DataPage,
+                at = page,
+                "data page {page:#x} is outside the data area"
+            ));
         }
         Ok((page - self.data_start) / PAGE_SIZE)
     }
@@ -242,6 +246,8 @@ impl Strips {
             checked.repaired += 1;
         } else if !bad_strips.is_empty() {
             return Err(corrupt!(
+                DataPage,
+                at = page,
                 "data page {page:#x}: strips {bad_strips:?} are damaged and parity rebuilds only one"
             ));
         }
@@ -292,7 +298,13 @@ impl Strips {
     /// Strip `s` of page `page` rebuilt from the parity and the other
     /// seven strips, checked against a checksum copy when there are any.
     fn rebuild(&self, r: &dyn Region, page: u64, i: u64, s: usize) -> Result<[u8; STRIP]> {
-        let lost = || corrupt!("data page {page:#x}: strip {s} is damaged and cannot be rebuilt");
+        let lost = || {
+            corrupt!(
+                DataPage,
+                at = page,
+                "data page {page:#x}: strip {s} is damaged and cannot be rebuilt"
+            )
+        };
         if self.parity == 0 {
             return Err(lost());
         }

@@ -46,7 +46,7 @@ fn check_superblock(sb: &Superblock, region_len: u64) -> Result<()> {
         return Err(Error::NotNovafs("no novafs magic number".into()));
     }
     if sb.csum != sb.compute_csum() {
-        return Err(corrupt!("superblock checksum mismatch"));
+        return Err(corrupt!(Superblock, "superblock checksum mismatch"));
     }
     if sb.version > VERSION {
         return Err(Error::TooNew {
@@ -80,7 +80,7 @@ fn check_superblock(sb: &Superblock, region_len: u64) -> Result<()> {
         && geometry(sb.size, sb.shards, sb.features_incompat).is_some_and(|g| g.matches(sb))
         && dead_zone_fits(sb);
     if !sane {
-        return Err(corrupt!("superblock geometry is inconsistent"));
+        return Err(corrupt!(Superblock, "superblock geometry is inconsistent"));
     }
     Ok(())
 }

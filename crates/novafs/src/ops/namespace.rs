@@ -14,7 +14,7 @@ use crate::alloc::Budget;
 use crate::cache::{alive, is_loss, Cache, Locked};
 use crate::commit::{self, Ctx, Ending, Multi};
 use crate::dir::{check_name, dentry, Dent, DentrySpec};
-use crate::error::{Error, Result};
+use crate::error::{corrupt, Error, Result};
 use crate::file;
 use crate::gc;
 use crate::inode::{link_entry, record_of_attr, record_publish, Attr, Body, FileType, Ino, InodeState, ROOT_INO};
@@ -621,7 +621,7 @@ impl Namespace<'_> {
             }
             dir = self.cache.get(self.ctx, dir)?.parent.load(Ordering::Acquire);
         }
-        Err(Error::Corrupt("directory parents form a loop".into()))
+        Err(corrupt!(Directory, ino = dir, "directory parents form a loop"))
     }
 
     /// The checks rename(2) makes of the two names' types, of a replaced

@@ -14,6 +14,7 @@ use crate::xattr;
 
 /// Attribute changes for [`Fs::setattr`]; `None` leaves a field alone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct SetAttr {
     /// Permission bits; the file type cannot change.
     pub mode: Option<u32>,
@@ -23,12 +24,78 @@ pub struct SetAttr {
     pub atime: Option<i64>,
     pub mtime: Option<i64>,
     pub ctime: Option<i64>,
-    /// chattr flags (`layout::INODE_FLAGS`; any other is EOPNOTSUPP).
+    /// chattr flags (`FLAG_IMMUTABLE`, `FLAG_APPEND`, `FLAG_NODUMP` at the
+    /// crate root; any other is EOPNOTSUPP).
     pub flags: Option<u32>,
     /// The times given are the current time (utimensat's UTIME_NOW, as
     /// touch(1) sets them): allowed on an append-only file, where times
     /// set to any other value are EPERM, as on Linux.
     pub times_now: bool,
+}
+
+impl SetAttr {
+    /// Sets the permission bits.
+    #[must_use]
+    pub fn mode(mut self, mode: impl Into<Option<u32>>) -> Self {
+        self.mode = mode.into();
+        self
+    }
+
+    /// Sets the owner.
+    #[must_use]
+    pub fn uid(mut self, uid: impl Into<Option<u32>>) -> Self {
+        self.uid = uid.into();
+        self
+    }
+
+    /// Sets the group.
+    #[must_use]
+    pub fn gid(mut self, gid: impl Into<Option<u32>>) -> Self {
+        self.gid = gid.into();
+        self
+    }
+
+    /// Sets the size (truncates or extends).
+    #[must_use]
+    pub fn size(mut self, size: impl Into<Option<u64>>) -> Self {
+        self.size = size.into();
+        self
+    }
+
+    /// Sets the access time, in nanoseconds since the epoch.
+    #[must_use]
+    pub fn atime(mut self, atime: impl Into<Option<i64>>) -> Self {
+        self.atime = atime.into();
+        self
+    }
+
+    /// Sets the modification time, in nanoseconds since the epoch.
+    #[must_use]
+    pub fn mtime(mut self, mtime: impl Into<Option<i64>>) -> Self {
+        self.mtime = mtime.into();
+        self
+    }
+
+    /// Sets the change time, in nanoseconds since the epoch.
+    #[must_use]
+    pub fn ctime(mut self, ctime: impl Into<Option<i64>>) -> Self {
+        self.ctime = ctime.into();
+        self
+    }
+
+    /// Sets the chattr flags.
+    #[must_use]
+    pub fn flags(mut self, flags: impl Into<Option<u32>>) -> Self {
+        self.flags = flags.into();
+        self
+    }
+
+    /// Says the times given are the current time.
+    #[must_use]
+    pub fn times_now(mut self, times_now: bool) -> Self {
+        self.times_now = times_now;
+        self
+    }
 }
 
 /// The file pages a size change from `old` to `new` bytes touches: from

@@ -93,6 +93,8 @@ fn read_value(ctx: &Ctx, ino: u64, v: &Value) -> Result<Vec<u8>> {
         }
         if crc32c::crc32c(&out) != *crc {
             return Err(corrupt!(
+                Xattr,
+                ino = ino,
                 "an extended attribute value of inode {ino} fails its checksum"
             ));
         }

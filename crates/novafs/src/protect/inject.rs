@@ -28,7 +28,7 @@ use std::ops::{ControlFlow, Range};
 use novafs_rng::SplitMix;
 use pm::Region;
 
-use crate::error::{corrupt, Error, Result};
+use crate::error::{Error, Result};
 use crate::inode::{Body, InodeState};
 use crate::itable::{read_live_record, InodeTables};
 use crate::layout::{
@@ -254,6 +254,7 @@ impl Located {
 
 /// What to damage: the command line's arguments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Spec {
     pub target: Target,
     pub which: Which,
@@ -279,6 +280,41 @@ impl Spec {
             bytes: 8,
             live: false,
         }
+    }
+
+    /// Sets which copies to damage.
+    #[must_use]
+    pub fn which(mut self, which: Which) -> Self {
+        self.which = which;
+        self
+    }
+
+    /// Sets the inode of a per-inode target.
+    #[must_use]
+    pub fn ino(mut self, ino: Ino) -> Self {
+        self.ino = ino;
+        self
+    }
+
+    /// Sets the seed that picks the bytes.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets how many bytes to change.
+    #[must_use]
+    pub fn bytes(mut self, bytes: u64) -> Self {
+        self.bytes = bytes;
+        self
+    }
+
+    /// Aims only at bytes a mount reads, or not.
+    #[must_use]
+    pub fn live(mut self, live: bool) -> Self {
+        self.live = live;
+        self
     }
 }
 
@@ -720,7 +756,7 @@ fn walk_committed(region: &dyn Region, bounds: Bounds, rec: &Inode, verify: Veri
 /// Damage found while looking for a structure, with what was looked for.
 fn in_context(e: Error, what: fmt::Arguments<'_>) -> Error {
     match e {
-        Error::Corrupt(why) => corrupt!("{what}: {why}"),
+        Error::Corrupt(why) => Error::Corrupt(why.within(what)),
         e => e,
     }
 }

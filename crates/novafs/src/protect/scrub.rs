@@ -41,9 +41,19 @@ use zerocopy::IntoBytes;
 
 /// How to scrub.
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct ScrubOptions {
     /// Most bytes of file data checked per second (None: as fast as it goes).
     pub rate: Option<u64>,
+}
+
+impl ScrubOptions {
+    /// Sets the most bytes of file data checked per second (None: no limit).
+    #[must_use]
+    pub fn rate(mut self, rate: impl Into<Option<u64>>) -> Self {
+        self.rate = rate.into();
+        self
+    }
 }
 
 /// What a scrub found and did.
@@ -336,7 +346,7 @@ fn scrub_pages<G: Deref<Target = InodeState>>(
     let mut check = |block, pg: Option<u64>, bad: &mut BadPages| match scrub_block(ctx, block, &mut page) {
         Err(e) if is_loss(&e) => {
             let e = match pg {
-                None => corrupt!("an extended attribute's value: {e}"),
+                None => corrupt!(Xattr, "an extended attribute's value: {e}"),
                 Some(_) => e,
             };
             bad.add(pg, e);

@@ -142,7 +142,12 @@ fn free_kept_inode(ctx: &Ctx, ino: Ino, off: u64) -> Result<()> {
     ctx.region().read(off, &mut buf)?;
     let rec: Inode = decode(&buf)?;
     if rec.state != INODE_KEPT || rec.ino != ino {
-        return Err(corrupt!("kept inode {ino} is not kept at {off:#x}"));
+        return Err(corrupt!(
+            InodeRecord,
+            at = off,
+            ino = ino,
+            "kept inode {ino} is not kept at {off:#x}"
+        ));
     }
     let mut st = ctx.load_inode(off, &rec)?;
     let proof = ctx

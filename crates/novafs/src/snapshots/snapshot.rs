@@ -384,7 +384,13 @@ impl Snapshots {
                     off: k.off,
                     pages: k.pages,
                 },
-                _ => return Err(corrupt!("saved manifest item of unknown kind {}", k.kind)),
+                _ => {
+                    return Err(corrupt!(
+                        SnapshotManifest,
+                        "saved manifest item of unknown kind {}",
+                        k.kind
+                    ))
+                }
             };
             let placed = match item {
                 Kept::Data { .. } => {
@@ -400,6 +406,7 @@ impl Snapshots {
             };
             if !live.contains_key(&k.snapshot) || k.birth > k.snapshot || !placed {
                 return Err(corrupt!(
+                    SnapshotManifest,
                     "saved manifest item {k:?} names no live snapshot or lies outside the data area"
                 ));
             }
@@ -621,9 +628,17 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, BTr
         let e: SnapshotInfoEntry = decode(bytes)?;
         let name = bytes
             .get(SNAPSHOT_HEAD_SIZE..SNAPSHOT_HEAD_SIZE + usize::from(e.name_len))
-            .ok_or_else(|| corrupt!("snapshot record at {eoff:#x} has a bad name length"))?;
+            .ok_or_else(|| {
+                corrupt!(
+                    SnapshotList,
+                    at = eoff,
+                    "snapshot record at {eoff:#x} has a bad name length"
+                )
+            })?;
         if e.hdr.etype != EntryType::SnapshotInfo as u8 {
             return Err(corrupt!(
+                SnapshotList,
+                at = eoff,
                 "entry of type {} in the snapshot list at {eoff:#x}",
                 e.hdr.etype
             ));
@@ -632,7 +647,11 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, BTr
         match e.op {
             SNAPSHOT_TAKE => {
                 if list.newest_taken.as_ref().is_some_and(|l| e.epoch <= l.epoch) {
-                    return Err(corrupt!("snapshot record at {eoff:#x} goes back in epochs"));
+                    return Err(corrupt!(
+                        SnapshotList,
+                        at = eoff,
+                        "snapshot record at {eoff:#x} goes back in epochs"
+                    ));
                 }
                 let snap = Snapshot {
                     name: name.to_vec(),
@@ -644,10 +663,21 @@ fn load_list(region: &dyn Region, bounds: Bounds, off: u64) -> Result<(List, BTr
                 list.newest_taken = Some(snap);
             }
             SNAPSHOT_DELETE => {
-                live.remove(&e.epoch)
-                    .ok_or_else(|| corrupt!("snapshot record at {eoff:#x} deletes an unknown snapshot"))?;
+                live.remove(&e.epoch).ok_or_else(|| {
+                    corrupt!(
+                        SnapshotList,
+                        at = eoff,
+                        "snapshot record at {eoff:#x} deletes an unknown snapshot"
+                    )
+                })?;
             }
-            op => return Err(corrupt!("snapshot record at {eoff:#x} has unknown op {op}")),
+            op => {
+                return Err(corrupt!(
+                    SnapshotList,
+                    at = eoff,
+                    "snapshot record at {eoff:#x} has unknown op {op}"
+                ))
+            }
         }
         Ok(())
     })?;

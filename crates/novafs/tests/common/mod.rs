@@ -9,14 +9,7 @@ use pm::{MemRegion, Region};
 /// A freshly formatted heap region of `mib` MiB with `shards` shards.
 pub fn fresh(mib: u64, shards: u32) -> Arc<dyn Region> {
     let region: Arc<dyn Region> = Arc::new(MemRegion::new(mib << 20));
-    Fs::format(
-        region.clone(),
-        &FormatOptions {
-            shards: Some(shards),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    Fs::format(region.clone(), &FormatOptions::default().shards(shards)).unwrap();
     region
 }
 

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, OnceLock};
 
-use novafs::layout::{
+use novafs::probe::layout::{
     JournalRecord, Superblock, TxnInfo, CHUNK_FOOTER_OFF, CHUNK_MAGIC, CHUNK_NEXT_OFF, CHUNK_SIZE, INODE_HEADS_OFF,
     INODE_SIZE, JOURNAL_HEADERS_OFF, JOURNAL_RINGS_OFF, JOURNAL_RING_SIZE, LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE,
     RECORD_CHECK, RECORD_UPDATE, RECOVERY_INODE_OFF, SLOT, TXN_MAGIC, TXN_MARKER,
@@ -144,14 +144,7 @@ pub fn build_on_shard_zero() -> (Vec<u8>, Vec<u8>, Model) {
 pub fn try_build() -> Option<(Vec<u8>, Vec<u8>, Model)> {
     let mem = Arc::new(MemRegion::new(IMAGE_SIZE));
     let region: Arc<dyn Region> = mem.clone();
-    Fs::format(
-        region.clone(),
-        &FormatOptions {
-            shards: Some(SHARDS),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    Fs::format(region.clone(), &FormatOptions::default().shards(SHARDS)).unwrap();
     let fs = Fs::open(region, MountOptions::default()).unwrap();
     let mut m = Model::new();
     let small = fs.create(ROOT_INO, b"small", 0o644, 0, 0).unwrap();
@@ -193,14 +186,7 @@ pub fn populate(fs: &Fs, m: &mut Model) {
     let b = fs.mkdir(a.ino, b"b", 0o755, 0, 0).unwrap();
     m.insert("/a/b".into(), Expect::Dir);
     let f2 = file(fs, m, b.ino, "/a/b/f2", &pattern(2 * 4096, 2));
-    fs.setattr(
-        f2.ino,
-        &novafs::SetAttr {
-            mode: Some(0o600),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    fs.setattr(f2.ino, &novafs::SetAttr::default().mode(0o600)).unwrap();
     fs.link(f1.ino, b.ino, b"hard").unwrap();
     m.insert("/a/b/hard".into(), Expect::File(f1_data));
     fs.symlink(ROOT_INO, b"link", b"a/f1", 0, 0).unwrap();
@@ -215,14 +201,7 @@ pub fn populate(fs: &Fs, m: &mut Model) {
     m.insert("/a/moved".into(), moved);
     // Truncated: a setattr entry shrinks what the write entries map.
     let t = file(fs, m, ROOT_INO, "/trunc", &pattern(3 * 4096, 3));
-    fs.setattr(
-        t.ino,
-        &novafs::SetAttr {
-            size: Some(5000),
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    fs.setattr(t.ino, &novafs::SetAttr::default().size(5000)).unwrap();
     m.insert("/trunc".into(), Expect::File(pattern(3 * 4096, 3)[..5000].to_vec()));
     // One page per write: a log of a few pages of live write entries.
     let big = fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap();

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use novafs::layout::{
+use novafs::probe::layout::{
     entry_csum, Superblock, INODE_CSUM_END, INODE_CSUM_START, INODE_CSUM_WORD_OFF, INODE_HEADS_OFF, INODE_SIZE,
     JOURNAL_HEADERS_OFF, LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, RECOVERY_INODE_OFF, SLOT,
 };

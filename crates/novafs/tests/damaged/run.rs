@@ -101,13 +101,7 @@ impl Probe<'_> {
         }
         self.fsck(&region, "fsck");
         set_step("open-ro");
-        match Fs::open(
-            region.clone(),
-            MountOptions {
-                read_only: true,
-                ..MountOptions::default()
-            },
-        ) {
+        match Fs::open(region.clone(), MountOptions::default().read_only(true)) {
             Ok(fs) => {
                 self.notes.push("ro=ok".into());
                 self.walk(&fs, self.expect.strict);
@@ -343,10 +337,7 @@ impl Probe<'_> {
             results.push(fs.write(f.ino, f.size, b"one more line\n").map(|_| ()));
         }
         if let Ok(f) = fs.resolve("/a/f1") {
-            let set = novafs::SetAttr {
-                size: Some(100),
-                ..Default::default()
-            };
+            let set = novafs::SetAttr::default().size(100);
             results.push(fs.setattr(f.ino, &set).map(|_| ()));
         }
         if let Ok(ch) = fs.resolve("/churn") {

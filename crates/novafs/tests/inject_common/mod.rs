@@ -7,7 +7,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use novafs::inject::{CopyKind, Located, Spec, Target};
-use novafs::layout::{Inode, Superblock};
+use novafs::probe::layout::{Inode, Superblock};
 use novafs::probe::{bounds_of, read_live_record, read_superblock, InodeTables, Mirrored};
 use novafs::{FormatOptions, Fs, Ino, MountOptions, Result, ROOT_INO};
 use pm::{MemRegion, Region};
@@ -29,11 +29,7 @@ pub fn image_with(replicas: bool) -> (Arc<MemRegion>, Files) {
     let region: Arc<dyn Region> = mem.clone();
     Fs::format(
         region.clone(),
-        &FormatOptions {
-            shards: Some(2),
-            meta_replicas: replicas,
-            ..FormatOptions::default()
-        },
+        &FormatOptions::default().shards(2).meta_replicas(replicas),
     )
     .unwrap();
     let fs = Fs::open(region, MountOptions::default()).unwrap();
@@ -141,11 +137,7 @@ pub fn copies_equal(mem: &MemRegion, l: &Located, range: std::ops::Range<u64>) -
 }
 
 pub fn spec(target: Target, ino: Ino, seed: u64) -> Spec {
-    Spec {
-        ino,
-        seed,
-        ..Spec::new(target)
-    }
+    Spec::new(target).ino(ino).seed(seed)
 }
 
 /// Offset of inode `ino`'s record, where the inode tables put it.

@@ -284,13 +284,7 @@ impl ReferenceStateMachine for Reference {
                 )
                     .prop_map(|(at, mode, uid, gid, mtime)| Op::Setattr {
                         at,
-                        set: SetAttr {
-                            mode,
-                            uid,
-                            gid,
-                            mtime,
-                            ..SetAttr::default()
-                        },
+                        set: SetAttr::default().mode(mode).uid(uid).gid(gid).mtime(mtime),
                     })
                     .boxed()),
             ),

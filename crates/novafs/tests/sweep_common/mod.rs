@@ -29,14 +29,7 @@ pub type Tree = BTreeMap<String, Node>;
 pub fn populated(mib: u64, dirs: usize, files: usize) -> (Vec<u8>, Vec<Ino>) {
     let mem = Arc::new(MemRegion::new(mib << 20));
     let region: Arc<dyn Region> = mem.clone();
-    Fs::format(
-        region.clone(),
-        &FormatOptions {
-            shards: Some(2),
-            ..FormatOptions::default()
-        },
-    )
-    .unwrap();
+    Fs::format(region.clone(), &FormatOptions::default().shards(2)).unwrap();
     let fs = Fs::open(region, MountOptions::default()).unwrap();
     let mut inos = vec![ROOT_INO];
     for d in 0..dirs {
@@ -56,10 +49,7 @@ pub fn populated(mib: u64, dirs: usize, files: usize) -> (Vec<u8>, Vec<Ino>) {
                     .unwrap();
             }
             if f % 4 == 1 {
-                let set = novafs::SetAttr {
-                    mode: Some(0o600),
-                    ..Default::default()
-                };
+                let set = novafs::SetAttr::default().mode(0o600);
                 fs.setattr(ino, &set).unwrap();
             }
             if f % 5 == 2 {
@@ -85,13 +75,7 @@ pub fn pattern(len: usize, salt: u8) -> Vec<u8> {
 
 /// The tree of the image, read through a read-only mount.
 pub fn tree(region: &Arc<dyn Region>) -> novafs::Result<Tree> {
-    let fs = Fs::open(
-        region.clone(),
-        MountOptions {
-            read_only: true,
-            ..MountOptions::default()
-        },
-    )?;
+    let fs = Fs::open(region.clone(), MountOptions::default().read_only(true))?;
     let mut out = Tree::new();
     let mut todo = vec![(String::new(), ROOT_INO)];
     while let Some((path, dir)) = todo.pop() {

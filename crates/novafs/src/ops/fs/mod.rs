@@ -48,6 +48,7 @@ pub const MAX_SYMLINK: usize = 4095;
 
 /// How to open an image.
 #[derive(Clone, Copy, Debug, Default)]
+#[non_exhaustive]
 pub struct MountOptions {
     pub read_only: bool,
     /// Keep the metadata replicas current (the default where the image
@@ -57,6 +58,36 @@ pub struct MountOptions {
     pub atime: Atime,
     /// Directories' access times stay (nodiratime).
     pub no_dir_atime: bool,
+}
+
+impl MountOptions {
+    /// Mounts read-only, or read-write.
+    #[must_use]
+    pub fn read_only(mut self, read_only: bool) -> Self {
+        self.read_only = read_only;
+        self
+    }
+
+    /// Sets what this mount does with the metadata replicas.
+    #[must_use]
+    pub fn meta_replicas(mut self, meta_replicas: MetaReplicas) -> Self {
+        self.meta_replicas = meta_replicas;
+        self
+    }
+
+    /// Sets when reads update access times.
+    #[must_use]
+    pub fn atime(mut self, atime: Atime) -> Self {
+        self.atime = atime;
+        self
+    }
+
+    /// Leaves directories' access times alone, or not.
+    #[must_use]
+    pub fn no_dir_atime(mut self, no_dir_atime: bool) -> Self {
+        self.no_dir_atime = no_dir_atime;
+        self
+    }
 }
 
 /// When a read (of file data, or a directory listing) updates the access
@@ -79,6 +110,7 @@ const RELATIME_PERIOD_NS: i64 = 24 * 3600 * 1_000_000_000;
 
 /// A new node for [`Fs::make`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Make {
     /// Type and permission bits, as asked (before the umask).
     pub mode: u32,
@@ -104,6 +136,41 @@ impl Make {
             umask: 0,
             opened: false,
         }
+    }
+
+    /// Sets a device node's number.
+    #[must_use]
+    pub fn rdev(mut self, rdev: u64) -> Self {
+        self.rdev = rdev;
+        self
+    }
+
+    /// Sets the creating process's user.
+    #[must_use]
+    pub fn uid(mut self, uid: u32) -> Self {
+        self.uid = uid;
+        self
+    }
+
+    /// Sets the creating process's group.
+    #[must_use]
+    pub fn gid(mut self, gid: u32) -> Self {
+        self.gid = gid;
+        self
+    }
+
+    /// Sets the permission bits to clear unless the directory has a default ACL.
+    #[must_use]
+    pub fn umask(mut self, umask: u32) -> Self {
+        self.umask = umask;
+        self
+    }
+
+    /// Registers an open handle at once, or not.
+    #[must_use]
+    pub fn opened(mut self, opened: bool) -> Self {
+        self.opened = opened;
+        self
     }
 }
 
@@ -269,7 +336,9 @@ impl Fs {
         &self.report
     }
 
-    /// A copy of the superblock as mounted.
+    /// A copy of the superblock as mounted (the probe window's: the
+    /// superblock's layout is the format's, not the API's).
+    #[cfg(feature = "probe")]
     pub fn superblock(&self) -> Superblock {
         *self.sb.lock()
     }

@@ -123,10 +123,12 @@ impl Fs {
         }
         // The size comes from the media: a target is never longer.
         if st.meta.attr.size > MAX_SYMLINK as u64 {
-            return Err(Error::Corrupt(format!(
+            return Err(crate::error::corrupt!(
+                Symlink,
+                ino = ino,
                 "symlink {ino} has a {}-byte target",
                 st.meta.attr.size
-            )));
+            ));
         }
         let mut buf = vec![0u8; st.meta.attr.size as usize];
         let n = file::read(&self.ctx, &st, 0, &mut buf)?;
