@@ -106,7 +106,8 @@ pub(crate) fn mount(
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
     // Through the mirroring view: a replayed update reaches both copies.
-    report.journal_replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
+    let replay = Journal::recover(&region, &sb)?;
+    report.journal_replayed = replay.replayed;
     let ctx = open_ctx(region.clone(), &sb, read_only)?;
     // Snapshots' manifests come back with the saved state (Fortis §3.2);
     // after a crash the scan rebuilds them.
@@ -134,8 +135,10 @@ pub(crate) fn mount(
                 ..ctx_fresh
             };
         }
+        ctx_fresh.health.repaired(replay.repaired);
         return finish(ctx_fresh, sb, report, read_only, t0);
     }
+    ctx.health.repaired(replay.repaired);
     finish(ctx, sb, report, read_only, t0)
 }
 
@@ -722,7 +725,7 @@ pub struct Inspect {
 pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
     let r = &*region;
     let (sb, primary_bad) = read_superblock(r)?;
-    let pending_journal = Journal::pending(r, &sb)?;
+    let pending_journal = Journal::pending(&region, &sb)?;
     let free = if sb.state != STATE_CLEAN || pending_journal {
         Err("not cleanly unmounted".to_string())
     } else {

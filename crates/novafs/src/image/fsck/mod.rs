@@ -35,7 +35,7 @@ use crate::layout::{
 use crate::log::Log;
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas};
-use crate::replica::{sync, Mirrored};
+use crate::replica::sync;
 use crate::snapshot::{Kept, Snapshots};
 use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
 
@@ -101,10 +101,19 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     if health != HealthCounts::default() {
         rep.notes.push(health.to_string());
     }
-    let replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
-    if replayed > 0 {
-        rep.notes
-            .push(format!("replayed {replayed} committed journal transaction(s)"));
+    let replay = Journal::recover(&region, &sb)?;
+    if replay.replayed > 0 {
+        rep.notes.push(format!(
+            "replayed {} committed journal transaction(s)",
+            replay.replayed
+        ));
+    }
+    if replay.repaired > 0 {
+        // The replay had to rewrite them to go on: damage all the same.
+        rep.problems.push(format!(
+            "{} range(s) a committed journal transaction checks were damaged in the primary; rewritten from their replicas by the replay",
+            replay.repaired
+        ));
     }
     let bounds = bounds_of(&sb);
     // Read-only: what is read from a replica is used, never written back.
