@@ -106,8 +106,7 @@ pub(crate) fn mount(
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
     // Through the mirroring view: a replayed update reaches both copies.
-    let replay = Journal::recover(&region, &sb)?;
-    report.journal_replayed = replay.replayed;
+    report.journal_replayed = Journal::recover(&region, &sb)?.replayed;
     let ctx = open_ctx(region.clone(), &sb, read_only)?;
     // Snapshots' manifests come back with the saved state (Fortis §3.2);
     // after a crash the scan rebuilds them.
@@ -135,10 +134,8 @@ pub(crate) fn mount(
                 ..ctx_fresh
             };
         }
-        ctx_fresh.health.repaired(replay.repaired);
         return finish(ctx_fresh, sb, report, read_only, t0);
     }
-    ctx.health.repaired(replay.repaired);
     finish(ctx, sb, report, read_only, t0)
 }
 

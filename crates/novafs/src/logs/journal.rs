@@ -45,7 +45,7 @@ use crate::alloc::current_shard;
 use crate::error::{Error, Result};
 use crate::layout::{
     decode, Bounds, JournalHeader, JournalRecord, Superblock, TxnInfo, JOURNAL_HEAD_FIELD, PAGE_SIZE, RECORD_CHECK,
-    RECORD_UPDATE, TXN_MAGIC, TXN_MARKER,
+    RECORD_UPDATE, TXN_MAGIC, TXN_MARKER, VERSION,
 };
 use crate::replica::{readable, Mirrored};
 use crate::superblock::bounds_of;
@@ -381,6 +381,7 @@ impl Journal {
         let mut done = Replay::default();
         for i in 0..u64::from(sb.shards) {
             let hdr = header_off(sb, i);
+            done.headers += u64::from(restore_header(&*meta, hdr, sb.journal_ring_size)?);
             let head = load_head(&*meta, hdr, sb.journal_ring_size)?;
             let mut pos = head;
             while let Some(txn) = txn_at(&*meta, sb, i, pos)? {
@@ -424,22 +425,77 @@ pub(crate) struct Replay {
     /// Checked ranges whose primary failed the check while the replica
     /// held it: rewritten from the replica (damage, counted as repairs).
     pub repaired: u64,
+    /// Damaged header lines rewritten ([`damaged_headers`]).
+    pub headers: u64,
 }
 
 /// Heads past this are damage: 2^62 bytes of transactions never happen.
 const MAX_HEAD: u64 = 1 << 62;
 
-/// A shard's durable head. A damaged one (far past any real count) is
-/// replaced by a count no transaction ever reached, at the same ring
-/// position: nothing is replayed from it (every transaction names the
-/// count it was written at), and counting on from it cannot overflow.
+/// Whether `head` is a count some run of transactions reaches: below
+/// 2^62, and a multiple of 8 (every record and TxnInfo is).
+fn head_is_whole(head: u64) -> bool {
+    head < MAX_HEAD && head.is_multiple_of(8)
+}
+
+/// A shard's durable head. A damaged one (far past any real count, or
+/// between two words) is replaced by a count no transaction ever reached
+/// (2^61 and up), at (the word holding) the same ring position: nothing is
+/// replayed from it (every transaction names the count it was written
+/// at), and counting on from it stays whole (below 2^62) for 2^61 bytes.
 fn load_head(region: &dyn Region, header: u64, ring_size: u64) -> Result<u64> {
     let head = region.load_u64(header + JOURNAL_HEAD_FIELD)?;
-    if head < MAX_HEAD {
+    if head_is_whole(head) {
         return Ok(head);
     }
     tracing::error!(header, head, "journal head is damaged; continuing at its ring position");
-    Ok(MAX_HEAD - MAX_HEAD % ring_size - ring_size + head % ring_size)
+    let base = MAX_HEAD / 2;
+    Ok(base - base % ring_size + (head % ring_size & !7))
+}
+
+/// What is wrong with each shard's header line, in words: a head no run
+/// of transactions reaches, or reserved words that are not zero (nothing
+/// writes them). Damage either way: [`Journal::recover`] rewrites the line.
+/// A format 1 image kept a tail in the line: its first mount rewrites it.
+pub(crate) fn damaged_headers(region: &dyn Region, sb: &Superblock) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    if sb.version < VERSION {
+        return Ok(out);
+    }
+    for i in 0..u64::from(sb.shards) {
+        let hdr: JournalHeader = read_header(region, header_off(sb, i))?;
+        if !head_is_whole(hdr.head) {
+            out.push(format!("journal head of shard {i} is damaged ({:#x})", hdr.head));
+        }
+        if hdr.reserved != [0; 7] {
+            out.push(format!("journal header of shard {i} has damaged reserved words"));
+        }
+    }
+    Ok(out)
+}
+
+fn read_header(region: &dyn Region, off: u64) -> Result<JournalHeader> {
+    let mut buf = [0u8; size_of::<JournalHeader>()];
+    region.read(off, &mut buf)?;
+    decode(&buf)
+}
+
+/// Rewrites the header line at `off` if it is damaged ([`damaged_headers`]):
+/// the head [`load_head`] continues from, reserved words zero. Returns
+/// whether it did.
+fn restore_header(region: &dyn Region, off: u64, ring_size: u64) -> Result<bool> {
+    let hdr = read_header(region, off)?;
+    if head_is_whole(hdr.head) && hdr.reserved == [0; 7] {
+        return Ok(false);
+    }
+    let whole = JournalHeader {
+        head: load_head(region, off, ring_size)?,
+        reserved: [0; 7],
+    };
+    region.write(off, whole.as_bytes())?;
+    region.flush(off, size_of::<JournalHeader>() as u64)?;
+    region.fence(); // R5: the head is whole before anything counts on from it.
+    Ok(true)
 }
 
 /// Zeroes the first record of the transaction at ring position `pos`,
@@ -543,7 +599,12 @@ fn read_txn(
 /// that holds in either means the transaction was committed; after the
 /// commit fence both copies hold it, so one damaged copy cannot hide a
 /// committed transaction whose updates have begun to land in place.
-fn checks_hold(meta: &dyn Region, data: &dyn Region, bounds: Bounds, checks: &[Check]) -> Result<Option<Vec<(u64, u64)>>> {
+fn checks_hold(
+    meta: &dyn Region,
+    data: &dyn Region,
+    bounds: Bounds,
+    checks: &[Check],
+) -> Result<Option<Vec<(u64, u64)>>> {
     let mut buf = Vec::new();
     let mut from_replica = Vec::new();
     for c in checks {
@@ -587,7 +648,8 @@ fn copy_replica_over_primary(data: &dyn Region, bounds: Bounds, addr: u64, len: 
     if read_replica(data, bounds, addr, &mut buf)? {
         data.write(addr, &buf)?;
         data.flush(addr, len)?;
-        tracing::warn!(addr, len, "journal-checked metadata repaired from its replica");
+        // A crash between the copies' stores leaves this too: no warning.
+        tracing::info!(addr, len, "journal-checked metadata taken from its replica");
     }
     Ok(())
 }
@@ -680,15 +742,18 @@ mod tests {
     #[test]
     fn a_damaged_head_replays_nothing_and_counting_on_cannot_overflow() {
         let region = pm::MemRegion::new(8192);
-        for damaged in [MAX_HEAD, u64::MAX - 3, u64::MAX] {
+        for damaged in [MAX_HEAD, u64::MAX - 3, u64::MAX, 12345] {
             region.store_u64(64 + JOURNAL_HEAD_FIELD, damaged).unwrap();
             let head = load_head(&region, 64, RING).unwrap();
-            assert_eq!(head % RING, damaged % RING, "same ring position");
-            assert!(head < MAX_HEAD && head + 1000 * RING > head, "room to count on");
-            assert!(head >= MAX_HEAD - 2 * RING, "a count no transaction reached");
+            assert_eq!(head % RING, damaged % RING & !7, "the same ring position's word");
+            assert!(
+                head_is_whole(head) && head_is_whole(head + (1 << 60)),
+                "room to count on"
+            );
+            assert!(head >= 1 << 61, "a count no transaction reached");
         }
-        region.store_u64(64 + JOURNAL_HEAD_FIELD, 12345).unwrap();
-        assert_eq!(load_head(&region, 64, RING).unwrap(), 12345);
+        region.store_u64(64 + JOURNAL_HEAD_FIELD, 12344).unwrap();
+        assert_eq!(load_head(&region, 64, RING).unwrap(), 12344);
     }
 
     #[test]

@@ -691,7 +691,7 @@ fn walk_committed(region: &dyn Region, bounds: Bounds, rec: &Inode, verify: Veri
                 });
                 ControlFlow::Continue(())
             }
-            Step::Repaired(..) => ControlFlow::Continue(()),
+            Step::Repaired(..) | Step::Chose(..) => ControlFlow::Continue(()),
         })
     })?;
     Ok(found)
