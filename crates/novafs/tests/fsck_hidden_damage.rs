@@ -15,7 +15,6 @@ mod sweep_common;
 use novafs::inject::{self, CopyKind, Located, Target};
 use novafs::layout::{JOURNAL_HEADERS_OFF, LOG_NEXT_OFF};
 use novafs::{Fs, Ino, MountOptions, ROOT_INO};
-use pm::Region as _;
 use sweep_common::{copy_of, populated, repair_and_compare, tree, Tree};
 
 /// A populated image with one more file whose log spans several pages

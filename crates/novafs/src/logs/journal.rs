@@ -450,7 +450,7 @@ fn load_head(region: &dyn Region, header: u64, ring_size: u64) -> Result<u64> {
     }
     tracing::error!(header, head, "journal head is damaged; continuing at its ring position");
     let base = MAX_HEAD / 2;
-    Ok(base - base % ring_size + (head % ring_size & !7))
+    Ok(base - base % ring_size + ((head % ring_size) & !7))
 }
 
 /// What is wrong with each shard's header line, in words: a head no run
@@ -745,7 +745,7 @@ mod tests {
         for damaged in [MAX_HEAD, u64::MAX - 3, u64::MAX, 12345] {
             region.store_u64(64 + JOURNAL_HEAD_FIELD, damaged).unwrap();
             let head = load_head(&region, 64, RING).unwrap();
-            assert_eq!(head % RING, damaged % RING & !7, "the same ring position's word");
+            assert_eq!(head % RING, (damaged % RING) & !7, "the same ring position's word");
             assert!(
                 head_is_whole(head) && head_is_whole(head + (1 << 60)),
                 "room to count on"
