@@ -5,8 +5,9 @@
 //! runs the whole sweep once per seed (a sweep that passes with one seed
 //! proves little). Prints the counts and, for each failure, a reproducer.
 //! Exit 0: no failures.
-//! Mounting crash images logs recovery warnings on stderr; `RUST_LOG=off`
-//! silences them.
+//! Mounting crash images makes the core log a warning for every repair;
+//! by default only errors reach stderr (`-v` or `RUST_LOG` shows more,
+//! `RUST_LOG=off` nothing).
 
 use std::process::ExitCode;
 use std::time::{Duration, Instant};

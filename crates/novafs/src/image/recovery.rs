@@ -105,7 +105,7 @@ pub(crate) fn mount(
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
     // Through the mirroring view: a replayed update reaches both copies.
-    report.journal_replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
+    report.journal_replayed = Journal::recover(&region, &sb)?.replayed;
     let ctx = open_ctx(region.clone(), &sb, read_only)?;
     // Snapshots' manifests come back with the saved state (Fortis §3.2);
     // after a crash the scan rebuilds them.
@@ -307,7 +307,8 @@ pub(crate) fn save_state(ctx: &Ctx, sb: &Superblock) -> Result<()> {
     let pages = ctx.alloc().export();
     let inos = ctx.tables().export_free();
     let kept = ctx.snapshots().export_manifests();
-    let kept_items = u32::try_from(kept.len()).map_err(|_| corrupt!(SnapshotManifest, "too many manifest items to save"))?;
+    let kept_items =
+        u32::try_from(kept.len()).map_err(|_| corrupt!(SnapshotManifest, "too many manifest items to save"))?;
     let mut body = Vec::with_capacity((pages.len() + inos.len()) * 16 + kept.len() * size_of::<SavedKept>());
     for &(s, n) in pages.iter().chain(&inos) {
         body.extend_from_slice(&s.to_le_bytes());
@@ -729,7 +730,7 @@ pub struct Inspect {
 pub fn inspect(region: Arc<dyn Region>) -> Result<Inspect> {
     let r = &*region;
     let (sb, primary_bad) = read_superblock(r)?;
-    let pending_journal = Journal::pending(r, &sb)?;
+    let pending_journal = Journal::pending(&region, &sb)?;
     let free = if sb.state != STATE_CLEAN || pending_journal {
         Err("not cleanly unmounted".to_string())
     } else {

@@ -547,7 +547,13 @@ pub(crate) fn record_seen_at(
         INODE_LIVE => rec.create_epoch <= epoch,
         INODE_KEPT => rec.create_epoch <= epoch && epoch < rec.delete_epoch,
         INODE_FREE => false,
-        bad => return Err(corrupt!(InodeRecord, ino = ino, "inode {ino}'s record has a damaged state word {bad:#x}")),
+        bad => {
+            return Err(corrupt!(
+                InodeRecord,
+                ino = ino,
+                "inode {ino}'s record has a damaged state word {bad:#x}"
+            ))
+        }
     };
     if !seen || rec.ino != ino {
         return Err(Error::NotFound);

@@ -334,10 +334,18 @@ impl Meta {
             EntryType::Lost => {
                 let e: LostEntry = decode(bytes)?;
                 let Body::File(map) = &mut self.body else {
-                    return Err(corrupt!(LogEntry, at = off, "lost range entry in the log of a non-file at {off:#x}"));
+                    return Err(corrupt!(
+                        LogEntry,
+                        at = off,
+                        "lost range entry in the log of a non-file at {off:#x}"
+                    ));
                 };
                 if e.npages == 0 || e.pgoff.checked_add(e.npages).is_none_or(|end| end > MAX_FILE_PAGES) {
-                    return Err(corrupt!(LogEntry, at = off, "lost range entry at {off:#x} names no pages of a file"));
+                    return Err(corrupt!(
+                        LogEntry,
+                        at = off,
+                        "lost range entry at {off:#x} names no pages of a file"
+                    ));
                 }
                 map.apply_lost(log, e.pgoff, e.npages, freed);
                 // Their data pages are gone: nothing left to reseal.

@@ -35,6 +35,8 @@
 //! that passes, checkpointing each before replaying the next. Records are
 //! redo images, so replay is idempotent.
 
+use std::sync::Arc;
+
 use crate::lock::{Mutex, MutexGuard, Rank};
 use pm::Region;
 use zerocopy::IntoBytes;
@@ -42,9 +44,11 @@ use zerocopy::IntoBytes;
 use crate::alloc::current_shard;
 use crate::error::{Error, Result};
 use crate::layout::{
-    decode, JournalHeader, JournalRecord, Superblock, TxnInfo, JOURNAL_HEAD_FIELD, PAGE_SIZE, RECORD_CHECK,
-    RECORD_UPDATE, TXN_MAGIC, TXN_MARKER,
+    decode, Bounds, JournalHeader, JournalRecord, Superblock, TxnInfo, JOURNAL_HEAD_FIELD, PAGE_SIZE, RECORD_CHECK,
+    RECORD_UPDATE, TXN_MAGIC, TXN_MARKER, VERSION,
 };
+use crate::replica::{readable, Mirrored};
+use crate::superblock::bounds_of;
 
 /// One metadata update: `bytes` become the contents at region offset `addr`.
 #[derive(Clone, Debug)]
@@ -353,11 +357,13 @@ impl Journal {
 
     /// Whether any shard holds a committed transaction that recovery would
     /// replay. Reads only, so it is safe on a mounted image.
-    pub(crate) fn pending(region: &dyn Region, sb: &Superblock) -> Result<bool> {
+    pub(crate) fn pending(region: &Arc<dyn Region>, sb: &Superblock) -> Result<bool> {
+        let bounds = bounds_of(sb);
+        let meta = Mirrored::view(region.clone(), bounds);
         for i in 0..u64::from(sb.shards) {
-            let head = load_head(region, header_off(sb, i), sb.journal_ring_size)?;
-            if let Some(txn) = txn_at(region, sb, i, head)? {
-                if checks_hold(region, &txn.checks)? {
+            let head = load_head(&*meta, header_off(sb, i), sb.journal_ring_size)?;
+            if let Some(txn) = txn_at(&*meta, sb, i, head)? {
+                if checks_hold(&*meta, &**region, bounds, &txn.checks)?.is_some() {
                     return Ok(true);
                 }
             }
@@ -365,55 +371,134 @@ impl Journal {
         Ok(false)
     }
 
-    /// Replays the committed transactions of every shard, from its head,
-    /// and checkpoints them (NOVA §4.7 step 1). Returns how many were
-    /// replayed. What follows them — a transaction torn by the crash, or
-    /// whose checked ranges did not all reach the media, or bytes of an
-    /// older lap of the ring — was never committed and is ignored: nothing
-    /// of it was applied in place (module comment).
-    pub(crate) fn recover(region: &dyn Region, sb: &Superblock) -> Result<u64> {
-        let mut replayed = 0;
+    /// Replays the committed transactions of every shard of the image on
+    /// `region`, from its head, and checkpoints them (NOVA §4.7 step 1).
+    /// What follows them — a transaction torn by the crash, or whose
+    /// checked ranges did not all reach the media, or bytes of an older
+    /// lap of the ring — was never committed and is ignored: nothing of it
+    /// was applied in place (module comment). Replayed updates reach both
+    /// copies of what they change (the mirroring view).
+    pub(crate) fn recover(region: &Arc<dyn Region>, sb: &Superblock) -> Result<Replay> {
+        let bounds = bounds_of(sb);
+        let meta = Mirrored::view(region.clone(), bounds);
+        let mut done = Replay::default();
         for i in 0..u64::from(sb.shards) {
             let hdr = header_off(sb, i);
-            let head = load_head(region, hdr, sb.journal_ring_size)?;
+            done.headers += u64::from(restore_header(&*meta, hdr, sb.journal_ring_size)?);
+            let head = load_head(&*meta, hdr, sb.journal_ring_size)?;
             let mut pos = head;
-            while let Some(txn) = txn_at(region, sb, i, pos)? {
-                if !checks_hold(region, &txn.checks)? {
-                    forget_uncommitted(region, ring_off(sb, i), sb.journal_ring_size, pos)?;
+            while let Some(txn) = txn_at(&*meta, sb, i, pos)? {
+                let Some(from_replica) = checks_hold(&*meta, &**region, bounds, &txn.checks)? else {
+                    forget_uncommitted(&*meta, ring_off(sb, i), sb.journal_ring_size, pos)?;
                     break;
+                };
+                // Accepted on the replica's copy of a checked range: that
+                // copy is the one the image keeps from now on (FORMAT.md
+                // "A crash and a damaged copy": one fixed mix of lines),
+                // so it goes over the primary, which may be damaged or a
+                // stale record a reused slot still holds.
+                for &(addr, len) in &from_replica {
+                    copy_replica_over_primary(&**region, bounds, addr, len)?;
                 }
+                done.repaired += from_replica.len() as u64;
                 for u in &txn.updates {
-                    apply(region, u)?;
+                    apply(&*meta, u)?;
                 }
-                // Replayed updates persistent, then checkpointed before the
-                // next transaction is replayed: its updates may overwrite
+                // Replayed updates (and primaries rewritten from their
+                // replicas) persistent, then checkpointed before the next
+                // transaction is replayed: its updates may overwrite
                 // ranges this one checks (invalidate a dentry it added), so
                 // a crash must not find this one at the head again (R2,
                 // then the checkpoint store, R5).
-                region.fence();
-                region.commit_u64(hdr + JOURNAL_HEAD_FIELD, txn.end)?;
+                meta.fence();
+                meta.commit_u64(hdr + JOURNAL_HEAD_FIELD, txn.end)?;
                 pos = txn.end;
-                replayed += 1;
+                done.replayed += 1;
             }
         }
-        Ok(replayed)
+        Ok(done)
     }
+}
+
+/// What [`Journal::recover`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Replay {
+    /// Committed transactions replayed.
+    pub replayed: u64,
+    /// Checked ranges whose primary failed the check while the replica
+    /// held it: rewritten from the replica (damage, counted as repairs).
+    pub repaired: u64,
+    /// Damaged header lines rewritten ([`damaged_headers`]).
+    pub headers: u64,
 }
 
 /// Heads past this are damage: 2^62 bytes of transactions never happen.
 const MAX_HEAD: u64 = 1 << 62;
 
-/// A shard's durable head. A damaged one (far past any real count) is
-/// replaced by a count no transaction ever reached, at the same ring
-/// position: nothing is replayed from it (every transaction names the
-/// count it was written at), and counting on from it cannot overflow.
+/// Whether `head` is a count some run of transactions reaches: below
+/// 2^62, and a multiple of 8 (every record and TxnInfo is).
+fn head_is_whole(head: u64) -> bool {
+    head < MAX_HEAD && head.is_multiple_of(8)
+}
+
+/// A shard's durable head. A damaged one (far past any real count, or
+/// between two words) is replaced by a count no transaction ever reached
+/// (2^61 and up), at (the word holding) the same ring position: nothing is
+/// replayed from it (every transaction names the count it was written
+/// at), and counting on from it stays whole (below 2^62) for 2^61 bytes.
 fn load_head(region: &dyn Region, header: u64, ring_size: u64) -> Result<u64> {
     let head = region.load_u64(header + JOURNAL_HEAD_FIELD)?;
-    if head < MAX_HEAD {
+    if head_is_whole(head) {
         return Ok(head);
     }
     tracing::error!(header, head, "journal head is damaged; continuing at its ring position");
-    Ok(MAX_HEAD - MAX_HEAD % ring_size - ring_size + head % ring_size)
+    let base = MAX_HEAD / 2;
+    Ok(base - base % ring_size + ((head % ring_size) & !7))
+}
+
+/// What is wrong with each shard's header line, in words: a head no run
+/// of transactions reaches, or reserved words that are not zero (nothing
+/// writes them). Damage either way: [`Journal::recover`] rewrites the line.
+/// A format 1 image kept a tail in the line: its first mount rewrites it.
+pub(crate) fn damaged_headers(region: &dyn Region, sb: &Superblock) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    if sb.version < VERSION {
+        return Ok(out);
+    }
+    for i in 0..u64::from(sb.shards) {
+        let hdr: JournalHeader = read_header(region, header_off(sb, i))?;
+        if !head_is_whole(hdr.head) {
+            out.push(format!("journal head of shard {i} is damaged ({:#x})", hdr.head));
+        }
+        if hdr.reserved != [0; 7] {
+            out.push(format!("journal header of shard {i} has damaged reserved words"));
+        }
+    }
+    Ok(out)
+}
+
+fn read_header(region: &dyn Region, off: u64) -> Result<JournalHeader> {
+    let mut buf = [0u8; size_of::<JournalHeader>()];
+    region.read(off, &mut buf)?;
+    decode(&buf)
+}
+
+/// Rewrites the header line at `off` if it is damaged ([`damaged_headers`]):
+/// the head [`load_head`] continues from, reserved words zero. Returns
+/// whether it did.
+fn restore_header(region: &dyn Region, off: u64, ring_size: u64) -> Result<bool> {
+    let hdr = read_header(region, off)?;
+    if head_is_whole(hdr.head) && hdr.reserved == [0; 7] {
+        return Ok(false);
+    }
+    let whole = JournalHeader {
+        head: load_head(region, off, ring_size)?,
+        reserved: [0; 7],
+    };
+    region.write(off, whole.as_bytes())?;
+    region.flush(off, size_of::<JournalHeader>() as u64)?;
+    region.fence(); // R5: the head is whole before anything counts on from it.
+    Ok(true)
 }
 
 /// Zeroes the first record of the transaction at ring position `pos`,
@@ -507,17 +592,69 @@ fn read_txn(
     }
 }
 
-/// Whether every checked range is on the media as the transaction wrote it.
-fn checks_hold(region: &dyn Region, checks: &[Check]) -> Result<bool> {
+/// Whether every checked range is on the media as the transaction wrote
+/// it: `None` if one is not, else the ranges that hold only in their
+/// replica. Each is read through the metadata view `meta` (a line the
+/// media cannot read comes from its replica), and when that fails the
+/// check, from the replica alone (on `data`, the raw region): a primary
+/// scribbled over reads back as garbage, not as an error. Either copy
+/// alone obeys R2 (FORMAT.md "A crash and a damaged copy"), so a check
+/// that holds in either means the transaction was committed; after the
+/// commit fence both copies hold it, so one damaged copy cannot hide a
+/// committed transaction whose updates have begun to land in place.
+fn checks_hold(
+    meta: &dyn Region,
+    data: &dyn Region,
+    bounds: Bounds,
+    checks: &[Check],
+) -> Result<Option<Vec<(u64, u64)>>> {
     let mut buf = Vec::new();
+    let mut from_replica = Vec::new();
     for c in checks {
         buf.resize(c.len as usize, 0);
-        region.read(c.addr, &mut buf)?;
-        if crc32c::crc32c(&buf) != c.crc {
+        let primary = readable(meta.read(c.addr, &mut buf))?;
+        if primary && crc32c::crc32c(&buf) == c.crc {
+            continue;
+        }
+        if !read_replica(data, bounds, c.addr, &mut buf)? || crc32c::crc32c(&buf) != c.crc {
+            return Ok(None);
+        }
+        from_replica.push((c.addr, u64::from(c.len)));
+    }
+    Ok(Some(from_replica))
+}
+
+/// Reads the replica of `[addr, addr + buf.len())` into `buf`, page piece
+/// by page piece (mirroring reverses the order of pages): false when a
+/// piece has no replica or the media cannot read it.
+fn read_replica(data: &dyn Region, bounds: Bounds, addr: u64, buf: &mut [u8]) -> Result<bool> {
+    let end = addr + buf.len() as u64;
+    let mut at = addr;
+    while at < end {
+        let piece_end = (at - at % PAGE_SIZE + PAGE_SIZE).min(end);
+        let piece = &mut buf[(at - addr) as usize..(piece_end - addr) as usize];
+        let Some(m) = bounds.replica(at) else {
+            return Ok(false);
+        };
+        if !readable(data.read(m, piece))? {
             return Ok(false);
         }
+        at = piece_end;
     }
     Ok(true)
+}
+
+/// Copies the replica of `[addr, addr + len)` over its primary, flushed
+/// (the caller's fence makes it durable).
+fn copy_replica_over_primary(data: &dyn Region, bounds: Bounds, addr: u64, len: u64) -> Result<()> {
+    let mut buf = vec![0u8; len as usize];
+    if read_replica(data, bounds, addr, &mut buf)? {
+        data.write(addr, &buf)?;
+        data.flush(addr, len)?;
+        // A crash between the copies' stores leaves this too: no warning.
+        tracing::info!(addr, len, "journal-checked metadata taken from its replica");
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -608,15 +745,18 @@ mod tests {
     #[test]
     fn a_damaged_head_replays_nothing_and_counting_on_cannot_overflow() {
         let region = pm::MemRegion::new(8192);
-        for damaged in [MAX_HEAD, u64::MAX - 3, u64::MAX] {
+        for damaged in [MAX_HEAD, u64::MAX - 3, u64::MAX, 12345] {
             region.store_u64(64 + JOURNAL_HEAD_FIELD, damaged).unwrap();
             let head = load_head(&region, 64, RING).unwrap();
-            assert_eq!(head % RING, damaged % RING, "same ring position");
-            assert!(head < MAX_HEAD && head + 1000 * RING > head, "room to count on");
-            assert!(head >= MAX_HEAD - 2 * RING, "a count no transaction reached");
+            assert_eq!(head % RING, (damaged % RING) & !7, "the same ring position's word");
+            assert!(
+                head_is_whole(head) && head_is_whole(head + (1 << 60)),
+                "room to count on"
+            );
+            assert!(head >= 1 << 61, "a count no transaction reached");
         }
-        region.store_u64(64 + JOURNAL_HEAD_FIELD, 12345).unwrap();
-        assert_eq!(load_head(&region, 64, RING).unwrap(), 12345);
+        region.store_u64(64 + JOURNAL_HEAD_FIELD, 12344).unwrap();
+        assert_eq!(load_head(&region, 64, RING).unwrap(), 12344);
     }
 
     #[test]
@@ -629,8 +769,46 @@ mod tests {
             len: 64,
             crc: crc32c::crc32c(&bytes),
         };
-        assert!(checks_hold(&region, &[good]).unwrap());
+        let plain = Bounds {
+            data_start: 4096,
+            data_end: 8192,
+            replicas: false,
+            dead_zone_pages: 0,
+            stale: false,
+        };
+        assert_eq!(checks_hold(&region, &region, plain, &[good]).unwrap(), Some(vec![]));
         region.write(4100, &[6]).unwrap();
-        assert!(!checks_hold(&region, &[good]).unwrap());
+        assert_eq!(checks_hold(&region, &region, plain, &[good]).unwrap(), None);
+    }
+
+    #[test]
+    fn a_check_that_fails_in_the_primary_holds_in_its_replica() {
+        let mem = std::sync::Arc::new(pm::MemRegion::new(24 * PAGE_SIZE));
+        let bounds = Bounds {
+            data_start: 4 * PAGE_SIZE,
+            data_end: 20 * PAGE_SIZE,
+            replicas: true,
+            dead_zone_pages: 2,
+            stale: false,
+        };
+        let meta = Mirrored::view(mem.clone(), bounds);
+        let addr = 5 * PAGE_SIZE + 200;
+        let bytes = [7u8; 100];
+        meta.write(addr, &bytes).unwrap();
+        let c = Check::of(addr, &bytes);
+        assert_eq!(checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(), Some(vec![]));
+        // A scribble reads back: only the checksum finds it.
+        mem.write(addr + 70, &[0xee; 8]).unwrap();
+        assert_eq!(
+            checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(),
+            Some(vec![(addr, 100)])
+        );
+        copy_replica_over_primary(&*mem, bounds, addr, 100).unwrap();
+        assert_eq!(checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(), Some(vec![]));
+        // Both copies wrong: not committed.
+        let m = bounds.mirror(addr).unwrap();
+        mem.write(addr, &[1]).unwrap();
+        mem.write(m + 99, &[1]).unwrap();
+        assert_eq!(checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(), None);
     }
 }

@@ -269,6 +269,9 @@ pub struct Log {
     /// Ranges whose primary copy was damaged and were read from the
     /// replica, for a writable mount to copy back ([`Log::repairs`]).
     repairs: Vec<(u64, u64)>,
+    /// Pieces read from the replica where the primary's copy loaded too
+    /// ([`Log::choices`]).
+    chosen: Vec<(u64, u64)>,
 }
 
 /// The epoch in an encoded entry's header.
@@ -326,11 +329,21 @@ impl Log {
                 Step::Entry(off, bytes) => (off, bytes),
                 Step::Damaged { off, len, .. } => match salvage.and_then(|m| m.get(&off)) {
                     Some(e) if e.len() == len => (off, e.bytes()),
-                    _ => return Err(corrupt!(LogEntry, at = off, "log entry at {off:#x} is damaged in every copy")),
+                    _ => {
+                        return Err(corrupt!(
+                            LogEntry,
+                            at = off,
+                            "log entry at {off:#x} is damaged in every copy"
+                        ))
+                    }
                 },
                 Step::Tail => return Ok(ControlFlow::Continue(())),
                 Step::Repaired(off, len) => {
                     log.repairs.push((off, len));
+                    return Ok(ControlFlow::Continue(()));
+                }
+                Step::Chose(off, len) => {
+                    log.chosen.push((off, len));
                     return Ok(ControlFlow::Continue(()));
                 }
             };
@@ -713,6 +726,26 @@ impl Log {
         Ok(Unlinked { pages })
     }
 
+    /// The `(offset, length)` ranges (links, or the inode's record for its
+    /// log words) the load took from the replica where the primary's copy
+    /// loaded too, losing entries the replica's keeps: damage, or what a
+    /// crash between the copies' stores leaves, which nothing can tell
+    /// apart on a crashed image (fsck judges by whether it was unmounted
+    /// cleanly). A writable mount copies them back, uncounted.
+    pub(crate) fn choices(&self) -> &[(u64, u64)] {
+        &self.chosen
+    }
+
+    /// Records a choice the inode's load made ([`Log::choices`]).
+    pub(crate) fn chose(&mut self, off: u64, len: u64) {
+        self.chosen.push((off, len));
+    }
+
+    /// How many committed entries the log holds.
+    pub(crate) fn entry_count(&self) -> u64 {
+        self.entries
+    }
+
     /// Live entries and all entries: thorough GC runs when live < 50%.
     pub(crate) fn live_ratio(&self) -> (u64, u64) {
         (self.live, self.entries)
@@ -770,6 +803,10 @@ pub(crate) enum Step<'a> {
     /// walk used the replica's (already visited as an entry or a link):
     /// a writable mount copies the replica back (Fortis §4.2).
     Repaired(u64, u64),
+    /// As `Repaired`, but the primary's copy led on too: the replica's was
+    /// chosen as the one that loses nothing (damage, or a crash between
+    /// the copies' stores, which either copy survives).
+    Chose(u64, u64),
 }
 
 /// Walks the log from `head` to `tail` as FORMAT.md "Logs" describes,
@@ -861,16 +898,35 @@ pub(crate) fn walk(
             }
         }
         let mut next = u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
-        if next != 0 && !walk.may_enter(next) {
-            // A damaged link: the replica's, if that one leads on.
-            if let Some(m) = bounds.replica(page) {
-                let other = region.load_u64(m + LOG_NEXT_OFF)?;
-                if other != next && (other == 0 || walk.may_enter(other)) {
-                    if visit(Step::Repaired(page + LOG_NEXT_OFF, 8))?.is_break() {
-                        return Ok(());
-                    }
-                    next = other;
+        let bad = next != 0 && !walk.may_enter(next);
+        // Before the tail a link must lead to it: a damaged one may still
+        // name a page (of this chain, skipping some, or of no chain), so
+        // the replica's link is read too, not only when the primary's
+        // leads nowhere.
+        let ahead = !tail_seen && verify == Verify::Checksums;
+        if let (true, Some(m)) = (bad || ahead, bounds.replica(page)) {
+            // The replica's link (an unreadable one is none).
+            let other = region.load_u64(m + LOG_NEXT_OFF).unwrap_or(next);
+            let (take, both) = if other == next {
+                (false, false)
+            } else if tail_seen {
+                (other == 0 || walk.may_enter(other), false)
+            } else {
+                // The link whose chain reaches the tail's page, and of two
+                // that do, the longer: damage that still lands on the
+                // chain skips pages (NOVA §4.6's fast GC, the one writer
+                // of a link before the tail, drops only dead pages, so
+                // after a crash between the copies' stores the longer
+                // chain replays to the same state).
+                let mine = walk.pages_to(region, next, page_of(tail));
+                (walk.pages_to(region, other, page_of(tail)) > mine, mine.is_some())
+            };
+            if take {
+                let step = if both { Step::Chose } else { Step::Repaired };
+                if visit(step(page + LOG_NEXT_OFF, 8))?.is_break() {
+                    return Ok(());
                 }
+                next = other;
             }
         }
         if next == 0 {
@@ -1008,6 +1064,23 @@ impl ChainWalk {
     /// Whether [`ChainWalk::enter`] would accept `page`.
     fn may_enter(&self, page: u64) -> bool {
         self.allowed(page) && !self.seen.contains_key(&page)
+    }
+
+    /// How many pages the chain from `from` visits up to and including
+    /// `target`, following the primary's links; None when it does not get
+    /// there (it ends, leaves the area, or meets a page already walked).
+    fn pages_to(&self, region: &dyn Region, from: u64, target: u64) -> Option<u64> {
+        let mut mine: U64Map<()> = U64Map::default();
+        let mut page = from;
+        loop {
+            if !self.may_enter(page) || mine.insert(page, ()).is_some() {
+                return None;
+            }
+            if page == target {
+                return Some(mine.len() as u64);
+            }
+            page = region.load_u64(page + LOG_NEXT_OFF).ok()?;
+        }
     }
 
     fn enter(&mut self, page: u64) -> Result<()> {

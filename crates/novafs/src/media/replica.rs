@@ -197,9 +197,10 @@ impl Region for Mirrored {
     }
 }
 
-/// Copies the replica over the damaged primary of each of `ranges` (a
-/// load read them from the replica, Fortis §4.2), through the raw region
-/// `data`; returns how many it copied.
+/// Copies the replica over the primary of each of `ranges` (a load read
+/// them from the replica, Fortis §4.2), through the raw region `data`;
+/// returns how many it copied. Uncounted and quiet: the caller says
+/// whether the difference was damage.
 pub(crate) fn copy_back(data: &dyn Region, bounds: Bounds, ranges: &[(u64, u64)]) -> crate::error::Result<u64> {
     let mut buf = Vec::new();
     let mut repaired = 0;
@@ -209,10 +210,10 @@ pub(crate) fn copy_back(data: &dyn Region, bounds: Bounds, ranges: &[(u64, u64)]
         data.read(m, &mut buf)?;
         data.write(off, &buf)?;
         data.flush(off, len)?;
-        tracing::warn!(off, len, "metadata repaired from its replica");
+        tracing::debug!(off, len, "primary rewritten from its replica");
         repaired += 1;
     }
-    data.fence(); // The repaired copy is durable before it is relied on.
+    data.fence(); // The copied primary is durable before it is relied on.
     Ok(repaired)
 }
 

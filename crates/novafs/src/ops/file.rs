@@ -86,7 +86,10 @@ fn read_checked(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<
 /// EIO for file page `pg`, lost (`FileMap::lost`): `fsck --repair` found
 /// a write entry over it damaged in every copy.
 pub(crate) fn lost_page(pg: u64) -> Error {
-    corrupt!(DataPage, "file page {pg} was lost: a write entry over it was damaged in every copy")
+    corrupt!(
+        DataPage,
+        "file page {pg} was lost: a write entry over it was damaged in every copy"
+    )
 }
 
 /// Fills freshly allocated pages for file pages `first..`: page `pg` gets

@@ -161,6 +161,14 @@ pub fn damage_and_repair(base: &[u8], before: &Tree, spec: &novafs::inject::Spec
     let (_mem, region) = copy_of(base);
     let damage = novafs::inject::corrupt(&*region, spec).map_err(|e| format!("inject: {e}"))?;
     let what = damage.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("; ");
+    repair_and_compare(&region, before, &what)
+}
+
+/// Checks the damaged image `region` (fsck must find a problem), repairs
+/// it, checks again (clean) and compares the tree with `before`; `what`
+/// names the damage in what it returns.
+pub fn repair_and_compare(region: &Arc<dyn Region>, before: &Tree, what: &str) -> Result<(), String> {
+    let region = region.clone();
     let rep = check(&region).map_err(|e| format!("{what}: fsck failed: {e}"))?;
     if rep.is_clean() {
         return Err(format!(

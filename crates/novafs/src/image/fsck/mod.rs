@@ -26,7 +26,7 @@ use crate::error::Result;
 use crate::health::HealthCounts;
 use crate::inode::{Body, FileType, Ino, InodeState, ROOT_INO};
 use crate::itable::Slot;
-use crate::journal::Journal;
+use crate::journal::{damaged_headers, Journal};
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
@@ -36,7 +36,7 @@ use crate::layout::{
 use crate::log::Log;
 use crate::namespace::{Namespace, NewNode};
 use crate::recovery::{self, MetaReplicas};
-use crate::replica::{sync, Mirrored};
+use crate::replica::sync;
 use crate::snapshot::{Kept, Snapshots};
 use crate::superblock::{bounds_of, read_superblock, replica_matches, write_superblock};
 
@@ -102,10 +102,21 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     if health != HealthCounts::default() {
         rep.notes.push(health.to_string());
     }
-    let replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds_of(&sb)), &sb)?;
-    if replayed > 0 {
+    for damage in damaged_headers(r, &sb)? {
+        rep.problems.push(format!("{damage}; fsck --repair rewrites it"));
+    }
+    let replay = Journal::recover(&region, &sb)?;
+    if replay.replayed > 0 {
         rep.notes
-            .push(format!("replayed {replayed} committed journal transaction(s)"));
+            .push(format!("replayed {} committed journal transaction(s)", replay.replayed));
+    }
+    if replay.repaired > 0 {
+        // A clean image has nothing to replay: this one crashed, and a
+        // crash between the copies' stores leaves the same.
+        rep.notes.push(format!(
+            "{} range(s) a committed journal transaction checks hold only in their replicas (a crash between the copies, or damage); the replay rewrote the primaries",
+            replay.repaired
+        ));
     }
     let bounds = bounds_of(&sb);
     // Read-only: what is read from a replica is used, never written back.
@@ -113,6 +124,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let tables = ctx.tables();
     let mut from_replica = 0u64;
     let mut replica_pages = 0u64;
+    let mut chosen = 0u64;
     let mut owner: HashMap<u64, Ino> = HashMap::new();
     let mut own = |rep: &mut Report, page: u64, ino: Ino| {
         if let Some(prev) = owner.insert(page, ino) {
@@ -184,11 +196,15 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             for p in superseded {
                 own(&mut rep, p, ino);
             }
-            from_replica += st.log.repairs().len() as u64;
-            // The log pointers outside the record's checksum: the load
-            // falls back to the replica's when the primary's lead nowhere.
+            // The log pointers outside the record's checksum and the page
+            // links: the load takes the replica's when the primary's lead
+            // nowhere (damage), or lose entries the replica's keep
+            // (`choices`: damage, or a crash between the copies' stores).
             let (head, tail) = (st.log.head(), st.log.tail());
-            from_replica += u64::from((head, tail) != (rec.log_head, rec.log_tail));
+            let chose_words = st.log.choices().iter().any(|&(o, _)| o == off);
+            let moved = (head, tail) != (rec.log_head, rec.log_tail) && !chose_words;
+            from_replica += st.log.repairs().len() as u64 + u64::from(moved);
+            chosen += st.log.choices().len() as u64;
             if !bounds.stale {
                 // Only the committed part of the tail page means anything:
                 // past the tail, a repaired primary may keep its damage
@@ -252,6 +268,17 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         rep.problems.push(format!(
             "{from_replica} damaged metadata piece(s) were read from their replicas; fsck --repair rewrites them"
         ));
+    }
+    if chosen > 0 {
+        let msg = format!("{chosen} log pointer(s) lose entries that their replicas keep");
+        if rep.clean {
+            rep.problems
+                .push(format!("{msg} (damage); fsck --repair rewrites them from the replicas"));
+        } else {
+            rep.notes.push(format!(
+                "{msg} (a crash between the copies, or damage); the next mount keeps the replicas'"
+            ));
+        }
     }
     if replica_pages > 0 {
         let msg = format!("{replica_pages} metadata page(s) differ from their replicas");
@@ -362,6 +389,7 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     } else if !replica_matches(r, &sb) {
         done.push("superblock replica rewritten from the primary".to_string());
     }
+    done.extend(damaged_headers(r, &sb)?.into_iter().map(|d| format!("{d}: rewritten")));
     // Marked in use before anything else changes, so that this mount and
     // any after a crash rebuild the allocators by scanning.
     sb.state = STATE_MOUNTED;

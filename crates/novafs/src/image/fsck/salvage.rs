@@ -39,7 +39,6 @@ use crate::layout::{
 };
 use crate::log::{self, Entry, Step, Verify};
 use crate::recovery;
-use crate::replica::Mirrored;
 use crate::superblock::{bounds_of, read_superblock, write_superblock};
 
 /// How an inode with write entries damaged in every copy is kept.
@@ -142,7 +141,7 @@ pub(super) fn plan(ctx: &Ctx, off: u64, rec: &Inode) -> Option<Salvage> {
 pub(super) fn salvage_all(region: Arc<dyn Region>) -> Result<(u64, Vec<String>)> {
     let (sb, _) = read_superblock(&*region)?;
     let bounds = bounds_of(&sb);
-    let replayed = Journal::recover(&*Mirrored::view(region.clone(), bounds), &sb)?;
+    let replayed = Journal::recover(&region, &sb)?.replayed;
     // Read-only: only the records below are written, nothing repaired.
     let ctx = recovery::open_ctx(region.clone(), &sb, true)?;
     let mut plans: Vec<(Ino, Salvage)> = Vec::new();

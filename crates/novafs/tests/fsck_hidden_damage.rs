@@ -1,0 +1,160 @@
+//! Damage that still reads as something: fsck must report it and
+//! `--repair` restore it from what the image keeps, never take it as the
+//! truth. A journal header whose head no run of transactions reaches or
+//! whose reserved words are not zero; a log pointer (an inode record's
+//! head or tail word, a log page's link) damaged in the primary so that
+//! the log still loads, with fewer entries, while the replica's pointer
+//! leads to all of them. Each case damages exactly one word of one copy
+//! of a cleanly unmounted image; fsck reports a problem, repair makes it
+//! clean, and the tree reads exactly as before.
+
+#![allow(clippy::unwrap_used)]
+
+mod sweep_common;
+
+use novafs::inject::{self, CopyKind, Located, Target};
+use novafs::layout::{JOURNAL_HEADERS_OFF, LOG_NEXT_OFF};
+use novafs::{Fs, Ino, MountOptions, ROOT_INO};
+use sweep_common::{copy_of, populated, repair_and_compare, tree, Tree};
+
+/// A populated image with one more file whose log spans several pages
+/// (150 write entries), cleanly unmounted; its tree; the big file's inode.
+fn image() -> (Vec<u8>, Tree, Ino) {
+    let (base, _) = populated(16, 2, 3);
+    let (mem, region) = copy_of(&base);
+    let fs = Fs::open(region.clone(), MountOptions::default()).unwrap();
+    let big = fs.create(ROOT_INO, b"big", 0o644, 0, 0).unwrap().ino;
+    // One write entry per file page, all live: no GC compacts them.
+    for i in 0..150u64 {
+        fs.write(big, i * 4096, &[i as u8 + 1; 100]).unwrap();
+    }
+    fs.unmount().unwrap();
+    let before = tree(&region).unwrap();
+    (mem.snapshot(), before, big)
+}
+
+fn primary(l: &Located) -> u64 {
+    l.copy(CopyKind::Primary).unwrap()
+}
+
+/// Stores `val` at `off` of a copy of `base`, then checks, repairs and
+/// compares with `before`.
+fn store_and_repair(base: &[u8], before: &Tree, off: u64, val: u64, what: &str) -> Result<(), String> {
+    let (_mem, region) = copy_of(base);
+    region.store_u64(off, val).unwrap();
+    repair_and_compare(&region, before, what)
+}
+
+#[test]
+fn a_damaged_journal_head_or_header_word_is_reported_and_rewritten() {
+    let (base, before, _) = image();
+    let mut failures = Vec::new();
+    for shard in 0..2u64 {
+        let line = JOURNAL_HEADERS_OFF + 64 * shard;
+        // A head far past any count, and one between two words.
+        for head in [u64::MAX - 5, 1 << 62, 12_345] {
+            let what = format!("shard {shard} head {head:#x}");
+            failures.extend(store_and_repair(&base, &before, line, head, &what).err());
+        }
+        for word in 1..8 {
+            let what = format!("shard {shard} reserved word {word}");
+            failures.extend(store_and_repair(&base, &before, line + 8 * word, 0x5a5a, &what).err());
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+    // The rewritten head is whole: a later mount commits from it.
+    let (_mem, region) = copy_of(&base);
+    region.store_u64(JOURNAL_HEADERS_OFF, u64::MAX).unwrap();
+    novafs::fsck::repair(region.clone()).unwrap();
+    let head = region.load_u64(JOURNAL_HEADERS_OFF).unwrap();
+    assert!(head < 1 << 62 && head % 8 == 0, "{head:#x}");
+    let fs = Fs::open(region.clone(), MountOptions::default()).unwrap();
+    fs.mkdir(ROOT_INO, b"after", 0o755, 0, 0).unwrap();
+    fs.unmount().unwrap();
+    let rep = novafs::fsck::check(region, &|_, _| {}).unwrap();
+    assert!(rep.is_clean(), "{:?}", rep.problems);
+}
+
+/// The inode's log words in the primary record moved so that the log
+/// still loads: the tail back to an earlier entry, the head on to a later
+/// page. Every inode of the image, each entry boundary the tail can land
+/// on near its end.
+#[test]
+fn a_primary_log_word_that_still_loads_gives_way_to_the_replica() {
+    let (base, before, big) = image();
+    let (_mem, probe) = copy_of(&base);
+    let mut inos: Vec<Ino> = before.values().map(|n| n.attr.ino).collect();
+    inos.push(ROOT_INO);
+    inos.sort_unstable();
+    inos.dedup();
+    let mut failures = Vec::new();
+    let mut cases = 0;
+    for &ino in &inos {
+        let rec = primary(&inject::locate(&*probe, Target::Inode, ino).unwrap()[0]);
+        let entries = inject::locate(&*probe, Target::LogEntry, ino).unwrap();
+        // The tail on the last, and the one before it, of the entries.
+        for e in entries.iter().rev().take(2) {
+            cases += 1;
+            let what = format!("inode {ino}: primary tail at the entry {:#x}", primary(e));
+            failures.extend(store_and_repair(&base, &before, rec + 16, primary(e), &what).err());
+        }
+        let pages = inject::locate(&*probe, Target::LogPage, ino).unwrap();
+        if ino == big {
+            assert!(pages.len() >= 3, "{} pages", pages.len());
+        }
+        for p in pages.iter().skip(1) {
+            cases += 1;
+            let what = format!("inode {ino}: primary head at page {:#x}", primary(p));
+            failures.extend(store_and_repair(&base, &before, rec + 8, primary(p), &what).err());
+        }
+    }
+    assert!(cases > 20, "{cases} cases");
+    assert!(
+        failures.is_empty(),
+        "{} of {cases} failed: {failures:#?}",
+        failures.len()
+    );
+}
+
+/// A log page's link in the primary skips pages of the chain and still
+/// reaches the tail's page.
+#[test]
+fn a_primary_page_link_that_skips_pages_gives_way_to_the_replica() {
+    let (base, before, big) = image();
+    let (_mem, probe) = copy_of(&base);
+    let pages: Vec<u64> = inject::locate(&*probe, Target::LogPage, big)
+        .unwrap()
+        .iter()
+        .map(primary)
+        .collect();
+    assert!(pages.len() >= 3, "{} pages", pages.len());
+    let mut failures = Vec::new();
+    for from in 0..pages.len() - 2 {
+        for to in from + 2..pages.len() {
+            let what = format!("link of page {from} to page {to}");
+            let link = pages[from] + LOG_NEXT_OFF;
+            failures.extend(store_and_repair(&base, &before, link, pages[to], &what).err());
+        }
+    }
+    assert!(failures.is_empty(), "{failures:#?}");
+}
+
+/// The replica's words and links damaged the same way: the primary's are
+/// whole and keep every entry.
+#[test]
+fn a_replica_log_pointer_that_still_loads_is_repaired_from_the_primary() {
+    let (base, before, big) = image();
+    let (_mem, probe) = copy_of(&base);
+    let rec = inject::locate(&*probe, Target::Inode, big).unwrap()[0]
+        .copy(CopyKind::Replica)
+        .unwrap();
+    let entries = inject::locate(&*probe, Target::LogEntry, big).unwrap();
+    let pages = inject::locate(&*probe, Target::LogPage, big).unwrap();
+    let last = primary(entries.last().unwrap());
+    let mut failures = Vec::new();
+    failures.extend(store_and_repair(&base, &before, rec + 16, last, "replica tail").err());
+    failures.extend(store_and_repair(&base, &before, rec + 8, primary(&pages[1]), "replica head").err());
+    let link = pages[0].copy(CopyKind::Replica).unwrap() + LOG_NEXT_OFF;
+    failures.extend(store_and_repair(&base, &before, link, primary(&pages[2]), "replica link").err());
+    assert!(failures.is_empty(), "{failures:#?}");
+}
