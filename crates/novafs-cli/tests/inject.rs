@@ -617,12 +617,7 @@ fn fsck_repair_keeps_a_file_with_a_lost_write_entry_and_prints_the_lost_bytes() 
         .unwrap();
     let seed = (1u64..)
         .find(|&s| {
-            let spec = Spec {
-                which: Which::Both,
-                ino: f,
-                seed: s,
-                ..Spec::new(Target::LogEntry)
-            };
+            let spec = Spec::new(Target::LogEntry).which(Which::Both).ino(f).seed(s);
             let p = plan(&region, &spec).unwrap();
             p[0].base == first && p[0].off - p[0].base >= 2
         })

@@ -13,7 +13,7 @@
 mod sweep_common;
 
 use novafs::inject::{self, CopyKind, Located, Target};
-use novafs::layout::{JOURNAL_HEADERS_OFF, LOG_NEXT_OFF};
+use novafs::probe::layout::{JOURNAL_HEADERS_OFF, LOG_NEXT_OFF};
 use novafs::{Fs, Ino, MountOptions, ROOT_INO};
 use sweep_common::{copy_of, populated, repair_and_compare, tree, Tree};
 

@@ -212,11 +212,7 @@ fn a_failed_shrink_and_chmod_give_the_copied_page_and_acl_pages_back() {
             f
         },
         |fs, &f| {
-            let set = SetAttr {
-                size: Some(5000),
-                mode: Some(0o600),
-                ..SetAttr::default()
-            };
+            let set = SetAttr::default().size(5000).mode(0o600);
             fs.setattr(f, &set).map(|_| ())
         },
     );

@@ -88,13 +88,7 @@ fn write_entries(region: &Arc<dyn Region>, ino: u64) -> Vec<Written> {
 /// not. Returns the seed used.
 fn damage_entry(region: &Arc<dyn Region>, ino: u64, entry: u64, seed: u64, head: bool) -> u64 {
     for s in seed.. {
-        let spec = Spec {
-            which: Which::Both,
-            ino,
-            seed: s,
-            bytes: 8,
-            ..Spec::new(Target::LogEntry)
-        };
+        let spec = Spec::new(Target::LogEntry).which(Which::Both).ino(ino).seed(s).bytes(8);
         let p = plan(&**region, &spec).unwrap();
         let hits_head = p[0].off - p[0].base < 2;
         if p[0].base == entry && hits_head == head {
