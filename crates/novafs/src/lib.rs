@@ -205,7 +205,12 @@ mod layering {
         ("health", 2, "media", include_str!("media/health.rs")),
         ("strips", 2, "media", include_str!("media/strips.rs")),
         ("journal", 3, "logs", include_str!("logs/journal.rs")),
-        ("log", 4, "logs", include_str!("logs/log.rs")),
+        (
+            "log",
+            4,
+            "logs",
+            concat!(include_str!("logs/log/mod.rs"), include_str!("logs/log/walk.rs")),
+        ),
         ("dir", 5, "index", include_str!("index/dir.rs")),
         (
             "pagemap",
