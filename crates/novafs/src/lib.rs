@@ -82,7 +82,7 @@
 //!
 //! | layer | folder | modules | what |
 //! |---|---|---|---|
-//! | 0 | `base` | `error`, `hash`, `time`, `lock` | utilities; the core's locks and their one order |
+//! | 0 | `base` | `error`, `hash`, `time`, `lock`, `setters` | utilities; the core's locks and their one order; the option structs' setters |
 //! | 1 | `media` | `layout` | every on-media structure, declared once (FORMAT.md) |
 //! | 2 | `media` | `superblock`, `replica`, `health`, `strips` | the superblock and its replica (Fortis §4.2); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3) |
 //! | 2 | `alloc` | `alloc` | the page allocator (NOVA §4.1): range sets, pools, mirror pairs, the reserve |
@@ -136,7 +136,7 @@ mod protect;
 mod snapshots;
 
 pub use base::{error, time};
-use base::{hash, lock};
+use base::{hash, lock, setters};
 #[cfg(feature = "tools")]
 pub use image::{fsck, tune};
 use image::{mkfs, paths, recovery};
@@ -183,6 +183,7 @@ mod layering {
         ("hash", 0, "base", include_str!("base/hash.rs")),
         ("time", 0, "base", include_str!("base/time.rs")),
         ("lock", 0, "base", include_str!("base/lock.rs")),
+        ("setters", 0, "base", include_str!("base/setters.rs")),
         ("layout", 1, "media", include_str!("media/layout.rs")),
         ("superblock", 2, "media", include_str!("media/superblock.rs")),
         ("geometry", 3, "media", include_str!("media/geometry.rs")),

@@ -24,6 +24,7 @@ use crate::layout::{
 };
 use crate::recovery::{allocator_of, save_state};
 use crate::replica::Mirrored;
+use crate::setters::setters;
 use crate::snapshot::Snapshots;
 use crate::superblock::{bounds_of, geometry, strips_of};
 use crate::time::now_ns;
@@ -50,54 +51,22 @@ pub struct FormatOptions {
 }
 
 impl FormatOptions {
-    /// Sets the number of shards (None: the CPUs of this machine).
-    #[must_use]
-    pub fn shards(mut self, shards: impl Into<Option<u32>>) -> Self {
-        self.shards = shards.into();
-        self
-    }
-
-    /// Sets the root directory's owner.
-    #[must_use]
-    pub fn uid(mut self, uid: u32) -> Self {
-        self.uid = uid;
-        self
-    }
-
-    /// Sets the root directory's group.
-    #[must_use]
-    pub fn gid(mut self, gid: u32) -> Self {
-        self.gid = gid;
-        self
-    }
-
-    /// Keeps metadata replicas, or not.
-    #[must_use]
-    pub fn meta_replicas(mut self, meta_replicas: bool) -> Self {
-        self.meta_replicas = meta_replicas;
-        self
-    }
-
-    /// Sets the least distance between a metadata page and its replica.
-    #[must_use]
-    pub fn dead_zone(mut self, dead_zone: u64) -> Self {
-        self.dead_zone = dead_zone;
-        self
-    }
-
-    /// Keeps checksums of file data, or not.
-    #[must_use]
-    pub fn data_csum(mut self, data_csum: bool) -> Self {
-        self.data_csum = data_csum;
-        self
-    }
-
-    /// Keeps parity of file data, or not.
-    #[must_use]
-    pub fn data_parity(mut self, data_parity: bool) -> Self {
-        self.data_parity = data_parity;
-        self
-    }
+    setters!(
+        /// Sets the number of shards (None: the CPUs of this machine).
+        shards: Option<u32>,
+        /// Sets the root directory's owner.
+        uid: u32,
+        /// Sets the root directory's group.
+        gid: u32,
+        /// Keeps metadata replicas, or not.
+        meta_replicas: bool,
+        /// Sets the least distance between a metadata page and its replica.
+        dead_zone: u64,
+        /// Keeps checksums of file data, or not.
+        data_csum: bool,
+        /// Keeps parity of file data, or not.
+        data_parity: bool,
+    );
 
     /// The incompatible feature bits these options set.
     pub fn incompat(&self) -> u64 {

@@ -9,6 +9,7 @@ use crate::file;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState};
 use crate::layout::{FLAG_IMMUTABLE, INODE_FLAGS, MAX_FILE_SIZE, PAGE_SIZE};
 use crate::mmap::{self, Mmaps};
+use crate::setters::setters;
 use crate::time::now_ns;
 use crate::xattr;
 
@@ -34,68 +35,26 @@ pub struct SetAttr {
 }
 
 impl SetAttr {
-    /// Sets the permission bits.
-    #[must_use]
-    pub fn mode(mut self, mode: impl Into<Option<u32>>) -> Self {
-        self.mode = mode.into();
-        self
-    }
-
-    /// Sets the owner.
-    #[must_use]
-    pub fn uid(mut self, uid: impl Into<Option<u32>>) -> Self {
-        self.uid = uid.into();
-        self
-    }
-
-    /// Sets the group.
-    #[must_use]
-    pub fn gid(mut self, gid: impl Into<Option<u32>>) -> Self {
-        self.gid = gid.into();
-        self
-    }
-
-    /// Sets the size (truncates or extends).
-    #[must_use]
-    pub fn size(mut self, size: impl Into<Option<u64>>) -> Self {
-        self.size = size.into();
-        self
-    }
-
-    /// Sets the access time, in nanoseconds since the epoch.
-    #[must_use]
-    pub fn atime(mut self, atime: impl Into<Option<i64>>) -> Self {
-        self.atime = atime.into();
-        self
-    }
-
-    /// Sets the modification time, in nanoseconds since the epoch.
-    #[must_use]
-    pub fn mtime(mut self, mtime: impl Into<Option<i64>>) -> Self {
-        self.mtime = mtime.into();
-        self
-    }
-
-    /// Sets the change time, in nanoseconds since the epoch.
-    #[must_use]
-    pub fn ctime(mut self, ctime: impl Into<Option<i64>>) -> Self {
-        self.ctime = ctime.into();
-        self
-    }
-
-    /// Sets the chattr flags.
-    #[must_use]
-    pub fn flags(mut self, flags: impl Into<Option<u32>>) -> Self {
-        self.flags = flags.into();
-        self
-    }
-
-    /// Says the times given are the current time.
-    #[must_use]
-    pub fn times_now(mut self, times_now: bool) -> Self {
-        self.times_now = times_now;
-        self
-    }
+    setters!(
+        /// Sets the permission bits.
+        mode: Option<u32>,
+        /// Sets the owner.
+        uid: Option<u32>,
+        /// Sets the group.
+        gid: Option<u32>,
+        /// Sets the size (truncates or extends).
+        size: Option<u64>,
+        /// Sets the access time, in nanoseconds since the epoch.
+        atime: Option<i64>,
+        /// Sets the modification time, in nanoseconds since the epoch.
+        mtime: Option<i64>,
+        /// Sets the change time, in nanoseconds since the epoch.
+        ctime: Option<i64>,
+        /// Sets the chattr flags.
+        flags: Option<u32>,
+        /// Says the times given are the current time.
+        times_now: bool,
+    );
 }
 
 /// The file pages a size change from `old` to `new` bytes touches: from

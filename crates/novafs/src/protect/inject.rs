@@ -37,6 +37,7 @@ use crate::layout::{
 };
 use crate::layout::{CSUM_BYTES, STRIP_SIZE};
 use crate::log::{self, Step, Verify};
+use crate::setters::setters;
 use crate::superblock::{bounds_of, read_superblock};
 
 /// The kinds of structure [`locate`] finds.
@@ -282,40 +283,18 @@ impl Spec {
         }
     }
 
-    /// Sets which copies to damage.
-    #[must_use]
-    pub fn which(mut self, which: Which) -> Self {
-        self.which = which;
-        self
-    }
-
-    /// Sets the inode of a per-inode target.
-    #[must_use]
-    pub fn ino(mut self, ino: Ino) -> Self {
-        self.ino = ino;
-        self
-    }
-
-    /// Sets the seed that picks the bytes.
-    #[must_use]
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
-        self
-    }
-
-    /// Sets how many bytes to change.
-    #[must_use]
-    pub fn bytes(mut self, bytes: u64) -> Self {
-        self.bytes = bytes;
-        self
-    }
-
-    /// Aims only at bytes a mount reads, or not.
-    #[must_use]
-    pub fn live(mut self, live: bool) -> Self {
-        self.live = live;
-        self
-    }
+    setters!(
+        /// Sets which copies to damage.
+        which: Which,
+        /// Sets the inode of a per-inode target.
+        ino: Ino,
+        /// Sets the seed that picks the bytes.
+        seed: u64,
+        /// Sets how many bytes to change.
+        bytes: u64,
+        /// Aims only at bytes a mount reads, or not.
+        live: bool,
+    );
 }
 
 /// One byte range chosen (and, by [`corrupt`], changed) in one copy.

@@ -36,6 +36,7 @@ use crate::layout::{
 };
 use crate::paths::names;
 use crate::replica::{readable, sync};
+use crate::setters::setters;
 use crate::snapshot::{Kept, KeptItems, KeptPin};
 use zerocopy::IntoBytes;
 
@@ -48,12 +49,10 @@ pub struct ScrubOptions {
 }
 
 impl ScrubOptions {
-    /// Sets the most bytes of file data checked per second (None: no limit).
-    #[must_use]
-    pub fn rate(mut self, rate: impl Into<Option<u64>>) -> Self {
-        self.rate = rate.into();
-        self
-    }
+    setters!(
+        /// Sets the most bytes of file data checked per second (None: no limit).
+        rate: Option<u64>,
+    );
 }
 
 /// What a scrub found and did.

@@ -13,6 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::lock::{Mutex, Rank};
+use crate::setters::setters;
 use pm::Region;
 
 use crate::alloc::Budget;
@@ -61,33 +62,16 @@ pub struct MountOptions {
 }
 
 impl MountOptions {
-    /// Mounts read-only, or read-write.
-    #[must_use]
-    pub fn read_only(mut self, read_only: bool) -> Self {
-        self.read_only = read_only;
-        self
-    }
-
-    /// Sets what this mount does with the metadata replicas.
-    #[must_use]
-    pub fn meta_replicas(mut self, meta_replicas: MetaReplicas) -> Self {
-        self.meta_replicas = meta_replicas;
-        self
-    }
-
-    /// Sets when reads update access times.
-    #[must_use]
-    pub fn atime(mut self, atime: Atime) -> Self {
-        self.atime = atime;
-        self
-    }
-
-    /// Leaves directories' access times alone, or not.
-    #[must_use]
-    pub fn no_dir_atime(mut self, no_dir_atime: bool) -> Self {
-        self.no_dir_atime = no_dir_atime;
-        self
-    }
+    setters!(
+        /// Mounts read-only, or read-write.
+        read_only: bool,
+        /// Sets what this mount does with the metadata replicas.
+        meta_replicas: MetaReplicas,
+        /// Sets when reads update access times.
+        atime: Atime,
+        /// Leaves directories' access times alone, or not.
+        no_dir_atime: bool,
+    );
 }
 
 /// When a read (of file data, or a directory listing) updates the access
@@ -138,40 +122,18 @@ impl Make {
         }
     }
 
-    /// Sets a device node's number.
-    #[must_use]
-    pub fn rdev(mut self, rdev: u64) -> Self {
-        self.rdev = rdev;
-        self
-    }
-
-    /// Sets the creating process's user.
-    #[must_use]
-    pub fn uid(mut self, uid: u32) -> Self {
-        self.uid = uid;
-        self
-    }
-
-    /// Sets the creating process's group.
-    #[must_use]
-    pub fn gid(mut self, gid: u32) -> Self {
-        self.gid = gid;
-        self
-    }
-
-    /// Sets the permission bits to clear unless the directory has a default ACL.
-    #[must_use]
-    pub fn umask(mut self, umask: u32) -> Self {
-        self.umask = umask;
-        self
-    }
-
-    /// Registers an open handle at once, or not.
-    #[must_use]
-    pub fn opened(mut self, opened: bool) -> Self {
-        self.opened = opened;
-        self
-    }
+    setters!(
+        /// Sets a device node's number.
+        rdev: u64,
+        /// Sets the creating process's user.
+        uid: u32,
+        /// Sets the creating process's group.
+        gid: u32,
+        /// Sets the permission bits to clear unless the directory has a default ACL.
+        umask: u32,
+        /// Registers an open handle at once, or not.
+        opened: bool,
+    );
 }
 
 /// lseek whence values for holes (Linux values).
