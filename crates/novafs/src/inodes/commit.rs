@@ -17,7 +17,6 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use pm::Region;
-use zerocopy::IntoBytes;
 
 use crate::alloc::{Budget, Freed, PageAllocator, Reserved, Unreferenced};
 use crate::error::{corrupt, Error, Result};
@@ -228,55 +227,32 @@ impl Ctx {
     }
 
     /// Loads the inode whose (verified) record `rec` sits at `off`. Its
-    /// log head and tail are outside the record's checksum, so the
-    /// replica's are read too: when they differ (damage, or a crash
-    /// between the copies' stores of a tail), the log is loaded from each,
-    /// and the one that loads wins, of two that do the one with more
-    /// entries — damage that still lands on the chain (a tail moved back to
-    /// an earlier entry, a head moved on to a later page) only loses
-    /// entries, and after a crash either copy's tail is a legal one (R1
-    /// made the entries durable in both before either store). Whatever
-    /// the load read from replicas is copied back (writable).
+    /// log head and tail are outside the record's checksum: when the log
+    /// does not load from the primary's words, the replica's are tried, and
+    /// whatever the load read from replicas is copied back (writable).
     pub(crate) fn load_inode(&self, off: u64, rec: &Inode) -> Result<InodeState> {
-        let load = |rec: &Inode| InodeState::load(self.region(), self.bounds, off, rec).and_then(|st| self.owned(st));
-        let primary = load(rec);
-        let st = match self.replica_words(off, rec)? {
-            None => primary?,
-            Some(other) => match (primary, load(&other)) {
-                (Ok(a), Ok(b)) if b.log.entry_count() <= a.log.entry_count() => a,
-                (Ok(_), Ok(mut b)) => {
-                    b.log.chose(off, INODE_SIZE);
-                    b
-                }
-                (Err(_), Ok(b)) => {
-                    self.repair(&[(off, INODE_SIZE)])?;
-                    b
-                }
-                (Ok(a), Err(_)) => a,
-                (Err(e), Err(_)) => return Err(e),
-            },
+        let err = match InodeState::load(self.region(), self.bounds, off, rec).and_then(|st| self.owned(st)) {
+            Ok(st) => {
+                self.repair(st.log.repairs())?;
+                return Ok(st);
+            }
+            Err(e) => e,
         };
-        self.repair(st.log.repairs())?;
-        self.rewrite_primaries(st.log.choices())?;
-        Ok(st)
-    }
-
-    /// The replica of the record `rec` at `off` when it is the same inode
-    /// (the same checksummed fields, its checksum whole) with other log
-    /// words; None when it has the same words, no replica, or another
-    /// record (a slot the crash caught being reused).
-    fn replica_words(&self, off: u64, rec: &Inode) -> Result<Option<Inode>> {
         let Some(m) = self.bounds.replica(off) else {
-            return Ok(None);
+            return Err(err);
         };
         let mut buf = [0u8; INODE_SIZE as usize];
-        if self.data().read(m, &mut buf).is_err() {
-            return Ok(None);
-        }
+        self.data().read(m, &mut buf)?;
         let other: Inode = decode(&buf)?;
-        let same_inode = other.csum == other.compute_csum() && other.as_bytes()[24..] == rec.as_bytes()[24..];
-        let moved = (other.log_head, other.log_tail) != (rec.log_head, rec.log_tail);
-        Ok((same_inode && moved).then_some(other))
+        if (other.log_head, other.log_tail) == (rec.log_head, rec.log_tail) || other.csum != other.compute_csum() {
+            return Err(err);
+        }
+        let st = InodeState::load(self.region(), self.bounds, off, &other)
+            .and_then(|st| self.owned(st))
+            .map_err(|_| err)?;
+        self.repair(&[(off, INODE_SIZE)])?;
+        self.repair(st.log.repairs())?;
+        Ok(st)
     }
 
     /// `st` once its log pages agree with the allocator: a page the

@@ -726,7 +726,7 @@ fn walk_committed(region: &dyn Region, bounds: Bounds, rec: &Inode, verify: Veri
                 });
                 ControlFlow::Continue(())
             }
-            Step::Repaired(..) | Step::Chose(..) | Step::Damaged { .. } => ControlFlow::Continue(()),
+            Step::Repaired(..) | Step::Damaged { .. } => ControlFlow::Continue(()),
         })
     })?;
     Ok(found)

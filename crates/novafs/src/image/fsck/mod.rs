@@ -124,7 +124,6 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
     let tables = ctx.tables();
     let mut from_replica = 0u64;
     let mut replica_pages = 0u64;
-    let mut chosen = 0u64;
     let mut owner: HashMap<u64, Ino> = HashMap::new();
     let mut own = |rep: &mut Report, page: u64, ino: Ino| {
         if let Some(prev) = owner.insert(page, ino) {
@@ -196,15 +195,11 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             for p in superseded {
                 own(&mut rep, p, ino);
             }
-            // The log pointers outside the record's checksum and the page
-            // links: the load takes the replica's when the primary's lead
-            // nowhere (damage), or lose entries the replica's keep
-            // (`choices`: damage, or a crash between the copies' stores).
+            from_replica += st.log.repairs().len() as u64;
+            // The log pointers outside the record's checksum: the load
+            // falls back to the replica's when the primary's lead nowhere.
             let (head, tail) = (st.log.head(), st.log.tail());
-            let chose_words = st.log.choices().iter().any(|&(o, _)| o == off);
-            let moved = (head, tail) != (rec.log_head, rec.log_tail) && !chose_words;
-            from_replica += st.log.repairs().len() as u64 + u64::from(moved);
-            chosen += st.log.choices().len() as u64;
+            from_replica += u64::from((head, tail) != (rec.log_head, rec.log_tail));
             if !bounds.stale {
                 // Only the committed part of the tail page means anything:
                 // past the tail, a repaired primary may keep its damage
@@ -268,17 +263,6 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         rep.problems.push(format!(
             "{from_replica} damaged metadata piece(s) were read from their replicas; fsck --repair rewrites them"
         ));
-    }
-    if chosen > 0 {
-        let msg = format!("{chosen} log pointer(s) lose entries that their replicas keep");
-        if rep.clean {
-            rep.problems
-                .push(format!("{msg} (damage); fsck --repair rewrites them from the replicas"));
-        } else {
-            rep.notes.push(format!(
-                "{msg} (a crash between the copies, or damage); the next mount keeps the replicas'"
-            ));
-        }
     }
     if replica_pages > 0 {
         let msg = format!("{replica_pages} metadata page(s) differ from their replicas");

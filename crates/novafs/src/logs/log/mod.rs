@@ -272,9 +272,6 @@ pub struct Log {
     /// Ranges whose primary copy was damaged and were read from the
     /// replica, for a writable mount to copy back ([`Log::repairs`]).
     repairs: Vec<(u64, u64)>,
-    /// Pieces read from the replica where the primary's copy loaded too
-    /// ([`Log::choices`]).
-    chosen: Vec<(u64, u64)>,
 }
 
 /// The epoch in an encoded entry's header.
@@ -343,10 +340,6 @@ impl Log {
                 Step::Tail => return Ok(ControlFlow::Continue(())),
                 Step::Repaired(off, len) => {
                     log.repairs.push((off, len));
-                    return Ok(ControlFlow::Continue(()));
-                }
-                Step::Chose(off, len) => {
-                    log.chosen.push((off, len));
                     return Ok(ControlFlow::Continue(()));
                 }
             };
@@ -727,26 +720,6 @@ impl Log {
         self.pages = keep;
         self.tail_idx = self.find_tail(0);
         Ok(Unlinked { pages })
-    }
-
-    /// The `(offset, length)` ranges (links, or the inode's record for its
-    /// log words) the load took from the replica where the primary's copy
-    /// loaded too, losing entries the replica's keeps: damage, or what a
-    /// crash between the copies' stores leaves, which nothing can tell
-    /// apart on a crashed image (fsck judges by whether it was unmounted
-    /// cleanly). A writable mount copies them back, uncounted.
-    pub(crate) fn choices(&self) -> &[(u64, u64)] {
-        &self.chosen
-    }
-
-    /// Records a choice the inode's load made ([`Log::choices`]).
-    pub(crate) fn chose(&mut self, off: u64, len: u64) {
-        self.chosen.push((off, len));
-    }
-
-    /// How many committed entries the log holds.
-    pub(crate) fn entry_count(&self) -> u64 {
-        self.entries
     }
 
     /// Live entries and all entries: thorough GC runs when live < 50%.

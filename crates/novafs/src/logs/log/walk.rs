@@ -6,7 +6,6 @@ use std::ops::ControlFlow;
 
 use pm::Region;
 
-use super::page_of;
 use crate::error::{corrupt, Result};
 use crate::hash::U64Map;
 use crate::layout::{entry_csum, Bounds, ENTRY_CSUM_OFF, LOG_NEXT_OFF, LOG_USABLE, PAGE_SIZE, SLOT};
@@ -45,10 +44,6 @@ pub(crate) enum Step<'a> {
     /// walk used the replica's (already visited as an entry or a link):
     /// a writable mount copies the replica back (Fortis §4.2).
     Repaired(u64, u64),
-    /// As `Repaired`, but the primary's copy led on too: the replica's was
-    /// chosen as the one that loses nothing (damage, or a crash between
-    /// the copies' stores, which either copy survives).
-    Chose(u64, u64),
 }
 
 /// Walks the log from `head` to `tail` as FORMAT.md "Logs" describes,
@@ -140,35 +135,16 @@ pub(crate) fn walk(
             }
         }
         let mut next = u64::from_le_bytes(buf[LOG_NEXT_OFF as usize..].try_into().unwrap_or_default());
-        let bad = next != 0 && !walk.may_enter(next);
-        // Before the tail a link must lead to it: a damaged one may still
-        // name a page (of this chain, skipping some, or of no chain), so
-        // the replica's link is read too, not only when the primary's
-        // leads nowhere.
-        let ahead = !tail_seen && verify == Verify::Checksums;
-        if let (true, Some(m)) = (bad || ahead, bounds.replica(page)) {
-            // The replica's link (an unreadable one is none).
-            let other = region.load_u64(m + LOG_NEXT_OFF).unwrap_or(next);
-            let (take, both) = if other == next {
-                (false, false)
-            } else if tail_seen {
-                (other == 0 || walk.may_enter(other), false)
-            } else {
-                // The link whose chain reaches the tail's page, and of two
-                // that do, the longer: damage that still lands on the
-                // chain skips pages (NOVA §4.6's fast GC, the one writer
-                // of a link before the tail, drops only dead pages, so
-                // after a crash between the copies' stores the longer
-                // chain replays to the same state).
-                let mine = walk.pages_to(region, next, page_of(tail));
-                (walk.pages_to(region, other, page_of(tail)) > mine, mine.is_some())
-            };
-            if take {
-                let step = if both { Step::Chose } else { Step::Repaired };
-                if visit(step(page + LOG_NEXT_OFF, 8))?.is_break() {
-                    return Ok(());
+        if next != 0 && !walk.may_enter(next) {
+            // A damaged link: the replica's, if that one leads on.
+            if let Some(m) = bounds.replica(page) {
+                let other = region.load_u64(m + LOG_NEXT_OFF)?;
+                if other != next && (other == 0 || walk.may_enter(other)) {
+                    if visit(Step::Repaired(page + LOG_NEXT_OFF, 8))?.is_break() {
+                        return Ok(());
+                    }
+                    next = other;
                 }
-                next = other;
             }
         }
         if next == 0 {
@@ -306,23 +282,6 @@ impl ChainWalk {
     /// Whether [`ChainWalk::enter`] would accept `page`.
     fn may_enter(&self, page: u64) -> bool {
         self.allowed(page) && !self.seen.contains_key(&page)
-    }
-
-    /// How many pages the chain from `from` visits up to and including
-    /// `target`, following the primary's links; None when it does not get
-    /// there (it ends, leaves the area, or meets a page already walked).
-    fn pages_to(&self, region: &dyn Region, from: u64, target: u64) -> Option<u64> {
-        let mut mine: U64Map<()> = U64Map::default();
-        let mut page = from;
-        loop {
-            if !self.may_enter(page) || mine.insert(page, ()).is_some() {
-                return None;
-            }
-            if page == target {
-                return Some(mine.len() as u64);
-            }
-            page = region.load_u64(page + LOG_NEXT_OFF).ok()?;
-        }
     }
 
     fn enter(&mut self, page: u64) -> Result<()> {
