@@ -122,3 +122,18 @@ fn a_scribbled_primary_of_a_checked_range_does_not_undo_a_committed_create() {
     let st = sweep(&["create"], &[737749], Kind::Scribble);
     assert!(st.damaged > 90, "{st}");
 }
+
+/// The mirror case, found by `novafs crashcheck --all --media-errors --seed
+/// 840881383`: the primary's magic word cleared, the replica (the old
+/// superblock's last copy) unreadable.
+#[test]
+fn an_unreadable_superblock_replica_beside_a_cleared_primary_is_not_novafs() {
+    let mut cfg = novafs_crashcheck::Config::thorough(840881383);
+    cfg.damage = vec![Kind::MediaError];
+    cfg.only_point = Some(7);
+    cfg.only_image = Some(1);
+    let mut st = Stats::default();
+    check_workload(&workload::by_name("mkfs_over_an_old_image").unwrap(), &cfg, &mut st);
+    assert_eq!((st.damaged, st.damaged_other_state), (1, 1), "{st}");
+    assert!(st.failures.is_empty(), "{}", st.failures[0]);
+}

@@ -187,12 +187,12 @@ pub(crate) fn copies_differ(region: &dyn Region, sb: &Superblock) -> (bool, bool
 /// Reads the superblock, falling back to the replica (Fortis §4.2) when the
 /// primary is damaged. Returns it and whether the primary was bad.
 ///
-/// When the primary cannot be read at all and the replica carries no magic
+/// When one copy cannot be read at all and the other carries no magic
 /// number, no copy says this is novafs: the answer is "not novafs", naming
-/// the primary's media error. That is what an mkfs interrupted after it
-/// cleared the replica's magic leaves once the primary's line is lost too
-/// (the old file system is gone, the new one was never made), and what a
-/// foreign device with a bad first line shows.
+/// the media error. That is what an mkfs interrupted after it cleared one
+/// copy's magic leaves once the other copy's line is lost too (the old file
+/// system is gone, the new one was never made), and what a foreign device
+/// with a bad first line shows.
 pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
     if region.len() < 3 * PAGE_SIZE {
         return Err(Error::NotNovafs(format!(
@@ -212,6 +212,12 @@ pub fn read_superblock(region: &dyn Region) -> Result<(Superblock, bool)> {
                     "{why} in the replica; the primary is unreadable: {first}"
                 ))),
                 Err(Error::NotNovafs(_)) => Err(first),
+                Err(e @ Error::Pm(_)) => match first {
+                    Error::NotNovafs(why) => Err(Error::NotNovafs(format!(
+                        "{why} in the primary; the replica is unreadable: {e}"
+                    ))),
+                    _ => Err(e),
+                },
                 Err(e) => Err(e),
             }
         }
