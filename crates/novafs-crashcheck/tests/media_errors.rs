@@ -37,6 +37,18 @@ fn sweep(names: &[&str], seeds: &[u64], kind: Kind) -> Stats {
     total
 }
 
+/// One image of one crash point of `name` (a reproducer's `--point` and
+/// `--image`), thoroughly, with a media error in one copy.
+fn one_image(name: &str, seed: u64, point: usize, image: usize) -> Stats {
+    let mut cfg = novafs_crashcheck::Config::thorough(seed);
+    cfg.damage = vec![Kind::MediaError];
+    cfg.only_point = Some(point);
+    cfg.only_image = Some(image);
+    let mut st = Stats::default();
+    check_workload(&workload::by_name(name).unwrap(), &cfg, &mut st);
+    st
+}
+
 #[test]
 fn namespace_operations_survive_a_crash_and_an_unreadable_copy() {
     let seed = common::run_seed();
@@ -71,12 +83,7 @@ fn writes_log_growth_and_the_superblock_survive_a_crash_and_an_unreadable_copy()
 /// in the chain"). Reads now go around a media error line by line.
 #[test]
 fn a_media_error_beside_a_committed_entry_reads_only_its_own_line_from_the_replica() {
-    let mut cfg = novafs_crashcheck::Config::thorough(2124848441);
-    cfg.damage = vec![Kind::MediaError];
-    cfg.only_point = Some(4);
-    cfg.only_image = Some(167);
-    let mut st = Stats::default();
-    check_workload(&workload::by_name("rename_exchange").unwrap(), &cfg, &mut st);
+    let st = one_image("rename_exchange", 2124848441, 4, 167);
     assert_eq!(st.damaged, 1, "{st}");
     assert!(st.failures.is_empty(), "{}", st.failures[0]);
 }
@@ -89,12 +96,7 @@ fn a_media_error_beside_a_committed_entry_reads_only_its_own_line_from_the_repli
 /// must say, instead of failing on the media error.
 #[test]
 fn an_unreadable_primary_superblock_beside_a_cleared_replica_is_not_novafs() {
-    let mut cfg = novafs_crashcheck::Config::thorough(3541715167);
-    cfg.damage = vec![Kind::MediaError];
-    cfg.only_point = Some(7);
-    cfg.only_image = Some(2);
-    let mut st = Stats::default();
-    check_workload(&workload::by_name("mkfs_over_an_old_image").unwrap(), &cfg, &mut st);
+    let st = one_image("mkfs_over_an_old_image", 3541715167, 7, 2);
     assert_eq!((st.damaged, st.damaged_other_state), (1, 1), "{st}");
     assert!(st.failures.is_empty(), "{}", st.failures[0]);
 }
@@ -128,12 +130,7 @@ fn a_scribbled_primary_of_a_checked_range_does_not_undo_a_committed_create() {
 /// superblock's last copy) unreadable.
 #[test]
 fn an_unreadable_superblock_replica_beside_a_cleared_primary_is_not_novafs() {
-    let mut cfg = novafs_crashcheck::Config::thorough(840881383);
-    cfg.damage = vec![Kind::MediaError];
-    cfg.only_point = Some(7);
-    cfg.only_image = Some(1);
-    let mut st = Stats::default();
-    check_workload(&workload::by_name("mkfs_over_an_old_image").unwrap(), &cfg, &mut st);
+    let st = one_image("mkfs_over_an_old_image", 840881383, 7, 1);
     assert_eq!((st.damaged, st.damaged_other_state), (1, 1), "{st}");
     assert!(st.failures.is_empty(), "{}", st.failures[0]);
 }
