@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use novafs::{FormatOptions, Fs, Ino, StatFs, ROOT_INO};
 use novafs_ops::{Observed, Op, Runner};
-use pm::{MapOptions, MmapRegion, Region};
+use pm::{MapOptions, MmapRegion, Prefault, Region};
 
 use crate::backend::{Backend, Remount};
 use crate::tools::{ensure_tool, sh};
@@ -278,7 +278,12 @@ impl LibraryTarget {
     /// A fresh file system on a `size_mib` MiB region file in `work`.
     pub fn new(work: WorkDir, size_mib: u64) -> Result<LibraryTarget> {
         let image = work.0.join("novafs.img");
-        let region = MmapRegion::create(&image, size_mib << 20, &MapOptions::default())
+        // Measure the file system, not first-touch page faults.
+        let opts = MapOptions {
+            prefault: Prefault::Now,
+            ..MapOptions::default()
+        };
+        let region = MmapRegion::create(&image, size_mib << 20, &opts)
             .with_context(|| format!("create region {}", image.display()))?;
         let mut t = LibraryTarget::on_region(Arc::new(region))?;
         t._work = Some(work);

@@ -19,7 +19,7 @@ use novafs_bench::memory;
 use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
 use novafs_bench::workload::{micro, time_mounts, Micro, SetShape};
-use pm::{MapOptions, MmapRegion, Protection, Region, WriteProtect};
+use pm::{MapOptions, MmapRegion, Prefault, Protection, Region, WriteProtect};
 
 use crate::bench_snapshots;
 use crate::image::{explain, parse_size};
@@ -124,6 +124,8 @@ pub fn run(args: &Args) -> Result<()> {
     let opts = MapOptions {
         eadr: args.eadr,
         protect: WriteProtect::Off,
+        // Measure the file system, not first-touch page faults.
+        prefault: Prefault::Now,
         ..MapOptions::default()
     };
     let _ = std::fs::remove_file(&args.image);
@@ -333,6 +335,7 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
     let opts = MapOptions {
         eadr: args.eadr,
         protect: config.protect,
+        prefault: Prefault::Now,
         ..MapOptions::default()
     };
     let region = MmapRegion::create(image, args.size, &opts).map_err(|e| explain(image, e))?;

@@ -21,7 +21,7 @@ use novafs_bench::backend::{Backend, Remount};
 use novafs_bench::personality::{self, Counters, Personality, Until};
 use novafs_bench::stats::summarize;
 use novafs_bench::target::LibraryTarget;
-use pm::{MapOptions, MmapRegion, Region, WriteProtect};
+use pm::{MapOptions, MmapRegion, Prefault, Region, WriteProtect};
 
 use crate::image::explain;
 
@@ -44,6 +44,8 @@ fn target(plan: &Plan, image: &Path) -> Result<LibraryTarget> {
     let opts = MapOptions {
         eadr: plan.eadr,
         protect: WriteProtect::Off,
+        // Measure the file system, not first-touch page faults.
+        prefault: Prefault::Now,
         ..MapOptions::default()
     };
     let _ = std::fs::remove_file(image);

@@ -19,7 +19,7 @@ enum Outcome {
 }
 
 pub fn run(path: &Path, repair: bool) -> ExitCode {
-    let region = match open(path, true, false) {
+    let region = match open(path, true) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("novafs: {e:#}");

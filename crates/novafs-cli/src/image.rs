@@ -4,7 +4,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::{anyhow, Result};
-use pm::{BadBlocks, MapOptions, MmapRegion, PmError, Region};
+use pm::{BadBlocks, MapOptions, MmapRegion, PmError, Prefault, Region};
 
 /// Parses "4096", "64K", "512M", "1G", "2GiB", "1T" (binary units).
 pub fn parse_size(s: &str) -> std::result::Result<u64, String> {
@@ -54,11 +54,12 @@ pub fn explain(path: &Path, e: PmError) -> anyhow::Error {
     }
 }
 
-/// Maps an existing image; `lock` takes the exclusive image lock.
-pub fn open(path: &Path, lock: bool, populate: bool) -> Result<Arc<dyn Region>> {
+/// Maps an existing image for a short-lived command, faulting in only the
+/// pages it reads; `lock` takes the exclusive image lock.
+pub fn open(path: &Path, lock: bool) -> Result<Arc<dyn Region>> {
     let opts = MapOptions {
         lock,
-        populate,
+        prefault: Prefault::OnFirstUse,
         ..MapOptions::default()
     };
     let region = MmapRegion::open(path, &opts).map_err(|e| explain(path, e))?;

@@ -51,7 +51,7 @@ pub fn protection(opts: &FormatOptions) -> String {
 }
 
 pub fn run(path: &Path) -> Result<()> {
-    let region = open(path, false, false)?;
+    let region = open(path, false)?;
     let kind = region.kind();
     let info = novafs::inspect(region).map_err(|e| explain_fs(path, e))?;
     let g = info.geometry;

@@ -109,7 +109,7 @@ fn inject_into(args: &Args) -> anyhow::Result<()> {
         .bytes(args.bytes)
         .live(args.live);
     // Locked: a mounted (or checked) image is refused.
-    let region = open(path, true, false)?;
+    let region = open(path, true)?;
     let fail = |e| explain_inject(path, &spec, e);
     if args.poison {
         let damage = inject::plan(&*region, &spec).map_err(fail)?;

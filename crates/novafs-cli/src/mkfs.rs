@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Result};
 use indicatif::ProgressBar;
 use novafs::DEFAULT_DEAD_ZONE;
 use novafs::{FormatOptions, Fs};
-use pm::{MapOptions, MemRegion, MmapRegion, Region, RegionKind};
+use pm::{MapOptions, MemRegion, MmapRegion, Prefault, Region, RegionKind};
 
 use crate::image::{explain, explain_fs, parse_size};
 use crate::space;
@@ -101,7 +101,7 @@ fn format_image(path: &Path, size: u64, format: &FormatOptions) -> Result<Region
         ProgressBar::new_spinner().with_message(format!("formatting {} ({} MiB)", path.display(), size >> 20));
     spinner.enable_steady_tick(Duration::from_millis(100));
     let opts = MapOptions {
-        populate: false,
+        prefault: Prefault::OnFirstUse,
         ..MapOptions::default()
     };
     let region = MmapRegion::create(path, size, &opts).map_err(|e| explain(path, e))?;

@@ -60,7 +60,7 @@ fn scrub(args: &Args, progress: &dyn Fn(u64, u64)) -> Result<ScrubReport> {
         return control::request_scrub(&socket, args.rate.unwrap_or(ONLINE_RATE), progress);
     }
     let path = &args.target;
-    let fs = Fs::open(open(path, true, false)?, MountOptions::default()).map_err(|e| explain_fs(path, e))?;
+    let fs = Fs::open(open(path, true)?, MountOptions::default()).map_err(|e| explain_fs(path, e))?;
     let opts = ScrubOptions::default().rate(args.rate);
     let rep = fs
         .scrub(opts, &|done, total| {

@@ -117,7 +117,7 @@ fn mount_image(target: &Path, read_only: bool) -> Result<Fs> {
             target.display()
         );
     }
-    let region = open(target, true, false)?;
+    let region = open(target, true)?;
     let opts = MountOptions::default().read_only(read_only);
     Fs::open(region, opts).map_err(|e| explain_fs(target, e))
 }
@@ -151,7 +151,7 @@ fn print_list(list: &[Snapshot]) {
 /// Rebuilds the unmounted `image` from snapshot `name` beside itself,
 /// checks it, and swaps it in (as `novafs tune` does).
 fn rollback(image: &Path, name: &str) -> Result<()> {
-    let from = open(image, true, false)?;
+    let from = open(image, true)?;
     if !std::fs::metadata(image).is_ok_and(|m| m.is_file()) {
         bail!(
             "{} is not an image file: rollback rebuilds beside the image and swaps it in",

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use novafs::tune::{rebuild, Features};
-use pm::{MapOptions, MmapRegion, Region};
+use pm::{MapOptions, MmapRegion, Prefault, Region};
 
 use crate::image::{explain, explain_fs, open, parse_size};
 use crate::info::{approx, bytes};
@@ -49,7 +49,7 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<()> {
     let path = args.image.as_path();
     // The exclusive lock keeps mounts and fsck away while the copy is made.
-    let from = open(path, true, false)?;
+    let from = open(path, true)?;
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         bail!(
             "{} is not an image file: tune rebuilds beside the image and swaps it in; copy the device to a file, tune that, and copy it back",
@@ -151,7 +151,7 @@ fn build(
     snapshot: Option<&[u8]>,
 ) -> Result<novafs::tune::Rebuilt> {
     let opts = MapOptions {
-        populate: false,
+        prefault: Prefault::OnFirstUse,
         ..MapOptions::default()
     };
     let to: Arc<dyn Region> = Arc::new(MmapRegion::create(tmp, from.len(), &opts).map_err(|e| explain(tmp, e))?);

@@ -17,8 +17,11 @@ use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{check_range, check_u64};
+use crate::prefault::Prefaulter;
 use crate::protect::Guard;
-use crate::{sigbus, stripe, BadBlocks, FlushKind, MapSource, Persist, PmError, Protection, Region, WriteProtect};
+use crate::{
+    sigbus, stripe, BadBlocks, FlushKind, MapSource, Persist, PmError, Prefault, Protection, Region, WriteProtect,
+};
 
 /// Granularity of region sizes: one page.
 const PAGE: u64 = 4096;
@@ -31,8 +34,8 @@ const TMPFS_MAGIC: i64 = 0x0102_1994;
 pub struct MapOptions {
     /// The platform has eADR (caches are persistent): skip cache flushes.
     pub eadr: bool,
-    /// Fault every page in at map time (MAP_POPULATE), not on first access.
-    pub populate: bool,
+    /// When the mapping's pages are faulted in ([`Prefault`]).
+    pub prefault: Prefault,
     /// Take an exclusive `flock` on the file for the region's lifetime, so a
     /// second mount or fsck of the same image fails with [`PmError::Busy`].
     pub lock: bool,
@@ -44,7 +47,7 @@ impl Default for MapOptions {
     fn default() -> MapOptions {
         MapOptions {
             eadr: false,
-            populate: true,
+            prefault: Prefault::default(),
             lock: true,
             protect: WriteProtect::default(),
         }
@@ -102,6 +105,9 @@ pub struct MmapRegion {
     guard: Guard,
     /// Kept open for the region's lifetime: it holds the `flock`.
     file: File,
+    /// Builds the page tables behind the map call ([`Prefault::Background`]);
+    /// stopped before the unmap.
+    prefaulter: Option<Prefaulter>,
 }
 
 // SAFETY: the mapping is shared memory owned by this value until Drop; all
@@ -181,7 +187,11 @@ impl MmapRegion {
         let bad = BadBlocks::load(path, len)?;
         sigbus::install();
         let fd = file.as_raw_fd();
-        let populate = if opts.populate { libc::MAP_POPULATE } else { 0 };
+        let populate = if opts.prefault == Prefault::Now {
+            libc::MAP_POPULATE
+        } else {
+            0
+        };
         let mmap = |flags: libc::c_int| {
             // SAFETY: a new mapping chosen by the kernel (no MAP_FIXED), so
             // no existing memory is affected; the result is checked.
@@ -248,6 +258,7 @@ impl MmapRegion {
             bad,
             guard,
             file,
+            prefaulter: (opts.prefault == Prefault::Background).then(|| Prefaulter::start(base, len)),
         })
     }
 
@@ -306,6 +317,8 @@ impl fmt::Debug for MmapRegion {
 
 impl Drop for MmapRegion {
     fn drop(&mut self) {
+        // The prefault thread may be inside the mapping: join it first.
+        drop(self.prefaulter.take());
         // SAFETY: `base..base + len` is our mapping and no reference into it
         // outlives `self`.
         if unsafe { libc::munmap(self.base.cast(), self.len as usize) } != 0 {
@@ -828,7 +841,7 @@ mod tests {
         let dir = shm_dir();
         let opts = MapOptions {
             eadr: true,
-            populate: false,
+            prefault: Prefault::OnFirstUse,
             ..MapOptions::default()
         };
         let r = MmapRegion::create(&dir.path().join("img"), 4096, &opts).unwrap();

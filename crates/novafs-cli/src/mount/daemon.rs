@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use novafs::{Fs, MountOptions};
 use novafs_fuse::{MountConfig, MountError, Mounted};
-use pm::{MapOptions, MmapRegion};
+use pm::{MapOptions, MmapRegion, Prefault};
 
 use super::checks::{check_fuse_available, check_mountpoint};
 use super::mountinfo::image_is_mounted;
@@ -176,7 +176,8 @@ impl Daemon {
             .with_context(|| format!("cannot write {}", state.pid.display()))?;
         let map = MapOptions {
             eadr: opts.eadr,
-            populate: true,
+            // The mount returns at once; page tables are built behind it.
+            prefault: Prefault::Background,
             lock: true,
             protect: opts.protect,
         };
