@@ -17,6 +17,8 @@
 mod adapter;
 mod caller;
 mod session;
+mod transport;
+mod wire;
 
 pub use adapter::{FuseFs, ATTR_TTL};
 pub use session::{MountConfig, MountError, Mounted, Unmounter};

@@ -1,0 +1,7 @@
+//! The FUSE wire protocol as the kernel speaks it (`include/uapi/linux/fuse.h`):
+//! [`abi`] declares its structures once, `request` parses what the kernel
+//! sends into typed operations, `reply` builds the answers. Nothing here
+//! knows how the bytes travel (that is `transport`) or what novafs does with
+//! them (that is `adapter`).
+
+pub(crate) mod abi;
