@@ -1,44 +1,13 @@
-//! [`FuseFs`]: each FUSE request becomes one [`Fs`] call, its result one
-//! reply. Owns nothing but the shared `Fs`; may touch only its public API.
-//!
-//! # What the kernel may cache, and why it is never stale
-//!
-//! The image is locked exclusively by this daemon (`pm` takes an `flock`),
-//! so every change to the file system arrives as a request from this one
-//! kernel mount, and for each request it sends the kernel updates or
-//! invalidates what it caches: create/mkdir/link/rename/unlink update the
-//! dentry cache and invalidate the parents' (and a victim's) attributes;
-//! write, truncate and fallocate update the size and invalidate times and
-//! block counts; the core changes no attribute on its own but the access
-//! time a read updates (the mount's relatime rule), which the next getattr
-//! reports once the TTL lets it. Hence:
-//!
-//! - entries, negative entries and attributes are cached for [`ATTR_TTL`]:
-//!   the TTL only bounds how long a bug elsewhere could stay visible;
-//! - file pages stay cached across opens (`FOPEN_KEEP_CACHE`): every write
-//!   passes through this kernel's page cache, and truncate and hole punching
-//!   drop the affected pages; but an open when a read must update the
-//!   access time drops them, so that read reaches the core;
-//! - symlink targets are cached (`FUSE_CACHE_SYMLINKS`): they never change;
-//! - there is no writeback cache: `write(2)` returns only after
-//!   [`Fs::write`] has made the data durable (strict mode, NOVA §4.4).
-//!
-//! # fsync, fsyncdir and flush
-//!
-//! They are answered with ENOSYS, which FUSE defines as "success, and never
-//! send this again" (libfuse `fuse_lowlevel.h`). Nothing is lost: before
-//! the kernel looks at that, it writes back dirty mmap pages as ordinary
-//! WRITE requests, each durable when answered, and [`Fs::fsync`] is a no-op
-//! because every reply is sent only after the operation is durable. This
-//! is NOVA's "fsync is free" without a round trip.
+//! The `fuser::Filesystem` face of [`FuseFs`], which serves the fuser
+//! session until it moves to the crate's own transports. What each request
+//! does, and why the kernel may cache what it is told, is `handler`'s
+//! (which answers the same requests through [`crate::transport::Handler`]).
 
-use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -47,115 +16,30 @@ use fuser::{
     ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
     WriteFlags,
 };
-use novafs::{Attr, Error, FileType, Fs, Make, SetAttr};
+use novafs::{Attr, Error, FileType, Make, SetAttr};
 
-use crate::caller::Caller;
-
-/// How long the kernel may keep entries and attributes (see the module
-/// docs: nothing can change them behind its back).
-pub const ATTR_TTL: Duration = Duration::from_secs(3600);
+pub(crate) use crate::handler::FuseFs;
+use crate::handler::{flags_of_xflags, lost_placeholder, xflags_of, Settled, Who, ATTR_TTL, BLOCK_SIZE};
+use crate::wire::abi::{FOPEN_KEEP_CACHE, FUSE_DONT_MASK};
+use crate::wire::request::Negotiated;
 
 /// Largest write we accept in one request: fuser's buffer size. The
 /// kernel caps it at `fs.fuse.max_pages_limit` pages (256, i.e. 1 MiB, by
 /// default); a larger write(2) arrives as several requests, each atomic.
 const MAX_WRITE: u32 = 16 << 20;
 
-/// Block size reported by stat and statfs: the core's page.
-const BLOCK_SIZE: u32 = novafs::PAGE_SIZE as u32;
-
-/// novafs behind the FUSE protocol.
-pub struct FuseFs {
-    fs: Arc<Fs>,
-    /// Per open directory handle: where its listing ends
-    /// ([`Fs::listing_end`]), taken when it lists from the start.
-    listings: Mutex<HashMap<u64, u64>>,
-    next_handle: AtomicU64,
-    /// The kernel took FUSE_DONT_MASK: it passes the umask along instead
-    /// of applying it, for the core to apply unless a default ACL says
-    /// otherwise ([`Make`]).
-    dont_mask: bool,
-}
-
-impl FuseFs {
-    pub fn new(fs: Arc<Fs>) -> FuseFs {
-        FuseFs {
-            fs,
-            listings: Mutex::new(HashMap::new()),
-            next_handle: AtomicU64::new(1),
-            dont_mask: false,
-        }
-    }
-
-    /// The umask the core must apply: the request's when the kernel
-    /// leaves it to us, else none (the kernel applied it).
-    fn umask(&self, umask: u32) -> u32 {
-        if self.dont_mask {
-            umask
-        } else {
-            0
-        }
-    }
-
-    /// Makes a node as the request asks ([`Fs::make`]).
-    fn make(&self, req: &Request, parent: INodeNo, name: &OsStr, m: Make) -> Result<Attr, Error> {
-        let m = m.uid(req.uid()).gid(req.gid()).umask(self.umask(m.umask));
-        self.fs.make(parent.0, name_bytes(name), &m)
-    }
-
-    /// Open flags for a file: its pages stay cached across opens, unless
-    /// a read now must update its access time (the mount's atime rule),
-    /// which only a read that reaches us can do.
-    fn open_flags(&self, ino: u64) -> FopenFlags {
-        if self.fs.atime_due(ino).unwrap_or(false) {
-            FopenFlags::empty()
-        } else {
-            FopenFlags::FOPEN_KEEP_CACHE
-        }
-    }
-
-    /// Drops set-group-ID from `ino`'s mode after the request set its
-    /// access ACL, unless the caller may keep it ([`Caller`]).
-    fn acl_set_group_id(&self, req: &Request, ino: u64) -> Result<(), Error> {
-        let a = self.fs.getattr(ino)?;
-        if a.perm & libc::S_ISGID == 0 || self.group_id_kept(req, ino, None)? {
-            return Ok(());
-        }
-        let set = SetAttr::default().mode(a.perm & !libc::S_ISGID);
-        self.fs.setattr(ino, &set).map(drop)
-    }
-
-    /// Whether a mode the request sets on `ino` keeps set-group-ID: see
-    /// [`Caller`]. `new_gid` is the group the same request gives it.
-    fn group_id_kept(&self, req: &Request, ino: u64, new_gid: Option<u32>) -> Result<bool, Error> {
-        let gid = match new_gid {
-            Some(g) => g,
-            None => self.fs.getattr(ino)?.gid,
-        };
-        Ok(Caller::of_process(req.pid(), req.uid(), req.gid()).may_set_group_id(gid))
-    }
-
-    /// Where the listing through handle `fh` of directory `ino` ends:
-    /// fixed when it starts (offset 0: opendir, or a rewind), so renames
-    /// beside it cannot make it endless.
-    fn listing_end(&self, ino: INodeNo, fh: FileHandle, offset: u64) -> Result<u64, Error> {
-        let mut listings = self.listings.lock().unwrap_or_else(|p| p.into_inner());
-        if offset == 0 || !listings.contains_key(&fh.0) {
-            listings.insert(fh.0, self.fs.listing_end(ino.0)?);
-        }
-        Ok(listings.get(&fh.0).copied().unwrap_or(u64::MAX))
+/// Who sent a fuser request.
+fn who(req: &Request) -> Who {
+    Who {
+        pid: req.pid(),
+        uid: req.uid(),
+        gid: req.gid(),
     }
 }
 
-/// The errno for a core error; unexpected ones (EIO: corruption, media
-/// errors) are logged, the rest are ordinary answers.
+/// The errno for a core error, logged as `handler::errno` does.
 fn errno(op: &str, e: &Error) -> Errno {
-    let code = e.errno();
-    if code == libc::EIO {
-        tracing::error!("{op}: {e}");
-    } else {
-        tracing::debug!("{op}: {e}");
-    }
-    Errno::from_i32(code)
+    Errno::from_i32(crate::handler::errno(op, e))
 }
 
 fn name_bytes(name: &OsStr) -> &[u8] {
@@ -198,26 +82,6 @@ fn requested_nanos(t: SystemTime) -> i64 {
     }
 }
 
-/// The chattr flags novafs keeps, as FS_IOC_GETFLAGS bits and as their
-/// FS_IOC_FSGETXATTR equivalents (FS_XFLAG_*).
-const FLAG_BITS: [(u32, u32); 3] = [
-    (novafs::FLAG_IMMUTABLE, 0x08),
-    (novafs::FLAG_APPEND, 0x10),
-    (novafs::FLAG_NODUMP, 0x80),
-];
-
-fn xflags_of(flags: u32) -> u32 {
-    FLAG_BITS.iter().filter(|(f, _)| flags & f != 0).map(|(_, x)| x).sum()
-}
-
-/// FS_XFLAG_* bits as chattr flags; one novafs does not keep stays set
-/// outside them, so that setting it is refused.
-fn flags_of_xflags(xflags: u32) -> u32 {
-    let known: u32 = FLAG_BITS.iter().map(|(_, x)| x).sum();
-    let flags: u32 = FLAG_BITS.iter().filter(|(_, x)| xflags & x != 0).map(|(f, _)| f).sum();
-    flags | if xflags & !known != 0 { 1 << 31 } else { 0 }
-}
-
 fn time_or_now(t: TimeOrNow) -> i64 {
     match t {
         TimeOrNow::SpecificTime(t) => requested_nanos(t),
@@ -234,27 +98,6 @@ fn kind(k: FileType) -> fuser::FileType {
         FileType::BlockDevice => fuser::FileType::BlockDevice,
         FileType::NamedPipe => fuser::FileType::NamedPipe,
         FileType::Socket => fuser::FileType::Socket,
-    }
-}
-
-/// What readdirplus says of an entry whose inode is lost: its number and
-/// type (from the directory entry), nothing else known.
-fn lost_placeholder(ino: u64, kind: FileType) -> Attr {
-    Attr {
-        ino,
-        kind,
-        perm: 0,
-        nlink: 1,
-        uid: 0,
-        gid: 0,
-        size: 0,
-        blocks: 0,
-        atime: 0,
-        mtime: 0,
-        ctime: 0,
-        rdev: 0,
-        generation: 0,
-        flags: 0,
     }
 }
 
@@ -322,7 +165,7 @@ fn reply_xattr(op: &str, reply: ReplyXattr, size: u32, r: Result<Vec<u8>, Error>
 impl FuseFs {
     /// Answers with an entry, which the kernel counts as one lookup of it,
     /// kept ([`Fs::remember`]) until it forgets.
-    fn entry(&self, op: &str, reply: ReplyEntry, a: &Attr) {
+    fn fuser_entry(&self, op: &str, reply: ReplyEntry, a: &Attr) {
         if let Err(e) = self.fs.remember(a.ino) {
             return reply.error(errno(op, &e));
         }
@@ -331,7 +174,7 @@ impl FuseFs {
 
     fn reply_entry(&self, op: &str, reply: ReplyEntry, r: Result<Attr, Error>) {
         match r {
-            Ok(a) => self.entry(op, reply, &a),
+            Ok(a) => self.fuser_entry(op, reply, &a),
             Err(e) => reply.error(errno(op, &e)),
         }
     }
@@ -363,7 +206,13 @@ impl Filesystem for FuseFs {
         if config.add_capabilities(InitFlags::FUSE_POSIX_ACL).is_err() {
             tracing::warn!("kernel lacks FUSE POSIX ACL support: ACLs are stored but not enforced");
         } else {
-            self.dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
+            let dont_mask = config.add_capabilities(InitFlags::FUSE_DONT_MASK).is_ok();
+            // Only the umask rule reads what fuser settled.
+            let _ = self.settled.set(Settled {
+                wire: Negotiated::default(),
+                flags: if dont_mask { FUSE_DONT_MASK } else { 0 },
+                max_write: MAX_WRITE,
+            });
         }
         Ok(())
     }
@@ -376,7 +225,7 @@ impl Filesystem for FuseFs {
             name => self.fs.lookup(parent.0, name),
         };
         match found {
-            Ok(a) => self.entry("lookup", reply, &a),
+            Ok(a) => self.fuser_entry("lookup", reply, &a),
             Err(Error::NotFound) => negative_entry(reply),
             // A lost inode: its name gets a node with placeholder
             // attributes that expire at once, so stat (GETATTR) and open
@@ -421,7 +270,7 @@ impl Filesystem for FuseFs {
         reply: ReplyAttr,
     ) {
         let mode = match mode {
-            Some(m) if m & libc::S_ISGID != 0 => match self.group_id_kept(req, ino.0, gid) {
+            Some(m) if m & libc::S_ISGID != 0 => match self.group_id_kept(who(req), ino.0, gid) {
                 Ok(true) => Some(m),
                 Ok(false) => Some(m & !libc::S_ISGID),
                 Err(e) => return reply.error(errno("setattr", &e)),
@@ -457,14 +306,14 @@ impl Filesystem for FuseFs {
             Err(Error::Invalid("mknod cannot make directories"))
         } else {
             let m = Make::new(mode, 0, 0).rdev(u64::from(rdev)).umask(umask);
-            self.make(req, parent, name, m)
+            self.make(who(req), parent.0, name_bytes(name), m)
         };
         self.reply_entry("mknod", reply, r);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let m = Make::new(libc::S_IFDIR | (mode & 0o7777), 0, 0).umask(umask);
-        let r = self.make(req, parent, name, m);
+        let r = self.make(who(req), parent.0, name_bytes(name), m);
         self.reply_entry("mkdir", reply, r);
     }
 
@@ -522,7 +371,7 @@ impl Filesystem for FuseFs {
             .check_open(ino.0, writing, appending)
             .and_then(|()| self.fs.open_handle(ino.0))
         {
-            Ok(_) => reply.opened(FileHandle(0), self.open_flags(ino.0)),
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::from_bits_retain(self.open_flags(ino.0))),
             Err(e) => reply.error(errno("open", &e)),
         }
     }
@@ -598,7 +447,7 @@ impl Filesystem for FuseFs {
     }
 
     fn readdir(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
-        let r = self.listing_end(ino, fh, offset).and_then(|end| {
+        let r = self.listing_end(ino.0, fh.0, offset).and_then(|end| {
             self.fs.readdir_to(ino.0, offset, end, |e| {
                 // `add` returns true when the entry did not fit: stop
                 // there, the kernel asks again from the last entry's offset.
@@ -612,7 +461,7 @@ impl Filesystem for FuseFs {
     }
 
     fn readdirplus(&self, _req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectoryPlus) {
-        let end = match self.listing_end(ino, fh, offset) {
+        let end = match self.listing_end(ino.0, fh.0, offset) {
             Ok(end) => end,
             Err(e) => return reply.error(errno("readdirplus", &e)),
         };
@@ -668,7 +517,7 @@ impl Filesystem for FuseFs {
                 self.fs
                     .setxattr(ino.0, name_bytes(name), value, flags)
                     .and_then(|()| match name.as_bytes() {
-                        b"system.posix_acl_access" => self.acl_set_group_id(req, ino.0),
+                        b"system.posix_acl_access" => self.acl_set_group_id(who(req), ino.0),
                         _ => Ok(()),
                     })
             }
@@ -787,7 +636,7 @@ impl Filesystem for FuseFs {
             .opened(true);
         // The reply counts as a lookup too (see `entry`).
         let r = self
-            .make(req, parent, name, m)
+            .make(who(req), parent.0, name_bytes(name), m)
             .and_then(|a| self.fs.remember(a.ino).map(|()| a));
         match r {
             Ok(a) => reply.created(
@@ -795,7 +644,7 @@ impl Filesystem for FuseFs {
                 &file_attr(&a),
                 Generation(a.generation),
                 FileHandle(0),
-                FopenFlags::FOPEN_KEEP_CACHE,
+                FopenFlags::from_bits_retain(FOPEN_KEEP_CACHE),
             ),
             Err(e) => reply.error(errno("create", &e)),
         }
@@ -843,18 +692,6 @@ mod tests {
         for ns in [0i64, 1, 1_700_000_000_123_456_789, -1, -86_400_000_000_007] {
             assert_eq!(nanos(system_time(ns)), ns);
         }
-    }
-
-    #[test]
-    fn chattr_flags_map_to_fsxattr_flags_and_back() {
-        use novafs::{FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP};
-        let all = FLAG_IMMUTABLE | FLAG_APPEND | FLAG_NODUMP;
-        assert_eq!(xflags_of(all), 0x08 | 0x10 | 0x80);
-        assert_eq!(flags_of_xflags(xflags_of(all)), all);
-        assert_eq!(flags_of_xflags(0x10), FLAG_APPEND);
-        // One novafs does not keep (FS_XFLAG_SYNC) is kept visible, so the
-        // core refuses it.
-        assert_ne!(flags_of_xflags(0x20) & !all, 0);
     }
 
     #[test]

@@ -2,7 +2,9 @@
 //! request into one [`novafs::Fs`] call and the result into one reply
 //! (DESIGN.md §2, layer 9).
 //!
-//! [`FuseFs`] implements `fuser::Filesystem`; [`Mounted`] mounts it and
+//! [`FuseFs`] answers each request (`handler`, over the crate's own wire
+//! protocol in `wire`; `adapter` is its `fuser::Filesystem` face while the
+//! session still runs on fuser); [`Mounted`] mounts it and
 //! serves it with one worker per core, each on its own cloned `/dev/fuse`
 //! descriptor. Daemonizing, signals and the command line live in
 //! `novafs-cli`; this crate owns only the FUSE protocol side.
@@ -16,9 +18,14 @@
 
 mod adapter;
 mod caller;
+// Used once the session moves off fuser.
+#[allow(dead_code)]
+mod handler;
 mod session;
+// Used once the session moves off fuser.
+#[allow(dead_code)]
 mod transport;
 mod wire;
 
-pub use adapter::{FuseFs, ATTR_TTL};
+pub use handler::{FuseFs, ATTR_TTL};
 pub use session::{MountConfig, MountError, Mounted, Unmounter};

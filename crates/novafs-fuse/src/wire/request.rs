@@ -103,45 +103,162 @@ impl Iterator for Forgets<'_> {
 /// CREATE answered; names are as sent, without their NUL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Op<'a> {
-    Init { major: u32, minor: u32, max_readahead: u32, flags: u64 },
+    Init {
+        major: u32,
+        minor: u32,
+        max_readahead: u32,
+        flags: u64,
+    },
     Destroy,
-    Lookup { name: &'a [u8] },
-    Forget { nlookup: u64 },
-    BatchForget { nodes: Forgets<'a> },
-    Getattr { fh: Option<u64> },
+    Lookup {
+        name: &'a [u8],
+    },
+    Forget {
+        nlookup: u64,
+    },
+    BatchForget {
+        nodes: Forgets<'a>,
+    },
+    Getattr {
+        fh: Option<u64>,
+    },
     Setattr(Setattr),
     Readlink,
-    Symlink { name: &'a [u8], target: &'a [u8] },
-    Mknod { name: &'a [u8], mode: u32, rdev: u32, umask: u32 },
-    Mkdir { name: &'a [u8], mode: u32, umask: u32 },
-    Unlink { name: &'a [u8] },
-    Rmdir { name: &'a [u8] },
+    Symlink {
+        name: &'a [u8],
+        target: &'a [u8],
+    },
+    Mknod {
+        name: &'a [u8],
+        mode: u32,
+        rdev: u32,
+        umask: u32,
+    },
+    Mkdir {
+        name: &'a [u8],
+        mode: u32,
+        umask: u32,
+    },
+    Unlink {
+        name: &'a [u8],
+    },
+    Rmdir {
+        name: &'a [u8],
+    },
     /// RENAME (flags 0) and RENAME2 (renameat2's flags).
-    Rename { name: &'a [u8], newdir: u64, newname: &'a [u8], flags: u32 },
-    Link { oldnodeid: u64, newname: &'a [u8] },
-    Open { flags: u32, open_flags: u32 },
-    Read { fh: u64, offset: u64, size: u32, flags: u32 },
-    Write { fh: u64, offset: u64, data: &'a [u8], write_flags: u32, flags: u32 },
+    Rename {
+        name: &'a [u8],
+        newdir: u64,
+        newname: &'a [u8],
+        flags: u32,
+    },
+    Link {
+        oldnodeid: u64,
+        newname: &'a [u8],
+    },
+    Open {
+        flags: u32,
+        open_flags: u32,
+    },
+    Read {
+        fh: u64,
+        offset: u64,
+        size: u32,
+        flags: u32,
+    },
+    Write {
+        fh: u64,
+        offset: u64,
+        data: &'a [u8],
+        write_flags: u32,
+        flags: u32,
+    },
     Statfs,
-    Release { fh: u64, flags: u32, release_flags: u32, lock_owner: u64 },
-    Fsync { fh: u64, datasync: bool },
-    Setxattr { name: &'a [u8], value: &'a [u8], flags: u32, setxattr_flags: u32 },
-    Getxattr { name: &'a [u8], size: u32 },
-    Listxattr { size: u32 },
-    Removexattr { name: &'a [u8] },
-    Flush { fh: u64, lock_owner: u64 },
-    Opendir { flags: u32, open_flags: u32 },
-    Readdir { fh: u64, offset: u64, size: u32 },
-    Readdirplus { fh: u64, offset: u64, size: u32 },
-    Releasedir { fh: u64, flags: u32 },
-    Fsyncdir { fh: u64, datasync: bool },
-    Access { mask: u32 },
-    Create { name: &'a [u8], flags: u32, mode: u32, umask: u32, open_flags: u32 },
-    Interrupt { unique: u64 },
-    Ioctl { fh: u64, flags: u32, cmd: u32, arg: u64, data: &'a [u8], out_size: u32 },
-    Fallocate { fh: u64, offset: u64, length: u64, mode: u32 },
+    Release {
+        fh: u64,
+        flags: u32,
+        release_flags: u32,
+        lock_owner: u64,
+    },
+    Fsync {
+        fh: u64,
+        datasync: bool,
+    },
+    Setxattr {
+        name: &'a [u8],
+        value: &'a [u8],
+        flags: u32,
+        setxattr_flags: u32,
+    },
+    Getxattr {
+        name: &'a [u8],
+        size: u32,
+    },
+    Listxattr {
+        size: u32,
+    },
+    Removexattr {
+        name: &'a [u8],
+    },
+    Flush {
+        fh: u64,
+        lock_owner: u64,
+    },
+    Opendir {
+        flags: u32,
+        open_flags: u32,
+    },
+    Readdir {
+        fh: u64,
+        offset: u64,
+        size: u32,
+    },
+    Readdirplus {
+        fh: u64,
+        offset: u64,
+        size: u32,
+    },
+    Releasedir {
+        fh: u64,
+        flags: u32,
+    },
+    Fsyncdir {
+        fh: u64,
+        datasync: bool,
+    },
+    Access {
+        mask: u32,
+    },
+    Create {
+        name: &'a [u8],
+        flags: u32,
+        mode: u32,
+        umask: u32,
+        open_flags: u32,
+    },
+    Interrupt {
+        unique: u64,
+    },
+    Ioctl {
+        fh: u64,
+        flags: u32,
+        cmd: u32,
+        arg: u64,
+        data: &'a [u8],
+        out_size: u32,
+    },
+    Fallocate {
+        fh: u64,
+        offset: u64,
+        length: u64,
+        mode: u32,
+    },
     /// `offset` is a loff_t: negative is out of range.
-    Lseek { fh: u64, offset: i64, whence: u32 },
+    Lseek {
+        fh: u64,
+        offset: i64,
+        whence: u32,
+    },
     /// An operation novafs does not implement: answered ENOSYS.
     Unknown(u32),
 }
@@ -295,7 +412,9 @@ pub(crate) fn parse<'a>(inc: &Incoming<'a>, neg: &Negotiated) -> Result<Request<
     let (fixed_part, rest) = match inc.args {
         Args::Whole(b) => {
             let b = b.get(..args_len).ok_or(short(args_len, b.len()))?;
-            let b = b.get(..args_len.saturating_sub(ext_len)).ok_or(short(ext_len, b.len()))?;
+            let b = b
+                .get(..args_len.saturating_sub(ext_len))
+                .ok_or(short(ext_len, b.len()))?;
             // INIT: whatever the kernel's version sent (16 bytes before
             // 7.36, 64 after).
             let n = size.unwrap_or(b.len().min(size_of::<InitIn>()));
@@ -311,7 +430,9 @@ pub(crate) fn parse<'a>(inc: &Incoming<'a>, neg: &Negotiated) -> Result<Request<
             let op = op.get(..n).ok_or(short(n, op.len()))?;
             let payload_len = args_len.checked_sub(n).ok_or(short(n, args_len))?;
             let p = payload.get(..payload_len).ok_or(short(payload_len, payload.len()))?;
-            let p = p.get(..payload_len.saturating_sub(ext_len)).ok_or(short(ext_len, p.len()))?;
+            let p = p
+                .get(..payload_len.saturating_sub(ext_len))
+                .ok_or(short(ext_len, p.len()))?;
             (op, p)
         }
     };
@@ -460,7 +581,10 @@ fn op<'a>(opcode: u32, f: &'a [u8], rest: &'a [u8]) -> Result<Op<'a>, ParseError
         }
         FUSE_RELEASEDIR => {
             let a: ReleaseIn = fixed(f);
-            Op::Releasedir { fh: a.fh, flags: a.flags }
+            Op::Releasedir {
+                fh: a.fh,
+                flags: a.flags,
+            }
         }
         FUSE_FSYNC | FUSE_FSYNCDIR => {
             let a: FsyncIn = fixed(f);

@@ -131,7 +131,10 @@ fn statfs_data_and_ioctl_replies() {
     assert_eq!(&out[..20], &[&[0u8; 16][..], &le32(0x10)].concat()[..]);
     let buf = data_buf(&mut out, 100).map(|b| b.len());
     assert_eq!(buf, Ok(100));
-    assert_eq!(data_buf(&mut out, 129).map(|b| b.len()), Err(TooSmall { need: 129, have: 128 }));
+    assert_eq!(
+        data_buf(&mut out, 129).map(|b| b.len()),
+        Err(TooSmall { need: 129, have: 128 })
+    );
 }
 
 #[test]

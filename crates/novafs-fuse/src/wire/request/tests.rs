@@ -89,12 +89,19 @@ fn cases() -> Vec<Case> {
     let forgets: &'static [u8] = forgets.leak();
     vec![
         case(FUSE_LOOKUP, &[], b"a/b\0", Op::Lookup { name: b"a/b" }),
-        case(FUSE_FORGET, ForgetIn { nlookup: 3 }.as_bytes(), &[], Op::Forget { nlookup: 3 }),
+        case(
+            FUSE_FORGET,
+            ForgetIn { nlookup: 3 }.as_bytes(),
+            &[],
+            Op::Forget { nlookup: 3 },
+        ),
         case(
             FUSE_BATCH_FORGET,
             BatchForgetIn { count: 2, dummy: 0 }.as_bytes(),
             forgets,
-            Op::BatchForget { nodes: Forgets(forgets) },
+            Op::BatchForget {
+                nodes: Forgets(forgets),
+            },
         ),
         case(
             FUSE_GETATTR,
@@ -142,7 +149,11 @@ fn cases() -> Vec<Case> {
         ),
         case(
             FUSE_MKDIR,
-            MkdirIn { mode: 0o755, umask: 0o002 }.as_bytes(),
+            MkdirIn {
+                mode: 0o755,
+                umask: 0o002,
+            }
+            .as_bytes(),
             b"d\0",
             Op::Mkdir {
                 name: b"d",
@@ -444,13 +455,13 @@ fn cases() -> Vec<Case> {
                 whence: libc::SEEK_HOLE as u32,
             },
         ),
+        case(FUSE_GETLK, &[0; 48], &[], Op::Unknown(FUSE_GETLK)),
         case(
-            FUSE_GETLK,
-            &[0; 48],
+            FUSE_COPY_FILE_RANGE_64,
+            &[1; 56],
             &[],
-            Op::Unknown(FUSE_GETLK),
+            Op::Unknown(FUSE_COPY_FILE_RANGE_64),
         ),
-        case(FUSE_COPY_FILE_RANGE_64, &[1; 56], &[], Op::Unknown(FUSE_COPY_FILE_RANGE_64)),
     ]
 }
 
@@ -502,13 +513,21 @@ fn truncated_requests_are_errors_at_every_length() {
         for cut in 0..c.fixed.len() {
             if !matches!(c.want, Op::Unknown(_)) {
                 let h = header(c.opcode, body.len());
-                assert!(split(&h, &c.fixed[..cut], &c.rest, &EXT).is_err(), "opcode {} op cut {cut}", c.opcode);
+                assert!(
+                    split(&h, &c.fixed[..cut], &c.rest, &EXT).is_err(),
+                    "opcode {} op cut {cut}",
+                    c.opcode
+                );
             }
         }
         for cut in 0..c.rest.len() {
             let h = header(c.opcode, body.len());
             let area = op_area(&c.fixed);
-            assert!(split(&h, &area, &c.rest[..cut], &EXT).is_err(), "opcode {} payload cut {cut}", c.opcode);
+            assert!(
+                split(&h, &area, &c.rest[..cut], &EXT).is_err(),
+                "opcode {} payload cut {cut}",
+                c.opcode
+            );
         }
     }
 }
@@ -527,7 +546,14 @@ fn any_bytes_at_any_length_never_panic() {
             let body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
             let mut h = header(opcode, len);
             h.total_extlen = (next() % 4) as u16;
-            for neg in [EXT, Negotiated::default(), Negotiated { minor: 8, setxattr_ext: false }] {
+            for neg in [
+                EXT,
+                Negotiated::default(),
+                Negotiated {
+                    minor: 8,
+                    setxattr_ext: false,
+                },
+            ] {
                 let _ = whole(&h, &body, &neg);
                 let cut = (next() as usize) % (len + 1);
                 let _ = split(&h, &body[..cut], &body[cut..], &neg);
@@ -687,7 +713,10 @@ fn extensions_after_the_arguments_are_left_out() {
     let body = cat(&[w.as_bytes(), b"data", &[0; 8]]);
     let mut h = header(FUSE_WRITE, body.len());
     h.total_extlen = 1;
-    assert!(matches!(whole(&h, &body, &EXT).map(|r| r.op), Ok(Op::Write { data: b"data", .. })));
+    assert!(matches!(
+        whole(&h, &body, &EXT).map(|r| r.op),
+        Ok(Op::Write { data: b"data", .. })
+    ));
 }
 
 #[test]
