@@ -285,37 +285,34 @@ fn listings_stop_where_the_kernel_asked_and_continue_from_the_last_offset() {
 #[test]
 fn readdirplus_gives_each_name_its_attributes_and_counts_it_as_a_lookup() {
     let mut k = Kernel::mounted();
+    // A directory is kept by the kernel's lookups of it (`Fs::remember`):
+    // its mkdir's is forgotten, so only readdirplus's keeps it now.
+    let d = k.mkdir(ROOT, "d", 0o750, 0);
+    let forget = ForgetIn { nlookup: 1 };
+    assert_eq!(k.call(FUSE_FORGET, d.nodeid, &[forget.as_bytes()]), Got::Nothing);
     let f = k.create(ROOT, "f", 0o640, 0);
-    // The create's open and lookup end: only readdirplus keeps it now.
-    assert_eq!(
-        k.call(FUSE_RELEASE, f.nodeid, &[ReleaseIn::default().as_bytes()]),
-        Got::Reply(vec![])
-    );
-    assert_eq!(
-        k.call(FUSE_FORGET, f.nodeid, &[ForgetIn { nlookup: 1 }.as_bytes()]),
-        Got::Nothing
-    );
     let o: OpenOut = k.call(FUSE_OPENDIR, ROOT, &[OpenIn::default().as_bytes()]).read();
     let r = k.list(FUSE_READDIRPLUS, ROOT, o.fh, 0, 4096);
     let listed = names(r.bytes(), true);
+    let listed: Vec<&str> = listed.iter().map(|(n, _, _)| n.as_str()).collect();
+    assert_eq!(listed, [".", "..", "d", "f"]);
+    // Every record here is 160 bytes (a name of one or two bytes).
+    let record = rec_align(size_of::<EntryOut>() + FUSE_NAME_OFFSET + 2);
+    let entry = |i: usize| EntryOut::read_from_prefix(&r.bytes()[i * record..]).map(|(e, _)| e);
+    let (de, fe) = (entry(2).unwrap(), entry(3).unwrap());
+    assert_eq!((de.nodeid, de.attr.mode), (d.nodeid, libc::S_IFDIR | 0o750));
     assert_eq!(
-        listed.iter().map(|(n, _, _)| n.as_str()).collect::<Vec<_>>(),
-        [".", "..", "f"]
-    );
-    let at = 2 * rec_align(size_of::<EntryOut>() + FUSE_NAME_OFFSET + 2);
-    let (e, _) = EntryOut::read_from_prefix(&r.bytes()[at..]).unwrap();
-    assert_eq!(
-        (e.nodeid, e.attr.mode, e.entry_valid),
+        (fe.nodeid, fe.attr.mode, fe.entry_valid),
         (f.nodeid, libc::S_IFREG | 0o640, 3600)
     );
-    // Unlinked and forgotten once for the listing, the inode goes: the
-    // count was one.
-    assert_eq!(k.call(FUSE_UNLINK, ROOT, &[b"f\0"]), Got::Reply(vec![]));
-    assert_eq!(
-        k.call(FUSE_FORGET, f.nodeid, &[ForgetIn { nlookup: 1 }.as_bytes()]),
-        Got::Nothing
-    );
-    let gone = k.call(FUSE_GETATTR, f.nodeid, &[GetattrIn::default().as_bytes()]);
+    // Removed, the directory stays while the listing's lookup does, and
+    // goes with it.
+    assert_eq!(k.call(FUSE_RMDIR, ROOT, &[b"d\0"]), Got::Reply(vec![]));
+    let getattr = GetattrIn::default();
+    let kept: AttrOut = k.call(FUSE_GETATTR, d.nodeid, &[getattr.as_bytes()]).read();
+    assert_eq!((kept.attr.ino, kept.attr.nlink), (d.nodeid, 0));
+    assert_eq!(k.call(FUSE_FORGET, d.nodeid, &[forget.as_bytes()]), Got::Nothing);
+    let gone = k.call(FUSE_GETATTR, d.nodeid, &[getattr.as_bytes()]);
     assert!(matches!(gone, Got::Error(_)), "{gone:?}");
 }
 

@@ -408,13 +408,13 @@ pub(crate) fn parse<'a>(inc: &Incoming<'a>, neg: &Negotiated) -> Result<Request<
     // (its whole buffer), never less.
     let args_len = (h.len as usize).checked_sub(size_of::<InHeader>()).ok_or(short(0, 0))?;
     let ext_len = usize::from(h.total_extlen) * 8;
+    // What the parser reads: the arguments without the extensions.
+    let body_len = args_len.checked_sub(ext_len).ok_or(short(ext_len, args_len))?;
     let size = fixed_size(opcode, neg);
     let (fixed_part, rest) = match inc.args {
         Args::Whole(b) => {
             let b = b.get(..args_len).ok_or(short(args_len, b.len()))?;
-            let b = b
-                .get(..args_len.saturating_sub(ext_len))
-                .ok_or(short(ext_len, b.len()))?;
+            let b = b.get(..body_len).ok_or(short(body_len, b.len()))?;
             // INIT: whatever the kernel's version sent (16 bytes before
             // 7.36, 64 after).
             let n = size.unwrap_or(b.len().min(size_of::<InitIn>()));
@@ -430,9 +430,8 @@ pub(crate) fn parse<'a>(inc: &Incoming<'a>, neg: &Negotiated) -> Result<Request<
             let op = op.get(..n).ok_or(short(n, op.len()))?;
             let payload_len = args_len.checked_sub(n).ok_or(short(n, args_len))?;
             let p = payload.get(..payload_len).ok_or(short(payload_len, payload.len()))?;
-            let p = p
-                .get(..payload_len.saturating_sub(ext_len))
-                .ok_or(short(ext_len, p.len()))?;
+            let rest_len = body_len.checked_sub(n).ok_or(short(n, body_len))?;
+            let p = p.get(..rest_len).ok_or(short(rest_len, p.len()))?;
             (op, p)
         }
     };

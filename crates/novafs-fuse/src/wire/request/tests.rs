@@ -717,6 +717,15 @@ fn extensions_after_the_arguments_are_left_out() {
         whole(&h, &body, &EXT).map(|r| r.op),
         Ok(Op::Write { data: b"data", .. })
     ));
+    let area = op_area(w.as_bytes());
+    assert!(matches!(
+        split(&h, &area, &body[40..], &EXT).map(|r| r.op),
+        Ok(Op::Write { data: b"data", .. })
+    ));
+    // Extensions longer than the whole request are an error.
+    h.total_extlen = 7;
+    assert!(whole(&h, &body, &EXT).is_err());
+    assert!(split(&h, &area, &body[40..], &EXT).is_err());
 }
 
 #[test]
