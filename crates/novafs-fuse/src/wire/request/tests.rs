@@ -722,6 +722,8 @@ fn extensions_after_the_arguments_are_left_out() {
         split(&h, &area, &body[40..], &EXT).map(|r| r.op),
         Ok(Op::Write { data: b"data", .. })
     ));
+    // The payload holds the extension too, as the header's length says.
+    assert!(split(&h, &area, &body[40..44], &EXT).is_err());
     // Extensions longer than the whole request are an error.
     h.total_extlen = 7;
     assert!(whole(&h, &body, &EXT).is_err());
