@@ -297,13 +297,22 @@ impl fmt::Display for ParseError {
 
 impl std::error::Error for ParseError {}
 
-/// Size of the fixed argument the kernel sends first for `opcode` under
-/// `neg` (older minors send shorter forms). 0 for operations with none or
-/// with only names; None for INIT, whose size the kernel's version decides.
-fn fixed_size(opcode: u32, neg: &Negotiated) -> Option<usize> {
+/// How the kernel lays out an operation's first argument.
+enum Fixed {
+    /// This many bytes under the negotiated protocol (older minors send
+    /// shorter forms); 0 for operations with none or with only names.
+    Size(usize),
+    /// INIT: as long as the kernel's version makes it.
+    Init,
+    /// An operation novafs does not answer: its arguments are not read, so
+    /// whatever layout it has, it gets ENOSYS.
+    Unknown,
+}
+
+fn fixed_size(opcode: u32, neg: &Negotiated) -> Fixed {
     let old = |minor: u32, compat: usize, full: usize| if neg.minor < minor { compat } else { full };
-    Some(match opcode {
-        FUSE_INIT => return None,
+    Fixed::Size(match opcode {
+        FUSE_INIT => return Fixed::Init,
         FUSE_GETATTR => old(9, 0, size_of::<GetattrIn>()),
         FUSE_SETATTR => size_of::<SetattrIn>(),
         FUSE_MKNOD => old(12, FUSE_COMPAT_MKNOD_IN_SIZE, size_of::<MknodIn>()),
@@ -328,9 +337,9 @@ fn fixed_size(opcode: u32, neg: &Negotiated) -> Option<usize> {
         FUSE_IOCTL => size_of::<IoctlIn>(),
         FUSE_FALLOCATE => size_of::<FallocateIn>(),
         FUSE_LSEEK => size_of::<LseekIn>(),
-        // LOOKUP, UNLINK, RMDIR, SYMLINK, REMOVEXATTR: names only;
-        // READLINK, STATFS, DESTROY: nothing; unknown ones are not read.
-        _ => 0,
+        FUSE_LOOKUP | FUSE_UNLINK | FUSE_RMDIR | FUSE_SYMLINK | FUSE_REMOVEXATTR => 0,
+        FUSE_READLINK | FUSE_STATFS | FUSE_DESTROY => 0,
+        _ => return Fixed::Unknown,
     })
 }
 
@@ -410,7 +419,19 @@ pub(crate) fn parse<'a>(inc: &Incoming<'a>, neg: &Negotiated) -> Result<Request<
     let ext_len = usize::from(h.total_extlen) * 8;
     // What the parser reads: the arguments without the extensions.
     let body_len = args_len.checked_sub(ext_len).ok_or(short(ext_len, args_len))?;
-    let size = fixed_size(opcode, neg);
+    let request = |op| Request {
+        unique: h.unique,
+        nodeid: h.nodeid,
+        uid: h.uid,
+        gid: h.gid,
+        pid: h.pid,
+        op,
+    };
+    let size = match fixed_size(opcode, neg) {
+        Fixed::Size(n) => Some(n),
+        Fixed::Init => None,
+        Fixed::Unknown => return Ok(request(Op::Unknown(opcode))),
+    };
     let (fixed_part, rest) = match inc.args {
         Args::Whole(b) => {
             let b = b.get(..args_len).ok_or(short(args_len, b.len()))?;
@@ -435,14 +456,7 @@ pub(crate) fn parse<'a>(inc: &Incoming<'a>, neg: &Negotiated) -> Result<Request<
             (op, p)
         }
     };
-    Ok(Request {
-        unique: h.unique,
-        nodeid: h.nodeid,
-        uid: h.uid,
-        gid: h.gid,
-        pid: h.pid,
-        op: op(opcode, fixed_part, rest)?,
-    })
+    Ok(request(op(opcode, fixed_part, rest)?))
 }
 
 /// The operation from its fixed argument `f` (exactly as long as the
@@ -664,6 +678,7 @@ fn op<'a>(opcode: u32, f: &'a [u8], rest: &'a [u8]) -> Result<Op<'a>, ParseError
                 whence: a.whence,
             }
         }
+        // Not reached: `parse` answers unknown operations before reading.
         other => Op::Unknown(other),
     })
 }
