@@ -5,3 +5,4 @@
 //! them (that is `adapter`).
 
 pub(crate) mod abi;
+pub(crate) mod abi_uring;

@@ -1,0 +1,287 @@
+//! Mounts a tiny handler through [`Session`] on each transport and checks
+//! what programs see through the mount, and that the transport reported is
+//! the one that carried the requests.
+
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use novafs::Atime;
+use tempfile::TempDir;
+
+use crate::serve::{ServeConfig, Session, SessionStats, Transport, Unmounter};
+use crate::session::MountConfig;
+use crate::transport::{Answer, Handler, Incoming};
+
+const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
+
+const LOOKUP: u32 = 1;
+const GETATTR: u32 = 3;
+const STATFS: u32 = 17;
+const INIT: u32 = 26;
+
+const ROOT_SIZE: u64 = 4242;
+const ROOT_MODE: u32 = libc::S_IFDIR | 0o755;
+const BLOCKS: u64 = 777;
+const BSIZE: u32 = 4096;
+
+/// Answers INIT, GETATTR of the root, LOOKUP (nothing exists) and STATFS
+/// with bytes laid out here by hand, so the test does not lean on the
+/// crate's own reply builders; everything else is ENOSYS.
+struct TinyFs;
+
+fn put(out: &mut [u8], at: usize, bytes: &[u8]) {
+    out[at..at + bytes.len()].copy_from_slice(bytes);
+}
+
+impl Handler for TinyFs {
+    fn handle(&self, req: &Incoming<'_>, out: &mut [u8]) -> Answer {
+        match req.header.opcode {
+            INIT => {
+                // fuse_init_out: 64 bytes; the session sets max_write and
+                // the io_uring flag.
+                out[..64].fill(0);
+                put(out, 0, &7u32.to_ne_bytes()); // major
+                put(out, 4, &42u32.to_ne_bytes()); // minor
+                put(out, 8, &(128u32 << 10).to_ne_bytes()); // max_readahead
+                put(out, 16, &16u16.to_ne_bytes()); // max_background
+                put(out, 18, &12u16.to_ne_bytes()); // congestion_threshold
+                put(out, 24, &1u32.to_ne_bytes()); // time_gran
+                Answer::Reply(64)
+            }
+            GETATTR if req.header.nodeid == 1 => {
+                // fuse_attr_out with a zero attr_valid (TTL 0: every stat
+                // asks again), then fuse_attr.
+                out[..104].fill(0);
+                put(out, 16, &1u64.to_ne_bytes()); // ino
+                put(out, 24, &ROOT_SIZE.to_ne_bytes()); // size
+                put(out, 16 + 60, &ROOT_MODE.to_ne_bytes()); // mode
+                put(out, 16 + 64, &2u32.to_ne_bytes()); // nlink
+                put(out, 16 + 80, &BSIZE.to_ne_bytes()); // blksize
+                Answer::Reply(104)
+            }
+            LOOKUP => Answer::Error(libc::ENOENT),
+            STATFS => {
+                // fuse_kstatfs: 80 bytes.
+                out[..80].fill(0);
+                put(out, 0, &BLOCKS.to_ne_bytes());
+                put(out, 8, &(BLOCKS / 2).to_ne_bytes()); // bfree
+                put(out, 16, &(BLOCKS / 2).to_ne_bytes()); // bavail
+                put(out, 40, &BSIZE.to_ne_bytes()); // bsize
+                put(out, 44, &255u32.to_ne_bytes()); // namelen
+                put(out, 48, &BSIZE.to_ne_bytes()); // frsize
+                Answer::Reply(80)
+            }
+            _ => Answer::Error(libc::ENOSYS),
+        }
+    }
+}
+
+/// A live mount of [`TinyFs`]; dropping it unmounts and joins the workers.
+struct TinyMount {
+    dir: TempDir,
+    transport: Transport,
+    stats: Arc<SessionStats>,
+    unmounter: Unmounter,
+    server: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl TinyMount {
+    fn new(uring: bool) -> TinyMount {
+        let dir = tempfile::tempdir().expect("mount point");
+        let cfg = ServeConfig {
+            mount: MountConfig {
+                read_only: false,
+                allow_other: false,
+                devices: false,
+                setuid: false,
+                exec: true,
+                threads: 2,
+                fsname: "tinyfs".into(),
+            },
+            atime: (Atime::Relative, false),
+            max_write: 128 << 10,
+            uring,
+            queue_depth: 2,
+            stats: true,
+        };
+        let session = Session::mount(Arc::new(TinyFs), dir.path(), &cfg).expect("mount");
+        let (transport, stats, unmounter) = (session.transport(), session.stats(), session.unmounter());
+        let server = std::thread::spawn(move || session.serve());
+        TinyMount {
+            dir,
+            transport,
+            stats,
+            unmounter,
+            server: Some(server),
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Unmounts and returns how the session ended.
+    fn finish(mut self) -> io::Result<()> {
+        self.unmounter.unmount().expect("unmount");
+        let server = self.server.take().expect("still serving");
+        server.join().expect("serve thread")
+    }
+}
+
+impl Drop for TinyMount {
+    fn drop(&mut self) {
+        if let Some(server) = self.server.take() {
+            let _ = nix::mount::umount2(self.dir.path(), nix::mount::MntFlags::MNT_DETACH);
+            let _ = server.join();
+        }
+    }
+}
+
+/// Turns the fuse module's `enable_uring` on for as long as it lives, then
+/// puts the old value back.
+struct UringSwitch {
+    old: String,
+}
+
+impl UringSwitch {
+    fn on() -> UringSwitch {
+        let old = fs::read_to_string(ENABLE_URING).expect("read enable_uring");
+        fs::write(ENABLE_URING, "Y").expect("switch enable_uring on");
+        UringSwitch { old }
+    }
+}
+
+impl Drop for UringSwitch {
+    fn drop(&mut self) {
+        if let Err(e) = fs::write(ENABLE_URING, self.old.trim()) {
+            eprintln!("cannot restore {ENABLE_URING} to {:?}: {e}", self.old);
+        }
+    }
+}
+
+fn require_fuse_root() {
+    let opened = fs::OpenOptions::new().read(true).write(true).open("/dev/fuse");
+    assert!(opened.is_ok(), "this test needs FUSE: /dev/fuse: {opened:?}");
+    assert!(nix::unistd::geteuid().is_root(), "this test needs root");
+}
+
+/// What a program sees through the mount: the root's attributes, a failed
+/// lookup, the file system's statistics.
+fn check_through(mnt: &Path) {
+    let root = fs::metadata(mnt).expect("stat the root");
+    assert_eq!(
+        (root.ino(), root.len(), root.mode(), root.nlink()),
+        (1, ROOT_SIZE, ROOT_MODE, 2)
+    );
+    let missing = fs::metadata(mnt.join("missing")).expect_err("nothing but the root exists");
+    assert_eq!(missing.raw_os_error(), Some(libc::ENOENT), "{missing}");
+    let st = nix::sys::statvfs::statvfs(mnt).expect("statfs");
+    assert_eq!(
+        (st.blocks(), st.blocks_free(), st.fragment_size()),
+        (BLOCKS, BLOCKS / 2, u64::from(BSIZE))
+    );
+}
+
+#[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-fuse/build.rs)"
+)]
+fn dev_fuse_transport_serves_stat_lookup_and_statfs() {
+    require_fuse_root();
+    let mount = TinyMount::new(false);
+    assert_eq!(mount.transport, Transport::Dev);
+    assert_eq!(mount.transport.to_string(), "/dev/fuse");
+    check_through(mount.path());
+    let dev = &mount.stats.dev;
+    assert!(
+        dev.count(GETATTR) >= 1 && dev.count(LOOKUP) >= 1 && dev.count(STATFS) >= 1,
+        "{}",
+        mount.stats.render()
+    );
+    assert_eq!(mount.stats.uring.total(), 0);
+    mount.finish().expect("the session ends cleanly at unmount");
+}
+
+#[test]
+#[cfg_attr(
+    not(novafs_fuse_uring),
+    ignore = "needs root and a kernel with FUSE over io_uring (/sys/module/fuse/parameters/enable_uring)"
+)]
+fn io_uring_transport_serves_stat_lookup_and_statfs() {
+    require_fuse_root();
+    let switch = UringSwitch::on();
+    let mount = TinyMount::new(true);
+    drop(switch);
+    assert_eq!(mount.transport, Transport::Uring, "{}", mount.stats.render());
+    assert_eq!(mount.transport.to_string(), "FUSE over io_uring");
+    check_through(mount.path());
+    let (uring, dev) = (&mount.stats.uring, &mount.stats.dev);
+    assert!(
+        uring.count(GETATTR) >= 1 && uring.count(LOOKUP) >= 1 && uring.count(STATFS) >= 1,
+        "{}",
+        mount.stats.render()
+    );
+    // Only INIT (and forgets) come through /dev/fuse.
+    assert_eq!(
+        (dev.count(GETATTR), dev.count(LOOKUP), dev.count(STATFS)),
+        (0, 0, 0),
+        "{}",
+        mount.stats.render()
+    );
+    assert_eq!(dev.count(INIT), 1);
+    mount.finish().expect("the session ends cleanly at unmount");
+}
+
+/// The round trip of a trivial request on each transport: `stat` of the
+/// root with TTL 0 (one GETATTR each), interleaved rounds, medians.
+#[test]
+#[ignore = "benchmark: cargo test -p novafs-fuse --release -- --ignored --nocapture stat_round_trip"]
+fn stat_round_trip_dev_fuse_against_io_uring() {
+    require_fuse_root();
+    const STATS_PER_ROUND: u32 = 10_000;
+    const ROUNDS: usize = 7;
+    let dev = TinyMount::new(false);
+    let uring = {
+        let _switch = UringSwitch::on();
+        TinyMount::new(true)
+    };
+    assert_eq!((dev.transport, uring.transport), (Transport::Dev, Transport::Uring));
+    let time = |m: &TinyMount| {
+        let start = Instant::now();
+        for _ in 0..STATS_PER_ROUND {
+            fs::metadata(m.path()).expect("stat");
+        }
+        start.elapsed().as_secs_f64() * 1e6 / f64::from(STATS_PER_ROUND)
+    };
+    let (mut on_dev, mut on_uring) = (Vec::new(), Vec::new());
+    for round in 0..ROUNDS {
+        // Alternate which goes first.
+        if round % 2 == 0 {
+            on_dev.push(time(&dev));
+            on_uring.push(time(&uring));
+        } else {
+            on_uring.push(time(&uring));
+            on_dev.push(time(&dev));
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (d, u) = (median(&mut on_dev), median(&mut on_uring));
+    println!("stat round trip, median of {ROUNDS} rounds of {STATS_PER_ROUND}:");
+    println!("  /dev/fuse          {d:.2} us  (rounds {on_dev:.2?})");
+    println!("  FUSE over io_uring {u:.2} us  (rounds {on_uring:.2?})");
+    println!("  io_uring speed-up  {:.2}x", d / u);
+    println!("{}", dev.stats.render());
+    println!("{}", uring.stats.render());
+    assert!(uring.stats.uring.count(GETATTR) >= u64::from(STATS_PER_ROUND) * ROUNDS as u64);
+    dev.finish().expect("dev session ends");
+    uring.finish().expect("uring session ends");
+}
