@@ -56,6 +56,9 @@ use crate::wire::abi_uring::{
     UringCmdReq, UringReqHeader, FUSE_IO_URING_CMD_COMMIT_AND_FETCH, FUSE_IO_URING_CMD_REGISTER,
 };
 
+/// A completion: the entry (user_data) and the command's result.
+type Completion = (u64, i32);
+
 /// `sqe->len` must say 2: the entry's two buffers (`FUSE_URING_IOV_SEGS`).
 const IOV_SEGS: u32 = 2;
 /// Offset of `len` in `struct io_uring_sqe` (include/uapi/linux/io_uring.h),
@@ -354,7 +357,7 @@ impl Queue {
     /// entry (it then turns io_uring off for the connection; the entries
     /// it took come back at unmount, and whatever arrives meanwhile is
     /// served).
-    fn register(&mut self) -> (Vec<(u64, i32)>, io::Result<()>) {
+    fn register(&mut self) -> (Vec<Completion>, io::Result<()>) {
         for idx in 0..self.ents.len() {
             let sqe = self.sqe(idx, FUSE_IO_URING_CMD_REGISTER, 0);
             if let Err(e) = self.push(&sqe) {
@@ -364,7 +367,7 @@ impl Queue {
         if let Err(e) = self.ring.submit() {
             return (Vec::new(), Err(e));
         }
-        let (done, refused): (Vec<(u64, i32)>, Vec<(u64, i32)>) = self
+        let (done, refused): (Vec<Completion>, Vec<Completion>) = self
             .ring
             .completion()
             .map(|c| (c.user_data(), c.result()))
@@ -380,7 +383,7 @@ impl Queue {
     }
 
     /// Serves until the kernel has given back every entry.
-    fn serve(&mut self, mut ready: Vec<(u64, i32)>, handler: &dyn Handler, stats: &Stats) -> io::Result<()> {
+    fn serve(&mut self, mut ready: Vec<Completion>, handler: &dyn Handler, stats: &Stats) -> io::Result<()> {
         let mut idle_since = stats.now();
         loop {
             // The wait for a batch is charged to its first request; later
