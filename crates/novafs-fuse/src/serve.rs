@@ -108,27 +108,40 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// Mounts on `mountpoint`, answers INIT through `handler` (adding
-    /// max_write, and FUSE_OVER_IO_URING when io_uring is wanted, offered
-    /// and its queues are made), and starts the workers.
+    /// Mounts on `mountpoint` (mount(2) as root, fusermount3 otherwise)
+    /// and [starts](Session::start) the session there.
     pub(crate) fn mount(handler: Arc<dyn Handler>, mountpoint: &Path, cfg: &ServeConfig) -> io::Result<Session> {
         let via_fusermount = !geteuid().is_root();
-        let dev = Arc::new(if via_fusermount {
+        let dev = if via_fusermount {
             fusermount::mount(mountpoint, &fusermount_options(cfg))?
         } else {
             kernel_mount(mountpoint, &cfg.mount, cfg.atime)?
-        });
+        };
         let unmounter = Unmounter {
             mountpoint: mountpoint.to_path_buf(),
             via_fusermount,
         };
+        Session::start(handler, dev, unmounter, cfg)
+    }
+
+    /// Answers INIT on the freshly mounted `dev` through `handler` (adding
+    /// max_write, and FUSE_OVER_IO_URING when io_uring is wanted, offered
+    /// and its queues are made) and starts the workers. On failure the
+    /// mount is taken down with `unmounter`.
+    pub(crate) fn start(
+        handler: Arc<dyn Handler>,
+        dev: OwnedFd,
+        unmounter: Unmounter,
+        cfg: &ServeConfig,
+    ) -> io::Result<Session> {
+        let dev = Arc::new(dev);
         let stats = Arc::new(SessionStats {
             dev: Arc::new(Stats::new(cfg.stats)),
             uring: Arc::new(Stats::new(cfg.stats)),
         });
         match handshake(&dev, &handler, cfg, &stats) {
             Ok((transport, workers)) => {
-                tracing::info!(%transport, mountpoint = %mountpoint.display(), "FUSE session up");
+                tracing::info!(%transport, mountpoint = %unmounter.mountpoint.display(), "FUSE session up");
                 Ok(Session {
                     unmounter,
                     dev,
@@ -188,6 +201,14 @@ pub(crate) struct Unmounter {
 }
 
 impl Unmounter {
+    /// For a mount made by [`fusermount::mount`].
+    pub(crate) fn fusermount(mountpoint: &Path) -> Unmounter {
+        Unmounter {
+            mountpoint: mountpoint.to_path_buf(),
+            via_fusermount: true,
+        }
+    }
+
     /// Unmounts: umount(2) as root, which fails with EBUSY while files are
     /// open there; fusermount3's lazy unmount otherwise.
     pub(crate) fn unmount(&self) -> io::Result<()> {
@@ -209,18 +230,20 @@ impl Unmounter {
 
 /// The mount options fusermount3 takes for `cfg` (it adds nosuid and
 /// nodev itself for a user).
-fn fusermount_options(cfg: &ServeConfig) -> String {
+pub(crate) fn fusermount_options(cfg: &ServeConfig) -> String {
     let mut options = format!(
         "fsname={},subtype={SUBTYPE},default_permissions,{},{}",
         cfg.mount.fsname,
         if cfg.mount.read_only { "ro" } else { "rw" },
         if cfg.mount.exec { "exec" } else { "noexec" },
     );
-    options.push_str(match cfg.atime.0 {
-        Atime::Never => ",noatime",
-        Atime::Relative => ",relatime",
-        Atime::Strict => ",strictatime",
-    });
+    // fusermount3 (3.14) knows only noatime of the access-time options;
+    // relatime is the kernel's default, and strictatime cannot be asked for.
+    match cfg.atime.0 {
+        Atime::Never => options.push_str(",noatime"),
+        Atime::Relative => {}
+        Atime::Strict => tracing::info!("fusermount3 cannot mount with strictatime; relatime instead"),
+    }
     if cfg.mount.allow_other {
         options.push_str(",allow_other");
     }
@@ -253,8 +276,8 @@ fn handshake(
             continue;
         }
         stats.dev.record(FUSE_INIT, None);
-        let offered = flag(args, INIT_FLAGS) & FUSE_INIT_EXT != 0
-            && u64::from(flag(args, INIT_IN_FLAGS2)) << 32 & FUSE_OVER_IO_URING != 0;
+        let offered = u32_at(args, INIT_FLAGS) & FUSE_INIT_EXT != 0
+            && u64::from(u32_at(args, INIT_IN_FLAGS2)) << 32 & FUSE_OVER_IO_URING != 0;
         let incoming = Incoming {
             header: &header,
             args: Args::Whole(args),
@@ -267,8 +290,8 @@ fn handshake(
             }
         };
         let reply = &mut out[..len];
-        set_flag(reply, INIT_OUT_MAX_WRITE, max_write);
-        let pages = if flag(reply, INIT_FLAGS) & FUSE_MAX_PAGES != 0 {
+        set_u32_at(reply, INIT_OUT_MAX_WRITE, max_write);
+        let pages = if u32_at(reply, INIT_FLAGS) & FUSE_MAX_PAGES != 0 {
             usize::from(u16::from_ne_bytes([
                 reply[INIT_OUT_MAX_PAGES],
                 reply[INIT_OUT_MAX_PAGES + 1],
@@ -297,11 +320,11 @@ fn handshake(
             (false, _) => None,
         };
         if queues.is_some() {
-            set_flag(reply, INIT_FLAGS, flag(reply, INIT_FLAGS) | FUSE_INIT_EXT);
-            set_flag(
+            set_u32_at(reply, INIT_FLAGS, u32_at(reply, INIT_FLAGS) | FUSE_INIT_EXT);
+            set_u32_at(
                 reply,
                 INIT_OUT_FLAGS2,
-                flag(reply, INIT_OUT_FLAGS2) | (FUSE_OVER_IO_URING >> 32) as u32,
+                u32_at(reply, INIT_OUT_FLAGS2) | (FUSE_OVER_IO_URING >> 32) as u32,
             );
         }
         if let Err(e) = dev::send(dev.as_fd(), header.unique, Answer::Reply(len), &out) {
@@ -341,14 +364,14 @@ fn handshake(
 
 /// The native-endian u32 at `at` (0 past the end: an old kernel's shorter
 /// struct).
-fn flag(bytes: &[u8], at: usize) -> u32 {
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
     bytes
         .get(at..at + 4)
         .and_then(|b| b.try_into().ok())
         .map_or(0, u32::from_ne_bytes)
 }
 
-fn set_flag(bytes: &mut [u8], at: usize, value: u32) {
+fn set_u32_at(bytes: &mut [u8], at: usize, value: u32) {
     if let Some(field) = bytes.get_mut(at..at + 4) {
         field.copy_from_slice(&value.to_ne_bytes());
     }

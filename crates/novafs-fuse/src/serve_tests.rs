@@ -13,9 +13,10 @@ use std::time::Instant;
 use novafs::Atime;
 use tempfile::TempDir;
 
-use crate::serve::{ServeConfig, Session, SessionStats, Transport, Unmounter};
+use crate::serve::{fusermount_options, ServeConfig, Session, SessionStats, Transport, Unmounter};
 use crate::session::MountConfig;
-use crate::transport::{Answer, Handler, Incoming};
+use crate::transport::dev::Notifier;
+use crate::transport::{fusermount, Answer, Handler, Incoming};
 
 const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 
@@ -87,36 +88,57 @@ struct TinyMount {
     transport: Transport,
     stats: Arc<SessionStats>,
     unmounter: Unmounter,
+    notifier: Notifier,
     server: Option<JoinHandle<io::Result<()>>>,
 }
 
+fn tiny_config(uring: bool) -> ServeConfig {
+    ServeConfig {
+        mount: MountConfig {
+            read_only: false,
+            allow_other: false,
+            devices: false,
+            setuid: false,
+            exec: true,
+            threads: 2,
+            fsname: "tinyfs".into(),
+        },
+        atime: (Atime::Relative, false),
+        max_write: 128 << 10,
+        uring,
+        queue_depth: 2,
+        stats: true,
+    }
+}
+
 impl TinyMount {
+    /// Mounts as root does (mount(2)).
     fn new(uring: bool) -> TinyMount {
         let dir = tempfile::tempdir().expect("mount point");
-        let cfg = ServeConfig {
-            mount: MountConfig {
-                read_only: false,
-                allow_other: false,
-                devices: false,
-                setuid: false,
-                exec: true,
-                threads: 2,
-                fsname: "tinyfs".into(),
-            },
-            atime: (Atime::Relative, false),
-            max_write: 128 << 10,
-            uring,
-            queue_depth: 2,
-            stats: true,
-        };
-        let session = Session::mount(Arc::new(TinyFs), dir.path(), &cfg).expect("mount");
+        let session = Session::mount(Arc::new(TinyFs), dir.path(), &tiny_config(uring)).expect("mount");
+        TinyMount::serve(dir, session)
+    }
+
+    /// Mounts as a user does (fusermount3, which root may use too).
+    fn through_fusermount() -> TinyMount {
+        let dir = tempfile::tempdir().expect("mount point");
+        let cfg = tiny_config(false);
+        let dev = fusermount::mount(dir.path(), &fusermount_options(&cfg)).expect("fusermount3 mount");
+        let session =
+            Session::start(Arc::new(TinyFs), dev, Unmounter::fusermount(dir.path()), &cfg).expect("INIT handshake");
+        TinyMount::serve(dir, session)
+    }
+
+    fn serve(dir: TempDir, session: Session) -> TinyMount {
         let (transport, stats, unmounter) = (session.transport(), session.stats(), session.unmounter());
+        let notifier = session.notifier();
         let server = std::thread::spawn(move || session.serve());
         TinyMount {
             dir,
             transport,
             stats,
             unmounter,
+            notifier,
             server: Some(server),
         }
     }
@@ -164,6 +186,19 @@ impl Drop for UringSwitch {
     }
 }
 
+/// Whether `done` holds within a second: a /dev/fuse worker counts a
+/// request after writing its reply, so the caller may see the reply first.
+fn soon(done: impl Fn() -> bool) -> bool {
+    let deadline = Instant::now() + std::time::Duration::from_secs(1);
+    while !done() {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    true
+}
+
 fn require_fuse_root() {
     let opened = fs::OpenOptions::new().read(true).write(true).open("/dev/fuse");
     assert!(opened.is_ok(), "this test needs FUSE: /dev/fuse: {opened:?}");
@@ -187,6 +222,22 @@ fn check_through(mnt: &Path) {
     );
 }
 
+/// Notifications reach the kernel (through /dev/fuse with either
+/// transport): a well-formed one is taken, a short one refused.
+fn check_notify(notifier: &Notifier) {
+    const FUSE_NOTIFY_INVAL_INODE: i32 = 2;
+    // fuse_notify_inval_inode_out: ino, offset, length (0: the attributes).
+    let mut inval = [0u8; 24];
+    inval[..8].copy_from_slice(&1u64.to_ne_bytes());
+    notifier
+        .notify(FUSE_NOTIFY_INVAL_INODE, &inval)
+        .expect("invalidate the root's attributes");
+    let short = notifier
+        .notify(FUSE_NOTIFY_INVAL_INODE, &inval[..8])
+        .expect_err("a short notification");
+    assert_eq!(short.raw_os_error(), Some(libc::EINVAL), "{short}");
+}
+
 #[test]
 #[cfg_attr(
     not(novafs_fuse_root),
@@ -198,13 +249,37 @@ fn dev_fuse_transport_serves_stat_lookup_and_statfs() {
     assert_eq!(mount.transport, Transport::Dev);
     assert_eq!(mount.transport.to_string(), "/dev/fuse");
     check_through(mount.path());
+    check_notify(&mount.notifier);
     let dev = &mount.stats.dev;
     assert!(
-        dev.count(GETATTR) >= 1 && dev.count(LOOKUP) >= 1 && dev.count(STATFS) >= 1,
+        soon(|| dev.count(GETATTR) >= 1 && dev.count(LOOKUP) >= 1 && dev.count(STATFS) >= 1),
         "{}",
         mount.stats.render()
     );
     assert_eq!(mount.stats.uring.total(), 0);
+    mount.finish().expect("the session ends cleanly at unmount");
+}
+
+#[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-fuse/build.rs)"
+)]
+fn fusermount3_mount_hands_over_a_working_descriptor() {
+    require_fuse_root();
+    let mount = TinyMount::through_fusermount();
+    let mounts = fs::read_to_string("/proc/mounts").expect("/proc/mounts");
+    let dir = mount.path().to_str().expect("utf-8 temp path");
+    let line = mounts
+        .lines()
+        .find(|l| l.split(' ').nth(1) == Some(dir))
+        .expect("the mount is listed");
+    assert!(
+        line.starts_with("tinyfs ") && line.split(' ').nth(2) == Some("fuse.novafs"),
+        "{line}"
+    );
+    check_through(mount.path());
+    assert!(soon(|| mount.stats.dev.count(GETATTR) >= 1));
     mount.finish().expect("the session ends cleanly at unmount");
 }
 
@@ -221,6 +296,7 @@ fn io_uring_transport_serves_stat_lookup_and_statfs() {
     assert_eq!(mount.transport, Transport::Uring, "{}", mount.stats.render());
     assert_eq!(mount.transport.to_string(), "FUSE over io_uring");
     check_through(mount.path());
+    check_notify(&mount.notifier);
     let (uring, dev) = (&mount.stats.uring, &mount.stats.dev);
     assert!(
         uring.count(GETATTR) >= 1 && uring.count(LOOKUP) >= 1 && uring.count(STATFS) >= 1,

@@ -74,7 +74,15 @@ pub(crate) fn send(fd: BorrowedFd<'_>, unique: u64, answer: Answer, out: &[u8]) 
         Answer::Error(errno) => (-errno, &[][..]),
         Answer::Nothing => return Ok(()),
     };
-    write_message(fd, error, unique, payload)
+    match write_message(fd, error, unique, payload) {
+        // The kernel refused the reply as malformed: answer EIO, so that
+        // the caller does not wait forever.
+        Err(e) if e.raw_os_error() != Some(libc::ENODEV) && (error, payload.len()) != (-libc::EIO, 0) => {
+            tracing::error!(unique, error, len = payload.len(), cause = %e, "reply refused; answering EIO");
+            write_message(fd, -libc::EIO, unique, &[])
+        }
+        sent => sent,
+    }
 }
 
 /// Writes one reply or notification: header and payload in one `writev`,
