@@ -6,9 +6,9 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use novafs::Atime;
 use tempfile::TempDir;
@@ -89,6 +89,8 @@ struct TinyMount {
     stats: Arc<SessionStats>,
     unmounter: Unmounter,
     notifier: Notifier,
+    /// Disarmed when the mount is dropped, after the workers are joined.
+    _watchdog: Watchdog,
     server: Option<JoinHandle<io::Result<()>>>,
 }
 
@@ -132,8 +134,10 @@ impl TinyMount {
     fn serve(dir: TempDir, session: Session) -> TinyMount {
         let (transport, stats, unmounter) = (session.transport(), session.stats(), session.unmounter());
         let notifier = session.notifier();
+        let watchdog = Watchdog::arm(dir.path());
         let server = std::thread::spawn(move || session.serve());
         TinyMount {
+            _watchdog: watchdog,
             dir,
             transport,
             stats,
@@ -164,6 +168,72 @@ impl Drop for TinyMount {
     }
 }
 
+/// Aborts a mount's FUSE connection if the test still holds it after a
+/// minute: a transport that loses a request leaves its caller waiting in
+/// the kernel for good, and the test should fail, not hang.
+struct Watchdog {
+    disarm: Option<mpsc::SyncSender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+const FUSECTL: &str = "/sys/fs/fuse/connections";
+
+impl Watchdog {
+    fn arm(mountpoint: &Path) -> Watchdog {
+        let connection = connection_of(mountpoint).expect("the mount is in /proc/self/mountinfo");
+        let (disarm, armed) = mpsc::sync_channel(1);
+        let thread = std::thread::spawn(move || {
+            if armed.recv_timeout(Duration::from_secs(60)) == Err(mpsc::RecvTimeoutError::Timeout) {
+                eprintln!("watchdog: aborting FUSE connection {connection}: the test hung");
+                abort_connection(connection);
+            }
+        });
+        Watchdog {
+            disarm: Some(disarm),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.disarm.take());
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The FUSE connection number of the mount on `mountpoint`: the minor of
+/// its device, read from mountinfo (a stat would ask the daemon).
+fn connection_of(mountpoint: &Path) -> Option<u32> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let dir = mountpoint.to_str()?;
+    let line = info.lines().find(|l| l.split(' ').nth(4) == Some(dir))?;
+    line.split(' ').nth(2)?.split_once(':')?.1.parse().ok()
+}
+
+/// Writes to the connection's `abort` in fusectl, mounting fusectl for the
+/// moment if it is not.
+fn abort_connection(connection: u32) {
+    let fusectl = Path::new(FUSECTL);
+    let mounted_here = !fusectl.join(connection.to_string()).exists()
+        && nix::mount::mount(
+            Some("fusectl"),
+            fusectl,
+            Some("fusectl"),
+            nix::mount::MsFlags::empty(),
+            None::<&str>,
+        )
+        .is_ok();
+    if let Err(e) = fs::write(fusectl.join(connection.to_string()).join("abort"), "1") {
+        eprintln!("watchdog: cannot abort connection {connection}: {e}");
+    }
+    if mounted_here {
+        let _ = nix::mount::umount2(fusectl, nix::mount::MntFlags::MNT_DETACH);
+    }
+}
+
 /// Turns the fuse module's `enable_uring` on for as long as it lives, then
 /// puts the old value back.
 struct UringSwitch {
@@ -189,12 +259,12 @@ impl Drop for UringSwitch {
 /// Whether `done` holds within a second: a /dev/fuse worker counts a
 /// request after writing its reply, so the caller may see the reply first.
 fn soon(done: impl Fn() -> bool) -> bool {
-    let deadline = Instant::now() + std::time::Duration::from_secs(1);
+    let deadline = Instant::now() + Duration::from_secs(1);
     while !done() {
         if Instant::now() > deadline {
             return false;
         }
-        std::thread::sleep(std::time::Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(1));
     }
     true
 }
