@@ -16,7 +16,7 @@ use tempfile::TempDir;
 use crate::serve::{fusermount_options, ServeConfig, Session, SessionStats, Transport, Unmounter};
 use crate::session::MountConfig;
 use crate::transport::dev::Notifier;
-use crate::transport::{fusermount, Answer, Handler, Incoming};
+use crate::transport::{fusermount, Answer, Args, Handler, Incoming};
 
 const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 
@@ -41,6 +41,15 @@ fn put(out: &mut [u8], at: usize, bytes: &[u8]) {
 
 impl Handler for TinyFs {
     fn handle(&self, req: &Incoming<'_>, out: &mut [u8]) -> Answer {
+        // Both transports deliver the arguments /dev/fuse would: io_uring
+        // split into the fixed struct and the rest.
+        let (op, payload) = match req.args {
+            Args::Whole(bytes) => (&[][..], bytes),
+            Args::Split { op, payload } => (op, payload),
+        };
+        if op.len() + payload.len() + 40 != req.header.len as usize {
+            return Answer::Error(libc::EPROTO);
+        }
         match req.header.opcode {
             INIT => {
                 // fuse_init_out: 64 bytes; the session sets max_write and
@@ -54,6 +63,8 @@ impl Handler for TinyFs {
                 put(out, 24, &1u32.to_ne_bytes()); // time_gran
                 Answer::Reply(64)
             }
+            // fuse_getattr_in is 16 bytes.
+            GETATTR if op.len() + payload.len() != 16 => Answer::Error(libc::EPROTO),
             GETATTR if req.header.nodeid == 1 => {
                 // fuse_attr_out with a zero attr_valid (TTL 0: every stat
                 // asks again), then fuse_attr.
@@ -65,6 +76,8 @@ impl Handler for TinyFs {
                 put(out, 16 + 80, &BSIZE.to_ne_bytes()); // blksize
                 Answer::Reply(104)
             }
+            // The name comes NUL-terminated.
+            LOOKUP if [op, payload].concat() != b"missing\0" => Answer::Error(libc::EPROTO),
             LOOKUP => Answer::Error(libc::ENOENT),
             STATFS => {
                 // fuse_kstatfs: 80 bytes.
@@ -422,8 +435,14 @@ fn stat_round_trip_dev_fuse_against_io_uring() {
     };
     let (d, u) = (median(&mut on_dev), median(&mut on_uring));
     println!("stat round trip, median of {ROUNDS} rounds of {STATS_PER_ROUND}:");
-    println!("  /dev/fuse          {d:.2} us  (best {:.2}; rounds {on_dev:.2?})", on_dev[0]);
-    println!("  FUSE over io_uring {u:.2} us  (best {:.2}; rounds {on_uring:.2?})", on_uring[0]);
+    println!(
+        "  /dev/fuse          {d:.2} us  (best {:.2}; rounds {on_dev:.2?})",
+        on_dev[0]
+    );
+    println!(
+        "  FUSE over io_uring {u:.2} us  (best {:.2}; rounds {on_uring:.2?})",
+        on_uring[0]
+    );
     println!("  io_uring speed-up  {:.2}x", d / u);
     println!("{}", dev.stats.render());
     println!("{}", uring.stats.render());

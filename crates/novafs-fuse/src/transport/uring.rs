@@ -445,12 +445,20 @@ impl Queue {
         let commit_id = header.ent_in_out.commit_id;
         let len = (header.ent_in_out.payload_sz as usize).min(payload.len());
         request[..len].copy_from_slice(&payload[..len]);
+        // The in header's len counts what /dev/fuse would deliver: the
+        // header, the fixed argument (in op_in, absent for e.g. LOOKUP,
+        // whose name is all payload) and the payload; so the fixed
+        // argument's length is what remains, and `op` followed by
+        // `payload` are the bytes /dev/fuse would have sent.
+        let op_len = (in_header.len as usize)
+            .saturating_sub(size_of::<InHeader>() + len)
+            .min(header.op_in.len());
         let op = header.op_in;
         let answer = handler.handle(
             &Incoming {
                 header: &in_header,
                 args: Args::Split {
-                    op: &op,
+                    op: &op[..op_len],
                     payload: &request[..len],
                 },
             },
