@@ -6,7 +6,7 @@ use std::fs;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::{mpsc, Arc};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -247,17 +247,30 @@ fn abort_connection(connection: u32) {
     }
 }
 
-/// Turns the fuse module's `enable_uring` on for as long as it lives, then
-/// puts the old value back.
+/// Sets the fuse module's `enable_uring` for as long as it lives, then puts
+/// the old value back.
 struct UringSwitch {
     old: String,
+    /// The tests that set the switch take turns.
+    _turn: MutexGuard<'static, ()>,
 }
+
+static URING_SWITCH: Mutex<()> = Mutex::new(());
 
 impl UringSwitch {
     fn on() -> UringSwitch {
+        UringSwitch::set("Y")
+    }
+
+    fn off() -> UringSwitch {
+        UringSwitch::set("N")
+    }
+
+    fn set(value: &str) -> UringSwitch {
+        let turn = URING_SWITCH.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let old = fs::read_to_string(ENABLE_URING).expect("read enable_uring");
-        fs::write(ENABLE_URING, "Y").expect("switch enable_uring on");
-        UringSwitch { old }
+        fs::write(ENABLE_URING, value).expect("set enable_uring");
+        UringSwitch { old, _turn: turn }
     }
 }
 
@@ -394,6 +407,23 @@ fn io_uring_transport_serves_stat_lookup_and_statfs() {
         mount.stats.render()
     );
     assert_eq!(dev.count(INIT), 1);
+    mount.finish().expect("the session ends cleanly at unmount");
+}
+
+#[test]
+#[cfg_attr(
+    not(novafs_fuse_uring),
+    ignore = "needs root and a kernel with FUSE over io_uring (/sys/module/fuse/parameters/enable_uring)"
+)]
+fn io_uring_switched_off_leaves_the_mount_on_dev_fuse() {
+    require_fuse_root();
+    let switch = UringSwitch::off();
+    let mount = TinyMount::new(true);
+    drop(switch);
+    assert_eq!(mount.transport, Transport::Dev);
+    check_through(mount.path());
+    assert!(soon(|| mount.stats.dev.count(GETATTR) >= 1), "{}", mount.stats.render());
+    assert_eq!(mount.stats.uring.total(), 0);
     mount.finish().expect("the session ends cleanly at unmount");
 }
 
