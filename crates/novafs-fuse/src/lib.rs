@@ -18,17 +18,14 @@
 
 mod adapter;
 mod caller;
-// Used once the session moves off fuser.
-#[allow(dead_code)]
+#[allow(dead_code)] // used once the session moves off fuser
 mod serve;
-mod session;
-// Used once the session moves off fuser.
 #[cfg(test)]
 mod serve_tests;
-#[allow(dead_code)]
+mod session;
+#[allow(dead_code)] // used once the session moves off fuser
 mod stats;
-// Used once the session moves off fuser.
-#[allow(dead_code, unsafe_code)]
+#[allow(dead_code, unsafe_code)] // dead code: used once the session moves off fuser
 mod transport;
 mod wire;
 
