@@ -430,7 +430,7 @@ fn io_uring_switched_off_leaves_the_mount_on_dev_fuse() {
 /// The round trip of a trivial request on each transport: `stat` of the
 /// root with TTL 0 (one GETATTR each), interleaved rounds, medians.
 #[test]
-#[ignore = "benchmark: cargo test -p novafs-fuse --release -- --ignored --nocapture stat_round_trip"]
+#[ignore = "benchmark: cargo test -p novafs-fuse -- --ignored --nocapture stat_round_trip"]
 fn stat_round_trip_dev_fuse_against_io_uring() {
     require_fuse_root();
     const STATS_PER_ROUND: u32 = 10_000;
