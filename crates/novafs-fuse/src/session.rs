@@ -161,11 +161,15 @@ impl Unmounter {
 }
 
 /// The mount's type is `fuse.` and this.
-const SUBTYPE: &str = "novafs";
+pub(crate) const SUBTYPE: &str = "novafs";
 
 /// Opens /dev/fuse and mounts it on `mountpoint` as `fuse.novafs` (needs
 /// root); returns the descriptor to serve.
-fn kernel_mount(mountpoint: &Path, cfg: &MountConfig, (atime, no_dir_atime): (Atime, bool)) -> io::Result<OwnedFd> {
+pub(crate) fn kernel_mount(
+    mountpoint: &Path,
+    cfg: &MountConfig,
+    (atime, no_dir_atime): (Atime, bool),
+) -> io::Result<OwnedFd> {
     let dev = OpenOptions::new().read(true).write(true).open("/dev/fuse")?;
     let root_type = std::fs::metadata(mountpoint)?.mode() & libc::S_IFMT;
     let mut options = format!(

@@ -36,3 +36,7 @@ pub(crate) trait Handler: Send + Sync {
     /// negotiated max_write plus one page long).
     fn handle(&self, req: &Incoming<'_>, out: &mut [u8]) -> Answer;
 }
+
+pub(crate) mod dev;
+pub(crate) mod fusermount;
+pub(crate) mod uring;

@@ -7,6 +7,7 @@
 // Used once the session moves off fuser.
 #[allow(dead_code)]
 pub(crate) mod abi;
+pub(crate) mod abi_uring;
 // Used once the session moves off fuser.
 #[allow(dead_code)]
 pub(crate) mod reply;
