@@ -94,9 +94,7 @@ pub struct FuseFs {
     pub(crate) listings: Mutex<HashMap<u64, u64>>,
     pub(crate) next_handle: AtomicU64,
     /// Set once by INIT.
-    pub(crate) settled: OnceLock<Settled>,
-    /// Ask for FUSE over io_uring at INIT.
-    io_uring: bool,
+    settled: OnceLock<Settled>,
 }
 
 /// Who sent a request, as the request header says.
@@ -114,15 +112,7 @@ impl FuseFs {
             listings: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
             settled: OnceLock::new(),
-            io_uring: false,
         }
-    }
-
-    /// Asks the kernel at INIT for FUSE over io_uring (granted only when it
-    /// offers FUSE_OVER_IO_URING: see [`FuseFs::settled`]).
-    pub(crate) fn with_io_uring(mut self, on: bool) -> FuseFs {
-        self.io_uring = on;
-        self
     }
 
     /// What INIT settled, once it has.
@@ -428,10 +418,9 @@ impl FuseFs {
             tracing::error!("unsupported FUSE protocol {major}.{minor}");
             return Answer::Error(libc::EPROTO);
         }
+        // FUSE_OVER_IO_URING is the session's to add: only it knows
+        // whether its queues exist.
         let mut wanted = WANTED;
-        if self.io_uring {
-            wanted |= FUSE_OVER_IO_URING;
-        }
         for cap in [
             FUSE_DO_READDIRPLUS,
             FUSE_READDIRPLUS_AUTO,

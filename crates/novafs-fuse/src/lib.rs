@@ -2,11 +2,12 @@
 //! request into one [`novafs::Fs`] call and the result into one reply
 //! (DESIGN.md §2, layer 9).
 //!
-//! [`FuseFs`] answers each request (`handler`, over the crate's own wire
-//! protocol in `wire`; `adapter` is its `fuser::Filesystem` face while the
-//! session still runs on fuser); [`Mounted`] mounts it and
-//! serves it with one worker per core, each on its own cloned `/dev/fuse`
-//! descriptor. Daemonizing, signals and the command line live in
+//! The layers, each a module: `wire` declares the kernel's FUSE structures
+//! and parses and builds messages; `transport` carries them (`/dev/fuse`
+//! workers on cloned descriptors, or FUSE over io_uring with a queue per
+//! CPU); `handler` ([`FuseFs`]) answers each request with one `Fs` call;
+//! `serve` mounts, answers INIT and runs the workers; [`Mounted`] is the
+//! face the command line uses; `stats` times requests. Daemonizing, signals and the command line live in
 //! `novafs-cli`; this crate owns only the FUSE protocol side.
 //!
 //! The adapter adds no state of its own beyond the open-handle counts the
@@ -18,20 +19,16 @@
 // buffers the kernel writes, descriptors received over a socket).
 #![deny(unsafe_code)]
 
-mod adapter;
 mod caller;
-#[allow(dead_code)] // used once the session moves off fuser
 mod handler;
-#[allow(dead_code)] // used once the session moves off fuser
 mod serve;
 #[cfg(test)]
 mod serve_tests;
 mod session;
-#[allow(dead_code)] // used once the session moves off fuser
 mod stats;
-#[allow(dead_code, unsafe_code)] // dead code: used once the session moves off fuser
+#[allow(unsafe_code)]
 mod transport;
 mod wire;
 
 pub use handler::{FuseFs, ATTR_TTL};
-pub use session::{MountConfig, MountError, Mounted, Unmounter};
+pub use session::{MountConfig, MountError, MountStats, Mounted, Transport, Unmounter};

@@ -44,23 +44,12 @@ const PAGE: usize = 4096;
 
 /// How to mount and serve.
 #[derive(Clone, Debug)]
-pub struct ServeConfig {
+pub(crate) struct ServeConfig {
     pub mount: MountConfig,
     /// The access-time rule for the mount flags (`Fs::atime()`).
     pub atime: (Atime, bool),
     /// The largest WRITE the kernel may send; set in the INIT reply.
     pub max_write: u32,
-    /// Use FUSE over io_uring when the kernel offers it.
-    pub uring: bool,
-    /// Entries per io_uring queue.
-    pub queue_depth: usize,
-    /// Time every request (the counts are kept regardless).
-    pub stats: bool,
-}
-
-/// The default worker count: one per CPU this process may run on.
-pub fn default_threads() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// How requests travel once the mount is up.
@@ -136,8 +125,8 @@ impl Session {
     ) -> io::Result<Session> {
         let dev = Arc::new(dev);
         let stats = Arc::new(SessionStats {
-            dev: Arc::new(Stats::new(cfg.stats)),
-            uring: Arc::new(Stats::new(cfg.stats)),
+            dev: Arc::new(Stats::new(cfg.mount.stats)),
+            uring: Arc::new(Stats::new(cfg.mount.stats)),
         });
         match handshake(&dev, &handler, cfg, &stats) {
             Ok((transport, workers)) => {
@@ -202,6 +191,7 @@ pub(crate) struct Unmounter {
 
 impl Unmounter {
     /// For a mount made by [`fusermount::mount`].
+    #[cfg(test)]
     pub(crate) fn fusermount(mountpoint: &Path) -> Unmounter {
         Unmounter {
             mountpoint: mountpoint.to_path_buf(),
@@ -303,10 +293,10 @@ fn handshake(
         // What the kernel may put in one request or ask for in one reply
         // besides the headers (its ring's max_payload_sz).
         let payload_size = MIN_READ_BUFFER.max(max_write as usize).max(pages * PAGE);
-        let queues = match (cfg.uring, offered) {
+        let queues = match (cfg.mount.uring, offered) {
             (true, true) => {
                 let uring_cfg = UringConfig {
-                    queue_depth: cfg.queue_depth,
+                    queue_depth: cfg.mount.queue_depth,
                     payload_size,
                 };
                 Queues::start(dev, uring_cfg, handler, &stats.uring)

@@ -117,12 +117,12 @@ fn tiny_config(uring: bool) -> ServeConfig {
             exec: true,
             threads: 2,
             fsname: "tinyfs".into(),
+            uring,
+            queue_depth: 2,
+            stats: true,
         },
         atime: (Atime::Relative, false),
         max_write: 128 << 10,
-        uring,
-        queue_depth: 2,
-        stats: true,
     }
 }
 

@@ -62,6 +62,7 @@ impl Stats {
     }
 
     /// Requests of `opcode` counted so far.
+    #[cfg(test)]
     pub(crate) fn count(&self, opcode: u32) -> u64 {
         self.rows[(opcode as usize).min(ROWS - 1)].count.load(Ordering::Relaxed)
     }

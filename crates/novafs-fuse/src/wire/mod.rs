@@ -4,13 +4,9 @@
 //! knows how the bytes travel (that is `transport`) or what novafs does with
 //! them (that is `handler`).
 
-// Used once the session moves off fuser.
+// The kernel's whole ABI, declared once: not every code is answered.
 #[allow(dead_code)]
 pub(crate) mod abi;
 pub(crate) mod abi_uring;
-// Used once the session moves off fuser.
-#[allow(dead_code)]
 pub(crate) mod reply;
-// Used once the session moves off fuser.
-#[allow(dead_code)]
 pub(crate) mod request;
