@@ -39,9 +39,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use novafs::{Attr, Error, FileType, Fs, Make, SetAttr};
+use novafs::{Atime, Attr, Error, FileType, Fs, Make, SetAttr};
 
 use crate::caller::Caller;
+use crate::invalidate::Invalidator;
 use crate::transport::{Answer, Handler, Incoming};
 use crate::wire::abi::{self, *};
 use crate::wire::reply::{self, Built, DirBuf};
@@ -67,9 +68,12 @@ const WANTED: u64 = FUSE_ASYNC_READ
     | FUSE_BIG_WRITES
     | FUSE_MAX_PAGES
     | FUSE_INIT_EXT
+    // Every listing with attributes: `ls -l` then needs no lookups.
     | FUSE_DO_READDIRPLUS
-    | FUSE_READDIRPLUS_AUTO
     | FUSE_PARALLEL_DIROPS
+    // The kernel leaves clearing set-ID bits to us (`kill_set_id`), and
+    // in exchange stops asking for security.capability before each write.
+    | FUSE_HANDLE_KILLPRIV_V2
     | FUSE_CACHE_SYMLINKS
     // File handles (open_by_handle_at, NFS export) that stay valid after
     // the kernel drops an inode and across remounts: inode numbers and
@@ -95,6 +99,13 @@ pub struct FuseFs {
     pub(crate) next_handle: AtomicU64,
     /// Set once by INIT.
     settled: OnceLock<Settled>,
+    /// Opens cost no request: OPEN and CREATE are answered ENOSYS, after
+    /// which the kernel sends neither (nor RELEASE), keeping file pages
+    /// cached from one open to the next; the kernel's references keep
+    /// unlinked files instead of handles ([`Fs::lookups_hold_files`]).
+    no_open: bool,
+    /// Drops the pages of modified files under relatime (`invalidate`).
+    invalidator: OnceLock<Invalidator>,
 }
 
 /// Who sent a request, as the request header says.
@@ -108,11 +119,50 @@ pub(crate) struct Who {
 impl FuseFs {
     pub fn new(fs: Arc<Fs>) -> FuseFs {
         FuseFs {
-            fs,
             listings: Mutex::new(HashMap::new()),
             next_handle: AtomicU64::new(1),
+            no_open: fs.lookups_hold_files() && fs.atime().0 != Atime::Strict,
             settled: OnceLock::new(),
+            invalidator: OnceLock::new(),
+            fs,
         }
+    }
+
+    /// Lets modifications drop the kernel's cached pages when the mount
+    /// keeps them across opens and reads update access times relatively
+    /// (`invalidate`); otherwise `invalidator` is not needed and dropped.
+    pub(crate) fn attach(&self, invalidator: impl FnOnce() -> std::io::Result<Invalidator>) -> std::io::Result<()> {
+        if self.no_open && self.fs.atime().0 == Atime::Relative {
+            let _ = self.invalidator.set(invalidator()?);
+        }
+        Ok(())
+    }
+
+    /// `ino` was modified: its access time is due, so under relatime its
+    /// cached pages must go (`invalidate`).
+    fn modified(&self, ino: u64) {
+        if let Some(inv) = self.invalidator.get() {
+            inv.queue(ino);
+        }
+    }
+
+    /// Clears set-user-ID, and set-group-ID where group execution makes
+    /// it one (Linux's `setattr_should_drop_suidgid`), as
+    /// FUSE_HANDLE_KILLPRIV_V2 leaves to us on a write, a truncation or a
+    /// chown; `sgid_kept` keeps a set-group-ID without group execution.
+    fn kill_set_id(&self, ino: u64, sgid_kept: bool) -> Result<(), Error> {
+        let a = self.fs.getattr(ino)?;
+        if a.kind != FileType::RegularFile {
+            return Ok(());
+        }
+        let mut mode = a.perm & !libc::S_ISUID;
+        if a.perm & libc::S_IXGRP != 0 || !sgid_kept {
+            mode &= !libc::S_ISGID;
+        }
+        if mode == a.perm {
+            return Ok(());
+        }
+        self.fs.setattr(ino, &SetAttr::default().mode(mode)).map(drop)
     }
 
     /// What INIT settled, once it has.
@@ -374,9 +424,14 @@ impl FuseFs {
             Op::Link { oldnodeid, newname } => self.link(oldnodeid, ino, newname, out),
             Op::Open { flags, .. } => self.open(ino, flags, out),
             Op::Read { offset, size, .. } => self.read(ino, offset, size, out),
-            Op::Write { offset, data, .. } => self.write(ino, offset, data, out),
+            Op::Write {
+                offset,
+                data,
+                write_flags,
+                ..
+            } => self.write(ino, offset, data, write_flags, out),
             Op::Statfs => self.statfs(out),
-            Op::Release { .. } => done("release", self.fs.release_handle(ino)),
+            Op::Release { .. } => self.release(ino),
             // See the module docs: nothing to flush, ever, and every
             // answered request is already durable.
             Op::Flush { .. } | Op::Fsync { .. } | Op::Fsyncdir { .. } => Answer::Error(libc::ENOSYS),
@@ -392,7 +447,7 @@ impl FuseFs {
             Op::Ioctl { cmd, data, .. } => self.ioctl(ino, cmd, data, out),
             Op::Fallocate {
                 offset, length, mode, ..
-            } => done("fallocate", self.fs.fallocate(ino, mode, offset, length)),
+            } => done("fallocate", self.fallocate(who, ino, mode, offset, length)),
             Op::Lseek { offset, whence, .. } => self.lseek(ino, offset, whence, out),
             // With default_permissions the kernel checks access itself;
             // ENOSYS stops it asking. Requests are short and durable when
@@ -555,7 +610,11 @@ impl FuseFs {
             .mtime(set.mtime.map(time))
             .ctime(set.ctime)
             .times_now((set.atime.is_some() || set.mtime.is_some()) && now(set.atime) && now(set.mtime));
-        match self.fs.setattr(ino, &change) {
+        match self
+            .fs
+            .setattr(ino, &change)
+            .and_then(|a| self.after_setattr(who, ino, set, a))
+        {
             Ok(a) => sent("setattr", reply::attr(out, wire_attr(&a), ATTR_TTL)),
             Err(e) => failed("setattr", &e),
         }
@@ -605,18 +664,34 @@ impl FuseFs {
 
     /// Registers the handle with the core, which keeps an unlinked file
     /// alive until its last release.
+    /// Without opens (`no_open`) only the first OPEN ever comes: ENOSYS
+    /// to it, unless it is refused. From then on chattr's immutable and
+    /// append-only flags are enforced by the write (EPERM there), not the
+    /// open; O_TRUNC still arrives as a SETATTR, which checks them.
     fn open(&self, ino: u64, flags: u32, out: &mut [u8]) -> Answer {
         let flags = flags as i32;
         let writing = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let appending = flags & libc::O_APPEND != 0 && flags & libc::O_TRUNC == 0;
-        match self
-            .fs
-            .check_open(ino, writing, appending)
-            .and_then(|()| self.fs.open_handle(ino))
-        {
+        let checked = self.fs.check_open(ino, writing, appending);
+        if self.no_open {
+            return match checked {
+                Ok(()) => Answer::Error(libc::ENOSYS),
+                Err(e) => failed("open", &e),
+            };
+        }
+        match checked.and_then(|()| self.fs.open_handle(ino)) {
             Ok(_) => sent("open", reply::open(out, 0, self.open_flags(ino))),
             Err(e) => failed("open", &e),
         }
+    }
+
+    /// Without opens there are no handles to release (the kernel sends
+    /// none once OPEN answered ENOSYS).
+    fn release(&self, ino: u64) -> Answer {
+        if self.no_open {
+            return Answer::Reply(0);
+        }
+        done("release", self.fs.release_handle(ino))
     }
 
     /// Reads straight into the reply: no copy.
@@ -631,8 +706,15 @@ impl FuseFs {
         }
     }
 
-    fn write(&self, ino: u64, offset: u64, data: &[u8], out: &mut [u8]) -> Answer {
-        match self.fs.write(ino, offset, data) {
+    fn write(&self, ino: u64, offset: u64, data: &[u8], write_flags: u32, out: &mut [u8]) -> Answer {
+        let written = self.fs.write(ino, offset, data).and_then(|n| {
+            self.modified(ino);
+            if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 {
+                self.kill_set_id(ino, true)?;
+            }
+            Ok(n)
+        });
+        match written {
             // At most MAX_WRITE bytes arrive in one request.
             Ok(n) => sent("write", reply::write(out, u32::try_from(n).unwrap_or(u32::MAX))),
             Err(e) => failed("write", &e),
@@ -668,6 +750,40 @@ impl FuseFs {
             _ => Ok(()),
         });
         done("setxattr", r)
+    }
+
+    /// What FUSE_HANDLE_KILLPRIV_V2 leaves to us after a setattr: a
+    /// truncation by a caller without CAP_FSETID (the kernel says so) and
+    /// any chown of a file clear its set-ID bits, as Linux's `notify_change`
+    /// would (chown keeps a set-group-ID without group execution for a
+    /// caller in the group or with CAP_FSETID); a truncation makes the
+    /// access time due.
+    fn after_setattr(&self, who: Who, ino: u64, set: &Setattr, a: Attr) -> Result<Attr, Error> {
+        if set.size.is_some() {
+            self.modified(ino);
+        }
+        let chown = set.uid.is_some() || set.gid.is_some();
+        let kill = chown || (set.size.is_some() && set.kill_suidgid);
+        if !kill || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
+            return Ok(a);
+        }
+        let sgid_kept = !chown || self.group_id_kept(who, ino, None)?;
+        self.kill_set_id(ino, sgid_kept)?;
+        self.fs.getattr(ino)
+    }
+
+    /// Space changes like a write: set-ID bits go as a write by the same
+    /// caller would clear them (the kernel leaves that to us with
+    /// FUSE_HANDLE_KILLPRIV_V2 and gives no flag for fallocate, so the
+    /// caller's CAP_FSETID is read from /proc: xfstests generic/683, 684).
+    fn fallocate(&self, who: Who, ino: u64, mode: u32, offset: u64, length: u64) -> Result<(), Error> {
+        self.fs.fallocate(ino, mode, offset, length)?;
+        self.modified(ino);
+        let set_id = self.fs.getattr(ino)?.perm & (libc::S_ISUID | libc::S_ISGID) != 0;
+        if set_id && !Caller::of_process(who.pid, who.uid, who.gid).may_keep_setid {
+            self.kill_set_id(ino, true)?;
+        }
+        Ok(())
     }
 
     fn opendir(&self, out: &mut [u8]) -> Answer {
@@ -730,7 +846,13 @@ impl FuseFs {
         }
     }
 
+    /// Without opens, ENOSYS: the kernel then makes files with MKNOD (one
+    /// request too) and opens them without one, so that no file ever has
+    /// a handle whose RELEASE may or may not come.
     fn create(&self, who: Who, parent: u64, name: &[u8], mode: u32, umask: u32, out: &mut [u8]) -> Answer {
+        if self.no_open {
+            return Answer::Error(libc::ENOSYS);
+        }
         let m = Make::new(libc::S_IFREG | (mode & 0o7777), 0, 0)
             .umask(umask)
             .opened(true);

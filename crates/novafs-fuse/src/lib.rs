@@ -21,6 +21,7 @@
 
 mod caller;
 mod handler;
+mod invalidate;
 mod serve;
 #[cfg(test)]
 mod serve_tests;

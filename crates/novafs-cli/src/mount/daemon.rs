@@ -198,7 +198,10 @@ impl Daemon {
                     .read_only(opts.read_only)
                     .meta_replicas(opts.meta_replicas)
                     .atime(opts.atime)
-                    .no_dir_atime(opts.no_dir_atime);
+                    .no_dir_atime(opts.no_dir_atime)
+                    // Opens cost no FUSE request: the kernel's references
+                    // keep unlinked files (novafs-fuse's `no_open`).
+                    .lookups_hold_files(true);
                 let fs = Fs::open(Arc::new(region), mount_opts).map_err(|e| explain_fs(&image, e))?;
                 match &opts.snapshot {
                     None => Ok(fs),

@@ -174,29 +174,6 @@ pub(crate) fn notify_inval_inode(out: &mut [u8], ino: u64, off: i64, len: i64) -
     put(out, &NotifyInvalInodeOut { ino, off, len })
 }
 
-/// FUSE_NOTIFY_INVAL_ENTRY's payload: drop (or with `expire_only`, let
-/// time out) the cached entry `name` of directory `parent`.
-pub(crate) fn notify_inval_entry(out: &mut [u8], parent: u64, name: &[u8], expire_only: bool) -> Built {
-    let head = NotifyInvalEntryOut {
-        parent,
-        namelen: u32::try_from(name.len()).unwrap_or(u32::MAX),
-        flags: if expire_only { FUSE_EXPIRE_ONLY } else { 0 },
-    };
-    put_all(out, &[head.as_bytes(), name, b"\0"])
-}
-
-/// FUSE_NOTIFY_DELETE's payload: `name` of directory `parent`, naming
-/// `child`, is gone.
-pub(crate) fn notify_delete(out: &mut [u8], parent: u64, child: u64, name: &[u8]) -> Built {
-    let head = NotifyDeleteOut {
-        parent,
-        child,
-        namelen: u32::try_from(name.len()).unwrap_or(u32::MAX),
-        padding: 0,
-    };
-    put_all(out, &[head.as_bytes(), name, b"\0"])
-}
-
 /// The DT_* type a dirent carries for a file of mode `mode`.
 pub(crate) fn dirent_type(mode: u32) -> u32 {
     (mode & libc::S_IFMT) >> 12
@@ -219,10 +196,6 @@ impl<'a> DirBuf<'a> {
     /// The payload length so far.
     pub(crate) fn len(&self) -> usize {
         self.len
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     /// Adds a READDIR entry: node `ino`, `off` the offset after it, DT_*

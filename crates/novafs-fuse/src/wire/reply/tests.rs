@@ -232,7 +232,7 @@ fn a_listing_stops_at_the_first_entry_past_the_size_asked() {
     let mut d = DirBuf::new(&mut small, 4096);
     assert!(!d.add(1, 1, 4, b"a"));
     assert!(d.add(2, 2, 4, b"b"));
-    assert!(!d.is_empty());
+    assert_ne!(d.len(), 0);
 }
 
 #[test]
@@ -261,18 +261,11 @@ fn direntplus_records_carry_the_entry_then_the_dirent() {
 }
 
 #[test]
-fn notifications_carry_the_struct_then_the_name_and_its_nul() {
+fn an_inode_invalidation_carries_its_struct() {
     let mut out = [0xffu8; 64];
     assert_eq!(notify_inval_inode(&mut out, 5, -1, 0), Ok(24));
     assert_eq!(
         &out[..24],
         &[&le64(5)[..], &(-1i64).to_ne_bytes(), &le64(0)].concat()[..]
     );
-    assert_eq!(notify_inval_entry(&mut out, 1, b"name", true), Ok(21));
-    let want = [&le64(1)[..], &le32(4), &le32(FUSE_EXPIRE_ONLY), b"name\0"].concat();
-    assert_eq!(&out[..21], &want[..]);
-    assert_eq!(notify_delete(&mut out, 1, 9, b"x"), Ok(26));
-    let want = [&le64(1)[..], &le64(9), &le32(1), &le32(0), b"x\0"].concat();
-    assert_eq!(&out[..26], &want[..]);
-    assert!(notify_delete(&mut out[..25], 1, 9, b"x").is_err());
 }
