@@ -148,15 +148,23 @@ impl FuseFs {
 
     /// Clears set-user-ID, and set-group-ID where group execution makes
     /// it one (Linux's `setattr_should_drop_suidgid`), as
-    /// FUSE_HANDLE_KILLPRIV_V2 leaves to us on a write, a truncation or a
-    /// chown; `sgid_kept` keeps a set-group-ID without group execution.
-    fn kill_set_id(&self, ino: u64, sgid_kept: bool) -> Result<(), Error> {
+    /// FUSE_HANDLE_KILLPRIV_V2 leaves to us on a write, a truncation, a
+    /// chown and a fallocate by `who`. A mode that changes keeps
+    /// set-group-ID only for a caller in the group or with CAP_FSETID
+    /// (`setattr_copy`, as on ext4: xfstests generic/683 and 684); a chown
+    /// drops it for such a caller even when nothing else changes
+    /// (`setattr_should_drop_sgid`).
+    fn kill_set_id(&self, who: Who, ino: u64, chown: bool) -> Result<(), Error> {
         let a = self.fs.getattr(ino)?;
-        if a.kind != FileType::RegularFile {
+        if a.kind != FileType::RegularFile || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
             return Ok(());
         }
         let mut mode = a.perm & !libc::S_ISUID;
-        if a.perm & libc::S_IXGRP != 0 || !sgid_kept {
+        if a.perm & libc::S_IXGRP != 0 {
+            mode &= !libc::S_ISGID;
+        }
+        let changes = mode != a.perm || chown;
+        if changes && mode & libc::S_ISGID != 0 && !self.group_id_kept(who, ino, None)? {
             mode &= !libc::S_ISGID;
         }
         if mode == a.perm {
@@ -429,7 +437,7 @@ impl FuseFs {
                 data,
                 write_flags,
                 ..
-            } => self.write(ino, offset, data, write_flags, out),
+            } => self.write(who, ino, offset, data, write_flags, out),
             Op::Statfs => self.statfs(out),
             Op::Release { .. } => self.release(ino),
             // See the module docs: nothing to flush, ever, and every
@@ -706,11 +714,11 @@ impl FuseFs {
         }
     }
 
-    fn write(&self, ino: u64, offset: u64, data: &[u8], write_flags: u32, out: &mut [u8]) -> Answer {
+    fn write(&self, who: Who, ino: u64, offset: u64, data: &[u8], write_flags: u32, out: &mut [u8]) -> Answer {
         let written = self.fs.write(ino, offset, data).and_then(|n| {
             self.modified(ino);
             if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 {
-                self.kill_set_id(ino, true)?;
+                self.kill_set_id(who, ino, false)?;
             }
             Ok(n)
         });
@@ -763,12 +771,10 @@ impl FuseFs {
             self.modified(ino);
         }
         let chown = set.uid.is_some() || set.gid.is_some();
-        let kill = chown || (set.size.is_some() && set.kill_suidgid);
-        if !kill || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
+        if !chown && !(set.size.is_some() && set.kill_suidgid) || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
             return Ok(a);
         }
-        let sgid_kept = !chown || self.group_id_kept(who, ino, None)?;
-        self.kill_set_id(ino, sgid_kept)?;
+        self.kill_set_id(who, ino, chown)?;
         self.fs.getattr(ino)
     }
 
@@ -781,7 +787,7 @@ impl FuseFs {
         self.modified(ino);
         let set_id = self.fs.getattr(ino)?.perm & (libc::S_ISUID | libc::S_ISGID) != 0;
         if set_id && !Caller::of_process(who.pid, who.uid, who.gid).may_keep_setid {
-            self.kill_set_id(ino, true)?;
+            self.kill_set_id(who, ino, false)?;
         }
         Ok(())
     }

@@ -199,9 +199,9 @@ impl Daemon {
                     .meta_replicas(opts.meta_replicas)
                     .atime(opts.atime)
                     .no_dir_atime(opts.no_dir_atime)
-                    // Opens cost no FUSE request: the kernel's references
-                    // keep unlinked files (novafs-fuse's `no_open`).
-                    .lookups_hold_files(true);
+                    // Opens cost no FUSE request unless asked: the kernel's
+                    // references keep unlinked files (novafs-fuse's `no_open`).
+                    .lookups_hold_files(!opts.open_checks);
                 let fs = Fs::open(Arc::new(region), mount_opts).map_err(|e| explain_fs(&image, e))?;
                 match &opts.snapshot {
                     None => Ok(fs),

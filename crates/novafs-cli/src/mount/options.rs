@@ -21,6 +21,10 @@ pub(super) struct Options {
     pub(super) queue_depth: usize,
     /// Time every request by operation (`novafs stats MOUNTPOINT`).
     pub(super) stats: bool,
+    /// Send every open to novafs, so that chattr's immutable and
+    /// append-only flags refuse the open itself (as on ext4) rather than
+    /// the first write, at one request per open.
+    pub(super) open_checks: bool,
     pub(super) eadr: bool,
     pub(super) protect: WriteProtect,
     pub(super) meta_replicas: MetaReplicas,
@@ -34,7 +38,7 @@ pub(super) struct Options {
 /// Every option `parse_options` takes (`novafs mount --help` describes each).
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
-     threads=N, transport=auto|dev, queue_depth=N, stats, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off \
+     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off \
      (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
@@ -48,6 +52,7 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
         uring: true,
         queue_depth: DEFAULT_QUEUE_DEPTH,
         stats: false,
+        open_checks: false,
         eadr: false,
         protect: WriteProtect::default(),
         meta_replicas: MetaReplicas::AsFormatted,
@@ -74,6 +79,7 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             "transport=dev" => o.uring = false,
             _ if opt.starts_with("transport=") => bail!("{opt}: use transport=auto or transport=dev"),
             "stats" => o.stats = true,
+            "open_checks" => o.open_checks = true,
             // What /etc/fstab and mount(8) pass along that is theirs, not
             // the file system's.
             "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "user" | "users" | "owner" | "group" => {}

@@ -13,6 +13,8 @@ const ROOT: u64 = FUSE_ROOT_ID;
 struct Kernel {
     fuse: FuseFs,
     unique: u64,
+    /// The process every request names (/proc tells its capabilities).
+    pid: u32,
 }
 
 /// What came back: the answer, and the reply bytes for a `Reply`.
@@ -40,19 +42,31 @@ impl Got {
 }
 
 fn fs() -> Arc<Fs> {
+    fs_with(novafs::MountOptions::default())
+}
+
+fn fs_with(opts: novafs::MountOptions) -> Arc<Fs> {
     let region: Arc<dyn Region> = Arc::new(MemRegion::new(32 << 20));
     Fs::format(region.clone(), &novafs::FormatOptions::default().shards(2)).unwrap();
-    Arc::new(Fs::open(region, novafs::MountOptions::default()).unwrap())
+    Arc::new(Fs::open(region, opts).unwrap())
 }
 
 impl Kernel {
     fn new(fuse: FuseFs) -> Kernel {
-        Kernel { fuse, unique: 1 }
+        Kernel {
+            fuse,
+            unique: 1,
+            pid: std::process::id(),
+        }
     }
 
     /// A kernel that has sent INIT offering everything but io_uring.
     fn mounted() -> Kernel {
-        let mut k = Kernel::new(FuseFs::new(fs()));
+        Kernel::mounted_on(fs())
+    }
+
+    fn mounted_on(fs: Arc<Fs>) -> Kernel {
+        let mut k = Kernel::new(FuseFs::new(fs));
         let r = k.init(!FUSE_OVER_IO_URING);
         assert!(matches!(r, Got::Reply(_)), "{r:?}");
         k
@@ -68,7 +82,7 @@ impl Kernel {
             nodeid,
             uid: 1000,
             gid: 100,
-            pid: std::process::id(),
+            pid: self.pid,
             total_extlen: 0,
             padding: 0,
         };
@@ -182,11 +196,12 @@ fn init_grants_what_fuser_asked_for_and_settles_the_protocol() {
 
 #[test]
 fn init_takes_only_what_the_kernel_offers() {
-    let mut k = Kernel::new(FuseFs::new(fs()).with_io_uring(true));
+    let mut k = Kernel::new(FuseFs::new(fs()));
     let offered = FUSE_ASYNC_READ | FUSE_DO_READDIRPLUS | FUSE_INIT_EXT | FUSE_OVER_IO_URING;
     let o: InitOut = k.init(offered).read();
     let flags = u64::from(o.flags) | u64::from(o.flags2) << 32;
-    assert_eq!(flags, offered);
+    // io_uring is the session's to take, once its queues exist.
+    assert_eq!(flags, offered & !FUSE_OVER_IO_URING);
     // Without POSIX ACLs the kernel applies the umask itself.
     assert_eq!(k.fuse.umask(0o022), 0);
     // An older kernel gets the reply it knows.
@@ -511,4 +526,137 @@ fn attributes_keep_type_permissions_and_special_bits() {
     assert_eq!((w.uid, w.gid, w.nlink, w.blksize), (1000, 100, 3, BLOCK_SIZE));
     assert_eq!((w.ctime as i64, w.ctimensec), (-1, 999_999_997));
     assert_eq!(entry_of(&a, ATTR_TTL).generation, 7);
+}
+
+/// The daemon's mount: the kernel's references keep files, reads update
+/// access times relatively.
+fn no_open_kernel() -> Kernel {
+    let opts = novafs::MountOptions::default()
+        .lookups_hold_files(true)
+        .atime(Atime::Relative);
+    Kernel::mounted_on(fs_with(opts))
+}
+
+impl Kernel {
+    fn mknod(&mut self, parent: u64, name: &str, mode: u32) -> EntryOut {
+        let m = MknodIn {
+            mode: libc::S_IFREG | mode,
+            rdev: 0,
+            umask: 0,
+            padding: 0,
+        };
+        self.call(FUSE_MKNOD, parent, &[m.as_bytes(), name.as_bytes(), b"\0"])
+            .read()
+    }
+
+    fn mode(&mut self, ino: u64) -> u32 {
+        let a: AttrOut = self.call(FUSE_GETATTR, ino, &[GetattrIn::default().as_bytes()]).read();
+        a.attr.mode & 0o7777
+    }
+
+    fn write_flagged(&mut self, ino: u64, data: &[u8], write_flags: u32) -> Got {
+        let w = WriteIn {
+            size: data.len() as u32,
+            write_flags,
+            ..WriteIn::default()
+        };
+        self.call(FUSE_WRITE, ino, &[w.as_bytes(), data])
+    }
+}
+
+#[test]
+fn without_opens_open_and_create_are_enosys_and_release_is_ignored() {
+    let mut k = no_open_kernel();
+    let c = CreateIn {
+        flags: (libc::O_CREAT | libc::O_RDWR) as u32,
+        mode: libc::S_IFREG | 0o644,
+        ..CreateIn::default()
+    };
+    assert_eq!(
+        k.call(FUSE_CREATE, ROOT, &[c.as_bytes(), b"f\0"]),
+        Got::Error(libc::ENOSYS)
+    );
+    let f = k.mknod(ROOT, "f", 0o644).nodeid;
+    let open = |flags: i32| OpenIn {
+        flags: flags as u32,
+        open_flags: 0,
+    };
+    assert_eq!(
+        k.call(FUSE_OPEN, f, &[open(libc::O_RDWR).as_bytes()]),
+        Got::Error(libc::ENOSYS)
+    );
+    // An open the chattr flags forbid is still refused.
+    k.fuse.fs.set_flags(f, novafs::FLAG_IMMUTABLE).unwrap();
+    assert_eq!(
+        k.call(FUSE_OPEN, f, &[open(libc::O_WRONLY).as_bytes()]),
+        Got::Error(libc::EPERM)
+    );
+    k.fuse.fs.set_flags(f, 0).unwrap();
+    // A RELEASE takes no handle away: the file stays after its unlink.
+    assert_eq!(k.write(f, 0, b"kept").read::<WriteOut>().size, 4);
+    assert_eq!(k.call(FUSE_UNLINK, ROOT, &[b"f\0"]), Got::Reply(vec![]));
+    assert_eq!(
+        k.call(FUSE_RELEASE, f, &[ReleaseIn::default().as_bytes()]),
+        Got::Reply(vec![])
+    );
+    assert_eq!(k.read(f, 0, 10), Got::Reply(b"kept".to_vec()));
+}
+
+#[test]
+fn without_opens_an_unlinked_file_lives_until_the_kernel_forgets_it() {
+    let mut k = no_open_kernel();
+    let free = |k: &Kernel| k.fuse.fs.statfs().blocks_free;
+    let before = free(&k);
+    let f = k.mknod(ROOT, "f", 0o644).nodeid;
+    assert_eq!(k.write(f, 0, &[7u8; 8192]).read::<WriteOut>().size, 8192);
+    assert_eq!(k.call(FUSE_UNLINK, ROOT, &[b"f\0"]), Got::Reply(vec![]));
+    assert_eq!(k.read(f, 8190, 10), Got::Reply(vec![7, 7]));
+    assert!(free(&k) < before, "the data is still held");
+    let forget = ForgetIn { nlookup: 1 };
+    assert_eq!(k.call(FUSE_FORGET, f, &[forget.as_bytes()]), Got::Nothing);
+    assert_eq!(free(&k), before);
+    assert!(matches!(k.read(f, 0, 10), Got::Error(_)));
+}
+
+#[test]
+fn set_id_bits_go_as_killpriv_v2_asks() {
+    let mut k = no_open_kernel();
+    let f = k.mknod(ROOT, "f", 0o6755).nodeid;
+    // A writer with CAP_FSETID: the kernel sets no flag, the bits stay.
+    k.write_flagged(f, b"a", 0).read::<WriteOut>();
+    assert_eq!(k.mode(f), 0o6755);
+    k.write_flagged(f, b"a", FUSE_WRITE_KILL_SUIDGID).read::<WriteOut>();
+    assert_eq!(k.mode(f), 0o755);
+    // Set-group-ID without group execution is a locking mark: it stays.
+    let g = k.mknod(ROOT, "g", 0o6744).nodeid;
+    k.write_flagged(g, b"a", FUSE_WRITE_KILL_SUIDGID).read::<WriteOut>();
+    assert_eq!(k.mode(g), 0o2744);
+    // A truncation by a caller without CAP_FSETID.
+    let t = k.mknod(ROOT, "t", 0o6755).nodeid;
+    let set = SetattrIn {
+        valid: FATTR_SIZE | FATTR_KILL_SUIDGID,
+        size: 0,
+        ..SetattrIn::default()
+    };
+    let a: AttrOut = k.call(FUSE_SETATTR, t, &[set.as_bytes()]).read();
+    assert_eq!(a.attr.mode & 0o7777, 0o755);
+    // A chown, whoever asks.
+    let c = k.mknod(ROOT, "c", 0o4755).nodeid;
+    let set = SetattrIn {
+        valid: FATTR_UID,
+        uid: 1001,
+        ..SetattrIn::default()
+    };
+    let a: AttrOut = k.call(FUSE_SETATTR, c, &[set.as_bytes()]).read();
+    assert_eq!((a.attr.mode & 0o7777, a.attr.uid), (0o755, 1001));
+    // fallocate by a process without CAP_FSETID (the fallback when /proc
+    // has no such process: uid 1000 is unprivileged).
+    let fa = k.mknod(ROOT, "fa", 0o6755).nodeid;
+    k.pid = u32::MAX - 1;
+    let fal = FallocateIn {
+        length: 4096,
+        ..FallocateIn::default()
+    };
+    assert_eq!(k.call(FUSE_FALLOCATE, fa, &[fal.as_bytes()]), Got::Reply(vec![]));
+    assert_eq!(k.mode(fa), 0o755);
 }
