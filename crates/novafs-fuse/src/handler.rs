@@ -771,7 +771,8 @@ impl FuseFs {
             self.modified(ino);
         }
         let chown = set.uid.is_some() || set.gid.is_some();
-        if !chown && !(set.size.is_some() && set.kill_suidgid) || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
+        let kills = chown || (set.size.is_some() && set.kill_suidgid);
+        if !kills || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
             return Ok(a);
         }
         self.kill_set_id(who, ino, chown)?;
