@@ -11,7 +11,9 @@
 //! - `snapshot-list`: a line `snapshot NAME EPOCH CREATED_NS HELD_PAGES`
 //!   per snapshot, then `done`;
 //! - `snapshot-mount NAME MOUNTPOINT`: the daemon serves a read-only mount
-//!   of the snapshot there; `done`.
+//!   of the snapshot there; `done`;
+//! - `stats`: the FUSE requests served so far by operation, a line `line
+//!   TEXT` per line of the table, then `done`.
 //!
 //! Names and paths travel hex-encoded. Any request may be answered
 //! `error MESSAGE` instead.
@@ -37,6 +39,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use novafs::{Damaged, Fs, ScrubOptions, ScrubReport, Snapshot};
+use novafs_fuse::MountStats;
 
 /// Mounts snapshot NAME of the file system read-only at a mount point
 /// (the daemon's `SnapshotMounts`).
@@ -71,6 +74,7 @@ pub struct Server {
 /// What the connections' threads share.
 struct Shared {
     fs: Arc<Fs>,
+    stats: MountStats,
     mount_snapshot: MountSnapshot,
     /// Held by the running scrub.
     scrubbing: Mutex<()>,
@@ -80,9 +84,10 @@ struct Shared {
 
 impl Server {
     /// Listens on `path` (a stale socket of a dead daemon is replaced).
-    pub fn start(path: &Path, fs: Arc<Fs>, mount_snapshot: MountSnapshot) -> io::Result<Server> {
+    pub fn start(path: &Path, fs: Arc<Fs>, stats: MountStats, mount_snapshot: MountSnapshot) -> io::Result<Server> {
         let shared = Shared {
             fs,
+            stats,
             mount_snapshot,
             scrubbing: Mutex::new(()),
             mounting: Mutex::new(()),
@@ -315,6 +320,14 @@ fn answer(conn: UnixStream, shared: &Shared, stop: &AtomicBool) {
             });
             reply(&mut out, done.map(|()| ""))
         }
+        ["stats"] => {
+            let table = shared.stats.render();
+            let mut r = Ok(());
+            for l in table.lines() {
+                r = r.and_then(|()| writeln!(out, "line {l}"));
+            }
+            r.and_then(|()| writeln!(out, "done"))
+        }
         _ => writeln!(out, "error unknown request '{}'", line.trim()),
     };
     if let Err(e) = reply.and_then(|()| out.flush()) {
@@ -407,6 +420,24 @@ pub fn snapshot_mount(path: &Path, name: &[u8], mnt: &Path) -> Result<()> {
         &format!("snapshot-mount {} {}", hex(name), hex(mnt.as_os_str().as_bytes())),
     )
     .map(drop)
+}
+
+/// The request table of the mount whose daemon listens on `path`.
+pub fn stats(path: &Path) -> Result<String> {
+    let mut table = String::new();
+    for line in send(path, "stats")?.lines() {
+        let line = line.context("the daemon's reply")?;
+        match line.split_once(' ').unwrap_or((&line, "")) {
+            ("line", text) => {
+                table.push_str(text);
+                table.push('\n');
+            }
+            ("done", _) => return Ok(table),
+            ("error", why) => bail!("{why}"),
+            _ => bail!("unexpected reply from the daemon: {line}"),
+        }
+    }
+    bail!("the daemon closed the control channel before the table ended")
 }
 
 /// The snapshots of the mount whose daemon listens on `path`.

@@ -57,6 +57,11 @@ enum Cmd {
         /// Where the file system is mounted.
         mountpoint: PathBuf,
     },
+    /// Print the FUSE requests a mount has served, by operation: how many, and with `-o stats` the time spent waiting for each, inside novafs and replying.
+    Stats {
+        /// Where the file system is mounted.
+        mountpoint: PathBuf,
+    },
     /// Run the library benchmark (NOVA §5.2 microbenchmark and 4 KiB reads).
     Bench(bench::Args),
     /// Check that every operation is atomic at every crash point (crash-image enumeration).
@@ -133,6 +138,7 @@ fn main() -> ExitCode {
         Cmd::Scrub(args) => return scrub::run(&args),
         Cmd::Mount(args) => return mount::run(&args),
         Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
+        Cmd::Stats { mountpoint } => print_stats(&mountpoint),
         Cmd::Snapshot(cmd) => match snapshot::run(&cmd) {
             Ok(code) => return code,
             Err(e) => Err(e),
@@ -145,4 +151,13 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `novafs stats MOUNTPOINT`: the daemon's request table.
+fn print_stats(mountpoint: &Path) -> anyhow::Result<()> {
+    let Some(socket) = mount::control_socket(mountpoint)? else {
+        anyhow::bail!("{} is not a novafs mount point", mountpoint.display());
+    };
+    print!("{}", control::stats(&socket)?);
+    Ok(())
 }

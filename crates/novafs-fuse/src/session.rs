@@ -1,20 +1,23 @@
 //! Mounting and serving: [`Mounted`] owns one FUSE session over one `Fs`
 //! from the kernel mount to the end of the last worker, and hands the `Fs`
-//! back so the caller can unmount it cleanly (NOVA §4.7).
+//! back so the caller can unmount it cleanly (NOVA §4.7). The session
+//! itself (INIT, transports, workers) is `serve`'s.
 
 use std::fs::OpenOptions;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-use fuser::{Config, MountOption, Session, SessionACL, SessionUnmounter};
-use nix::mount::{umount2, MntFlags, MsFlags};
-use nix::unistd::{geteuid, getgid, getuid};
+use nix::mount::MsFlags;
+use nix::unistd::{getgid, getuid};
 use novafs::{Atime, Fs};
 
-use crate::adapter::FuseFs;
+use crate::handler::{FuseFs, MAX_WRITE};
+use crate::invalidate::Invalidator;
+pub use crate::serve::Transport;
+use crate::serve::{self, ServeConfig, Session, SessionStats};
 
 /// How to mount.
 #[derive(Clone, Debug)]
@@ -29,19 +32,25 @@ pub struct MountConfig {
     pub setuid: bool,
     /// Programs on the mount may be executed (`exec`, the default).
     pub exec: bool,
-    /// Worker threads, each reading requests from its own descriptor.
+    /// /dev/fuse worker threads, each reading requests from its own
+    /// descriptor (with io_uring: one per CPU queue instead).
     pub threads: usize,
     /// The mount's source as shown in /proc/mounts (e.g. the image path).
     pub fsname: String,
+    /// Serve through FUSE over io_uring when the kernel offers it.
+    pub uring: bool,
+    /// Requests in flight per io_uring queue.
+    pub queue_depth: usize,
+    /// Time every request by operation ([`Mounted::stats`]).
+    pub stats: bool,
 }
 
 /// A live mount: the kernel has answered INIT, so requests are flowing.
 pub struct Mounted {
-    session: Session<FuseFs>,
+    session: Session,
     fs: Arc<Fs>,
-    /// The mount point when the kernel mount was made here (as root), so
-    /// unmounting it is ours too.
-    own_mount: Option<PathBuf>,
+    /// Holds the invalidation thread, stopped once the session has ended.
+    handler: Arc<FuseFs>,
 }
 
 /// A mount that failed; the `Fs` comes back for a clean unmount.
@@ -56,54 +65,22 @@ impl Mounted {
     /// attributes we return); `nodev,nosuid` unless root asks otherwise.
     ///
     /// As root the kernel mount is made here, with mount(2) and the type
-    /// `fuse.novafs`, so /proc/mounts and `df -T` name the file system
-    /// (fuser's own mount(2) says only `fuse`). Otherwise fuser goes
-    /// through fusermount3, which turns the subtype into the same type.
+    /// `fuse.novafs`, so /proc/mounts and `df -T` name the file system.
+    /// Otherwise fusermount3 mounts and hands over the descriptor.
     pub fn mount(fs: Fs, mountpoint: &Path, cfg: &MountConfig) -> Result<Mounted, Box<MountError>> {
         let fs = Arc::new(fs);
-        let mut config = Config::default();
-        config.mount_options = vec![
-            MountOption::FSName(cfg.fsname.clone()),
-            MountOption::Subtype(SUBTYPE.into()),
-            MountOption::DefaultPermissions,
-            if cfg.read_only {
-                MountOption::RO
-            } else {
-                MountOption::RW
-            },
-            if cfg.exec {
-                MountOption::Exec
-            } else {
-                MountOption::NoExec
-            },
-        ];
-        config.acl = if cfg.allow_other {
-            SessionACL::All
-        } else {
-            SessionACL::Owner
+        let serve_cfg = ServeConfig {
+            mount: cfg.clone(),
+            atime: fs.atime(),
+            max_write: MAX_WRITE,
         };
-        config.n_threads = Some(cfg.threads.max(1));
-        // A descriptor per worker (FUSE_DEV_IOC_CLONE) needs /dev/fuse to
-        // be openable by us, which an unprivileged user of fusermount3 may
-        // not have; then the workers share one descriptor.
-        config.clone_fd = cfg.threads > 1 && OpenOptions::new().read(true).write(true).open("/dev/fuse").is_ok();
-        let session = if geteuid().is_root() {
-            kernel_mount(mountpoint, cfg, fs.atime()).and_then(|fd| {
-                let acl = config.acl;
-                Session::from_fd(FuseFs::new(fs.clone()), fd, acl, config).inspect_err(|_| {
-                    // The handshake failed: take the mount down again.
-                    let _ = umount2(mountpoint, MntFlags::MNT_DETACH);
-                })
-            })
-        } else {
-            Session::new(FuseFs::new(fs.clone()), mountpoint, &config)
-        };
-        match session {
-            Ok(session) => Ok(Mounted {
-                session,
-                fs,
-                own_mount: geteuid().is_root().then(|| mountpoint.to_path_buf()),
-            }),
+        let handler = Arc::new(FuseFs::new(fs.clone()));
+        let mounted = Session::mount(handler.clone(), mountpoint, &serve_cfg).and_then(|session| {
+            handler.attach(|| Invalidator::start(session.notifier()))?;
+            Ok(session)
+        });
+        match mounted {
+            Ok(session) => Ok(Mounted { session, fs, handler }),
             // The session and its FuseFs are gone: we hold the last Arc.
             Err(error) => Err(Box::new(MountError {
                 error,
@@ -115,10 +92,7 @@ impl Mounted {
     /// A handle that unmounts the kernel side from another thread (e.g. on
     /// a signal), ending [`Mounted::serve`].
     pub fn unmounter(&mut self) -> Unmounter {
-        match &self.own_mount {
-            Some(path) => Unmounter::Kernel(path.clone()),
-            None => Unmounter::Fuser(self.session.unmount_callable()),
-        }
+        Unmounter(self.session.unmounter())
     }
 
     /// The mounted file system, for work beside the requests (a scrub
@@ -127,45 +101,61 @@ impl Mounted {
         self.fs.clone()
     }
 
+    /// How requests travel.
+    pub fn transport(&self) -> Transport {
+        self.session.transport()
+    }
+
+    /// The requests served so far, by operation, as a plain-text table
+    /// (timed when [`MountConfig::stats`] is on).
+    pub fn stats(&self) -> MountStats {
+        MountStats(self.session.stats())
+    }
+
     /// Serves requests until the kernel mount goes away (umount, or the
     /// connection is aborted). Returns how the session ended and the `Fs`,
     /// which no request can reach any more; the caller takes it back from
     /// the `Arc` once any other holder ([`Mounted::fs`]) is done.
     pub fn serve(self) -> (io::Result<()>, Arc<Fs>) {
-        let Mounted { session, fs, .. } = self;
-        let result = session.run();
-        (result, fs)
+        let Mounted { session, fs, handler } = self;
+        let served = session.serve();
+        drop(handler);
+        (served, fs)
+    }
+}
+
+/// A live view of a mount's request counts and times.
+#[derive(Clone)]
+pub struct MountStats(Arc<SessionStats>);
+
+impl MountStats {
+    /// The table, one line per operation seen.
+    pub fn render(&self) -> String {
+        self.0.render()
     }
 }
 
 /// Unmounts a [`Mounted`] from another thread.
-pub enum Unmounter {
-    /// The kernel mount made here as root: umount(2).
-    Kernel(PathBuf),
-    /// fuser's (through fusermount3).
-    Fuser(SessionUnmounter),
-}
+pub struct Unmounter(serve::Unmounter);
 
 impl Unmounter {
     /// Unmounts the kernel mount (as root with umount(2), which fails with
     /// EBUSY while files are open there; otherwise lazily with fusermount3).
-    /// Taking the mount here also keeps fuser from trying to unmount the
-    /// mount point again when the session ends (fuser 0.18 does so even
-    /// when the mount is already gone, which could hit a newer mount).
     pub fn unmount(&mut self) -> io::Result<()> {
-        match self {
-            Unmounter::Kernel(path) => Ok(umount2(path.as_path(), MntFlags::empty())?),
-            Unmounter::Fuser(u) => u.unmount(),
-        }
+        self.0.unmount()
     }
 }
 
 /// The mount's type is `fuse.` and this.
-const SUBTYPE: &str = "novafs";
+pub(crate) const SUBTYPE: &str = "novafs";
 
 /// Opens /dev/fuse and mounts it on `mountpoint` as `fuse.novafs` (needs
 /// root); returns the descriptor to serve.
-fn kernel_mount(mountpoint: &Path, cfg: &MountConfig, (atime, no_dir_atime): (Atime, bool)) -> io::Result<OwnedFd> {
+pub(crate) fn kernel_mount(
+    mountpoint: &Path,
+    cfg: &MountConfig,
+    (atime, no_dir_atime): (Atime, bool),
+) -> io::Result<OwnedFd> {
     let dev = OpenOptions::new().read(true).write(true).open("/dev/fuse")?;
     let root_type = std::fs::metadata(mountpoint)?.mode() & libc::S_IFMT;
     let mut options = format!(

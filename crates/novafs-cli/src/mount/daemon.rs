@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use novafs::{Fs, MountOptions};
-use novafs_fuse::{MountConfig, MountError, Mounted};
+use novafs_fuse::{MountConfig, MountError, Mounted, Transport};
 use pm::{MapOptions, MmapRegion, Prefault};
 
 use super::checks::{check_fuse_available, check_mountpoint};
@@ -31,14 +31,15 @@ enum Reporter {
 }
 
 impl Reporter {
-    fn ready(&mut self, image: &Path, mnt: &Path) {
-        tracing::info!("mounted {} on {}", image.display(), mnt.display());
+    /// The mount is up; `transport` names how requests travel.
+    fn ready(&mut self, image: &Path, mnt: &Path, transport: Transport) {
+        tracing::info!("mounted {} on {} ({transport})", image.display(), mnt.display());
         match self {
             Reporter::Pipe(out) => {
-                let _ = writeln!(out, "ready").and_then(|()| out.flush());
+                let _ = writeln!(out, "ready {transport}").and_then(|()| out.flush());
             }
             Reporter::Terminal => println!(
-                "novafs: mounted {} on {}; serving in the foreground (Ctrl-C or `novafs umount {}` unmounts)",
+                "novafs: mounted {} on {} ({transport}); serving in the foreground (Ctrl-C or `novafs umount {}` unmounts)",
                 image.display(),
                 mnt.display(),
                 mnt.display()
@@ -98,6 +99,7 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
         state,
         mut mounted,
         snapshots,
+        timed,
     } = daemon;
     let unmounter = mounted.unmounter();
     let signal_mnt = mnt.clone();
@@ -109,13 +111,19 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
     }
     let served = snapshots.clone();
     let mount_snapshot: control::MountSnapshot = Box::new(move |fs, name, mnt| served.mount(fs, name, mnt));
-    let control = control::Server::start(&state.ctl, mounted.fs(), mount_snapshot)
+    let stats = mounted.stats();
+    let control = control::Server::start(&state.ctl, mounted.fs(), stats.clone(), mount_snapshot)
         .inspect_err(|e| tracing::warn!("no control channel ({e}): `novafs scrub` cannot reach this mount"))
         .ok();
-    reporter.ready(&image, &mnt);
+    reporter.ready(&image, &mnt, mounted.transport());
     let (result, fs) = mounted.serve();
     if let Err(e) = result {
         tracing::error!("FUSE session ended with an error: {e}");
+    }
+    if timed {
+        if let Err(e) = fs::write(&state.stats, stats.render()) {
+            tracing::warn!("cannot write {}: {e}", state.stats.display());
+        }
     }
     // A scrub in progress stops at its next inode and lets the file
     // system go, so that it can be unmounted cleanly.
@@ -149,6 +157,8 @@ struct Daemon {
     state: StatePaths,
     mounted: Mounted,
     snapshots: Arc<SnapshotMounts>,
+    /// `-o stats`: leave the request table beside the log at the end.
+    timed: bool,
 }
 
 impl Daemon {
@@ -189,7 +199,10 @@ impl Daemon {
                     .read_only(opts.read_only)
                     .meta_replicas(opts.meta_replicas)
                     .atime(opts.atime)
-                    .no_dir_atime(opts.no_dir_atime);
+                    .no_dir_atime(opts.no_dir_atime)
+                    // Opens cost no FUSE request unless asked: the kernel's
+                    // references keep unlinked files (novafs-fuse's `no_open`).
+                    .lookups_hold_files(!opts.open_checks);
                 let fs = Fs::open(Arc::new(region), mount_opts).map_err(|e| explain_fs(&image, e))?;
                 match &opts.snapshot {
                     None => Ok(fs),
@@ -216,6 +229,9 @@ impl Daemon {
                 None => fsname(&image),
                 Some(name) => snapshot_fsname(&image, name),
             },
+            uring: opts.uring,
+            queue_depth: opts.queue_depth,
+            stats: opts.stats,
         };
         match Mounted::mount(fs, &mnt, &cfg) {
             Ok(mounted) => Ok(Daemon {
@@ -224,6 +240,7 @@ impl Daemon {
                 state,
                 mounted,
                 snapshots: SnapshotMounts::new(cfg),
+                timed: opts.stats,
             }),
             Err(failed) => {
                 let MountError { error, fs } = *failed;

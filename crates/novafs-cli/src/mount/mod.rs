@@ -59,7 +59,16 @@ pub struct MountArgs {
     /// sync, dirsync and async are accepted: every operation is durable
     /// when it returns.
     ///
-    /// threads=N (default: one per CPU); eadr (the platform's caches are
+    /// transport=auto|dev (auto, the default: FUSE over io_uring when the
+    /// kernel offers it, which root turns on with `echo Y >
+    /// /sys/module/fuse/parameters/enable_uring`; dev: always /dev/fuse);
+    /// queue_depth=N (requests in flight per io_uring queue, default 16);
+    /// stats (time every request: `novafs stats MOUNTPOINT`); open_checks
+    /// (send every open to novafs, so that chattr's immutable and
+    /// append-only flags refuse the open itself as on ext4, not the first
+    /// write; one request per open).
+    ///
+    /// threads=N (/dev/fuse workers; default: one per CPU); eadr (the platform's caches are
     /// persistent); protect=off|auto|pkey|mprotect (keep the image
     /// read-only outside novafs' own stores; default auto: memory
     /// protection keys where the CPU has them); meta_protection=on|off

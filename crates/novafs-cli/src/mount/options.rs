@@ -15,6 +15,16 @@ pub(super) struct Options {
     pub(super) setuid: bool,
     pub(super) exec: bool,
     pub(super) threads: usize,
+    /// Serve through FUSE over io_uring when the kernel offers it
+    /// (`transport=auto`, the default) or always through /dev/fuse.
+    pub(super) uring: bool,
+    pub(super) queue_depth: usize,
+    /// Time every request by operation (`novafs stats MOUNTPOINT`).
+    pub(super) stats: bool,
+    /// Send every open to novafs, so that chattr's immutable and
+    /// append-only flags refuse the open itself (as on ext4) rather than
+    /// the first write, at one request per open.
+    pub(super) open_checks: bool,
     pub(super) eadr: bool,
     pub(super) protect: WriteProtect,
     pub(super) meta_replicas: MetaReplicas,
@@ -28,7 +38,7 @@ pub(super) struct Options {
 /// Every option `parse_options` takes (`novafs mount --help` describes each).
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
-     threads=N, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off \
+     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off \
      (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
@@ -39,6 +49,10 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
         setuid: false,
         exec: true,
         threads: thread::available_parallelism().map_or(1, |n| n.get()),
+        uring: true,
+        queue_depth: DEFAULT_QUEUE_DEPTH,
+        stats: false,
+        open_checks: false,
         eadr: false,
         protect: WriteProtect::default(),
         meta_replicas: MetaReplicas::AsFormatted,
@@ -61,6 +75,11 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             "exec" => o.exec = true,
             "noexec" => o.exec = false,
             "eadr" => o.eadr = true,
+            "transport=auto" => o.uring = true,
+            "transport=dev" => o.uring = false,
+            _ if opt.starts_with("transport=") => bail!("{opt}: use transport=auto or transport=dev"),
+            "stats" => o.stats = true,
+            "open_checks" => o.open_checks = true,
             // What /etc/fstab and mount(8) pass along that is theirs, not
             // the file system's.
             "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "user" | "users" | "owner" | "group" => {}
@@ -89,19 +108,25 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             _ if opt.starts_with("protect=") => {
                 o.protect = opt["protect=".len()..].parse().map_err(|e: String| anyhow!(e))?;
             }
-            _ => match opt.strip_prefix("threads=") {
-                Some(n) => {
-                    o.threads = n
-                        .parse()
-                        .ok()
-                        .filter(|n| (1..=1024).contains(n))
-                        .ok_or_else(|| anyhow!("threads={n} is not a thread count; use 1 to 1024"))?;
-                }
-                None => bail!("unknown mount option '{opt}'; known options: {KNOWN_OPTIONS}"),
-            },
+            _ if opt.starts_with("threads=") => o.threads = count(opt)?,
+            _ if opt.starts_with("queue_depth=") => o.queue_depth = count(opt)?,
+            _ => bail!("unknown mount option '{opt}'; known options: {KNOWN_OPTIONS}"),
         }
     }
     Ok(o)
+}
+
+/// Requests in flight per io_uring queue: enough for the threads of one
+/// CPU to wait on the file system at once.
+const DEFAULT_QUEUE_DEPTH: usize = 16;
+
+/// The N of a `KEY=N` option: 1 to 1024.
+fn count(opt: &str) -> Result<usize> {
+    let (key, n) = opt.split_once('=').unwrap_or((opt, ""));
+    n.parse()
+        .ok()
+        .filter(|n| (1..=1024).contains(n))
+        .ok_or_else(|| anyhow!("{key}={n} is not a count; use 1 to 1024"))
 }
 
 #[cfg(test)]

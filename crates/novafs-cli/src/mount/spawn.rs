@@ -52,12 +52,12 @@ pub(super) fn spawn_daemon(args: &MountArgs) -> Result<ExitCode> {
         let _ = BufReader::new(out).read_line(&mut line);
     }
     let line = line.trim_end();
-    if line == "ready" {
+    if let Some(transport) = line.strip_prefix("ready ") {
         if args.quiet {
             return Ok(ExitCode::SUCCESS);
         }
         println!(
-            "novafs: mounted {} on {} (daemon pid {}, log {})",
+            "novafs: mounted {} on {} ({transport}; daemon pid {}, log {})",
             image.display(),
             mnt.display(),
             child.id(),

@@ -16,6 +16,8 @@ pub(super) struct StatePaths {
     pub(super) log: PathBuf,
     /// The daemon's control channel (`control`).
     pub(super) ctl: PathBuf,
+    /// The request table a mount with `-o stats` leaves when it ends.
+    pub(super) stats: PathBuf,
 }
 
 /// What a state file says.
@@ -86,6 +88,7 @@ impl StatePaths {
             pid: dir.join(format!("{key}.pid")),
             log: dir.join(format!("{key}.log")),
             ctl: dir.join(format!("{key}.ctl")),
+            stats: dir.join(format!("{key}.stats")),
         })
     }
 

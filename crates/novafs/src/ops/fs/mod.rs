@@ -59,6 +59,11 @@ pub struct MountOptions {
     pub atime: Atime,
     /// Directories' access times stay (nodiratime).
     pub no_dir_atime: bool,
+    /// The kernel's references ([`Fs::remember`]) keep an unlinked file,
+    /// as they keep a removed directory, instead of its open handles: for
+    /// a FUSE front end that asks the kernel not to send opens and
+    /// releases, so that an open costs no request.
+    pub lookups_hold_files: bool,
 }
 
 impl MountOptions {
@@ -71,6 +76,8 @@ impl MountOptions {
         atime: Atime,
         /// Leaves directories' access times alone, or not.
         no_dir_atime: bool,
+        /// Lets the kernel's references keep unlinked files, or not.
+        lookups_hold_files: bool,
     );
 }
 
@@ -190,6 +197,7 @@ pub struct Fs {
     read_only: bool,
     atime: Atime,
     no_dir_atime: bool,
+    lookups_hold_files: bool,
     report: MountReport,
     /// For a view: the snapshot it shows, held open.
     view: Option<View>,
@@ -239,6 +247,7 @@ impl Fs {
             read_only: opts.read_only,
             atime: if opts.read_only { Atime::Never } else { opts.atime },
             no_dir_atime: opts.no_dir_atime,
+            lookups_hold_files: opts.lookups_hold_files,
             report,
             view: None,
             mmaps: Arc::default(),
@@ -262,6 +271,7 @@ impl Fs {
             read_only: true,
             atime: Atime::Never,
             no_dir_atime: true,
+            lookups_hold_files: self.lookups_hold_files,
             report: MountReport::default(),
             view: Some(view),
             reclaimer: None,
@@ -616,11 +626,12 @@ impl Fs {
     /// an unlinked file: a removed working directory, or one still open,
     /// answers stat with nlink 0 and lists nothing until [`Fs::forget`]
     /// drops the last reference (tmpfs behaves so). A file's references
-    /// do not keep it: its handles do that job, and the space of an
-    /// unlinked file that nobody has open comes back at once; they keep
-    /// only its number from reuse until the kernel forgets it. A lost
-    /// inode (listed by [`Fs::readdir_plus`] without attributes) is held
-    /// as a file's number is: nothing of it can be loaded.
+    /// keep it too with [`MountOptions::lookups_hold_files`]; without,
+    /// its handles do that job, and the space of an unlinked file that
+    /// nobody has open comes back at once; they keep only its number from
+    /// reuse until the kernel forgets it. A lost inode (listed by
+    /// [`Fs::readdir_plus`] without attributes) is held as a file's number
+    /// is: nothing of it can be loaded.
     pub fn remember(&self, ino: Ino) -> Result<()> {
         let cell = match self.cell(ino) {
             Err(e) if is_loss(&e) => {
@@ -631,12 +642,22 @@ impl Fs {
         };
         let mut st = cell.state.write();
         alive(&st)?;
-        if st.meta.attr.kind == FileType::Directory {
+        if self.counts_references(&st) {
             st.open += 1;
         } else {
             self.cache.hold(ino);
         }
         Ok(())
+    }
+
+    /// Whether the kernel's references to this inode keep it alive.
+    fn counts_references(&self, st: &InodeState) -> bool {
+        self.lookups_hold_files || st.meta.attr.kind == FileType::Directory
+    }
+
+    /// See [`MountOptions::lookups_hold_files`].
+    pub fn lookups_hold_files(&self) -> bool {
+        self.lookups_hold_files
     }
 
     /// The kernel dropped `n` references to `ino` (see [`Fs::remember`]);
@@ -645,7 +666,7 @@ impl Fs {
         if self.cache.unhold(&self.ctx, ino, n) {
             return Ok(());
         }
-        self.drop_refs(ino, n, |st| st.meta.attr.kind == FileType::Directory)
+        self.drop_refs(ino, n, |st| self.counts_references(st))
     }
 
     /// Drops `n` references (handles, or a directory's lookups) of `ino`
