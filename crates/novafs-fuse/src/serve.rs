@@ -20,21 +20,9 @@ use crate::stats::Stats;
 use crate::transport::dev::{self, Notifier};
 use crate::transport::uring::{Queues, UringConfig};
 use crate::transport::{fusermount, Answer, Args, Handler, Incoming};
-use crate::wire::abi_uring::FUSE_OVER_IO_URING;
+use crate::wire::abi::{InitIn, InitOut, FUSE_INIT, FUSE_INIT_EXT, FUSE_MAX_PAGES, FUSE_OVER_IO_URING};
+use zerocopy::{FromBytes, IntoBytes};
 
-/// `FUSE_INIT`'s opcode.
-const FUSE_INIT: u32 = 26;
-/// INIT flag: `flags2` carries the high 32 flag bits (both directions).
-const FUSE_INIT_EXT: u32 = 1 << 30;
-/// INIT flag: `fuse_init_out.max_pages` is set.
-const FUSE_MAX_PAGES: u32 = 1 << 22;
-/// Byte offsets in `fuse_init_in` / `fuse_init_out` of the fields the
-/// session reads or sets (the handler builds the rest).
-const INIT_FLAGS: usize = 12;
-const INIT_IN_FLAGS2: usize = 16;
-const INIT_OUT_MAX_WRITE: usize = 20;
-const INIT_OUT_MAX_PAGES: usize = 28;
-const INIT_OUT_FLAGS2: usize = 32;
 /// The kernel's request size when max_pages is not negotiated
 /// (FUSE_DEFAULT_MAX_PAGES_PER_REQ pages), and its floor for buffers
 /// (FUSE_MIN_READ_BUFFER).
@@ -266,27 +254,28 @@ fn handshake(
             continue;
         }
         stats.dev.record(FUSE_INIT, None);
-        let offered = u32_at(args, INIT_FLAGS) & FUSE_INIT_EXT != 0
-            && u64::from(u32_at(args, INIT_IN_FLAGS2)) << 32 & FUSE_OVER_IO_URING != 0;
+        // An older kernel sends a shorter struct: the rest reads as zero.
+        let mut init = InitIn::default();
+        let known = args.len().min(size_of::<InitIn>());
+        init.as_mut_bytes()[..known].copy_from_slice(&args[..known]);
+        let offered = init.flags & FUSE_INIT_EXT as u32 != 0 && u64::from(init.flags2) << 32 & FUSE_OVER_IO_URING != 0;
         let incoming = Incoming {
             header: &header,
             args: Args::Whole(args),
         };
         let len = match handler.handle(&incoming, &mut out) {
-            Answer::Reply(len) if len > INIT_OUT_FLAGS2 + 4 && len <= out.len() => len,
+            Answer::Reply(len) if len >= size_of::<InitOut>() && len <= out.len() => len,
             answer => {
                 dev::send(dev.as_fd(), header.unique, answer, &out)?;
                 return Err(io::Error::other("the handler did not accept INIT"));
             }
         };
-        let reply = &mut out[..len];
-        set_u32_at(reply, INIT_OUT_MAX_WRITE, max_write);
-        let pages = if u32_at(reply, INIT_FLAGS) & FUSE_MAX_PAGES != 0 {
-            usize::from(u16::from_ne_bytes([
-                reply[INIT_OUT_MAX_PAGES],
-                reply[INIT_OUT_MAX_PAGES + 1],
-            ]))
-            .max(1)
+        let Ok((reply, _)) = InitOut::mut_from_prefix(&mut out[..len]) else {
+            return Err(io::Error::other("the handler's INIT reply is misaligned"));
+        };
+        reply.max_write = max_write;
+        let pages = if u64::from(reply.flags) & FUSE_MAX_PAGES != 0 {
+            usize::from(reply.max_pages).max(1)
         } else {
             DEFAULT_MAX_PAGES
         };
@@ -310,12 +299,8 @@ fn handshake(
             (false, _) => None,
         };
         if queues.is_some() {
-            set_u32_at(reply, INIT_FLAGS, u32_at(reply, INIT_FLAGS) | FUSE_INIT_EXT);
-            set_u32_at(
-                reply,
-                INIT_OUT_FLAGS2,
-                u32_at(reply, INIT_OUT_FLAGS2) | (FUSE_OVER_IO_URING >> 32) as u32,
-            );
+            reply.flags |= FUSE_INIT_EXT as u32;
+            reply.flags2 |= (FUSE_OVER_IO_URING >> 32) as u32;
         }
         if let Err(e) = dev::send(dev.as_fd(), header.unique, Answer::Reply(len), &out) {
             if let Some(queues) = queues {
@@ -349,20 +334,5 @@ fn handshake(
             &stats.dev,
         )?);
         return Ok((transport, workers));
-    }
-}
-
-/// The native-endian u32 at `at` (0 past the end: an old kernel's shorter
-/// struct).
-fn u32_at(bytes: &[u8], at: usize) -> u32 {
-    bytes
-        .get(at..at + 4)
-        .and_then(|b| b.try_into().ok())
-        .map_or(0, u32::from_ne_bytes)
-}
-
-fn set_u32_at(bytes: &mut [u8], at: usize, value: u32) {
-    if let Some(field) = bytes.get_mut(at..at + 4) {
-        field.copy_from_slice(&value.to_ne_bytes());
     }
 }

@@ -9,11 +9,6 @@ use std::mem::offset_of;
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-/// `FUSE_OVER_IO_URING` in the 64-bit INIT flags (bit 41, i.e. bit 9 of
-/// `flags2`): offered by the kernel when `enable_uring` is on, echoed by
-/// the daemon to let the ring be registered.
-pub(crate) const FUSE_OVER_IO_URING: u64 = 1 << 41;
-
 /// `enum fuse_uring_cmd`, the `cmd_op` of an `IORING_OP_URING_CMD` SQE.
 /// Hand an entry's buffers to the kernel; completes with the first request.
 pub(crate) const FUSE_IO_URING_CMD_REGISTER: u32 = 1;
