@@ -128,6 +128,14 @@ impl Mount {
             c.arg("-o").arg(o);
         }
         let out = ok(c.arg(&self.image).arg(&self.mnt));
+        // CI's second pass runs these tests over FUSE over io_uring: every
+        // mount must then really use it (the message names the transport).
+        if let Ok(want) = std::env::var("NOVAFS_TEST_TRANSPORT") {
+            assert!(
+                out.contains(&format!("({want};")),
+                "the mount did not use {want}: {out}"
+            );
+        }
         self.pid = daemon_pid(&out);
         self.mounted = true;
     }
