@@ -128,16 +128,17 @@ impl Mount {
             c.arg("-o").arg(o);
         }
         let out = ok(c.arg(&self.image).arg(&self.mnt));
+        self.pid = daemon_pid(&out);
+        self.mounted = true;
         // CI's second pass runs these tests over FUSE over io_uring: every
         // mount must then really use it (the message names the transport).
+        // Checked once the mount is recorded, so that a failure unmounts.
         if let Ok(want) = std::env::var("NOVAFS_TEST_TRANSPORT") {
             assert!(
                 out.contains(&format!("({want};")),
                 "the mount did not use {want}: {out}"
             );
         }
-        self.pid = daemon_pid(&out);
-        self.mounted = true;
     }
 
     pub fn path(&self, rel: &str) -> PathBuf {
