@@ -154,23 +154,23 @@ impl FuseFs {
     /// (`setattr_copy`, as on ext4: xfstests generic/683 and 684); a chown
     /// drops it for such a caller even when nothing else changes
     /// (`setattr_should_drop_sgid`).
-    fn kill_set_id(&self, who: Who, ino: u64, chown: bool) -> Result<(), Error> {
-        let a = self.fs.getattr(ino)?;
+    /// `a` is the file's attributes now; returns them afterwards.
+    fn kill_set_id(&self, who: Who, a: Attr, chown: bool) -> Result<Attr, Error> {
         if a.kind != FileType::RegularFile || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
-            return Ok(());
+            return Ok(a);
         }
         let mut mode = a.perm & !libc::S_ISUID;
         if a.perm & libc::S_IXGRP != 0 {
             mode &= !libc::S_ISGID;
         }
         let changes = mode != a.perm || chown;
-        if changes && mode & libc::S_ISGID != 0 && !self.group_id_kept(who, ino, None)? {
+        if changes && mode & libc::S_ISGID != 0 && !self.group_id_kept(who, a.ino, Some(a.gid))? {
             mode &= !libc::S_ISGID;
         }
         if mode == a.perm {
-            return Ok(());
+            return Ok(a);
         }
-        self.fs.setattr(ino, &SetAttr::default().mode(mode)).map(drop)
+        self.fs.setattr(a.ino, &SetAttr::default().mode(mode))
     }
 
     /// What INIT settled, once it has.
@@ -718,7 +718,7 @@ impl FuseFs {
         let written = self.fs.write(ino, offset, data).and_then(|n| {
             self.modified(ino);
             if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 {
-                self.kill_set_id(who, ino, false)?;
+                self.kill_set_id(who, self.fs.getattr(ino)?, false)?;
             }
             Ok(n)
         });
@@ -771,12 +771,10 @@ impl FuseFs {
             self.modified(ino);
         }
         let chown = set.uid.is_some() || set.gid.is_some();
-        let kills = chown || (set.size.is_some() && set.kill_suidgid);
-        if !kills || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
-            return Ok(a);
+        if chown || (set.size.is_some() && set.kill_suidgid) {
+            return self.kill_set_id(who, a, chown);
         }
-        self.kill_set_id(who, ino, chown)?;
-        self.fs.getattr(ino)
+        Ok(a)
     }
 
     /// Space changes like a write: set-ID bits go as a write by the same
@@ -786,9 +784,12 @@ impl FuseFs {
     fn fallocate(&self, who: Who, ino: u64, mode: u32, offset: u64, length: u64) -> Result<(), Error> {
         self.fs.fallocate(ino, mode, offset, length)?;
         self.modified(ino);
-        let set_id = self.fs.getattr(ino)?.perm & (libc::S_ISUID | libc::S_ISGID) != 0;
-        if set_id && !Caller::of_process(who.pid, who.uid, who.gid).may_keep_setid {
-            self.kill_set_id(who, ino, false)?;
+        let a = self.fs.getattr(ino)?;
+        // /proc is read only for a file with set-ID bits.
+        if a.perm & (libc::S_ISUID | libc::S_ISGID) != 0
+            && !Caller::of_process(who.pid, who.uid, who.gid).may_keep_setid
+        {
+            self.kill_set_id(who, a, false)?;
         }
         Ok(())
     }
