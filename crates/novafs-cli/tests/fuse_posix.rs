@@ -526,8 +526,16 @@ fn file_handles_survive_dropped_caches_and_remounts() {
     let drop_caches = || fs::write("/proc/sys/vm/drop_caches", "2").expect("drop caches");
     let open_by = |m: &Mount, h: &mut Handle| -> io::Result<File> {
         let mnt = File::open(&m.mnt).expect("open the mount point");
+        // O_CLOEXEC: a daemon that a parallel test spawns must not inherit
+        // the descriptor, or this mount stays busy at umount.
         // SAFETY: `h` is a file_handle with its advertised room behind it.
-        let fd = unsafe { libc::open_by_handle_at(mnt.as_raw_fd(), (h as *mut Handle).cast(), libc::O_RDONLY) };
+        let fd = unsafe {
+            libc::open_by_handle_at(
+                mnt.as_raw_fd(),
+                (h as *mut Handle).cast(),
+                libc::O_RDONLY | libc::O_CLOEXEC,
+            )
+        };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
