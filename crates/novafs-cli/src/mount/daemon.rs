@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, Context, Result};
 use novafs::{Fs, MountOptions};
 use novafs_fuse::{MountConfig, MountError, Mounted, Transport};
-use pm::{MapOptions, MmapRegion, Prefault};
+use pm::{MapOptions, MmapRegion};
 
 use super::checks::{check_fuse_available, check_mountpoint};
 use super::mountinfo::image_is_mounted;
@@ -186,8 +186,7 @@ impl Daemon {
             .with_context(|| format!("cannot write {}", state.pid.display()))?;
         let map = MapOptions {
             eadr: opts.eadr,
-            // The mount returns at once; page tables are built behind it.
-            prefault: Prefault::Background,
+            prefault: opts.prefault,
             lock: true,
             protect: opts.protect,
         };

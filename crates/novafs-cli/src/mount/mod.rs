@@ -69,7 +69,10 @@ pub struct MountArgs {
     /// write; one request per open).
     ///
     /// threads=N (/dev/fuse workers; default: one per CPU); eadr (the platform's caches are
-    /// persistent); protect=off|auto|pkey|mprotect (keep the image
+    /// persistent); prefault=first_use|background|now (when the image's
+    /// page tables are built: by each page's first access, the default; by
+    /// a low-priority thread behind the mount; or before the mount
+    /// returns, which then takes time in proportion to the image); protect=off|auto|pkey|mprotect (keep the image
     /// read-only outside novafs' own stores; default auto: memory
     /// protection keys where the CPU has them); meta_protection=on|off
     /// (require the metadata replicas, or skip writing them on this mount:

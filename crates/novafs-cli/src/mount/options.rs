@@ -4,7 +4,7 @@ use std::thread;
 
 use anyhow::{anyhow, bail, Result};
 use novafs::{Atime, MetaReplicas};
-use pm::WriteProtect;
+use pm::{Prefault, WriteProtect};
 
 /// Parsed `-o` options.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -26,6 +26,10 @@ pub(super) struct Options {
     /// the first write, at one request per open.
     pub(super) open_checks: bool,
     pub(super) eadr: bool,
+    /// When the image's page tables are built: on each page's first use
+    /// (the default; see pm's `prefault` module for the measurements),
+    /// behind the mount, or before the mount returns.
+    pub(super) prefault: Prefault,
     pub(super) protect: WriteProtect,
     pub(super) meta_replicas: MetaReplicas,
     pub(super) atime: Atime,
@@ -38,7 +42,7 @@ pub(super) struct Options {
 /// Every option `parse_options` takes (`novafs mount --help` describes each).
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
-     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, protect=off|auto|pkey|mprotect, meta_protection=on|off \
+     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, prefault=background|first_use|now, protect=off|auto|pkey|mprotect, meta_protection=on|off \
      (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
@@ -54,6 +58,7 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
         stats: false,
         open_checks: false,
         eadr: false,
+        prefault: Prefault::OnFirstUse,
         protect: WriteProtect::default(),
         meta_replicas: MetaReplicas::AsFormatted,
         atime: Atime::Relative,
@@ -78,6 +83,10 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             "transport=auto" => o.uring = true,
             "transport=dev" => o.uring = false,
             _ if opt.starts_with("transport=") => bail!("{opt}: use transport=auto or transport=dev"),
+            "prefault=background" => o.prefault = Prefault::Background,
+            "prefault=first_use" => o.prefault = Prefault::OnFirstUse,
+            "prefault=now" => o.prefault = Prefault::Now,
+            _ if opt.starts_with("prefault=") => bail!("{opt}: use prefault=background, first_use or now"),
             "stats" => o.stats = true,
             "open_checks" => o.open_checks = true,
             // What /etc/fstab and mount(8) pass along that is theirs, not
