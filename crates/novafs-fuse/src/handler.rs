@@ -17,10 +17,13 @@
 //!
 //! - entries, negative entries and attributes are cached for [`ATTR_TTL`]:
 //!   the TTL only bounds how long a bug elsewhere could stay visible;
-//! - file pages stay cached across opens (`FOPEN_KEEP_CACHE`): every write
-//!   passes through this kernel's page cache, and truncate and hole punching
-//!   drop the affected pages; but an open when a read must update the
-//!   access time drops them, so that read reaches the core;
+//! - file pages stay cached across opens (`FOPEN_KEEP_CACHE`, or no OPEN
+//!   at all): every write passes through this kernel's page cache, and
+//!   truncate and hole punching drop the affected pages. Where opens are
+//!   sent, an open when a read must update the access time drops them, so
+//!   that read reaches the core; without OPEN requests only reads that miss
+//!   the page cache reach it (the README's "Access times" says why novafs
+//!   sends no invalidation after a write);
 //! - symlink targets are cached (`FUSE_CACHE_SYMLINKS`): they never change;
 //! - there is no writeback cache: `write(2)` returns only after
 //!   [`Fs::write`] has made the data durable (strict mode, NOVA §4.4).
@@ -42,7 +45,6 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use novafs::{Atime, Attr, Error, FileType, Fs, Make, SetAttr};
 
 use crate::caller::Caller;
-use crate::invalidate::Invalidator;
 use crate::transport::{Answer, Handler, Incoming};
 use crate::wire::abi::{self, *};
 use crate::wire::reply::{self, Built, DirBuf};
@@ -104,8 +106,6 @@ pub struct FuseFs {
     /// cached from one open to the next; the kernel's references keep
     /// unlinked files instead of handles ([`Fs::lookups_hold_files`]).
     no_open: bool,
-    /// Drops the pages of modified files under relatime (`invalidate`).
-    invalidator: OnceLock<Invalidator>,
 }
 
 /// Who sent a request, as the request header says.
@@ -123,26 +123,7 @@ impl FuseFs {
             next_handle: AtomicU64::new(1),
             no_open: fs.lookups_hold_files() && fs.atime().0 != Atime::Strict,
             settled: OnceLock::new(),
-            invalidator: OnceLock::new(),
             fs,
-        }
-    }
-
-    /// Lets modifications drop the kernel's cached pages when the mount
-    /// keeps them across opens and reads update access times relatively
-    /// (`invalidate`); otherwise `invalidator` is not needed and dropped.
-    pub(crate) fn attach(&self, invalidator: impl FnOnce() -> std::io::Result<Invalidator>) -> std::io::Result<()> {
-        if self.no_open && self.fs.atime().0 == Atime::Relative {
-            let _ = self.invalidator.set(invalidator()?);
-        }
-        Ok(())
-    }
-
-    /// `ino` was modified: its access time is due, so under relatime its
-    /// cached pages must go (`invalidate`).
-    fn modified(&self, ino: u64) {
-        if let Some(inv) = self.invalidator.get() {
-            inv.queue(ino);
         }
     }
 
@@ -370,6 +351,13 @@ fn xattr(op: &str, out: &mut [u8], size: u32, r: Result<Vec<u8>, Error>) -> Answ
 
 impl Handler for FuseFs {
     fn handle(&self, inc: &Incoming<'_>, out: &mut [u8]) -> Answer {
+        // Which requests an operation costs, in order (RUST_LOG=novafs_fuse=trace).
+        tracing::trace!(
+            op = crate::stats::opcode_name(inc.header.opcode),
+            nodeid = inc.header.nodeid,
+            pid = inc.header.pid,
+            "request"
+        );
         let wire = self.settled().map(|s| s.wire).unwrap_or_default();
         let req = match request::parse(inc, &wire) {
             Ok(req) => req,
@@ -621,7 +609,7 @@ impl FuseFs {
         match self
             .fs
             .setattr(ino, &change)
-            .and_then(|a| self.after_setattr(who, ino, set, a))
+            .and_then(|a| self.after_setattr(who, a, set))
         {
             Ok(a) => sent("setattr", reply::attr(out, wire_attr(&a), ATTR_TTL)),
             Err(e) => failed("setattr", &e),
@@ -716,7 +704,6 @@ impl FuseFs {
 
     fn write(&self, who: Who, ino: u64, offset: u64, data: &[u8], write_flags: u32, out: &mut [u8]) -> Answer {
         let written = self.fs.write(ino, offset, data).and_then(|n| {
-            self.modified(ino);
             if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 {
                 self.kill_set_id(who, self.fs.getattr(ino)?, false)?;
             }
@@ -764,12 +751,8 @@ impl FuseFs {
     /// truncation by a caller without CAP_FSETID (the kernel says so) and
     /// any chown of a file clear its set-ID bits, as Linux's `notify_change`
     /// would (chown keeps a set-group-ID without group execution for a
-    /// caller in the group or with CAP_FSETID); a truncation makes the
-    /// access time due.
-    fn after_setattr(&self, who: Who, ino: u64, set: &Setattr, a: Attr) -> Result<Attr, Error> {
-        if set.size.is_some() {
-            self.modified(ino);
-        }
+    /// caller in the group or with CAP_FSETID).
+    fn after_setattr(&self, who: Who, a: Attr, set: &Setattr) -> Result<Attr, Error> {
         let chown = set.uid.is_some() || set.gid.is_some();
         if chown || (set.size.is_some() && set.kill_suidgid) {
             return self.kill_set_id(who, a, chown);
@@ -783,7 +766,6 @@ impl FuseFs {
     /// caller's CAP_FSETID is read from /proc: xfstests generic/683, 684).
     fn fallocate(&self, who: Who, ino: u64, mode: u32, offset: u64, length: u64) -> Result<(), Error> {
         self.fs.fallocate(ino, mode, offset, length)?;
-        self.modified(ino);
         let a = self.fs.getattr(ino)?;
         // /proc is read only for a file with set-ID bits.
         if a.perm & (libc::S_ISUID | libc::S_ISGID) != 0

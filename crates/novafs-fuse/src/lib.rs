@@ -21,7 +21,6 @@
 
 mod caller;
 mod handler;
-mod invalidate;
 mod serve;
 #[cfg(test)]
 mod serve_tests;

@@ -17,7 +17,7 @@ use novafs::Atime;
 
 use crate::session::{kernel_mount, MountConfig, SUBTYPE};
 use crate::stats::Stats;
-use crate::transport::dev::{self, Notifier};
+use crate::transport::dev;
 use crate::transport::uring::{Queues, UringConfig};
 use crate::transport::{fusermount, Answer, Args, Handler, Incoming};
 use crate::wire::abi::{InitIn, InitOut, FUSE_INIT, FUSE_INIT_EXT, FUSE_MAX_PAGES, FUSE_OVER_IO_URING};
@@ -78,7 +78,6 @@ impl SessionStats {
 /// A mounted, initialised FUSE connection and its workers.
 pub(crate) struct Session {
     unmounter: Unmounter,
-    dev: Arc<OwnedFd>,
     transport: Transport,
     stats: Arc<SessionStats>,
     workers: Vec<JoinHandle<io::Result<()>>>,
@@ -121,7 +120,6 @@ impl Session {
                 tracing::info!(%transport, mountpoint = %unmounter.mountpoint.display(), "FUSE session up");
                 Ok(Session {
                     unmounter,
-                    dev,
                     transport,
                     stats,
                     workers,
@@ -142,10 +140,6 @@ impl Session {
 
     pub(crate) fn stats(&self) -> Arc<SessionStats> {
         self.stats.clone()
-    }
-
-    pub(crate) fn notifier(&self) -> Notifier {
-        Notifier::new(self.dev.clone())
     }
 
     pub(crate) fn unmounter(&self) -> Unmounter {

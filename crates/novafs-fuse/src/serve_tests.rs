@@ -15,7 +15,6 @@ use tempfile::TempDir;
 
 use crate::serve::{fusermount_options, ServeConfig, Session, SessionStats, Transport, Unmounter};
 use crate::session::MountConfig;
-use crate::transport::dev::Notifier;
 use crate::transport::{fusermount, Answer, Args, Handler, Incoming};
 
 const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
@@ -101,7 +100,6 @@ struct TinyMount {
     transport: Transport,
     stats: Arc<SessionStats>,
     unmounter: Unmounter,
-    notifier: Notifier,
     /// Disarmed when the mount is dropped, after the workers are joined.
     _watchdog: Watchdog,
     server: Option<JoinHandle<io::Result<()>>>,
@@ -146,7 +144,6 @@ impl TinyMount {
 
     fn serve(dir: TempDir, session: Session) -> TinyMount {
         let (transport, stats, unmounter) = (session.transport(), session.stats(), session.unmounter());
-        let notifier = session.notifier();
         let watchdog = Watchdog::arm(dir.path());
         let server = std::thread::spawn(move || session.serve());
         TinyMount {
@@ -155,7 +152,6 @@ impl TinyMount {
             transport,
             stats,
             unmounter,
-            notifier,
             server: Some(server),
         }
     }
@@ -318,22 +314,6 @@ fn check_through(mnt: &Path) {
     );
 }
 
-/// Notifications reach the kernel (through /dev/fuse with either
-/// transport): a well-formed one is taken, a short one refused.
-fn check_notify(notifier: &Notifier) {
-    const FUSE_NOTIFY_INVAL_INODE: i32 = 2;
-    // fuse_notify_inval_inode_out: ino, offset, length (0: the attributes).
-    let mut inval = [0u8; 24];
-    inval[..8].copy_from_slice(&1u64.to_ne_bytes());
-    notifier
-        .notify(FUSE_NOTIFY_INVAL_INODE, &inval)
-        .expect("invalidate the root's attributes");
-    let short = notifier
-        .notify(FUSE_NOTIFY_INVAL_INODE, &inval[..8])
-        .expect_err("a short notification");
-    assert_eq!(short.raw_os_error(), Some(libc::EINVAL), "{short}");
-}
-
 #[test]
 #[cfg_attr(
     not(novafs_fuse_root),
@@ -345,7 +325,6 @@ fn dev_fuse_transport_serves_stat_lookup_and_statfs() {
     assert_eq!(mount.transport, Transport::Dev);
     assert_eq!(mount.transport.to_string(), "/dev/fuse");
     check_through(mount.path());
-    check_notify(&mount.notifier);
     let dev = &mount.stats.dev;
     assert!(
         soon(|| dev.count(GETATTR) >= 1 && dev.count(LOOKUP) >= 1 && dev.count(STATFS) >= 1),
@@ -392,7 +371,6 @@ fn io_uring_transport_serves_stat_lookup_and_statfs() {
     assert_eq!(mount.transport, Transport::Uring, "{}", mount.stats.render());
     assert_eq!(mount.transport.to_string(), "FUSE over io_uring");
     check_through(mount.path());
-    check_notify(&mount.notifier);
     let (uring, dev) = (&mount.stats.uring, &mount.stats.dev);
     assert!(
         uring.count(GETATTR) >= 1 && uring.count(LOOKUP) >= 1 && uring.count(STATFS) >= 1,

@@ -15,7 +15,6 @@ use nix::unistd::{getgid, getuid};
 use novafs::{Atime, Fs};
 
 use crate::handler::{FuseFs, MAX_WRITE};
-use crate::invalidate::Invalidator;
 pub use crate::serve::Transport;
 use crate::serve::{self, ServeConfig, Session, SessionStats};
 
@@ -49,8 +48,6 @@ pub struct MountConfig {
 pub struct Mounted {
     session: Session,
     fs: Arc<Fs>,
-    /// Holds the invalidation thread, stopped once the session has ended.
-    handler: Arc<FuseFs>,
 }
 
 /// A mount that failed; the `Fs` comes back for a clean unmount.
@@ -75,12 +72,8 @@ impl Mounted {
             max_write: MAX_WRITE,
         };
         let handler = Arc::new(FuseFs::new(fs.clone()));
-        let mounted = Session::mount(handler.clone(), mountpoint, &serve_cfg).and_then(|session| {
-            handler.attach(|| Invalidator::start(session.notifier()))?;
-            Ok(session)
-        });
-        match mounted {
-            Ok(session) => Ok(Mounted { session, fs, handler }),
+        match Session::mount(handler, mountpoint, &serve_cfg) {
+            Ok(session) => Ok(Mounted { session, fs }),
             // The session and its FuseFs are gone: we hold the last Arc.
             Err(error) => Err(Box::new(MountError {
                 error,
@@ -117,10 +110,8 @@ impl Mounted {
     /// which no request can reach any more; the caller takes it back from
     /// the `Arc` once any other holder ([`Mounted::fs`]) is done.
     pub fn serve(self) -> (io::Result<()>, Arc<Fs>) {
-        let Mounted { session, fs, handler } = self;
-        let served = session.serve();
-        drop(handler);
-        (served, fs)
+        let Mounted { session, fs } = self;
+        (session.serve(), fs)
     }
 }
 

@@ -110,8 +110,8 @@ fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
-/// The opcode's name in `enum fuse_opcode`, for the table.
-fn opcode_name(op: u32) -> &'static str {
+/// The opcode's name in `enum fuse_opcode`, for the table and the trace log.
+pub(crate) fn opcode_name(op: u32) -> &'static str {
     const NAMES: [&str; 54] = [
         "0",
         "LOOKUP",
