@@ -339,7 +339,10 @@ fn access_times_follow_relatime_noatime_and_strictatime() {
     sleep(Duration::from_millis(20));
     fs::read(&f).unwrap();
     let (a3, a3n, _, _) = atime(&f);
-    assert!((a3, a3n) > (m2, m2n), "relatime with open_checks: the first read after a write");
+    assert!(
+        (a3, a3n) > (m2, m2n),
+        "relatime with open_checks: the first read after a write"
+    );
     m.umount();
     m.mount(&["strictatime"]);
     let mut last = atime(&f);

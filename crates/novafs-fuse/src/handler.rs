@@ -776,9 +776,14 @@ impl FuseFs {
         Ok(())
     }
 
+    /// Listings are cached by the kernel (`FOPEN_CACHE_DIR`, kept from one
+    /// open to the next with `FOPEN_KEEP_CACHE`): a directory listed again
+    /// unchanged costs no READDIR. Every change to a directory comes
+    /// through this mount, and the kernel drops its cached listing when it
+    /// makes one (the directory's i_version moves).
     fn opendir(&self, out: &mut [u8]) -> Answer {
         let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
-        sent("opendir", reply::open(out, fh, 0))
+        sent("opendir", reply::open(out, fh, FOPEN_CACHE_DIR | FOPEN_KEEP_CACHE))
     }
 
     fn releasedir(&self, fh: u64) -> Answer {
