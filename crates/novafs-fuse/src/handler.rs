@@ -432,7 +432,10 @@ impl FuseFs {
             // answered request is already durable.
             Op::Flush { .. } | Op::Fsync { .. } | Op::Fsyncdir { .. } => Answer::Error(libc::ENOSYS),
             Op::Setxattr { name, value, flags, .. } => self.setxattr(who, ino, name, value, flags),
-            Op::Getxattr { name, size } => xattr("getxattr", out, size, self.fs.getxattr(ino, name)),
+            Op::Getxattr { name, size } => {
+                tracing::trace!(name = %String::from_utf8_lossy(name), "getxattr");
+                xattr("getxattr", out, size, self.fs.getxattr(ino, name))
+            }
             Op::Listxattr { size } => xattr("listxattr", out, size, self.fs.listxattr(ino)),
             Op::Removexattr { name } => done("removexattr", self.fs.removexattr(ino, name)),
             Op::Opendir { .. } => self.opendir(out),
