@@ -139,3 +139,56 @@ fn sigkill_mid_workload_then_remount_recovers_everything_that_returned() {
     }
     m.finish();
 }
+
+/// Free blocks of the file system at `path` (statvfs).
+fn free_blocks(path: &Path) -> u64 {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
+    // SAFETY: a NUL-terminated path and a statvfs to fill, both live
+    // across the call.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0, "statvfs");
+    st.f_bfree
+}
+
+/// Through the mount an unlinked file lives on while the kernel still
+/// holds it (its lookups; README, "Opens cost no request"). When the
+/// daemon is killed then, the recovery mount frees it: the space comes
+/// back and fsck is clean.
+#[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
+fn files_unlinked_while_held_are_freed_by_the_recovery_after_a_sigkill() {
+    require_fuse();
+    let mut m = Mount::new("128M", &[]);
+    let before = free_blocks(&m.mnt);
+    let mut held = Vec::new();
+    for i in 0..4 {
+        let p = m.path(&format!("held{i}"));
+        fs::write(&p, vec![0xa5u8; 4 << 20]).expect("write 4 MiB");
+        held.push(fs::File::open(&p).expect("open"));
+        fs::remove_file(&p).expect("unlink");
+    }
+    let during = free_blocks(&m.mnt);
+    assert!(
+        before - during >= 4 * 1024,
+        "the held files keep their 16 MiB: {before} free before, {during} now"
+    );
+    // SAFETY: kill(2) with a pid we started; no memory is involved.
+    assert_eq!(unsafe { libc::kill(m.pid as i32, libc::SIGKILL) }, 0);
+    wait_until("the daemon to die", Duration::from_secs(10), || !process_alive(m.pid));
+    drop(held);
+    wait_until("the image lock to go", Duration::from_secs(10), || {
+        let out = fuse_common::run(fuse_common::novafs(["fsck"]).arg(&m.image));
+        !String::from_utf8_lossy(&out.stderr).contains("in use")
+    });
+    ok(m.novafs(&["umount"]).arg(&m.mnt));
+    m.mounted = false;
+    m.mount(&[]);
+    let after = free_blocks(&m.mnt);
+    assert!(
+        after + 64 >= before,
+        "the recovery frees the held files: {before} free before, {after} after"
+    );
+    assert_eq!(fs::read_dir(&m.mnt).expect("list").count(), 0, "nothing is left");
+    m.finish();
+}
