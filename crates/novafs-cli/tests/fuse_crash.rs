@@ -88,12 +88,7 @@ fn sigkill_mid_workload_then_remount_recovers_everything_that_returned() {
     let (model, in_flight) = worker.join().expect("workload thread");
     assert!(model.len() > 100, "too little happened before the kill");
     wait_until("the daemon to die", Duration::from_secs(10), || !process_alive(m.pid));
-    // Its first thread is gone before the others, which hold the image
-    // lock until the last of them exits.
-    wait_until("the image lock to go", Duration::from_secs(10), || {
-        let out = fuse_common::run(fuse_common::novafs(["fsck"]).arg(&m.image));
-        !String::from_utf8_lossy(&out.stderr).contains("in use")
-    });
+    wait_for_image_lock(&m);
     // The image is consistent as the kill left it (the lock died with the
     // daemon), and the dead mount point is refused until cleared.
     let report = m.fsck();
@@ -140,6 +135,15 @@ fn sigkill_mid_workload_then_remount_recovers_everything_that_returned() {
     m.finish();
 }
 
+/// Waits until the killed daemon's image lock is gone: its first thread
+/// dies before the others, which hold the lock until the last exits.
+fn wait_for_image_lock(m: &Mount) {
+    wait_until("the image lock to go", Duration::from_secs(10), || {
+        let out = fuse_common::run(fuse_common::novafs(["fsck"]).arg(&m.image));
+        !String::from_utf8_lossy(&out.stderr).contains("in use")
+    });
+}
+
 /// Free blocks of the file system at `path` (statvfs).
 fn free_blocks(path: &Path) -> u64 {
     let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).expect("no NUL");
@@ -177,10 +181,7 @@ fn files_unlinked_while_held_are_freed_by_the_recovery_after_a_sigkill() {
     assert_eq!(unsafe { libc::kill(m.pid as i32, libc::SIGKILL) }, 0);
     wait_until("the daemon to die", Duration::from_secs(10), || !process_alive(m.pid));
     drop(held);
-    wait_until("the image lock to go", Duration::from_secs(10), || {
-        let out = fuse_common::run(fuse_common::novafs(["fsck"]).arg(&m.image));
-        !String::from_utf8_lossy(&out.stderr).contains("in use")
-    });
+    wait_for_image_lock(&m);
     ok(m.novafs(&["umount"]).arg(&m.mnt));
     m.mounted = false;
     m.mount(&[]);
