@@ -668,7 +668,10 @@ mod tests {
         };
         let m = measure(&t, &dir, k, &p).expect("measure");
         let b = m.requests.expect("the stand-in daemon reports requests");
-        let count = |op: &str| b.requests.rows().iter().find(|r| r.1 == op).map_or(0, |r| r.2.count);
+        let count = |op: &str| {
+            let rows = b.requests.rows("/dev/fuse");
+            rows.iter().find(|r| r.0 == op).map_or(0, |r| r.1.count)
+        };
         // A loop: 10 × (open, fstat + one read of the 64 KiB file, close),
         // then an fstat and an append to the log: 31 flowops.
         let loops = b.flowops / 31;
@@ -683,7 +686,7 @@ mod tests {
         assert_eq!(count("CREATE"), count("UNLINK"));
         assert!(count("CREATE") >= 2 && count("CREATE") < 200, "{b:?}");
         assert_eq!(count("MKDIR"), 0);
-        let total = b.requests.total();
+        let total = b.requests.total("/dev/fuse");
         assert_eq!(total.count, 32 * loops + 2 * count("CREATE"));
         assert_eq!(total.mean().map(|s| s.handle_us), Some(2.0));
     }

@@ -172,20 +172,34 @@ impl Requests {
         }
     }
 
-    /// (transport, opcode, row), most requests first.
-    pub fn rows(&self) -> Vec<(&str, &str, Row)> {
-        let mut v: Vec<(&str, &str, Row)> = self
+    /// The transports that served requests, most requests first.
+    pub fn transports(&self) -> Vec<&str> {
+        let mut t: Vec<(&str, u64)> = Vec::new();
+        for ((transport, _), r) in &self.rows {
+            match t.iter_mut().find(|(name, _)| name == transport) {
+                Some((_, n)) => *n += r.count,
+                None => t.push((transport, r.count)),
+            }
+        }
+        t.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        t.into_iter().map(|(name, _)| name).collect()
+    }
+
+    /// (opcode, row) of the requests `transport` served, most first.
+    pub fn rows(&self, transport: &str) -> Vec<(&str, Row)> {
+        let mut v: Vec<(&str, Row)> = self
             .rows
             .iter()
-            .map(|((t, op), r)| (t.as_str(), op.as_str(), *r))
+            .filter(|((t, _), _)| t == transport)
+            .map(|((_, op), r)| (op.as_str(), *r))
             .collect();
-        v.sort_by(|a, b| b.2.count.cmp(&a.2.count).then(a.0.cmp(b.0)).then(a.1.cmp(b.1)));
+        v.sort_by(|a, b| b.1.count.cmp(&a.1.count).then(a.0.cmp(b.0)));
         v
     }
 
-    /// All requests together.
-    pub fn total(&self) -> Row {
-        self.rows.values().fold(Row::ZERO, |acc, r| acc.plus(*r))
+    /// All requests `transport` served, together.
+    pub fn total(&self, transport: &str) -> Row {
+        self.rows(transport).iter().fold(Row::ZERO, |acc, (_, r)| acc.plus(*r))
     }
 }
 
@@ -269,11 +283,11 @@ GETXATTR                4          -          -          -
     fn a_timed_table_gives_totals_per_transport_and_opcode() {
         let r = Requests::parse(TIMED).expect("parse");
         let uring = "FUSE over io_uring";
+        assert_eq!(r.transports(), [uring, "/dev/fuse"]);
         assert_eq!(
-            r.rows(),
+            r.rows(uring),
             vec![
                 (
-                    uring,
                     "LOOKUP",
                     Row {
                         count: 4,
@@ -281,28 +295,29 @@ GETXATTR                4          -          -          -
                     }
                 ),
                 (
-                    uring,
                     "GETATTR",
                     Row {
                         count: 2,
                         spans: spans(600.5, 2.0, 1.0)
                     }
                 ),
-                (
-                    "/dev/fuse",
-                    "INIT",
-                    Row {
-                        count: 1,
-                        spans: spans(0.0, 0.0, 0.0)
-                    }
-                ),
             ]
+        );
+        assert_eq!(
+            r.rows("/dev/fuse"),
+            vec![(
+                "INIT",
+                Row {
+                    count: 1,
+                    spans: spans(0.0, 0.0, 0.0)
+                }
+            )]
         );
         assert_eq!(row(&r, uring, "GETATTR").mean(), spans(300.25, 1.0, 0.5));
         assert_eq!(
-            r.total(),
+            r.total(uring),
             Row {
-                count: 7,
+                count: 6,
                 spans: spans(640.5, 12.0, 1.0)
             }
         );
@@ -312,7 +327,7 @@ GETXATTR                4          -          -          -
     fn an_untimed_table_gives_counts_without_times() {
         let r = Requests::parse(UNTIMED).expect("parse");
         assert_eq!(row(&r, "/dev/fuse", "GETXATTR"), Row { count: 4, spans: None });
-        assert_eq!(r.total(), Row { count: 5, spans: None });
+        assert_eq!(r.total("/dev/fuse"), Row { count: 5, spans: None });
         assert_eq!(row(&r, "/dev/fuse", "LOOKUP").mean(), None);
     }
 
@@ -335,7 +350,11 @@ GETXATTR                4          -          -          -
         }
         // The same opcode on two transports is two rows.
         let two = format!("/dev/fuse\n{header}\nLOOKUP 1 - - -\n\nFUSE over io_uring\n{header}\nLOOKUP 2 - - -\n");
-        assert_eq!(Requests::parse(&two).expect("parse").total().count, 3);
+        let two = Requests::parse(&two).expect("parse");
+        assert_eq!(
+            (two.total("/dev/fuse").count, two.total("FUSE over io_uring").count),
+            (1, 2)
+        );
     }
 
     #[test]
@@ -353,10 +372,9 @@ GETXATTR                4          -          -          -
         // INIT and WRITE did not change and are left out; LOOKUP: 20
         // requests, 120 - 50 µs waiting, 60 - 10 handling, 15 - 5 replying.
         assert_eq!(
-            d.rows(),
+            d.rows("/dev/fuse"),
             vec![
                 (
-                    "/dev/fuse",
                     "LOOKUP",
                     Row {
                         count: 20,
@@ -364,7 +382,6 @@ GETXATTR                4          -          -          -
                     }
                 ),
                 (
-                    "/dev/fuse",
                     "FSYNC",
                     Row {
                         count: 2,
@@ -373,7 +390,7 @@ GETXATTR                4          -          -          -
                 ),
             ]
         );
-        assert_eq!(after.since(&after).expect("nothing").total().count, 0);
+        assert_eq!(after.since(&after).expect("nothing").transports().len(), 0);
         // A counter that went back or vanished: the daemon restarted.
         assert!(before.since(&after).is_err());
         let restarted = Requests::parse(&format!("/dev/fuse\n{header}\nINIT 1 0.00 0.00 0.00\n")).expect("parse");
@@ -386,8 +403,8 @@ GETXATTR                4          -          -          -
         let before = Requests::parse(&format!("/dev/fuse\n{header}\nREAD 1000 2.01 1.00 0.00\n")).expect("before");
         let after = Requests::parse(&format!("/dev/fuse\n{header}\nREAD 1001 2.00 1.00 0.00\n")).expect("after");
         let d = after.since(&before).expect("since");
-        assert_eq!(d.total().count, 1);
-        assert_eq!(d.total().spans, spans(0.0, 1.0, 0.0));
+        assert_eq!(d.total("/dev/fuse").count, 1);
+        assert_eq!(d.total("/dev/fuse").spans, spans(0.0, 1.0, 0.0));
     }
 
     #[test]
@@ -404,7 +421,7 @@ GETXATTR                4          -          -          -
         });
         assert_eq!(sum.flowops, 15);
         assert_eq!(
-            sum.requests.total(),
+            sum.requests.total("/dev/fuse"),
             Row {
                 count: 4,
                 spans: spans(12.0, 4.0, 2.0)
@@ -412,6 +429,6 @@ GETXATTR                4          -          -          -
         );
         sum.requests
             .add(&Requests::parse(&format!("/dev/fuse\n{header}\nREAD 1 - - -\n")).expect("untimed"));
-        assert_eq!(sum.requests.total(), Row { count: 5, spans: None });
+        assert_eq!(sum.requests.total("/dev/fuse"), Row { count: 5, spans: None });
     }
 }
