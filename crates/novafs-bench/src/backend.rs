@@ -7,6 +7,8 @@ use std::time::Instant;
 
 use anyhow::Result;
 
+use crate::requests::Requests;
+
 /// The file operations a workload needs. `Dir` and `File` are the backend's
 /// own handles: inode numbers for the library, paths and open files for a
 /// mounted file system.
@@ -28,6 +30,12 @@ pub trait Backend: Sync {
     fn len(&self, file: &Self::File) -> Result<u64>;
     /// The size of `name` (stat by name, as filebench's statfile does).
     fn stat(&self, dir: &Self::Dir, name: &str) -> Result<u64>;
+    /// The requests the daemon serving the target has counted since it
+    /// started; `None` where no daemon serves it (the library, kernel file
+    /// systems).
+    fn requests(&self) -> Result<Option<Requests>> {
+        Ok(None)
+    }
 }
 
 /// A target whose file system can be unmounted and mounted again with its

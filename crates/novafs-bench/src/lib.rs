@@ -6,7 +6,8 @@
 //! `novafs bench` runs the §5.2 microbenchmark ([`workload::micro`]), the
 //! DRAM measurement ([`memory`]) and the recovery timing
 //! ([`workload::time_mounts`]) on the library target alone. A benchmark,
-//! not a test.
+//! not a test. Through a FUSE mount, the personalities also count the
+//! requests the daemon served ([`requests`]).
 
 #![forbid(unsafe_code)]
 
@@ -16,6 +17,7 @@ pub mod fullfs;
 pub mod memory;
 pub mod personality;
 pub mod report;
+pub mod requests;
 pub mod stats;
 pub mod target;
 pub mod tools;

@@ -27,6 +27,7 @@ use anyhow::{bail, Result};
 use novafs_rng::SplitMix;
 
 use crate::backend::{parallel, read_whole, write_whole, Backend};
+use crate::requests::Breakdown;
 
 /// The four filebench personalities of NOVA §5.3.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -253,15 +254,28 @@ pub fn run<B: Backend>(
     })
 }
 
+/// What one [`measure`] run measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Measured {
+    pub ops_per_s: f64,
+    /// The requests the target's daemon served during the timed loops,
+    /// where a daemon serves the target.
+    pub requests: Option<Breakdown>,
+}
+
 /// One run of `k` in `dir` as the rounds do it: prepare the file set, run
-/// for `p.secs`, clean up. Returns operations per second; ENOSPC here is an
-/// error (the target is too small for the file set).
-pub fn measure<B: Backend>(b: &B, dir: &B::Dir, k: Personality, p: &PersonalityParams) -> Result<f64> {
+/// for `p.secs`, clean up. ENOSPC here is an error (the target is too
+/// small for the file set).
+pub fn measure<B: Backend>(b: &B, dir: &B::Dir, k: Personality, p: &PersonalityParams) -> Result<Measured> {
     let set = prepare(b, dir, k, p.files)?;
     let counters = Counters::default();
     let halt = AtomicBool::new(false);
+    // Taken outside the timed loops; what `novafs stats` itself sends
+    // through the mount (a getattr of it) is one request in thousands.
+    let before = b.requests()?;
     let deadline = Instant::now() + Duration::from_secs_f64(p.secs);
     let secs = run(b, dir, k, &set, p.threads, Until::Deadline(deadline), &halt, &counters)?;
+    let after = b.requests()?;
     cleanup(b, dir, &set)?;
     let nospc = counters.nospc.load(Ordering::Relaxed);
     if nospc > 0 {
@@ -270,7 +284,18 @@ pub fn measure<B: Backend>(b: &B, dir: &B::Dir, k: Personality, p: &PersonalityP
             k.name()
         );
     }
-    Ok(counters.ops.load(Ordering::Relaxed) as f64 / secs.max(1e-9))
+    let flowops = counters.ops.load(Ordering::Relaxed);
+    let requests = match (before, after) {
+        (Some(before), Some(after)) => Some(Breakdown {
+            flowops,
+            requests: after.since(&before)?,
+        }),
+        _ => None,
+    };
+    Ok(Measured {
+        ops_per_s: flowops as f64 / secs.max(1e-9),
+        requests,
+    })
 }
 
 /// One thread of a personality run.
@@ -565,10 +590,105 @@ mod tests {
                 threads: 3,
                 secs: 0.2,
             };
-            let ops_per_s = measure(&t, &dir, k, &p).expect("measure");
-            assert!(ops_per_s > 0.0, "{}", k.name());
+            let m = measure(&t, &dir, k, &p).expect("measure");
+            assert!(m.ops_per_s > 0.0, "{}", k.name());
+            assert_eq!(m.requests, None, "no daemon serves the library");
             t.rmdir(k.name()).expect("cleaned up");
         }
+    }
+
+    /// The library, with a stand-in daemon that counts every call as a
+    /// request of its name and reports them as `novafs stats` would.
+    struct Counting {
+        lib: LibraryTarget,
+        calls: Mutex<std::collections::BTreeMap<&'static str, u64>>,
+    }
+
+    impl Counting {
+        fn count<T>(&self, op: &'static str, r: T) -> T {
+            *self.calls.lock().expect("calls").entry(op).or_default() += 1;
+            r
+        }
+    }
+
+    impl Backend for Counting {
+        type Dir = novafs::Ino;
+        type File = novafs::Ino;
+        fn mkdir(&self, name: &str) -> Result<Self::Dir> {
+            self.count("MKDIR", self.lib.mkdir(name))
+        }
+        fn rmdir(&self, name: &str) -> Result<()> {
+            self.count("RMDIR", self.lib.rmdir(name))
+        }
+        fn create(&self, dir: &Self::Dir, name: &str) -> Result<Self::File> {
+            self.count("CREATE", self.lib.create(dir, name))
+        }
+        fn open(&self, dir: &Self::Dir, name: &str) -> Result<Self::File> {
+            self.count("OPEN", self.lib.open(dir, name))
+        }
+        fn write_at(&self, file: &Self::File, off: u64, buf: &[u8]) -> Result<()> {
+            self.count("WRITE", self.lib.write_at(file, off, buf))
+        }
+        fn read_at(&self, file: &Self::File, off: u64, buf: &mut [u8]) -> Result<()> {
+            self.count("READ", self.lib.read_at(file, off, buf))
+        }
+        fn fsync(&self, file: &Self::File) -> Result<()> {
+            self.count("FSYNC", self.lib.fsync(file))
+        }
+        fn unlink(&self, dir: &Self::Dir, name: &str) -> Result<()> {
+            self.count("UNLINK", self.lib.unlink(dir, name))
+        }
+        fn len(&self, file: &Self::File) -> Result<u64> {
+            self.count("GETATTR", self.lib.len(file))
+        }
+        fn stat(&self, dir: &Self::Dir, name: &str) -> Result<u64> {
+            self.count("LOOKUP", self.lib.stat(dir, name))
+        }
+        fn requests(&self) -> Result<Option<crate::requests::Requests>> {
+            let mut table = "/dev/fuse\nopcode count wait_us handle_us reply_us\n".to_string();
+            for (op, n) in self.calls.lock().expect("calls").iter() {
+                table.push_str(&format!("{op} {n} 1.00 2.00 3.00\n"));
+            }
+            crate::requests::Requests::parse(&table).map(Some)
+        }
+    }
+
+    #[test]
+    fn the_breakdown_counts_the_timed_loops_and_not_the_file_set() {
+        let t = Counting {
+            lib: lib(64),
+            calls: Mutex::default(),
+        };
+        let k = Personality::Webserver;
+        let dir = t.mkdir("web").expect("mkdir");
+        let p = PersonalityParams {
+            files: 200,
+            threads: 2,
+            secs: 0.05,
+        };
+        let m = measure(&t, &dir, k, &p).expect("measure");
+        let b = m.requests.expect("the stand-in daemon reports requests");
+        let count = |op: &str| {
+            let rows = b.requests.rows("/dev/fuse");
+            rows.iter().find(|r| r.0 == op).map_or(0, |r| r.1.count)
+        };
+        // A loop: 10 × (open, fstat + one read of the 64 KiB file, close),
+        // then an fstat and an append to the log: 31 flowops.
+        let loops = b.flowops / 31;
+        assert!(loops > 0 && b.flowops.is_multiple_of(31), "{b:?}");
+        assert_eq!(count("OPEN"), 10 * loops);
+        assert_eq!(count("READ"), 10 * loops);
+        assert_eq!(count("GETATTR"), 11 * loops);
+        // The file set's 200 creates and writes (prepare) and unlinks
+        // (cleanup) are outside: what is left is the appends and the log
+        // files, created and removed by each thread, and rotated.
+        assert_eq!(count("WRITE"), loops);
+        assert_eq!(count("CREATE"), count("UNLINK"));
+        assert!(count("CREATE") >= 2 && count("CREATE") < 200, "{b:?}");
+        assert_eq!(count("MKDIR"), 0);
+        let total = b.requests.total("/dev/fuse");
+        assert_eq!(total.count, 32 * loops + 2 * count("CREATE"));
+        assert_eq!(total.mean().map(|s| s.handle_us), Some(2.0));
     }
 
     #[test]

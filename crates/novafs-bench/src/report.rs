@@ -3,6 +3,7 @@
 use std::collections::HashMap;
 use std::fmt::Write as _;
 
+use crate::requests::{Breakdown, Row};
 use crate::stats::{speedup, summarize, Summary};
 use crate::target::BASELINE;
 use crate::workload::{Params, Personality, RecoverySet, Workload};
@@ -13,6 +14,9 @@ use crate::workload::{Params, Personality, RecoverySet, Workload};
 #[derive(Default)]
 pub struct Samples {
     runs: HashMap<(String, String), Vec<Vec<Option<f64>>>>,
+    /// Per target and workload, the requests its daemon served, summed
+    /// over the rounds.
+    requests: HashMap<(String, String), Breakdown>,
 }
 
 impl Samples {
@@ -21,6 +25,11 @@ impl Samples {
             .entry((target.to_string(), w.label()))
             .or_default()
             .push(values);
+    }
+
+    /// Add one round's request breakdown of `w` on `target`.
+    pub fn push_requests(&mut self, target: &str, w: Workload, b: &Breakdown) {
+        self.requests.entry((target.to_string(), w.label())).or_default().add(b);
     }
 
     /// Metric `m` of workload `w` on `target`, over the rounds.
@@ -223,7 +232,70 @@ pub fn markdown(c: &Context) -> String {
             let _ = writeln!(s, "- {f} failed during the run; its partial samples are left out");
         }
     }
+    requests_section(c, &mut s);
     s
+}
+
+/// The requests each FUSE daemon served per personality; nothing when no
+/// target reported any.
+fn requests_section(c: &Context, s: &mut String) {
+    let mut tables = String::new();
+    for &t in c.targets {
+        let mut rows = String::new();
+        for &w in c.workloads {
+            let (Workload::Personality(k), Some(b)) = (w, c.samples.requests.get(&(t.to_string(), w.label()))) else {
+                continue;
+            };
+            // Per transport: their waits differ in kind (a /dev/fuse
+            // worker idles between the kernel's asynchronous forgets).
+            let all = format!("all ({} flowops)", b.flowops);
+            for transport in b.requests.transports() {
+                for (opcode, r) in b.requests.rows(transport) {
+                    request_row(&mut rows, k.name(), transport, opcode, r, b.flowops);
+                }
+                let total = b.requests.total(transport);
+                request_row(&mut rows, k.name(), transport, &all, total, b.flowops);
+            }
+        }
+        if !rows.is_empty() {
+            let _ = writeln!(tables, "{t}:\n");
+            let _ = writeln!(
+                tables,
+                "| personality | transport | opcode | requests per 100 flowops | wait (µs) | handle (µs) | reply (µs) |"
+            );
+            let _ = writeln!(tables, "|---|---|---|---:|---:|---:|---:|");
+            let _ = writeln!(tables, "{rows}");
+        }
+    }
+    if tables.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\n## Requests through the mount per personality\n\n\
+         The FUSE requests the daemon served during the timed loops of each personality run \
+         (`novafs stats` before and after; mounted with `-o stats`), summed over the rounds, with \
+         the mean time per request in three spans: wait is the time a worker waited for the request \
+         (the kernel's forward trip plus idle time; over io_uring it also holds sending the previous \
+         reply), handle the time inside novafs, reply the time sending the reply. The kernel sends \
+         forgets on /dev/fuse even when the rest goes over io_uring; a worker there idles between \
+         them, hence their long waits.\n"
+    );
+    s.push_str(&tables);
+}
+
+/// One line of the request table; times `–` where the daemon took none.
+fn request_row(s: &mut String, personality: &str, transport: &str, opcode: &str, r: Row, flowops: u64) {
+    let per_100 = r.count as f64 * 100.0 / flowops.max(1) as f64;
+    let [wait, handle, reply] = r.mean().map_or_else(
+        || ["–".to_string(), "–".to_string(), "–".to_string()],
+        |m| [fmt_num(m.wait_us), fmt_num(m.handle_us), fmt_num(m.reply_us)],
+    );
+    let _ = writeln!(
+        s,
+        "| {personality} | {transport} | {opcode} | {} | {wait} | {handle} | {reply} |",
+        fmt_num(per_100)
+    );
 }
 
 /// UTC now as `YYYYMMDDTHHMMSSZ`.
@@ -238,16 +310,16 @@ pub fn timestamp() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::requests::Requests;
     use crate::workload::{PersonalityParams, SetShape};
 
-    #[test]
-    fn a_metric_a_target_lacks_has_no_row_and_no_ratio() {
+    fn params() -> Params {
         let shape = SetShape {
             files: 1,
             file_size: 4096,
             io: 4096,
         };
-        let params = Params {
+        Params {
             files: 1,
             appends: 1,
             append_ops: 1,
@@ -261,28 +333,41 @@ mod tests {
             recovery: [shape; 3],
             fio_ms: 10,
             fio_file_mib: 1,
-        };
+        }
+    }
+
+    fn context<'a>(
+        params: &'a Params,
+        workloads: &'a [Workload],
+        targets: &'a [&'a str],
+        samples: &'a Samples,
+    ) -> Context<'a> {
+        Context {
+            stamp: "20260101T000000Z",
+            params,
+            rounds: 3,
+            size_mib: 64,
+            workloads,
+            targets,
+            skipped: &[],
+            failed: &[],
+            notes: &[],
+            samples,
+            command: "novafs-bench".to_string(),
+            interrupted: false,
+        }
+    }
+
+    #[test]
+    fn a_metric_a_target_lacks_has_no_row_and_no_ratio() {
+        let params = params();
         let w = Workload::Recovery(RecoverySet::Small);
         let mut samples = Samples::default();
         for (clean, crash) in [(0.1, 5.0), (0.3, 7.0), (0.2, 6.0)] {
             samples.push("novafs-lib", w, vec![Some(clean), Some(crash)]);
             samples.push(BASELINE, w, vec![Some(4.0), None]);
         }
-        let ctx = Context {
-            stamp: "20260101T000000Z",
-            params: &params,
-            rounds: 3,
-            size_mib: 64,
-            workloads: &[w],
-            targets: &["novafs-lib", BASELINE],
-            skipped: &[],
-            failed: &[],
-            notes: &[],
-            samples: &samples,
-            command: "novafs-bench".to_string(),
-            interrupted: false,
-        };
-        let md = markdown(&ctx);
+        let md = markdown(&context(&params, &[w], &["novafs-lib", BASELINE], &samples));
         assert!(md.contains("# novafs-bench results (20260101T000000Z)"));
         // Clean mounts: medians 0.2 against 4.0, 20 times better.
         assert!(
@@ -295,5 +380,91 @@ mod tests {
             "{md}"
         );
         assert!(!md.contains(&format!("mount after crash (ms) | {BASELINE}")), "{md}");
+        // No daemon reported requests: no section for them.
+        assert!(!md.contains("Requests through the mount"), "{md}");
+    }
+
+    /// A breakdown of `flowops` with `novafs stats` tables of (title, rows).
+    fn breakdown(flowops: u64, tables: &[(&str, &str)]) -> Breakdown {
+        let table = tables
+            .iter()
+            .map(|(title, rows)| format!("{title}\nopcode count wait_us handle_us reply_us\n{rows}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        Breakdown {
+            flowops,
+            requests: Requests::parse(&table).expect("a sample table"),
+        }
+    }
+
+    #[test]
+    fn the_requests_of_each_personality_are_summed_over_the_rounds_per_100_flowops() {
+        let params = params();
+        let (varmail, webserver) = (
+            Workload::Personality(Personality::Varmail),
+            Workload::Personality(Personality::Webserver),
+        );
+        let mut samples = Samples::default();
+        for w in [varmail, webserver] {
+            samples.push("novafs-fuse", w, vec![Some(1.0)]);
+            samples.push(BASELINE, w, vec![Some(2.0)]);
+        }
+        // Two varmail rounds of 100 flowops each; the mount timed them.
+        // The second also went over io_uring.
+        let uring = "FUSE over io_uring (a reply is committed by the call that waits for the next request)";
+        samples.push_requests(
+            "novafs-fuse",
+            varmail,
+            &breakdown(
+                100,
+                &[("/dev/fuse", "LOOKUP 50 10.00 2.00 1.00\nWRITE 20 20.00 4.00 0.00\n")],
+            ),
+        );
+        samples.push_requests(
+            "novafs-fuse",
+            varmail,
+            &breakdown(
+                100,
+                &[
+                    ("/dev/fuse", "LOOKUP 30 30.00 6.00 3.00\n"),
+                    (uring, "GETATTR 120 1.00 0.50 0.00\n"),
+                ],
+            ),
+        );
+        // One webserver round on a mount that did not time requests.
+        samples.push_requests(
+            "novafs-fuse",
+            webserver,
+            &breakdown(40, &[("/dev/fuse", "READ 10 - - -\n")]),
+        );
+        let md = markdown(&context(
+            &params,
+            &[varmail, webserver],
+            &["novafs-fuse", BASELINE],
+            &samples,
+        ));
+        let section = md
+            .split_once("## Requests through the mount per personality")
+            .map(|(_, after)| after)
+            .unwrap_or_else(|| panic!("no request section in {md}"));
+        let lines: Vec<&str> = section.lines().filter(|l| l.starts_with("| ")).collect();
+        assert_eq!(
+            lines,
+            [
+                "| personality | transport | opcode | requests per 100 flowops | wait (µs) | handle (µs) | reply (µs) |",
+                // The transport with the most requests first.
+                "| varmail | FUSE over io_uring | GETATTR | 60.0 | 1.00 | 0.50 | 0.00 |",
+                "| varmail | FUSE over io_uring | all (200 flowops) | 60.0 | 1.00 | 0.50 | 0.00 |",
+                // 80 lookups in 200 flowops; wait (50 × 10 + 30 × 30) / 80.
+                "| varmail | /dev/fuse | LOOKUP | 40.0 | 17.5 | 3.50 | 1.75 |",
+                "| varmail | /dev/fuse | WRITE | 10.0 | 20.0 | 4.00 | 0.00 |",
+                "| varmail | /dev/fuse | all (200 flowops) | 50.0 | 18.0 | 3.60 | 1.40 |",
+                "| webserver | /dev/fuse | READ | 25.0 | – | – | – |",
+                "| webserver | /dev/fuse | all (40 flowops) | 25.0 | – | – | – |",
+            ],
+            "{md}"
+        );
+        assert!(section.contains("novafs-fuse:"), "{md}");
+        assert!(!section.contains(&format!("{BASELINE}:")), "{md}");
     }
 }

@@ -20,8 +20,9 @@ use novafs_ops::{Observed, Op, Runner};
 use pm::{MapOptions, MmapRegion, Prefault, Region};
 
 use crate::backend::{Backend, Remount};
+use crate::requests::Requests;
 use crate::tools::{ensure_tool, sh};
-use crate::workload::{self, Params, Workload};
+use crate::workload::{self, Outcome, Params, Workload};
 
 /// Something the workloads can run on.
 pub trait Target {
@@ -29,13 +30,8 @@ pub trait Target {
     /// Whether `w` means anything on this target (no recovery on tmpfs,
     /// no fio on the library).
     fn supports(&self, w: Workload) -> bool;
-    /// Run `w` once in a fresh directory `tag`; one value per metric,
-    /// `None` for a metric that does not apply to this target.
-    fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Vec<Option<f64>>>;
-}
-
-fn all_some(v: Vec<f64>) -> Vec<Option<f64>> {
-    v.into_iter().map(Some).collect()
+    /// Run `w` once in a fresh directory `tag`.
+    fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Outcome>;
 }
 
 /// Every target the harness knows, in table order.
@@ -153,10 +149,14 @@ impl Mounted {
         c
     }
 
-    /// `novafs mount IMAGE MNT`; returns the daemon's pid, which it prints
-    /// as "daemon pid N".
+    /// `novafs mount -o stats IMAGE MNT`; returns the daemon's pid, which
+    /// it prints as "daemon pid N". `stats` times every request (two clock
+    /// reads each) for the personalities' request breakdown.
     fn fuse_mount(novafs: &Path, run_dir: &Path, image: &Path, mnt: &Path) -> Result<u32> {
-        let out = sh(Self::novafs_cmd(novafs, run_dir).arg("mount").arg(image).arg(mnt))?;
+        let out = sh(Self::novafs_cmd(novafs, run_dir)
+            .args(["mount", "-o", "stats"])
+            .arg(image)
+            .arg(mnt))?;
         parse_daemon_pid(&out).with_context(|| format!("no daemon pid in `novafs mount` output {out:?}"))
     }
 
@@ -419,10 +419,10 @@ impl Target for LibraryTarget {
     fn supports(&self, w: Workload) -> bool {
         w != Workload::Fio
     }
-    fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Vec<Option<f64>>> {
+    fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Outcome> {
         match w {
-            Workload::Recovery(s) => workload::recovery(self, s, p, tag),
-            _ => workload::run(self, w, p, tag).map(all_some),
+            Workload::Recovery(s) => workload::recovery(self, s, p, tag).map(Outcome::values),
+            _ => workload::run(self, w, p, tag),
         }
     }
 }
@@ -585,6 +585,17 @@ impl Backend for PathTarget {
             .with_context(|| format!("stat {}", p.display()))?
             .len())
     }
+    /// `novafs stats MNT` for the FUSE daemon.
+    fn requests(&self) -> Result<Option<Requests>> {
+        let Mounted::Fuse {
+            novafs, run_dir, mnt, ..
+        } = &self.mount
+        else {
+            return Ok(None);
+        };
+        let table = sh(Mounted::novafs_cmd(novafs, run_dir).arg("stats").arg(mnt))?;
+        Requests::parse(&table).map(Some)
+    }
 }
 
 impl Remount for PathTarget {
@@ -608,14 +619,16 @@ impl Target for PathTarget {
             _ => true,
         }
     }
-    fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Vec<Option<f64>>> {
+    fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Outcome> {
         let out = match w {
-            Workload::Recovery(s) => workload::recovery(self, s, p, tag)?,
-            Workload::Fio => crate::fio::run(&self.root.join(tag), p)?
-                .into_iter()
-                .map(Some)
-                .collect(),
-            _ => all_some(workload::run(self, w, p, tag)?),
+            Workload::Recovery(s) => Outcome::values(workload::recovery(self, s, p, tag)?),
+            Workload::Fio => Outcome::values(
+                crate::fio::run(&self.root.join(tag), p)?
+                    .into_iter()
+                    .map(Some)
+                    .collect(),
+            ),
+            _ => workload::run(self, w, p, tag)?,
         };
         // Write back what this run left dirty so the next target is not charged for it.
         sh(&mut Command::new("sync"))?;
@@ -656,7 +669,8 @@ mod tests {
         let mut t = LibraryTarget::on_region(Arc::new(pm::MemRegion::new(64 << 20))).expect("format");
         let v = t
             .run(Workload::Recovery(RecoverySet::Medium), &params(), "rec")
-            .expect("recovery run");
+            .expect("recovery run")
+            .values;
         assert_eq!(v.len(), 2);
         assert!(v.iter().all(|x| x.is_some_and(|ms| ms > 0.0)), "{v:?}");
         // The set is gone again and the file system still works.
@@ -670,7 +684,7 @@ mod tests {
     #[test]
     fn the_micro_benchmark_on_the_library_times_every_phase_and_leaves_no_file() {
         let mut t = LibraryTarget::on_region(Arc::new(pm::MemRegion::new(64 << 20))).expect("format");
-        let v = t.run(Workload::Micro, &params(), "micro").expect("micro run");
+        let v = t.run(Workload::Micro, &params(), "micro").expect("micro run").values;
         assert_eq!(v.len(), Workload::Micro.metrics().len());
         assert!(v.iter().all(|x| x.is_some_and(|us| us > 0.0)), "{v:?}");
         assert!(t.stat(&ROOT_INO, "micro").is_err(), "its directory is gone");

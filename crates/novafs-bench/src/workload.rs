@@ -11,6 +11,7 @@ use novafs_rng::SplitMix;
 
 use crate::backend::{parallel, write_whole, Backend, Remount};
 pub use crate::personality::{Personality, PersonalityParams};
+use crate::requests::Breakdown;
 
 /// One column of the results: what is measured, in which unit, and which way
 /// is better.
@@ -173,12 +174,31 @@ fn us_per_op(spent: Duration, n: u64) -> f64 {
     spent.as_secs_f64() * 1e6 / n.max(1) as f64
 }
 
+/// What one run of a workload measured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// One value per metric of [`Workload::metrics`]; `None` for a metric
+    /// that does not apply to the target.
+    pub values: Vec<Option<f64>>,
+    /// The requests the target's daemon served during the timed part (the
+    /// personalities, on a target a daemon serves).
+    pub requests: Option<Breakdown>,
+}
+
+impl Outcome {
+    /// Values alone, no request breakdown.
+    pub fn values(values: Vec<Option<f64>>) -> Outcome {
+        Outcome { values, requests: None }
+    }
+}
+
 /// Run `w` once in a fresh directory `tag` under the target's root, which it
 /// removes again. Recovery and fio need more than a [`Backend`]: see
 /// [`recovery`] and `fio::run`.
-pub fn run<B: Backend>(b: &B, w: Workload, p: &Params, tag: &str) -> Result<Vec<f64>> {
+pub fn run<B: Backend>(b: &B, w: Workload, p: &Params, tag: &str) -> Result<Outcome> {
     let dir = b.mkdir(tag)?;
-    let out = match w {
+    let mut requests = None;
+    let values = match w {
         Workload::Micro => {
             let m = micro(b, &dir, p.files, p.appends)?;
             vec![m.create, m.append, m.read, m.unlink]
@@ -186,11 +206,18 @@ pub fn run<B: Backend>(b: &B, w: Workload, p: &Params, tag: &str) -> Result<Vec<
         Workload::AppendFsync => vec![append_fsync(b, &dir, p.append_ops)?],
         Workload::Random { threads } => random(b, &dir, p, threads)?,
         Workload::Sequential { threads } => sequential(b, &dir, p, threads)?,
-        Workload::Personality(k) => vec![crate::personality::measure(b, &dir, k, &p.personality)? / 1e3],
+        Workload::Personality(k) => {
+            let m = crate::personality::measure(b, &dir, k, &p.personality)?;
+            requests = m.requests;
+            vec![m.ops_per_s / 1e3]
+        }
         Workload::Recovery(_) | Workload::Fio => bail!("{} is not a plain backend workload", w.label()),
     };
     b.rmdir(tag)?;
-    Ok(out)
+    Ok(Outcome {
+        values: values.into_iter().map(Some).collect(),
+        requests,
+    })
 }
 
 /// (e) Create file set `s` in a fresh directory `tag`, time a mount after a

@@ -235,7 +235,12 @@ fn main() -> Result<()> {
                     let result = t.run(*w, &params, &format!("r{r}w{k}"));
                     spent[k] += started.elapsed().as_secs_f64();
                     match result {
-                        Ok(values) => samples.push(t.name(), *w, values),
+                        Ok(out) => {
+                            samples.push(t.name(), *w, out.values);
+                            if let Some(b) = &out.requests {
+                                samples.push_requests(t.name(), *w, b);
+                            }
+                        }
                         Err(e) => {
                             bar.suspend(|| eprintln!("{} failed on {}: {e:#}; dropping it", t.name(), w.label()));
                             failed.push(t.name().to_string());
