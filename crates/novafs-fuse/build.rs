@@ -13,22 +13,14 @@
 
 use std::fs::OpenOptions;
 
+include!("../../build-support/fuse_probe.rs");
+
 const ENABLE_URING: &str = "/sys/module/fuse/parameters/enable_uring";
 
 fn main() {
     println!("cargo::rustc-check-cfg=cfg(novafs_fuse_root)");
     println!("cargo::rustc-check-cfg=cfg(novafs_fuse_uring)");
-    println!("cargo::rerun-if-changed=build.rs");
-    println!("cargo::rerun-if-env-changed=CI");
-    println!("cargo::rerun-if-env-changed=NOVAFS_TEST_NO_FUSE");
-
-    let ci = std::env::var("CI").is_ok_and(|v| !matches!(v.as_str(), "" | "0" | "false"));
-    let simulated_absent = std::env::var("NOVAFS_TEST_NO_FUSE").is_ok_and(|v| !matches!(v.as_str(), "" | "0"));
-    let fuse = !simulated_absent && OpenOptions::new().read(true).write(true).open("/dev/fuse").is_ok();
-    let root = effective_uid() == Some(0);
-    if fuse {
-        println!("cargo::rerun-if-changed=/dev/fuse");
-    }
+    let FuseProbe { ci, fuse, root } = FuseProbe::run();
     if (fuse && root) || ci {
         println!("cargo::rustc-cfg=novafs_fuse_root");
     }
@@ -36,11 +28,4 @@ fn main() {
     if fuse && root && OpenOptions::new().write(true).open(ENABLE_URING).is_ok() {
         println!("cargo::rustc-cfg=novafs_fuse_uring");
     }
-}
-
-/// The build's effective user id, from /proc (no libc in a build script).
-fn effective_uid() -> Option<u32> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let uids = status.lines().find_map(|l| l.strip_prefix("Uid:"))?;
-    uids.split_whitespace().nth(1)?.parse().ok()
 }
