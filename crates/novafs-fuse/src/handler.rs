@@ -45,6 +45,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use novafs::{Atime, Attr, Error, FileType, Fs, Make, SetAttr};
 
 use crate::caller::Caller;
+use crate::transport::dev::Notifier;
 use crate::transport::{Answer, Handler, Incoming};
 use crate::wire::abi::{self, *};
 use crate::wire::reply::{self, Built, DirBuf};
@@ -106,6 +107,10 @@ pub struct FuseFs {
     /// cached from one open to the next; the kernel's references keep
     /// unlinked files instead of handles ([`Fs::lookups_hold_files`]).
     no_open: bool,
+    /// Reaches the kernel's caches (`connected`): where novafs itself
+    /// changes what the kernel cached, here set-ID bits a WRITE or a
+    /// FALLOCATE clears, whose replies carry no attributes.
+    notifier: OnceLock<Notifier>,
 }
 
 /// Who sent a request, as the request header says.
@@ -123,8 +128,31 @@ impl FuseFs {
             next_handle: AtomicU64::new(1),
             no_open: fs.lookups_hold_files() && fs.atime().0 != Atime::Strict,
             settled: OnceLock::new(),
+            notifier: OnceLock::new(),
             fs,
         }
+    }
+
+    /// [`kill_set_id`](Self::kill_set_id) for a request whose reply
+    /// carries no attributes (WRITE, FALLOCATE): the kernel would go on
+    /// showing the old mode for as long as it caches the attributes, so
+    /// when the mode changed they are invalidated (attributes only: no page
+    /// is touched, so this cannot wait on the pages a WRITE holds locked).
+    fn kill_set_id_behind_reply(&self, who: Who, ino: u64, a: Attr) -> Result<(), Error> {
+        let after = self.kill_set_id(who, a, false)?;
+        if after.perm != a.perm {
+            if let Some(n) = self.notifier.get() {
+                let mut payload = [0u8; 24];
+                let len = reply::notify_inval_inode(&mut payload, ino, -1, 0).unwrap_or(0);
+                if let Err(e) = n.notify(FUSE_NOTIFY_INVAL_INODE, &payload[..len]) {
+                    tracing::warn!(
+                        ino,
+                        "cannot invalidate cached attributes after clearing set-ID bits: {e}"
+                    );
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Clears set-user-ID, and set-group-ID where group execution makes
@@ -350,6 +378,10 @@ fn xattr(op: &str, out: &mut [u8], size: u32, r: Result<Vec<u8>, Error>) -> Answ
 }
 
 impl Handler for FuseFs {
+    fn connected(&self, notifier: Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+
     fn handle(&self, inc: &Incoming<'_>, out: &mut [u8]) -> Answer {
         // Which requests an operation costs, in order (RUST_LOG=novafs_fuse=trace).
         tracing::trace!(
@@ -708,7 +740,7 @@ impl FuseFs {
     fn write(&self, who: Who, ino: u64, offset: u64, data: &[u8], write_flags: u32, out: &mut [u8]) -> Answer {
         let written = self.fs.write(ino, offset, data).and_then(|n| {
             if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 {
-                self.kill_set_id(who, self.fs.getattr(ino)?, false)?;
+                self.kill_set_id_behind_reply(who, ino, self.fs.getattr(ino)?)?;
             }
             Ok(n)
         });
@@ -774,7 +806,7 @@ impl FuseFs {
         if a.perm & (libc::S_ISUID | libc::S_ISGID) != 0
             && !Caller::of_process(who.pid, who.uid, who.gid).may_keep_setid
         {
-            self.kill_set_id(who, a, false)?;
+            self.kill_set_id_behind_reply(who, ino, a)?;
         }
         Ok(())
     }

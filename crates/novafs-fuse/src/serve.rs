@@ -17,7 +17,7 @@ use novafs::Atime;
 
 use crate::session::{kernel_mount, MountConfig, SUBTYPE};
 use crate::stats::Stats;
-use crate::transport::dev;
+use crate::transport::dev::{self, Notifier};
 use crate::transport::uring::{Queues, UringConfig};
 use crate::transport::{fusermount, Answer, Args, Handler, Incoming};
 use crate::wire::abi::{InitIn, InitOut, FUSE_INIT, FUSE_INIT_EXT, FUSE_MAX_PAGES, FUSE_OVER_IO_URING};
@@ -115,6 +115,7 @@ impl Session {
             dev: Arc::new(Stats::new(cfg.mount.stats)),
             uring: Arc::new(Stats::new(cfg.mount.stats)),
         });
+        handler.connected(Notifier::new(dev.clone()));
         match handshake(&dev, &handler, cfg, &stats) {
             Ok((transport, workers)) => {
                 tracing::info!(%transport, mountpoint = %unmounter.mountpoint.display(), "FUSE session up");

@@ -176,6 +176,24 @@ pub(crate) fn spawn_workers(
         .collect()
 }
 
+/// Sends notifications (cache invalidations) to the kernel through
+/// /dev/fuse, the only way they travel with either transport.
+pub(crate) struct Notifier {
+    dev: Arc<OwnedFd>,
+}
+
+impl Notifier {
+    pub(crate) fn new(dev: Arc<OwnedFd>) -> Notifier {
+        Notifier { dev }
+    }
+
+    /// Sends notification `code` (`FUSE_NOTIFY_INVAL_INODE`, ...) with its
+    /// payload struct's bytes.
+    pub(crate) fn notify(&self, code: i32, payload: &[u8]) -> io::Result<()> {
+        write_message(self.dev.as_fd(), code, 0, payload)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

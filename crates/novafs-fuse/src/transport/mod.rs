@@ -35,6 +35,10 @@ pub(crate) trait Handler: Send + Sync {
     /// Answers `req`, writing any reply payload into `out` (at least the
     /// negotiated max_write plus one page long).
     fn handle(&self, req: &Incoming<'_>, out: &mut [u8]) -> Answer;
+
+    /// The connection is up, before any request: `notifier` reaches the
+    /// kernel's caches from now on.
+    fn connected(&self, _notifier: dev::Notifier) {}
 }
 
 pub(crate) mod dev;

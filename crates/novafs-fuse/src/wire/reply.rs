@@ -167,6 +167,13 @@ pub(crate) fn init(out: &mut [u8], init: &InitOut, kernel_minor: u32) -> Built {
     put_all(out, &[&bytes[..len]])
 }
 
+/// FUSE_NOTIFY_INVAL_INODE's payload: drop `ino`'s cached attributes and
+/// its pages in `off..off + len` (`len` <= 0: to the end; `off` < 0: no
+/// pages).
+pub(crate) fn notify_inval_inode(out: &mut [u8], ino: u64, off: i64, len: i64) -> Built {
+    put(out, &NotifyInvalInodeOut { ino, off, len })
+}
+
 /// The DT_* type a dirent carries for a file of mode `mode`.
 pub(crate) fn dirent_type(mode: u32) -> u32 {
     (mode & libc::S_IFMT) >> 12

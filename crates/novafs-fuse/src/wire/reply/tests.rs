@@ -259,3 +259,13 @@ fn direntplus_records_carry_the_entry_then_the_dirent() {
     assert!(d.add_plus(&e, 77, 8, b"file"));
     assert_eq!(d.len(), 0);
 }
+
+#[test]
+fn an_inode_invalidation_carries_its_struct() {
+    let mut out = [0xffu8; 64];
+    assert_eq!(notify_inval_inode(&mut out, 5, -1, 0), Ok(24));
+    assert_eq!(
+        &out[..24],
+        &[&le64(5)[..], &(-1i64).to_ne_bytes(), &le64(0)].concat()[..]
+    );
+}
