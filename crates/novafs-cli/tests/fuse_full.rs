@@ -201,3 +201,29 @@ fn a_full_mount_under_snapshots_never_hangs_and_empties_after_a_kill() {
     let report = m.fsck();
     assert!(!report.contains("leaked"), "{report}");
 }
+
+/// On a nearly full mount, the space of a file just removed serves the
+/// next allocation at once, though it comes back only when the kernel's
+/// FORGET reaches novafs, a moment after `rm` returned (xfstests
+/// generic/213: `rm big; fallocate big2`).
+#[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
+fn space_of_a_file_just_removed_serves_the_next_allocation() {
+    use std::os::fd::AsRawFd;
+    require_fuse();
+    let m = Mount::new("96M", &[]);
+    let free = free_and_root(&m.mnt).0 * 4096;
+    // More than half of what is free: two cannot be there at once.
+    let size = (free * 11 / 20) & !((1 << 20) - 1);
+    for round in 0..10 {
+        let p = m.path(&format!("big{round}"));
+        let f = fs::File::create(&p).expect("create");
+        // SAFETY: a descriptor owned by `f`; no pointers.
+        let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, size as libc::off_t) };
+        let err = std::io::Error::last_os_error();
+        assert_eq!(rc, 0, "round {round}: fallocate of {size} bytes with {free} free: {err}");
+        drop(f);
+        fs::remove_file(&p).expect("rm");
+    }
+    m.finish();
+}

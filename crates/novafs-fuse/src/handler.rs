@@ -405,11 +405,51 @@ impl Handler for FuseFs {
             tracing::error!("FUSE opcode {} before INIT", inc.header.opcode);
             return Answer::Error(libc::EIO);
         }
-        self.dispatch(req, out)
+        // What may need the space of a file removed a moment ago.
+        let retry = matches!(
+            req.op,
+            Op::Write { .. } | Op::Fallocate { .. } | Op::Setattr(_) | Op::Setxattr { .. }
+        )
+        .then(|| (req.clone(), self.fs.space_coming_back().0));
+        let answer = self.dispatch(req, out);
+        match retry {
+            Some((req, freed)) if matches!(answer, Answer::Error(libc::ENOSPC)) && self.space_freed_since(freed) => {
+                self.dispatch(req, out)
+            }
+            _ => answer,
+        }
     }
 }
 
+/// How long a request that found the file system full waits for files
+/// removed just before to be freed (see `space_freed_since`).
+const FREE_WAIT: Duration = Duration::from_millis(200);
+
 impl FuseFs {
+    /// A removed file's space comes back when the kernel forgets it (its
+    /// references hold it: `Fs::lookups_hold_files`); the kernel sends that
+    /// FORGET through /dev/fuse a moment after the unlink returned, and
+    /// freeing a large file takes a while more. `rm big; fallocate -l SIZE
+    /// new` on a full file system would fail (xfstests generic/213). So a
+    /// request that failed with ENOSPC is tried once more if an inode was
+    /// freed since it started (`freed` counted then), waiting at most
+    /// [`FREE_WAIT`] for that while a free is due. A failed write,
+    /// fallocate, setattr or setxattr changed nothing (each commits whole
+    /// or not at all), so trying again is safe.
+    fn space_freed_since(&self, freed: u64) -> bool {
+        let start = std::time::Instant::now();
+        loop {
+            let (now, coming) = self.fs.space_coming_back();
+            if now != freed {
+                return true;
+            }
+            if !coming || start.elapsed() >= FREE_WAIT {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     fn dispatch(&self, req: Request<'_>, out: &mut [u8]) -> Answer {
         let who = Who {
             pid: req.pid,

@@ -9,7 +9,7 @@
 
 mod names;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crate::lock::{Mutex, Rank};
@@ -205,6 +205,10 @@ pub struct Fs {
     reclaimer: Option<Reclaimer>,
     /// DAX mappings of its files ([`Fs::mmap`]).
     mmaps: Arc<Mmaps>,
+    /// Unlinked inodes freed since the mount, and being freed now
+    /// ([`Fs::space_coming_back`]).
+    freed: AtomicU64,
+    freeing: AtomicUsize,
 }
 
 /// A snapshot held open by a view: it cannot be deleted meanwhile.
@@ -251,6 +255,8 @@ impl Fs {
             report,
             view: None,
             mmaps: Arc::default(),
+            freed: AtomicU64::new(0),
+            freeing: AtomicUsize::new(0),
         })
     }
 
@@ -276,6 +282,8 @@ impl Fs {
             view: Some(view),
             reclaimer: None,
             mmaps: Arc::default(),
+            freed: AtomicU64::new(0),
+            freeing: AtomicUsize::new(0),
         })
     }
 
@@ -412,11 +420,19 @@ impl Fs {
 
     /// Frees an unlinked inode whose last handle went away: one 8-byte
     /// store of its state word (R5), then its pages and slot (R3).
+    /// Counted while it runs and once done ([`Fs::space_coming_back`]).
     fn free_inode(&self, st: &mut InodeState) -> Result<()> {
-        let ending = self.ctx.ending(st)?;
-        let proof = self.ctx.journal().commit(self.ctx.region(), &ending.updates)?;
-        self.cache.forget(&self.ctx, st, &proof, ending.fate);
-        Ok(())
+        self.freeing.fetch_add(1, Ordering::AcqRel);
+        let freed = self.ctx.ending(st).and_then(|ending| {
+            let proof = self.ctx.journal().commit(self.ctx.region(), &ending.updates)?;
+            self.cache.forget(&self.ctx, st, &proof, ending.fate);
+            Ok(())
+        });
+        if freed.is_ok() {
+            self.freed.fetch_add(1, Ordering::AcqRel);
+        }
+        self.freeing.fetch_sub(1, Ordering::AcqRel);
+        freed
     }
 
     // ---- lookups and attributes ----
@@ -653,6 +669,25 @@ impl Fs {
     /// Whether the kernel's references to this inode keep it alive.
     fn counts_references(&self, st: &InodeState) -> bool {
         self.lookups_hold_files || st.meta.attr.kind == FileType::Directory
+    }
+
+    /// How many unlinked inodes have been freed since the mount (their
+    /// space back in the allocator), and whether more space is on its way:
+    /// an unlinked inode still held by a handle or a kernel reference, or
+    /// one being freed now. For a caller that found the file system full
+    /// and would wait for a release that is due (the FUSE front end after
+    /// an unlink, whose FORGET comes a moment later). The second scans the
+    /// cached inodes: for the ENOSPC path only.
+    pub fn space_coming_back(&self) -> (u64, bool) {
+        // In this order: an inode counts as freeing before it leaves the
+        // cache, and as freed before it stops counting as freeing, so one
+        // of the three always sees it.
+        let held = self.cache.cells().iter().any(|cell| {
+            let st = cell.state.read();
+            !st.dead && st.meta.attr.nlink == 0 && st.meta.attr.ino != ROOT_INO
+        });
+        let freeing = self.freeing.load(Ordering::Acquire) > 0;
+        (self.freed.load(Ordering::Acquire), held || freeing)
     }
 
     /// See [`MountOptions::lookups_hold_files`].
