@@ -221,7 +221,10 @@ fn space_of_a_file_just_removed_serves_the_next_allocation() {
         // SAFETY: a descriptor owned by `f`; no pointers.
         let rc = unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, size as libc::off_t) };
         let err = std::io::Error::last_os_error();
-        assert_eq!(rc, 0, "round {round}: fallocate of {size} bytes with {free} free: {err}");
+        assert_eq!(
+            rc, 0,
+            "round {round}: fallocate of {size} bytes with {free} free: {err}"
+        );
         drop(f);
         fs::remove_file(&p).expect("rm");
     }
