@@ -410,7 +410,7 @@ impl Handler for FuseFs {
             req.op,
             Op::Write { .. } | Op::Fallocate { .. } | Op::Setattr(_) | Op::Setxattr { .. }
         )
-        .then(|| (req.clone(), self.fs.space_coming_back().0));
+        .then(|| (req.clone(), self.fs.inodes_freed()));
         let answer = self.dispatch(req, out);
         match retry {
             Some((req, freed)) if matches!(answer, Answer::Error(libc::ENOSPC)) && self.space_freed_since(freed) => {

@@ -672,7 +672,12 @@ impl Fs {
     }
 
     /// How many unlinked inodes have been freed since the mount (their
-    /// space back in the allocator), and whether more space is on its way:
+    /// space back in the allocator): one atomic load, for the hot path.
+    pub fn inodes_freed(&self) -> u64 {
+        self.freed.load(Ordering::Acquire)
+    }
+
+    /// [`Fs::inodes_freed`], and whether more space is on its way:
     /// an unlinked inode still held by a handle or a kernel reference, or
     /// one being freed now. For a caller that found the file system full
     /// and would wait for a release that is due (the FUSE front end after
