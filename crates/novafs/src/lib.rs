@@ -96,9 +96,10 @@
 //! | 8 | `logs`, `inodes`, `snapshots` | `gc`, `cache`, `reclaim` | fast and thorough log GC (NOVA §4.6); the inode cache; the background reclaimer of deleted snapshots (Fortis §3.2) |
 //! | 9 | `ops` | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
 //! | 10 | `ops` | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
+//! | 10 | `ops` | `access` | who may do what: Linux's permission checks (mode, ACL, capabilities; deleting, renaming, xattrs), for callers without a kernel in between |
 //! | 11 | `image` | `recovery`, `paths` | mount, clean unmount, the crash scan (NOVA §4.7); an inode's names, found by walking the tree (what scrub reports) |
 //! | 12 | `image`, `ops`, `protect` | `mkfs`, `fsck`, `mmap`, `scrub` | formatting; the offline check; DAX mmap (Fortis §2, §3.3); reading and repairing everything redundancy protects, online |
-//! | 13 | `ops` | `setattr` | setattr's rules (chmod, chown, times, truncation, chattr) |
+//! | 13 | `ops` | `setattr` | setattr's rules (chmod, chown, times, truncation, chattr), and who may make which change |
 //! | 14 | `ops`, `protect` | [`fs`], `probe`, `inject` | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
 //! | 15 | | the crate root | the public API re-exported (`crate::Fs`, …) |
 //! | 16 | `image` | `tune` | turning features on and off by rebuilding an unmounted image through the public API |
@@ -147,12 +148,13 @@ use logs::{gc, journal, log};
 use media::geometry;
 use media::{health, layout, replica, strips, superblock};
 pub use ops::fs;
-use ops::{file, mmap, namespace, setattr, xattr};
+use ops::{access, file, mmap, namespace, setattr, xattr};
 #[cfg(feature = "tools")]
 pub use protect::inject;
 use protect::scrub;
 use snapshots::{reclaim, snapshot};
 
+pub use access::{Access, Caps, Cred};
 pub use error::{Corruption, Error, Result, Structure};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use fs::{
@@ -233,6 +235,7 @@ mod layering {
         ("file", 9, "ops", include_str!("ops/file.rs")),
         ("xattr", 9, "ops", include_str!("ops/xattr.rs")),
         ("namespace", 10, "ops", include_str!("ops/namespace.rs")),
+        ("access", 10, "ops", include_str!("ops/access.rs")),
         ("setattr", 13, "ops", include_str!("ops/setattr.rs")),
         ("recovery", 11, "image", include_str!("image/recovery.rs")),
         ("paths", 11, "image", include_str!("image/paths.rs")),
@@ -253,7 +256,11 @@ mod layering {
             "fs",
             14,
             "ops",
-            concat!(include_str!("ops/fs/mod.rs"), include_str!("ops/fs/names.rs")),
+            concat!(
+                include_str!("ops/fs/mod.rs"),
+                include_str!("ops/fs/names.rs"),
+                include_str!("ops/fs/perms.rs")
+            ),
         ),
         ("probe", 14, "", include_str!("probe.rs")),
         ("inject", 14, "protect", include_str!("protect/inject.rs")),

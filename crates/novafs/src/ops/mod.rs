@@ -1,7 +1,9 @@
 //! Layers 9–13, the operations: copy-on-write file data (NOVA §4.4),
-//! extended attributes and ACLs, the namespace (NOVA §4.3), DAX mmap
-//! (Fortis §2, §3.3), and the public thread-safe API over them all.
+//! extended attributes and ACLs, the namespace (NOVA §4.3), who may do
+//! what, DAX mmap (Fortis §2, §3.3), and the public thread-safe API over
+//! them all.
 
+pub(crate) mod access;
 pub(crate) mod file;
 pub mod fs;
 pub(crate) mod mmap;

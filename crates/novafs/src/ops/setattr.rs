@@ -1,13 +1,15 @@
 //! setattr's rules (chmod, chown, utimens, truncate, chattr) as POSIX and
 //! Linux give them, committed as one log entry with what they imply: a
-//! truncation's dropped pages, the access ACL that follows the mode.
+//! truncation's dropped pages, the access ACL that follows the mode; and
+//! who may make which change (`allowed`), for callers without a kernel.
 
+use crate::access::{self, Access, Caps, Cred, Node};
 use crate::alloc::{Budget, Reserved};
 use crate::commit::Ctx;
 use crate::error::{Error, Result};
 use crate::file;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState};
-use crate::layout::{FLAG_IMMUTABLE, INODE_FLAGS, MAX_FILE_SIZE, PAGE_SIZE};
+use crate::layout::{FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS, MAX_FILE_SIZE, PAGE_SIZE};
 use crate::mmap::{self, Mmaps};
 use crate::setters::setters;
 use crate::time::now_ns;
@@ -135,4 +137,108 @@ pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, s
         mmap::changed(mmaps, ino, resized_pages(old.size, a.size))?;
     }
     Ok(st.attr())
+}
+
+/// What a change of [`SetAttr`] needs, in the order Linux checks it
+/// (`vfs_truncate`, `may_setattr`, `notify_change`, `setattr_prepare`),
+/// and the change to make: `set` with the set-ID bits Linux clears.
+///
+/// - A size change is truncate(2) by path: a regular file (EISDIR,
+///   EINVAL), write permission, not append-only (EPERM). For ftruncate(2)
+///   the open descriptor is the permission: leave the size out here.
+/// - Mode, owner, group and explicit times: EPERM on an immutable or
+///   append-only inode. Both times set to now (touch, utimensat's
+///   UTIME_NOW for both: [`SetAttr::times_now`] with both given) needs
+///   only write permission when the caller is not the owner; one time set
+///   to now alone counts as explicit, as Linux counts it. A ctime is
+///   always explicit.
+/// - chown: to another user needs CAP_CHOWN; the owner may give the file
+///   to a group of its own. It clears set-user-ID, and set-group-ID when
+///   group execution makes it one or the caller is outside the file's
+///   group without CAP_FSETID (`setattr_should_drop_sgid`); not on a
+///   directory. The cleared mode comes back in the change.
+/// - chmod (and a chown's cleared mode): the owner or CAP_FOWNER; the
+///   set-group-ID bit is dropped for a caller outside the (new) group
+///   without CAP_FSETID.
+/// - Explicit times: the owner or CAP_FOWNER.
+/// - chattr flags: the owner or CAP_FOWNER, and CAP_LINUX_IMMUTABLE to
+///   change the immutable or append-only flag.
+pub(crate) fn allowed(n: &Node, cred: &Cred, set: &SetAttr, read_only: bool) -> Result<SetAttr> {
+    let a = &n.attr;
+    if *set == SetAttr::default() {
+        return Ok(*set);
+    }
+    if set.size.is_some() {
+        match a.kind {
+            FileType::RegularFile => {}
+            FileType::Directory => return Err(Error::IsDir),
+            _ => return Err(Error::Invalid("size change of a special file")),
+        }
+    }
+    if read_only {
+        return Err(Error::ReadOnly);
+    }
+    if set.size.is_some() {
+        access::permission(n, cred, Access::WRITE, read_only)?;
+        if n.flag(FLAG_APPEND) {
+            return Err(Error::NotPermitted);
+        }
+    }
+    if let Some(flags) = set.flags {
+        access::owner_or_capable_or_eperm(n, cred)?;
+        let guarded = FLAG_IMMUTABLE | FLAG_APPEND;
+        if (flags ^ a.flags) & guarded != 0 && !cred.has(Caps::LINUX_IMMUTABLE) {
+            return Err(Error::NotPermitted);
+        }
+    }
+    let touch = set.times_now && set.atime.is_some() && set.mtime.is_some();
+    let explicit_times = set.ctime.is_some() || (!touch && (set.atime.is_some() || set.mtime.is_some()));
+    let chown = set.uid.is_some() || set.gid.is_some();
+    // may_setattr
+    if set.mode.is_some() || chown || explicit_times {
+        a.check_changeable()?;
+    }
+    if touch {
+        if n.flag(FLAG_IMMUTABLE) {
+            return Err(Error::NotPermitted);
+        }
+        if !access::owner_or_capable(n, cred) {
+            access::permission(n, cred, Access::WRITE, read_only)?;
+        }
+    }
+    let mut out = *set;
+    // notify_change: a chown's ATTR_KILL_SUID and ATTR_KILL_SGID
+    if chown && !n.is_dir() {
+        let drop_sgid = a.perm & libc::S_ISGID != 0
+            && (a.perm & libc::S_IXGRP != 0 || !cred.keeps_set_group_id(a.gid));
+        let mut mode = set.mode.unwrap_or(a.perm) & !libc::S_ISUID;
+        if drop_sgid {
+            mode &= !libc::S_ISGID;
+        }
+        if mode != set.mode.unwrap_or(a.perm) {
+            out.mode = Some(mode);
+        }
+    }
+    // setattr_prepare
+    if let Some(uid) = set.uid {
+        if !((cred.uid == a.uid && uid == a.uid) || cred.has(Caps::CHOWN)) {
+            return Err(Error::NotPermitted);
+        }
+    }
+    if let Some(gid) = set.gid {
+        let own = cred.uid == a.uid && (gid == a.gid || cred.in_group(gid));
+        if !(own || cred.has(Caps::CHOWN)) {
+            return Err(Error::NotPermitted);
+        }
+    }
+    if let Some(mode) = out.mode {
+        access::owner_or_capable_or_eperm(n, cred)?;
+        if !cred.keeps_set_group_id(set.gid.unwrap_or(a.gid)) {
+            out.mode = Some(mode & !libc::S_ISGID);
+        }
+    }
+    if explicit_times {
+        access::owner_or_capable_or_eperm(n, cred)?;
+    }
+    Ok(out)
 }

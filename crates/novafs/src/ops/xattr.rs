@@ -16,7 +16,7 @@
 //! is not kept), chmod rewrites the access ACL in the same commit, and a
 //! new node inherits its directory's default ACL (`inherit`). Who may set
 //! which namespace (owner for ACLs, CAP_SYS_ADMIN for `trusted.`) is the
-//! caller's to check, as the kernel does for FUSE.
+//! caller's to check: the kernel does for FUSE, `access` for the others.
 
 use crate::alloc::{Budget, Reserved};
 use crate::commit::{self, Ctx};
@@ -265,14 +265,19 @@ pub(crate) fn remove(ctx: &Ctx, st: &mut InodeState, name: &[u8], now: i64) -> R
 /// access ACL.
 pub(crate) fn chmod<'a>(ctx: &'a Ctx, st: &InodeState, perm: u32, now: i64) -> Result<Staged<'a>> {
     let mut staged = Staged::new(ctx);
-    let Some(v) = st.meta.xattrs.get(ACL_ACCESS) else {
-        return Ok(staged);
-    };
-    if let Some(mut acl) = acl::Acl::parse(&read_value(ctx, st.meta.attr.ino, v)?)? {
+    if let Some(mut acl) = access_acl(ctx, st)? {
         acl.chmod(perm);
         staged.put(ctx, ACL_ACCESS, Some(&acl.encode()), now)?;
     }
     Ok(staged)
+}
+
+/// `st`'s access ACL, if it has one (a mode-equivalent ACL is never kept).
+pub(crate) fn access_acl(ctx: &Ctx, st: &InodeState) -> Result<Option<acl::Acl>> {
+    match st.meta.xattrs.get(ACL_ACCESS) {
+        Some(v) => acl::Acl::parse(&read_value(ctx, st.meta.attr.ino, v)?),
+        None => Ok(None),
+    }
 }
 
 /// What a new node of `mode` (type and permission bits, as asked) made in
@@ -311,8 +316,9 @@ pub(crate) fn inherit<'a>(
 
 /// The kernel's POSIX ACL xattr format (linux/posix_acl_xattr.h): a
 /// version word, then 8-byte entries (tag, permissions, id), and the
-/// rules of fs/posix_acl.c that tie an ACL to the mode.
-mod acl {
+/// rules of fs/posix_acl.c that tie an ACL to the mode. Checking access
+/// against an ACL is `access`'s, through [`acl::Acl::entries`].
+pub(crate) mod acl {
     use crate::error::{Error, Result};
 
     const VERSION: u32 = 2;
@@ -331,7 +337,18 @@ mod acl {
     }
 
     #[derive(Clone, Debug, PartialEq, Eq)]
-    pub(super) struct Acl(Vec<Ace>);
+    pub(crate) struct Acl(Vec<Ace>);
+
+    /// An entry's tag, with the id of a named entry.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub(crate) enum Tag {
+        UserObj,
+        User(u32),
+        GroupObj,
+        Group(u32),
+        Mask,
+        Other,
+    }
 
     const BAD: Error = Error::Invalid("not a valid POSIX ACL");
 
@@ -377,6 +394,22 @@ mod acl {
                 return Err(BAD);
             }
             Ok(Some(Acl(aces)))
+        }
+
+        /// The entries in order, each with its permission bits (rwx as
+        /// 4, 2, 1). `parse` let only the six tags through.
+        pub(crate) fn entries(&self) -> impl Iterator<Item = (Tag, u32)> + '_ {
+            self.0.iter().map(|a| {
+                let tag = match a.tag {
+                    USER_OBJ => Tag::UserObj,
+                    USER => Tag::User(a.id),
+                    GROUP_OBJ => Tag::GroupObj,
+                    GROUP => Tag::Group(a.id),
+                    MASK => Tag::Mask,
+                    _ => Tag::Other,
+                };
+                (tag, u32::from(a.perm))
+            })
         }
 
         pub(super) fn encode(&self) -> Vec<u8> {

@@ -8,6 +8,7 @@
 //! open recovers.
 
 mod names;
+mod perms;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
