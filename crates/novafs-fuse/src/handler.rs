@@ -42,9 +42,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use novafs::{Atime, Attr, Error, FileType, Fs, Make, SetAttr};
+use novafs::{Atime, Attr, Caps, Error, FileType, Fs, Make, SetAttr};
 
-use crate::caller::Caller;
+use crate::caller::caller;
 use crate::transport::dev::Notifier;
 use crate::transport::{Answer, Handler, Incoming};
 use crate::wire::abi::{self, *};
@@ -155,27 +155,16 @@ impl FuseFs {
         Ok(())
     }
 
-    /// Clears set-user-ID, and set-group-ID where group execution makes
-    /// it one (Linux's `setattr_should_drop_suidgid`), as
-    /// FUSE_HANDLE_KILLPRIV_V2 leaves to us on a write, a truncation, a
-    /// chown and a fallocate by `who`. A mode that changes keeps
-    /// set-group-ID only for a caller in the group or with CAP_FSETID
-    /// (`setattr_copy`, as on ext4: xfstests generic/683 and 684); a chown
-    /// drops it for such a caller even when nothing else changes
-    /// (`setattr_should_drop_sgid`).
+    /// Clears set-ID bits as FUSE_HANDLE_KILLPRIV_V2 leaves to us on a
+    /// write, a truncation, a chown and a fallocate by `who`: the core's
+    /// rule ([`novafs::Cred::kill_set_id`]), for the request's caller.
     /// `a` is the file's attributes now; returns them afterwards.
     fn kill_set_id(&self, who: Who, a: Attr, chown: bool) -> Result<Attr, Error> {
+        // /proc is read only for a file with set-ID bits.
         if a.kind != FileType::RegularFile || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
             return Ok(a);
         }
-        let mut mode = a.perm & !libc::S_ISUID;
-        if a.perm & libc::S_IXGRP != 0 {
-            mode &= !libc::S_ISGID;
-        }
-        let changes = mode != a.perm || chown;
-        if changes && mode & libc::S_ISGID != 0 && !self.group_id_kept(who, a.ino, Some(a.gid))? {
-            mode &= !libc::S_ISGID;
-        }
+        let mode = caller(who.pid, who.uid, who.gid).kill_set_id(&a, chown);
         if mode == a.perm {
             return Ok(a);
         }
@@ -216,7 +205,7 @@ impl FuseFs {
     }
 
     /// Drops set-group-ID from `ino`'s mode after the request set its
-    /// access ACL, unless the caller may keep it ([`Caller`]).
+    /// access ACL, unless the caller may keep it ([`novafs::Cred::keeps_set_group_id`]).
     pub(crate) fn acl_set_group_id(&self, who: Who, ino: u64) -> Result<(), Error> {
         let a = self.fs.getattr(ino)?;
         if a.perm & libc::S_ISGID == 0 || self.group_id_kept(who, ino, None)? {
@@ -227,13 +216,14 @@ impl FuseFs {
     }
 
     /// Whether a mode the request sets on `ino` keeps set-group-ID: see
-    /// [`Caller`]. `new_gid` is the group the same request gives it.
+    /// [`novafs::Cred::keeps_set_group_id`]. `new_gid` is the group the same
+    /// request gives it.
     pub(crate) fn group_id_kept(&self, who: Who, ino: u64, new_gid: Option<u32>) -> Result<bool, Error> {
         let gid = match new_gid {
             Some(g) => g,
             None => self.fs.getattr(ino)?.gid,
         };
-        Ok(Caller::of_process(who.pid, who.uid, who.gid).may_set_group_id(gid))
+        Ok(caller(who.pid, who.uid, who.gid).keeps_set_group_id(gid))
     }
 
     /// Where the listing through handle `fh` of directory `ino` ends:
@@ -844,7 +834,7 @@ impl FuseFs {
         let a = self.fs.getattr(ino)?;
         // /proc is read only for a file with set-ID bits.
         if a.perm & (libc::S_ISUID | libc::S_ISGID) != 0
-            && !Caller::of_process(who.pid, who.uid, who.gid).may_keep_setid
+            && !caller(who.pid, who.uid, who.gid).caps.contains(Caps::FSETID)
         {
             self.kill_set_id_behind_reply(who, ino, a)?;
         }

@@ -212,6 +212,31 @@ impl Cred {
         self.in_group(gid) || self.caps.contains(Caps::FSETID)
     }
 
+    /// The permission bits of a regular file `a` after a change that clears
+    /// set-ID bits: a write, truncation or fallocate by a caller without
+    /// CAP_FSETID (the caller checks that, as the kernel does), or any
+    /// `chown` (`a` as it is after it). Set-user-ID goes, and set-group-ID
+    /// where group execution makes it one (Linux's
+    /// `setattr_should_drop_suidgid`); a mode that changes so, or any
+    /// chown's, keeps set-group-ID only for a caller that
+    /// [keeps](Cred::keeps_set_group_id) it (as on ext4: xfstests
+    /// generic/683, 684).
+    pub fn kill_set_id(&self, a: &Attr, chown: bool) -> u32 {
+        let set_id = libc::S_ISUID | libc::S_ISGID;
+        if a.kind != FileType::RegularFile || a.perm & set_id == 0 {
+            return a.perm;
+        }
+        let mut mode = a.perm & !libc::S_ISUID;
+        if a.perm & libc::S_IXGRP != 0 {
+            mode &= !libc::S_ISGID;
+        }
+        let changes = mode != a.perm || chown;
+        if changes && mode & libc::S_ISGID != 0 && !self.keeps_set_group_id(a.gid) {
+            mode &= !libc::S_ISGID;
+        }
+        mode
+    }
+
     pub(crate) fn has(&self, cap: Caps) -> bool {
         self.caps.contains(cap)
     }

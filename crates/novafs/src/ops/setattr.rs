@@ -140,8 +140,8 @@ pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, s
 }
 
 /// What a change of [`SetAttr`] needs, in the order Linux checks it
-/// (`vfs_truncate`, `may_setattr`, `notify_change`, `setattr_prepare`),
-/// and the change to make: `set` with the set-ID bits Linux clears.
+/// (`vfs_truncate`, `may_setattr`, `setattr_prepare`), and the change to
+/// make: `set` with the set-ID bits a FUSE mount of novafs clears.
 ///
 /// - A size change is truncate(2) by path: a regular file (EISDIR,
 ///   EINVAL), write permission, not append-only (EPERM). For ftruncate(2)
@@ -149,20 +149,21 @@ pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, s
 /// - Mode, owner, group and explicit times: EPERM on an immutable or
 ///   append-only inode. Both times set to now (touch, utimensat's
 ///   UTIME_NOW for both: [`SetAttr::times_now`] with both given) needs
-///   only write permission when the caller is not the owner; one time set
-///   to now alone counts as explicit, as Linux counts it. A ctime is
+///   only write permission from a caller other than the owner; one time
+///   set to now alone counts as explicit, as Linux counts it. A ctime is
 ///   always explicit.
 /// - chown: to another user needs CAP_CHOWN; the owner may give the file
-///   to a group of its own. It clears set-user-ID, and set-group-ID when
-///   group execution makes it one or the caller is outside the file's
-///   group without CAP_FSETID (`setattr_should_drop_sgid`); not on a
-///   directory. The cleared mode comes back in the change.
-/// - chmod (and a chown's cleared mode): the owner or CAP_FOWNER; the
-///   set-group-ID bit is dropped for a caller outside the (new) group
-///   without CAP_FSETID.
-/// - Explicit times: the owner or CAP_FOWNER.
+///   to a group of its own. chmod: the owner or CAP_FOWNER; set-group-ID
+///   is dropped for a caller outside the (new) group without CAP_FSETID.
+///   Explicit times: the owner or CAP_FOWNER.
 /// - chattr flags: the owner or CAP_FOWNER, and CAP_LINUX_IMMUTABLE to
 ///   change the immutable or append-only flag.
+/// - A chown of a regular file, and its truncation by a caller without
+///   CAP_FSETID, clear set-ID bits as [`Cred::kill_set_id`] says. As
+///   through the mount, where the kernel leaves this to novafs
+///   (FUSE_HANDLE_KILLPRIV_V2) and does not ask for chmod's rights to do
+///   it (ext4 does: a caller with CAP_CHOWN alone may not chown a set-ID
+///   file of another's there).
 pub(crate) fn allowed(n: &Node, cred: &Cred, set: &SetAttr, read_only: bool) -> Result<SetAttr> {
     let a = &n.attr;
     if *set == SetAttr::default() {
@@ -206,19 +207,6 @@ pub(crate) fn allowed(n: &Node, cred: &Cred, set: &SetAttr, read_only: bool) -> 
             access::permission(n, cred, Access::WRITE, read_only)?;
         }
     }
-    let mut out = *set;
-    // notify_change: a chown's ATTR_KILL_SUID and ATTR_KILL_SGID
-    if chown && !n.is_dir() {
-        let drop_sgid = a.perm & libc::S_ISGID != 0
-            && (a.perm & libc::S_IXGRP != 0 || !cred.keeps_set_group_id(a.gid));
-        let mut mode = set.mode.unwrap_or(a.perm) & !libc::S_ISUID;
-        if drop_sgid {
-            mode &= !libc::S_ISGID;
-        }
-        if mode != set.mode.unwrap_or(a.perm) {
-            out.mode = Some(mode);
-        }
-    }
     // setattr_prepare
     if let Some(uid) = set.uid {
         if !((cred.uid == a.uid && uid == a.uid) || cred.has(Caps::CHOWN)) {
@@ -231,7 +219,8 @@ pub(crate) fn allowed(n: &Node, cred: &Cred, set: &SetAttr, read_only: bool) -> 
             return Err(Error::NotPermitted);
         }
     }
-    if let Some(mode) = out.mode {
+    let mut out = *set;
+    if let Some(mode) = set.mode {
         access::owner_or_capable_or_eperm(n, cred)?;
         if !cred.keeps_set_group_id(set.gid.unwrap_or(a.gid)) {
             out.mode = Some(mode & !libc::S_ISGID);
@@ -239,6 +228,19 @@ pub(crate) fn allowed(n: &Node, cred: &Cred, set: &SetAttr, read_only: bool) -> 
     }
     if explicit_times {
         access::owner_or_capable_or_eperm(n, cred)?;
+    }
+    let truncated = set.size.is_some() && !cred.has(Caps::FSETID);
+    if chown || truncated {
+        let after = Attr {
+            perm: out.mode.unwrap_or(a.perm),
+            uid: set.uid.unwrap_or(a.uid),
+            gid: set.gid.unwrap_or(a.gid),
+            ..*a
+        };
+        let mode = cred.kill_set_id(&after, chown);
+        if mode != after.perm {
+            out.mode = Some(mode);
+        }
     }
     Ok(out)
 }
