@@ -135,7 +135,10 @@ fn capabilities_override_the_mode_as_linux_lets_them() {
     assert_eq!(errno(fs.permission(f.ino, &Cred::root(), Access::EXEC)), Err(EACCES));
     assert_eq!(errno(fs.permission(d.ino, &Cred::root(), Access::EXEC)), Ok(()));
     chmod(&fs, f.ino, 0o001);
-    assert_eq!(errno(fs.permission(f.ino, &Cred::root(), Access::READ | Access::WRITE | Access::EXEC)), Ok(()));
+    assert_eq!(
+        errno(fs.permission(f.ino, &Cred::root(), Access::READ | Access::WRITE | Access::EXEC)),
+        Ok(())
+    );
 }
 
 /// A POSIX ACL in the kernel's xattr format.
@@ -297,7 +300,9 @@ fn an_acl_without_a_mask_is_the_mode_and_a_masked_group_is_refused_not_other() {
 #[test]
 fn writes_to_immutable_nodes_are_eperm_and_to_a_snapshot_erofs() {
     let (fs, f, d) = fixture();
-    let fifo = fs.mknod(ROOT_INO, b"p", libc::S_IFIFO | 0o666, 0, OWNER, GROUP).unwrap();
+    let fifo = fs
+        .mknod(ROOT_INO, b"p", libc::S_IFIFO | 0o666, 0, OWNER, GROUP)
+        .unwrap();
     fs.set_flags(f.ino, FLAG_IMMUTABLE).unwrap();
     let owner = Cred::new(OWNER, GROUP, &[]);
     assert_eq!(errno(fs.permission(f.ino, &Cred::root(), Access::WRITE)), Err(EPERM));
@@ -322,10 +327,18 @@ fn writes_to_immutable_nodes_are_eperm_and_to_a_snapshot_erofs() {
 fn creating_needs_write_and_search_and_a_live_directory() {
     let (fs, _, d) = fixture();
     let other = Cred::new(2000, 555, &[]);
-    for (perm, expect) in [(0o777, Ok(())), (0o775, Err(EACCES)), (0o776, Err(EACCES)), (0o773, Ok(()))] {
+    for (perm, expect) in [
+        (0o777, Ok(())),
+        (0o775, Err(EACCES)),
+        (0o776, Err(EACCES)),
+        (0o773, Ok(())),
+    ] {
         chmod(&fs, d.ino, perm);
         assert_eq!(errno(fs.may_create(d.ino, &other)), expect, "{perm:o}");
-        assert_eq!(errno(fs.may_lookup(d.ino, &other)), by_class(perm, &other, Access::EXEC));
+        assert_eq!(
+            errno(fs.may_lookup(d.ino, &other)),
+            by_class(perm, &other, Access::EXEC)
+        );
     }
     chmod(&fs, d.ino, 0o777);
     assert_eq!(errno(fs.may_mknod(d.ino, &other, libc::S_IFIFO | 0o644)), Ok(()));
@@ -372,7 +385,10 @@ fn sticky_directories_let_only_owners_and_cap_fowner_delete() {
     chmod(&fs, d.ino, 0o1755);
     let stranger = Cred::new(stranger, 5, &[]);
     assert_eq!(errno(fs.may_delete(d.ino, &stranger, b"f", false)), Err(EACCES));
-    assert_eq!(errno(fs.may_delete(d.ino, &stranger, b"none", false)), Err(libc::ENOENT));
+    assert_eq!(
+        errno(fs.may_delete(d.ino, &stranger, b"none", false)),
+        Err(libc::ENOENT)
+    );
     // The wrong type, after the permission.
     let root = Cred::root();
     assert_eq!(errno(fs.may_delete(d.ino, &root, b"f", true)), Err(libc::ENOTDIR));
@@ -412,21 +428,45 @@ fn renaming_a_directory_away_needs_write_on_it_for_its_dotdot() {
         Err(EACCES)
     );
     chmod(&fs, other, 0o755);
-    assert_eq!(errno(fs.may_rename((a, b"sub"), (b, b"other"), &user, RENAME_EXCHANGE)), Ok(()));
+    assert_eq!(
+        errno(fs.may_rename((a, b"sub"), (b, b"other"), &user, RENAME_EXCHANGE)),
+        Ok(())
+    );
     // Replacing: the target is deleted, with its type checked against the
     // source's; creating: the target directory must be writable.
-    assert_eq!(errno(fs.may_rename((a, b"f"), (b, b"other"), &user, 0)), Err(libc::EISDIR));
-    assert_eq!(errno(fs.may_rename((a, b"sub"), (a, b"f"), &user, 0)), Err(libc::ENOTDIR));
+    assert_eq!(
+        errno(fs.may_rename((a, b"f"), (b, b"other"), &user, 0)),
+        Err(libc::EISDIR)
+    );
+    assert_eq!(
+        errno(fs.may_rename((a, b"sub"), (a, b"f"), &user, 0)),
+        Err(libc::ENOTDIR)
+    );
     chmod(&fs, b, 0o555);
     assert_eq!(errno(fs.may_rename((a, b"f"), (b, b"new"), &user, 0)), Err(EACCES));
     chmod(&fs, b, 0o777);
     // The flags' own errors, and a whiteout needs CAP_MKNOD.
-    assert_eq!(errno(fs.may_rename((a, b"f"), (a, b"sub"), &user, RENAME_NOREPLACE)), Err(libc::EEXIST));
-    assert_eq!(errno(fs.may_rename((a, b"f"), (a, b"none"), &user, RENAME_EXCHANGE)), Err(libc::ENOENT));
-    assert_eq!(errno(fs.may_rename((a, b"none"), (a, b"x"), &user, 0)), Err(libc::ENOENT));
-    assert_eq!(errno(fs.may_rename((a, b"f"), (a, b"g"), &user, RENAME_WHITEOUT)), Err(EPERM));
+    assert_eq!(
+        errno(fs.may_rename((a, b"f"), (a, b"sub"), &user, RENAME_NOREPLACE)),
+        Err(libc::EEXIST)
+    );
+    assert_eq!(
+        errno(fs.may_rename((a, b"f"), (a, b"none"), &user, RENAME_EXCHANGE)),
+        Err(libc::ENOENT)
+    );
+    assert_eq!(
+        errno(fs.may_rename((a, b"none"), (a, b"x"), &user, 0)),
+        Err(libc::ENOENT)
+    );
+    assert_eq!(
+        errno(fs.may_rename((a, b"f"), (a, b"g"), &user, RENAME_WHITEOUT)),
+        Err(EPERM)
+    );
     let mknod = user.clone().caps(Caps::MKNOD);
-    assert_eq!(errno(fs.may_rename((a, b"f"), (a, b"g"), &mknod, RENAME_WHITEOUT)), Ok(()));
+    assert_eq!(
+        errno(fs.may_rename((a, b"f"), (a, b"g"), &mknod, RENAME_WHITEOUT)),
+        Ok(())
+    );
     // Onto another name of the same inode: nothing to do, nothing asked.
     let f = fs.lookup(a, b"f").unwrap().ino;
     fs.link(f, b, b"f2").unwrap();
@@ -453,14 +493,44 @@ fn setattr_asks_what_chmod_chown_utimes_truncate_and_chattr_ask() {
         ),
         ("chown to oneself", owner.clone(), set().uid(Some(OWNER)), Ok(())),
         ("chown away", owner.clone(), set().uid(Some(2000)), Err(EPERM)),
-        ("chown of another's file to its owner", stranger.clone(), set().uid(Some(OWNER)), Err(EPERM)),
-        ("chown with CAP_CHOWN", Cred::new(1, 1, &[]).caps(Caps::CHOWN), set().uid(Some(5)), Ok(())),
+        (
+            "chown of another's file to its owner",
+            stranger.clone(),
+            set().uid(Some(OWNER)),
+            Err(EPERM),
+        ),
+        (
+            "chown with CAP_CHOWN",
+            Cred::new(1, 1, &[]).caps(Caps::CHOWN),
+            set().uid(Some(5)),
+            Ok(()),
+        ),
         ("chgrp to one's own group", owner.clone(), set().gid(Some(300)), Ok(())),
-        ("chgrp to the same group", Cred::new(OWNER, 1, &[]), set().gid(Some(GROUP)), Ok(())),
+        (
+            "chgrp to the same group",
+            Cred::new(OWNER, 1, &[]),
+            set().gid(Some(GROUP)),
+            Ok(()),
+        ),
         ("chgrp elsewhere", owner.clone(), set().gid(Some(400)), Err(EPERM)),
-        ("chgrp of another's file", Cred::new(2000, 300, &[]), set().gid(Some(300)), Err(EPERM)),
-        ("explicit times by the owner", owner.clone(), set().mtime(Some(5)), Ok(())),
-        ("explicit times by another", stranger.clone(), set().mtime(Some(5)), Err(EPERM)),
+        (
+            "chgrp of another's file",
+            Cred::new(2000, 300, &[]),
+            set().gid(Some(300)),
+            Err(EPERM),
+        ),
+        (
+            "explicit times by the owner",
+            owner.clone(),
+            set().mtime(Some(5)),
+            Ok(()),
+        ),
+        (
+            "explicit times by another",
+            stranger.clone(),
+            set().mtime(Some(5)),
+            Err(EPERM),
+        ),
         (
             "touch by a writer",
             Cred::new(2000, GROUP, &[]),
@@ -479,10 +549,30 @@ fn setattr_asks_what_chmod_chown_utimes_truncate_and_chattr_ask() {
             set().mtime(Some(now)).times_now(true),
             Err(EPERM),
         ),
-        ("truncate by a writer", Cred::new(2000, GROUP, &[]), set().size(Some(0)), Ok(())),
-        ("truncate by a reader", stranger.clone(), set().size(Some(0)), Err(EACCES)),
-        ("chattr by the owner", owner.clone(), set().flags(Some(novafs::FLAG_NODUMP)), Ok(())),
-        ("chattr +i by the owner", owner.clone(), set().flags(Some(FLAG_IMMUTABLE)), Err(EPERM)),
+        (
+            "truncate by a writer",
+            Cred::new(2000, GROUP, &[]),
+            set().size(Some(0)),
+            Ok(()),
+        ),
+        (
+            "truncate by a reader",
+            stranger.clone(),
+            set().size(Some(0)),
+            Err(EACCES),
+        ),
+        (
+            "chattr by the owner",
+            owner.clone(),
+            set().flags(Some(novafs::FLAG_NODUMP)),
+            Ok(()),
+        ),
+        (
+            "chattr +i by the owner",
+            owner.clone(),
+            set().flags(Some(FLAG_IMMUTABLE)),
+            Err(EPERM),
+        ),
         (
             "chattr +i with CAP_LINUX_IMMUTABLE",
             owner.clone().caps(Caps::LINUX_IMMUTABLE),
@@ -496,13 +586,25 @@ fn setattr_asks_what_chmod_chown_utimes_truncate_and_chattr_ask() {
         let got = errno(fs.setattr_allowed(f.ino, &cred, &change));
         assert_eq!(got.map(|s| s == change), expect.map(|()| true), "{what}");
     }
-    assert_eq!(errno(fs.setattr_allowed(d.ino, &Cred::root(), &set().size(Some(0)))), Err(libc::EISDIR));
+    assert_eq!(
+        errno(fs.setattr_allowed(d.ino, &Cred::root(), &set().size(Some(0)))),
+        Err(libc::EISDIR)
+    );
     // Immutable or append-only: EPERM for all but touch on append-only.
     let touch = set().atime(Some(now)).mtime(Some(now)).times_now(true);
     for flag in [FLAG_IMMUTABLE, FLAG_APPEND] {
         fs.set_flags(f.ino, flag).unwrap();
-        for change in [set().mode(0o600), set().uid(Some(OWNER)), set().mtime(Some(1)), set().size(Some(0))] {
-            assert_eq!(errno(fs.setattr_allowed(f.ino, &Cred::root(), &change)), Err(EPERM), "{change:?}");
+        for change in [
+            set().mode(0o600),
+            set().uid(Some(OWNER)),
+            set().mtime(Some(1)),
+            set().size(Some(0)),
+        ] {
+            assert_eq!(
+                errno(fs.setattr_allowed(f.ino, &Cred::root(), &change)),
+                Err(EPERM),
+                "{change:?}"
+            );
         }
         let expect = if flag == FLAG_APPEND { Ok(touch) } else { Err(EPERM) };
         assert_eq!(errno(fs.setattr_allowed(f.ino, &Cred::root(), &touch)), expect);
@@ -558,18 +660,23 @@ fn setattr_clears_the_set_id_bits_linux_clears() {
     assert_eq!(fs.setattr_allowed(f.ino, &writer, &truncate).unwrap(), truncate);
 }
 
+/// Inode, caller, name, writing, and the answer.
+type XattrCase<'a> = (u64, Cred, &'a [u8], bool, Result<(), i32>);
+
 #[test]
 fn xattr_namespaces_answer_with_linuxs_errnos() {
     let (fs, f, d) = fixture();
     let l = fs.symlink(ROOT_INO, b"l", b"f", OWNER, GROUP).unwrap();
-    let p = fs.mknod(ROOT_INO, b"p", libc::S_IFIFO | 0o666, 0, OWNER, GROUP).unwrap();
+    let p = fs
+        .mknod(ROOT_INO, b"p", libc::S_IFIFO | 0o666, 0, OWNER, GROUP)
+        .unwrap();
     chmod(&fs, f.ino, 0o640);
     let owner = Cred::new(OWNER, 555, &[]);
     let member = Cred::new(2000, GROUP, &[]);
     let stranger = Cred::new(2000, 555, &[]);
     let admin = stranger.clone().caps(Caps::SYS_ADMIN);
     let (r, w) = (false, true);
-    let cases: Vec<(u64, Cred, &[u8], bool, Result<(), i32>)> = vec![
+    let cases: Vec<XattrCase<'_>> = vec![
         (f.ino, owner.clone(), b"user.a", w, Ok(())),
         (f.ino, member.clone(), b"user.a", r, Ok(())),
         (f.ino, member.clone(), b"user.a", w, Err(EACCES)),

@@ -189,7 +189,10 @@ impl Cred {
         };
         let uid = field("Uid:")?.nth(3)?.parse().ok()?;
         let gid = field("Gid:")?.nth(3)?.parse().ok()?;
-        let groups = field("Groups:")?.map(str::parse).collect::<std::result::Result<_, _>>().ok()?;
+        let groups = field("Groups:")?
+            .map(str::parse)
+            .collect::<std::result::Result<_, _>>()
+            .ok()?;
         let caps = u64::from_str_radix(field("CapEff:")?.next()?, 16).ok()?;
         Some(Cred {
             uid,
@@ -486,7 +489,11 @@ pub(crate) fn xattr_allowed(n: &Node, cred: &Cred, name: &[u8], writing: bool, r
         // non-directory (EACCES) are refused before the owner is asked:
         // the core's `setxattr` answers them.
         let asked = writing && n.attr.kind != FileType::Symlink && (name == ACL_ACCESS || n.is_dir());
-        return if asked { owner_or_capable_or_eperm(n, cred) } else { Ok(()) };
+        return if asked {
+            owner_or_capable_or_eperm(n, cred)
+        } else {
+            Ok(())
+        };
     }
     if name.starts_with(b"security.") {
         let cap = if name == b"security.capability" {
@@ -494,13 +501,21 @@ pub(crate) fn xattr_allowed(n: &Node, cred: &Cred, name: &[u8], writing: bool, r
         } else {
             Caps::SYS_ADMIN
         };
-        return if writing && !cred.has(cap) { Err(Error::NotPermitted) } else { Ok(()) };
+        return if writing && !cred.has(cap) {
+            Err(Error::NotPermitted)
+        } else {
+            Ok(())
+        };
     }
     if name.starts_with(b"system.") {
         return Ok(());
     }
     if name.starts_with(b"trusted.") {
-        return if cred.has(Caps::SYS_ADMIN) { Ok(()) } else { Err(refused) };
+        return if cred.has(Caps::SYS_ADMIN) {
+            Ok(())
+        } else {
+            Err(refused)
+        };
     }
     if name.starts_with(b"user.") {
         if !matches!(n.attr.kind, FileType::RegularFile | FileType::Directory) {
@@ -553,6 +568,9 @@ mod tests {
         assert_eq!(Access::from_bits(7), Some(Access::READ | Access::WRITE | Access::EXEC));
         assert_eq!(Access::from_bits(8), None);
         assert!(Caps::ALL.contains(Caps::SETFCAP | Caps::CHOWN));
-        assert_eq!(Caps::from_bits(0x1ff_ffff_ffff).bits() & Caps::ALL.bits(), Caps::ALL.bits());
+        assert_eq!(
+            Caps::from_bits(0x1ff_ffff_ffff).bits() & Caps::ALL.bits(),
+            Caps::ALL.bits()
+        );
     }
 }
