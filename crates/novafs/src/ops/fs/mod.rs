@@ -798,20 +798,35 @@ impl Fs {
 
     /// Writes `data` at `off`: atomic and durable when it returns.
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        self.write_where(ino, |_| off, data).map(|(_, n)| n)
+    }
+
+    /// Writes `data` at the end of the file, as O_APPEND does: the end is
+    /// read under the lock the write holds, so appends by several threads
+    /// never overlap (through FUSE the kernel's inode lock does this).
+    /// Returns where the data went and how much was written.
+    pub fn append(&self, ino: Ino, data: &[u8]) -> Result<(u64, usize)> {
+        self.write_where(ino, |size| size, data)
+    }
+
+    /// `write` and `append`: `at` picks the offset from the size under
+    /// the inode's lock.
+    fn write_where(&self, ino: Ino, at: impl Fn(u64) -> u64, data: &[u8]) -> Result<(u64, usize)> {
         if pm::overlaps_window(data.as_ptr(), data.len()) {
             // As in `read`: load the caller's bytes before taking locks.
             let bounce: Vec<u8> = data.into();
-            return self.write(ino, off, &bounce);
+            return self.write_where(ino, at, &bounce);
         }
         let _op = self.writable()?;
         let cell = self.cell(ino)?;
         let mut st = cell.state.write();
         alive(&st)?;
+        let off = at(st.meta.attr.size);
         let pages = byte_pages(off, data.len() as u64);
         mmap::changing(&self.ctx, &self.mmaps, &st, pages.clone())?;
         let n = file::write(&self.ctx, &mut st, off, data)?;
         mmap::changed(&self.mmaps, ino, pages)?;
-        Ok(n)
+        Ok((off, n))
     }
 
     /// fallocate(2): mode 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE.

@@ -1,0 +1,87 @@
+//! The C ABI from C: tests/c/abi.c and examples/hello.c, compiled with the
+//! system's C compiler against include/novafs.h and libnovafs.so, then run
+//! on a fresh image. A missing C compiler fails the test (it is one of the
+//! packages `.ci/run` installs), never skips it.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// Builds libnovafs.so (cargo builds a crate's cdylib for `cargo build`,
+/// not for its tests) with this test's profile, so that it reuses what
+/// the test run compiled, and returns the directory it is in: the profile
+/// directory above this test's executable.
+fn lib_dir() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "--profile", "test", "-p", "novafs-capi", "--lib"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "cargo build -p novafs-capi failed");
+        let exe = std::env::current_exe().expect("test executable");
+        exe.parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>")
+            .to_path_buf()
+    })
+}
+
+/// Compiles `src` into `out`, linked with libnovafs.
+fn compile(src: &Path, out: &Path) {
+    let crate_dir = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = lib_dir();
+    assert!(
+        lib.join("libnovafs.so").exists(),
+        "{} has no libnovafs.so",
+        lib.display()
+    );
+    let status = Command::new("cc")
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-pthread", "-o"])
+        .arg(out)
+        .arg(src)
+        .arg("-I")
+        .arg(crate_dir.join("include"))
+        .arg("-L")
+        .arg(lib)
+        .arg(format!("-Wl,-rpath,{}", lib.display()))
+        .arg("-lnovafs")
+        .status()
+        .expect("run cc (install a C compiler: build-essential)");
+    assert!(status.success(), "cc {} failed", src.display());
+}
+
+fn run(exe: &Path, arg: &Path) -> String {
+    let out = Command::new(exe).arg(arg).output().expect("run the C program");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{} failed:\n{stdout}{stderr}", exe.display());
+    stdout.into_owned()
+}
+
+#[test]
+fn the_c_abi_does_what_posix_says() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = dir.path().join("abi");
+    compile(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/abi.c"), &exe);
+    let out = run(&exe, &dir.path().join("abi.img"));
+    assert!(out.contains("checks passed"), "{out}");
+}
+
+#[test]
+fn the_c_example_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let exe = dir.path().join("hello");
+    compile(&Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/hello.c"), &exe);
+    let image = dir.path().join("hello.img");
+    let first = run(&exe, &image);
+    assert!(first.contains("read back 35 bytes: hello from C"), "{first}");
+    assert!(first.contains("snapshot \"hello\": taken"), "{first}");
+    // The second run mounts the same image: the name is taken now.
+    let second = run(&exe, &image);
+    assert!(second.contains("snapshot \"hello\": File exists"), "{second}");
+}

@@ -1,0 +1,124 @@
+//! Names: mkdir, unlink and rmdir, rename, link, symlink, readlink, with
+//! the VFS's checks (create and delete rights, the sticky bit, the names
+//! `.` and `..`).
+
+use novafs::{FileType, Make};
+
+use crate::errno::{Errno, Result};
+use crate::path::At;
+use crate::Posix;
+
+/// `.` or `..`: names no call may make, remove or rename.
+fn is_dot(name: &[u8]) -> bool {
+    name == b"." || name == b".."
+}
+
+impl Posix {
+    /// mkdirat(2): `mode` less the umask (unless the parent has a default
+    /// ACL).
+    pub fn mkdir(&self, at: At, path: &[u8], mode: u32) -> Result<()> {
+        let cred = self.cred();
+        let last = self.last(at, path, &cred)?;
+        if is_dot(&last.name) {
+            return Err(Errno(libc::EEXIST));
+        }
+        self.fs.may_create(last.dir, &cred)?;
+        let m = Make::new(libc::S_IFDIR | (mode & 0o7777), cred.uid, cred.gid).umask(self.current_umask());
+        self.fs.make(last.dir, &last.name, &m)?;
+        Ok(())
+    }
+
+    /// symlinkat(2): a link at `path` holding `target`.
+    pub fn symlink(&self, target: &[u8], at: At, path: &[u8]) -> Result<()> {
+        let cred = self.cred();
+        let last = self.last(at, path, &cred)?;
+        if is_dot(&last.name) || last.trailing_slash {
+            return Err(Errno(libc::EEXIST));
+        }
+        if target.is_empty() {
+            return Err(Errno(libc::ENOENT));
+        }
+        self.fs.may_create(last.dir, &cred)?;
+        self.fs.symlink(last.dir, &last.name, target, cred.uid, cred.gid)?;
+        Ok(())
+    }
+
+    /// readlinkat(2): the target of the link `path` names.
+    pub fn readlink(&self, at: At, path: &[u8]) -> Result<Vec<u8>> {
+        let attr = self.resolve(at, path, false, &self.cred())?;
+        if attr.kind != FileType::Symlink {
+            return Err(Errno(libc::EINVAL));
+        }
+        Ok(self.fs.readlink(attr.ino)?)
+    }
+
+    /// unlinkat(2): a name, or with AT_REMOVEDIR an empty directory.
+    pub fn unlink(&self, at: At, path: &[u8], flags: i32) -> Result<()> {
+        let cred = self.cred();
+        let last = self.last(at, path, &cred)?;
+        let rmdir = flags & libc::AT_REMOVEDIR != 0;
+        if rmdir {
+            match last.name.as_slice() {
+                b"." => return Err(Errno(libc::EINVAL)),
+                b".." => return Err(Errno(libc::ENOTEMPTY)),
+                _ => {}
+            }
+        } else if last.trailing_slash || is_dot(&last.name) {
+            // A trailing slash names a directory; unlink(2) removes none.
+            let attr = self.finish(&last, false, &cred)?;
+            return Err(Errno(if attr.kind == FileType::Directory {
+                libc::EISDIR
+            } else {
+                libc::ENOTDIR
+            }));
+        }
+        self.fs.may_delete(last.dir, &cred, &last.name, rmdir)?;
+        if rmdir {
+            self.fs.rmdir(last.dir, &last.name)?;
+        } else {
+            self.fs.unlink(last.dir, &last.name)?;
+        }
+        Ok(())
+    }
+
+    /// renameat2(2), with RENAME_NOREPLACE, RENAME_EXCHANGE and
+    /// RENAME_WHITEOUT.
+    pub fn rename(&self, at: At, old: &[u8], new_at: At, new: &[u8], flags: u32) -> Result<()> {
+        let cred = self.cred();
+        let from = self.last(at, old, &cred)?;
+        let to = self.last(new_at, new, &cred)?;
+        if is_dot(&from.name) || is_dot(&to.name) {
+            return Err(Errno(libc::EBUSY));
+        }
+        if from.trailing_slash || to.trailing_slash {
+            // A trailing slash names a directory.
+            let moved = self.finish(&from, false, &cred)?;
+            if moved.kind != FileType::Directory {
+                return Err(Errno(libc::ENOTDIR));
+            }
+        }
+        self.fs
+            .may_rename((from.dir, &from.name), (to.dir, &to.name), &cred, flags)?;
+        self.fs
+            .rename_as(from.dir, &from.name, to.dir, &to.name, flags, cred.uid, cred.gid)?;
+        Ok(())
+    }
+
+    /// linkat(2): a second name `new` for the file `old` names (a link
+    /// at its end followed only with AT_SYMLINK_FOLLOW).
+    pub fn link(&self, at: At, old: &[u8], new_at: At, new: &[u8], flags: i32) -> Result<()> {
+        let cred = self.cred();
+        let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
+        let source = self.resolve(at, old, follow, &cred)?;
+        if source.kind == FileType::Directory {
+            return Err(Errno(libc::EPERM));
+        }
+        let to = self.last(new_at, new, &cred)?;
+        if is_dot(&to.name) || to.trailing_slash {
+            return Err(Errno(libc::EEXIST));
+        }
+        self.fs.may_create(to.dir, &cred)?;
+        self.fs.link(source.ino, to.dir, &to.name)?;
+        Ok(())
+    }
+}

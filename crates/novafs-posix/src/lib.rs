@@ -1,0 +1,110 @@
+//! POSIX calls over the novafs library, in-process: what the C ABI
+//! (`libnovafs`) and the preload shim give programs, with no kernel in the
+//! data path.
+//!
+//! [`novafs::Fs`] speaks inode numbers, as FUSE does; a kernel adds the
+//! rest, and under FUSE it still does. Here this crate does it instead:
+//! - **paths** ([`path`]): absolute and relative ones, from the working
+//!   directory or an open directory (the `*at` calls), `.` and `..`,
+//!   symbolic links followed as the kernel follows them (ELOOP after 40),
+//!   trailing slashes;
+//! - **descriptors** ([`fd`]): open file descriptions with their offset and
+//!   status flags, shared by `dup`, each holding its file open in the core
+//!   (an unlinked file lives until its last close, as on Linux);
+//! - **permissions**: every check the kernel's VFS makes before it calls a
+//!   file system (search permission on each directory of a path, access
+//!   at open, create and delete rights, the sticky bit, who may chmod,
+//!   chown or set times, which xattr namespaces a caller may touch),
+//!   through the core's checks for a [`Cred`] (`novafs::Fs::permission` and
+//!   its neighbours). Under the mount the kernel makes them; here the
+//!   image's own mode is the boundary (README "Trust model").
+//!
+//! Every call returns `Result<_, Errno>`; the C ABI returns `-errno`.
+
+#![forbid(unsafe_code)]
+#![warn(unreachable_pub)]
+
+mod calls;
+mod dir;
+mod errno;
+pub mod fd;
+pub mod path;
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
+
+pub use calls::attrs::Time;
+pub use errno::{Errno, Result};
+pub use fd::Fd;
+pub use novafs::{Attr, Cred, DirEntry, FileType, Fs, Ino};
+pub use path::At;
+
+/// A process's view of one novafs file system: its descriptors, its
+/// working directory, its credentials and umask. Thread-safe.
+pub struct Posix {
+    fs: Arc<Fs>,
+    files: fd::Files,
+    /// The working directory's inode (the image's root at the start).
+    cwd: AtomicU64,
+    cred: RwLock<Cred>,
+    umask: AtomicU32,
+}
+
+/// Which file a call names: a path (from `at`, following a symbolic link
+/// at its end when `follow`), or an open descriptor.
+#[derive(Clone, Copy, Debug)]
+pub enum Target<'a> {
+    Path { at: At, path: &'a [u8], follow: bool },
+    Fd(Fd),
+}
+
+impl Posix {
+    /// A process on `fs` with credentials `cred` and umask `umask`, its
+    /// working directory the image's root.
+    pub fn new(fs: Arc<Fs>, cred: Cred, umask: u32) -> Posix {
+        Posix {
+            fs,
+            files: fd::Files::default(),
+            cwd: AtomicU64::new(novafs::ROOT_INO),
+            cred: RwLock::new(cred),
+            umask: AtomicU32::new(umask & 0o777),
+        }
+    }
+
+    /// The file system itself (snapshots, scrub, statistics).
+    pub fn fs(&self) -> &Arc<Fs> {
+        &self.fs
+    }
+
+    /// Closes every descriptor and gives back the file system (to
+    /// unmount it).
+    pub fn into_fs(self) -> Arc<Fs> {
+        drop(self.files);
+        self.fs
+    }
+
+    /// The credentials the checks use now.
+    pub fn cred(&self) -> Cred {
+        self.cred.read().clone()
+    }
+
+    /// Changes the credentials (after setuid, setgroups, capset).
+    pub fn set_cred(&self, cred: Cred) {
+        *self.cred.write() = cred;
+    }
+
+    /// umask(2): sets the mask and returns the old one.
+    pub fn umask(&self, mask: u32) -> u32 {
+        self.umask.swap(mask & 0o777, Ordering::Relaxed)
+    }
+
+    fn current_umask(&self) -> u32 {
+        self.umask.load(Ordering::Relaxed)
+    }
+
+    fn cwd(&self) -> Ino {
+        self.cwd.load(Ordering::Relaxed)
+    }
+}
