@@ -1,6 +1,7 @@
 //! The targets a benchmark runs on, and their setup and teardown.
 //!
-//! [`LibraryTarget`] calls `novafs::Fs` directly on a region in /dev/shm.
+//! [`LibraryTarget`] calls `novafs::Fs` directly on a region in /dev/shm;
+//! [`PosixTarget`] the same through the POSIX layer libnovafs serves.
 //! [`PathTarget`] is any mounted directory: novafs through FUSE (the
 //! `novafs` binary next to this one), tmpfs, and ext4, xfs and btrfs on loop
 //! devices backed by files in /dev/shm. Every piece of setup is held by a
@@ -34,9 +35,14 @@ pub trait Target {
     fn run(&mut self, w: Workload, p: &Params, tag: &str) -> Result<Outcome>;
 }
 
+mod posix;
+
+pub use posix::PosixTarget;
+
 /// Every target the harness knows, in table order.
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 8] = [
     "novafs-lib",
+    posix::NAME,
     "novafs-fuse",
     "tmpfs",
     "ext4-ordered",
@@ -53,6 +59,7 @@ pub fn setup(name: &str, scratch: &Path, size_mib: u64, novafs_bin: &Path) -> Re
     let work = WorkDir::new(scratch.join(name))?;
     Ok(match name {
         "novafs-lib" => Box::new(LibraryTarget::new(work, size_mib)?),
+        posix::NAME => Box::new(PosixTarget::new(work, size_mib)?),
         "novafs-fuse" => Box::new(PathTarget::novafs_fuse(work, size_mib, novafs_bin)?),
         "tmpfs" => Box::new(PathTarget::tmpfs(work, size_mib)?),
         "ext4-ordered" => Box::new(PathTarget::on_loop(
