@@ -141,7 +141,14 @@ pub unsafe extern "C" fn novafs_mount(image: *const c_char, flags: c_int, err: *
         let fs = Fs::open(region, opts)?;
         Ok(Novafs::new(Arc::new(fs)))
     });
-    match mounted {
+    // SAFETY: the crate's contract.
+    unsafe { new_handle(mounted, err) }
+}
+
+/// A new handle for C, or NULL with the errno in `*err` (when `err` is
+/// not NULL).
+unsafe fn new_handle(made: Result<Novafs>, err: *mut c_int) -> *mut Novafs {
+    match made {
         Ok(fs) => Box::into_raw(Box::new(fs)),
         Err(Errno(e)) => {
             if !err.is_null() {

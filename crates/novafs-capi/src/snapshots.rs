@@ -4,10 +4,8 @@
 use std::ffi::{c_char, c_int};
 use std::sync::Arc;
 
-use novafs_posix::Errno;
-
 use crate::convert::copy_out;
-use crate::{bytes, guard, handle, number, status, Novafs};
+use crate::{bytes, guard, handle, new_handle, number, status, Novafs};
 
 /// Takes a snapshot named `name` of the whole file system. 0 or -errno
 /// (EEXIST: the name is taken).
@@ -59,14 +57,6 @@ pub unsafe extern "C" fn novafs_snapshot_open(fs: *const Novafs, name: *const c_
         let view = fs.posix.fs().open_snapshot(name)?;
         Ok(Novafs::new(Arc::new(view)))
     });
-    match opened {
-        Ok(view) => Box::into_raw(Box::new(view)),
-        Err(Errno(e)) => {
-            if !err.is_null() {
-                // SAFETY: a valid output pointer (the crate's contract).
-                unsafe { *err = e };
-            }
-            std::ptr::null_mut()
-        }
-    }
+    // SAFETY: the crate's contract.
+    unsafe { new_handle(opened, err) }
 }

@@ -59,28 +59,27 @@ impl Posix {
         }
     }
 
-    /// Resolves all but the last component of `path`.
-    pub(crate) fn last(&self, at: At, path: &[u8], cred: &Cred) -> Result<Last> {
-        check_len(path)?;
-        let start = self.start(at, path)?;
+    /// A resolution for `cred`, no link followed yet.
+    fn walk<'a>(&'a self, cred: &'a Cred) -> Walk<'a> {
         Walk {
             posix: self,
             cred,
             links: 0,
         }
-        .last(start, path)
+    }
+
+    /// Resolves all but the last component of `path`.
+    pub(crate) fn last(&self, at: At, path: &[u8], cred: &Cred) -> Result<Last> {
+        check_len(path)?;
+        let start = self.start(at, path)?;
+        self.walk(cred).last(start, path)
     }
 
     /// Resolves all but the last component of `path` from directory `dir`
     /// (a symbolic link's target, from the link's directory).
     pub(crate) fn last_in(&self, dir: Ino, path: &[u8], cred: &Cred) -> Result<Last> {
         check_len(path)?;
-        Walk {
-            posix: self,
-            cred,
-            links: 0,
-        }
-        .last(dir, path)
+        self.walk(cred).last(dir, path)
     }
 
     /// Resolves `path` to its file, following a link at its end if
@@ -88,23 +87,13 @@ impl Posix {
     pub(crate) fn resolve(&self, at: At, path: &[u8], follow: bool, cred: &Cred) -> Result<Attr> {
         check_len(path)?;
         let start = self.start(at, path)?;
-        Walk {
-            posix: self,
-            cred,
-            links: 0,
-        }
-        .resolve(start, path, follow)
+        self.walk(cred).resolve(start, path, follow)
     }
 
     /// The file a resolved last component names, following a link there
     /// if `follow` (or a trailing slash): what `resolve` does after `last`.
     pub(crate) fn finish(&self, last: &Last, follow: bool, cred: &Cred) -> Result<Attr> {
-        Walk {
-            posix: self,
-            cred,
-            links: 0,
-        }
-        .finish(last, follow)
+        self.walk(cred).finish(last, follow)
     }
 }
 
