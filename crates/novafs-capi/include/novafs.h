@@ -3,7 +3,8 @@
  *
  * Every call mirrors a POSIX one with the file system handle first and
  * returns what the system call returns, or -errno on failure (never -1
- * with errno set; readdir and opendir, which return pointers, set errno).
+ * with errno set; opendir, readdir and mmap, which return pointers, set
+ * errno as theirs do).
  * Writes are atomic and durable when they return. Thread-safe.
  */
 
@@ -291,6 +292,27 @@ int novafs_dirfd(struct NovafsDir *dir);
 
 // closedir(3): 0 or -errno; the stream is gone either way.
 int novafs_closedir(struct NovafsDir *dir);
+
+// mmap(2): MAP_SHARED (read or read-write) or MAP_PRIVATE read-only
+// mappings of `len` bytes of `fd` from `off`, a multiple of the page
+// size; `addr` is a hint, ignored (MAP_FIXED is refused with EINVAL).
+// Returns the address, or MAP_FAILED with errno set, as mmap does.
+void *novafs_mmap(const struct Novafs *fs,
+                  void *_addr,
+                  uintptr_t len,
+                  int prot,
+                  int flags,
+                  int fd,
+                  int64_t off);
+
+// munmap(2) of a whole mapping novafs_mmap made (a part is EINVAL).
+// 0 or -errno.
+int novafs_munmap(const struct Novafs *fs, void *addr, uintptr_t len);
+
+// msync(2): the pages of the mapping holding `addr` stored to since the
+// last msync are sealed (checksums, parity) and persistent (the stores
+// themselves are durable once flushed, MS_SYNC or not). 0 or -errno.
+int novafs_msync(const struct Novafs *fs, void *addr, uintptr_t _len, int _flags);
 
 // Takes a snapshot named `name` of the whole file system. 0 or -errno
 // (EEXIST: the name is taken).

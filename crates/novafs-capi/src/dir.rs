@@ -52,7 +52,7 @@ fn stream(fs: *const Novafs, fd: c_int) -> *mut NovafsDir {
     }))
 }
 
-fn set_errno(e: i32) {
+pub(crate) fn set_errno(e: i32) {
     // SAFETY: errno is this thread's own variable.
     unsafe { *libc::__errno_location() = e };
 }

@@ -32,6 +32,7 @@
 mod calls;
 mod convert;
 mod dir;
+mod maps;
 mod snapshots;
 
 use std::ffi::{c_char, c_int, OsStr};

@@ -17,7 +17,9 @@
 //!   chown or set times, which xattr namespaces a caller may touch),
 //!   through the core's checks for a [`Cred`] (`novafs::Fs::permission` and
 //!   its neighbours). Under the mount the kernel makes them; here the
-//!   image's own mode is the boundary (README "Trust model").
+//!   image's own mode is the boundary (README "Trust model");
+//! - **mappings**: mmap of a file's persistent-memory pages themselves
+//!   (DAX), kept until munmap.
 //!
 //! Every call returns `Result<_, Errno>`; the C ABI returns `-errno`.
 
@@ -50,6 +52,8 @@ pub struct Posix {
     cwd: AtomicU64,
     cred: RwLock<Cred>,
     umask: AtomicU32,
+    /// The mappings made through [`Posix::mmap`].
+    maps: calls::maps::Maps,
 }
 
 /// Which file a call names: a path (from `at`, following a symbolic link
@@ -70,6 +74,7 @@ impl Posix {
             cwd: AtomicU64::new(novafs::ROOT_INO),
             cred: RwLock::new(cred),
             umask: AtomicU32::new(umask & 0o777),
+            maps: Default::default(),
         }
     }
 
@@ -81,6 +86,7 @@ impl Posix {
     /// Closes every descriptor and gives back the file system (to
     /// unmount it).
     pub fn into_fs(self) -> Arc<Fs> {
+        drop(self.maps);
         drop(self.files);
         self.fs
     }

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -271,6 +272,40 @@ static void snapshots(Novafs *fs) {
     CHECK(novafs_snapshot_open(fs, "none", &err) == NULL && err == ENOENT);
 }
 
+/* DAX mmap: the file's own pages, shared with read and write. */
+static void mappings(Novafs *fs) {
+    char buf[8192];
+    int fd = novafs_open(fs, "/mapped", O_CREAT | O_RDWR | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    memset(buf, 'm', sizeof buf);
+    EQ(novafs_write(fs, fd, buf, sizeof buf), sizeof buf);
+    char *p = novafs_mmap(fs, NULL, 8192, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(p != MAP_FAILED);
+    CHECK(p[0] == 'm' && p[8191] == 'm');
+    memcpy(p + 4096, "stored through the mapping", 26);
+    EQ(novafs_msync(fs, p, 8192, MS_SYNC), 0);
+    EQ(novafs_pread(fs, fd, buf, 26, 4096), 26);
+    CHECK(memcmp(buf, "stored through the mapping", 26) == 0);
+    /* A write through the descriptor shows in the mapping. */
+    EQ(novafs_pwrite(fs, fd, "WRITTEN", 7, 0), 7);
+    CHECK(memcmp(p, "WRITTEN", 7) == 0);
+    EQ(novafs_munmap(fs, p, 4096), -EINVAL); /* only whole mappings */
+    EQ(novafs_munmap(fs, p, 8192), 0);
+    errno = 0;
+    CHECK(novafs_mmap(fs, NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0) == MAP_FAILED && errno == EOPNOTSUPP);
+    CHECK(novafs_mmap(fs, NULL, 4096, PROT_READ, MAP_SHARED, fd, 100) == MAP_FAILED && errno == EINVAL);
+    int ro = novafs_open(fs, "/mapped", O_RDONLY, 0);
+    CHECK(novafs_mmap(fs, NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, ro, 0) == MAP_FAILED && errno == EACCES);
+    p = novafs_mmap(fs, NULL, 4096, PROT_READ, MAP_PRIVATE, ro, 0);
+    CHECK(p != MAP_FAILED && memcmp(p, "WRITTEN", 7) == 0);
+    /* The mapping holds the file: unlinked and closed, it still reads. */
+    EQ(novafs_close(fs, ro), 0);
+    EQ(novafs_close(fs, fd), 0);
+    EQ(novafs_unlink(fs, "/mapped"), 0);
+    CHECK(memcmp(p, "WRITTEN", 7) == 0);
+    EQ(novafs_munmap(fs, p, 4096), 0);
+}
+
 /* Permission checks for another user: a forked child that drops to
  * nobody (it only reads and fails, so its copy of the handle writes
  * nothing). */
@@ -326,6 +361,7 @@ int main(int argc, char **argv) {
     files_and_errors(fs);
     threads_append(fs);
     snapshots(fs);
+    mappings(fs);
     permissions(fs);
     EQ(novafs_unmount(fs), 0);
 

@@ -4,6 +4,7 @@
 
 pub(crate) mod attrs;
 mod io;
+pub(crate) mod maps;
 mod names;
 
 use std::sync::Arc;

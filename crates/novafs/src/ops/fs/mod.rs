@@ -854,6 +854,42 @@ impl Fs {
     /// the file open. Needs a region mapped from a file (the default
     /// emulation and fsdax files; not devdax).
     pub fn mmap(&self, ino: Ino, offset: u64, npages: usize, writable: bool) -> Result<Mapping<'_>> {
+        self.map_releasing(
+            ino,
+            (offset, npages),
+            writable,
+            Box::new(move |ino| self.release_handle(ino)),
+        )
+    }
+
+    /// [`Fs::mmap`] for a holder of the file system in an `Arc` (the C ABI,
+    /// the POSIX layer): the mapping keeps the file system alive instead
+    /// of borrowing it, so it can be kept in a table beside it.
+    pub fn mmap_shared(
+        self: &Arc<Self>,
+        ino: Ino,
+        offset: u64,
+        npages: usize,
+        writable: bool,
+    ) -> Result<Mapping<'static>> {
+        let fs = self.clone();
+        self.map_releasing(
+            ino,
+            (offset, npages),
+            writable,
+            Box::new(move |ino| fs.release_handle(ino)),
+        )
+    }
+
+    /// The mapping both kinds make; `release` gives back the open handle
+    /// it takes.
+    fn map_releasing<'a>(
+        &self,
+        ino: Ino,
+        (offset, npages): (u64, usize),
+        writable: bool,
+        release: Box<dyn Fn(Ino) -> Result<()> + Send + Sync + 'a>,
+    ) -> Result<Mapping<'a>> {
         if !offset.is_multiple_of(PAGE_SIZE) || npages == 0 {
             return Err(Error::Invalid("mmap offset not page-aligned, or no pages"));
         }
@@ -885,7 +921,7 @@ impl Fs {
         }
         self.open_handle(ino)?;
         Mapping::new(
-            Box::new(move |ino| self.release_handle(ino)),
+            release,
             (&self.ctx, &self.mmaps),
             cell,
             ino,
