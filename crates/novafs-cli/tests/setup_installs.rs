@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// The Debian package of each program the tests run.
 const PACKAGE_OF: &[(&str, &str)] = &[
+    ("cc", "gcc"),
     ("chmod", "coreutils"),
     ("cmp", "diffutils"),
     ("cp", "coreutils"),
