@@ -30,9 +30,14 @@ pub(super) struct DaemonState {
 
 impl DaemonState {
     /// True while the recorded process runs (same start time: not a
-    /// recycled pid) and is not a zombie.
+    /// recycled pid) and is not a zombie with all its threads gone.
     pub(super) fn alive(&self) -> bool {
-        sys::process_start(self.pid).is_some_and(|(state, start)| start == self.start && state != 'Z' && state != 'X')
+        // A leader that has exited shows as a zombie while its other threads
+        // (the queue threads, io_uring's workers) are still exiting, and
+        // they hold the image (its lock, its mapping) until the last one is
+        // gone: only then is the daemon gone.
+        sys::process_stat(self.pid)
+            .is_some_and(|p| p.start == self.start && (p.threads > 1 || (p.state != 'Z' && p.state != 'X')))
     }
 }
 
@@ -94,7 +99,7 @@ impl StatePaths {
 
     pub(super) fn write(&self, image: &Path, mnt: &Path) -> io::Result<()> {
         let pid = std::process::id();
-        let start = sys::process_start(pid).map_or(0, |(_, s)| s);
+        let start = sys::process_stat(pid).map_or(0, |p| p.start);
         let text = format!(
             "pid={pid}\nstart={start}\nimage={}\nmountpoint={}\nlog={}\n",
             image.display(),

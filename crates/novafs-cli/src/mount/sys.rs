@@ -76,16 +76,26 @@ impl SignalSet {
     }
 }
 
-/// State letter and start time (clock ticks since boot) of a process,
-/// from /proc/PID/stat; None when there is no such process.
-pub(super) fn process_start(pid: u32) -> Option<(char, u64)> {
+/// What /proc/PID/stat says of a process: its (leader's) state letter,
+/// its start time in clock ticks since boot, and how many of its threads
+/// are still alive.
+pub(super) struct ProcStat {
+    pub state: char,
+    pub start: u64,
+    pub threads: u64,
+}
+
+/// None when there is no such process.
+pub(super) fn process_stat(pid: u32) -> Option<ProcStat> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name (field 2) may contain spaces: parse after it.
     let rest = stat.get(stat.rfind(')')? + 1..)?;
     let fields: Vec<&str> = rest.split_whitespace().collect();
-    let state = fields.first()?.chars().next()?;
-    let start = fields.get(19)?.parse().ok()?;
-    Some((state, start))
+    Some(ProcStat {
+        state: fields.first()?.chars().next()?,
+        threads: fields.get(17)?.parse().ok()?,
+        start: fields.get(19)?.parse().ok()?,
+    })
 }
 
 #[cfg(test)]
@@ -94,7 +104,10 @@ mod tests {
 
     #[test]
     fn own_process_is_alive_and_has_a_start_time() {
-        let (state, start) = process_start(std::process::id()).expect("self");
-        assert!(state != 'Z' && start > 0);
+        let running = std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(200)));
+        let p = process_stat(std::process::id()).expect("self");
+        assert!(p.state != 'Z' && p.start > 0);
+        assert!(p.threads >= 2, "{} threads seen with one more running", p.threads);
+        running.join().expect("join");
     }
 }
