@@ -84,29 +84,20 @@ impl Posix {
     /// (a descriptor open for writing needed: EINVAL otherwise, as Linux).
     pub fn truncate(&self, target: Target<'_>, len: i64) -> Result<Attr> {
         let len = u64::try_from(len).map_err(|_| Errno(libc::EINVAL))?;
-        let attr = match target {
-            Target::Fd(fd) => {
-                let open = self.files.get(fd)?;
-                if !open.writable || open.kind != FileType::RegularFile {
-                    return Err(Errno(libc::EINVAL));
-                }
-                self.fs.getattr(open.ino)?
-            }
-            Target::Path { .. } => {
-                let attr = self.target(target)?;
-                match attr.kind {
-                    FileType::Directory => return Err(Errno(libc::EISDIR)),
-                    FileType::RegularFile => {}
-                    _ => return Err(Errno(libc::EINVAL)),
-                }
-                self.fs.permission(attr.ino, &self.cred(), Access::WRITE)?;
-                attr
-            }
+        let Target::Fd(fd) = target else {
+            // By path: the core's setattr rules check the type, write
+            // permission and append-only, and clear set-ID bits.
+            let attr = self.target(target)?;
+            return self.set(&attr, SetAttr::default().size(Some(len)));
         };
-        self.fs.check_open(attr.ino, true, false)?;
-        self.fs.setattr(attr.ino, &SetAttr::default().size(Some(len)))?;
-        self.clear_set_id(attr.ino)?;
-        Ok(self.fs.getattr(attr.ino)?)
+        let open = self.files.get(fd)?;
+        if !open.writable || open.kind != FileType::RegularFile {
+            return Err(Errno(libc::EINVAL));
+        }
+        self.fs.check_open(open.ino, true, false)?;
+        self.fs.setattr(open.ino, &SetAttr::default().size(Some(len)))?;
+        self.clear_set_id(open.ino)?;
+        Ok(self.fs.getattr(open.ino)?)
     }
 
     /// A setattr after setattr_prepare's checks for the caller.
