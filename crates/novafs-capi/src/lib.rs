@@ -45,7 +45,9 @@ use core_fs::{Cred, FormatOptions, Fs, MountOptions};
 use novafs_posix::{Errno, Posix};
 use pm::{MapOptions, MmapRegion, Region};
 
+pub use calls::*;
 pub use dir::{NovafsDir, NovafsDirent};
+pub use maps::{novafs_mmap, novafs_msync, novafs_munmap};
 
 /// `novafs_mount` flag: mount read-only.
 pub const NOVAFS_RDONLY: c_int = 1;
@@ -196,6 +198,12 @@ pub unsafe extern "C" fn novafs_refresh_credentials(fs: *const Novafs) -> c_int 
 }
 
 impl Novafs {
+    /// The POSIX view behind the handle: for the preload shim, which files
+    /// descriptions under the kernel descriptor numbers it reserved.
+    pub fn posix(&self) -> &Posix {
+        &self.posix
+    }
+
     fn new(fs: Arc<Fs>) -> Novafs {
         let cred = Cred::of_process().unwrap_or_else(|e| {
             tracing::warn!("novafs: cannot read the process's credentials ({e}); checking as nobody");

@@ -53,6 +53,17 @@ impl Posix {
         Ok(mapping.close()?)
     }
 
+    /// Whether any mapping made through [`Posix::mmap`] is still there.
+    pub fn has_mappings(&self) -> bool {
+        !self.maps.lock().is_empty()
+    }
+
+    /// Whether `addr` is inside a mapping [`Posix::mmap`] made.
+    pub fn is_mapped(&self, addr: usize) -> bool {
+        let maps = self.maps.lock();
+        maps.range(..=addr).next_back().is_some_and(|(start, m)| addr < start + m.len())
+    }
+
     /// msync(2) of the mapping that holds `addr`: the pages stored to are
     /// sealed and persistent when it returns (ENOMEM: no mapping there).
     pub fn msync(&self, addr: usize) -> Result<()> {

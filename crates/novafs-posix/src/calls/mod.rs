@@ -162,6 +162,11 @@ impl Posix {
         }
     }
 
+    /// The type of the file `fd` is open on (no call into the core).
+    pub fn kind(&self, fd: Fd) -> Result<FileType> {
+        Ok(self.files.get(fd)?.kind)
+    }
+
     /// The descriptors open now, in order.
     pub fn descriptors(&self) -> Vec<Fd> {
         self.files.numbers()

@@ -1,0 +1,492 @@
+//! Calls on descriptors: the image's go to libnovafs, the rest to libc.
+//!
+//! An image descriptor is a kernel descriptor on /dev/null (close-on-exec
+//! in the kernel whatever the program asks: a program exec'd without the
+//! handover gets EBADF on it, never /dev/null) under whose number
+//! novafs-posix files the open file description. Closing closes both;
+//! dup and fcntl(F_DUPFD) reserve the new number in the kernel first.
+
+use std::ffi::{c_int, c_uint, c_void};
+
+use novafs_posix::{Errno, FileType};
+
+use crate::real::next;
+use crate::state::{Mode, Owner, Shim};
+use crate::{enter, fail, libc_ret};
+
+/// Runs `image` when `fd` is the image's in this process, `kernel`
+/// otherwise.
+pub(crate) fn on_fd<R>(s: &Shim, fd: c_int, image: impl FnOnce(&Owner) -> R, kernel: impl FnOnce() -> R) -> R {
+    let mode = s.mode.read();
+    match &*mode {
+        Mode::Owner(o) if o.owns(fd) => image(o),
+        _ => {
+            drop(mode);
+            kernel()
+        }
+    }
+}
+
+/// A new kernel descriptor to file an image description under, at the
+/// lowest free number from `min`.
+fn reserve(min: c_int) -> c_int {
+    // SAFETY: opens /dev/null (a NUL-terminated literal) and moves the
+    // descriptor, both plain system calls.
+    unsafe {
+        let fd = next!(open: fn(*const libc::c_char, c_int, c_uint) -> c_int)(
+            c"/dev/null".as_ptr(),
+            libc::O_RDWR | libc::O_CLOEXEC,
+            0,
+        );
+        if fd < 0 || fd >= min {
+            return fd;
+        }
+        let moved = next!(fcntl: fn(c_int, c_int, usize) -> c_int)(fd, libc::F_DUPFD_CLOEXEC, min as usize);
+        kernel_close(fd);
+        moved
+    }
+}
+
+fn kernel_close(fd: c_int) -> c_int {
+    // SAFETY: close(2) of a number; libc checks it.
+    unsafe { next!(close: fn(c_int) -> c_int)(fd) }
+}
+
+/// Opens `path` of the image (from `dirfd`, the image's, or AT_FDCWD) and
+/// files it under a kernel descriptor; `abs` is the path the program named,
+/// kept for a directory (fchdir).
+pub(crate) fn open_image(o: &Owner, dirfd: c_int, path: &[u8], flags: c_int, mode: c_uint, abs: impl FnOnce() -> Vec<u8>) -> c_int {
+    let fd = reserve(0);
+    if fd < 0 {
+        return -1;
+    }
+    let at = if dirfd == libc::AT_FDCWD { novafs_posix::At::Cwd } else { novafs_posix::At::Fd(dirfd) };
+    match o.posix().open_as(fd, at, path, flags, mode) {
+        Ok(_) => {
+            if o.posix().kind(fd).is_ok_and(|k| k == FileType::Directory) {
+                o.dir_paths.lock().insert(fd, abs());
+            }
+            fd
+        }
+        Err(Errno(e)) => {
+            kernel_close(fd);
+            fail(e)
+        }
+    }
+}
+
+/// Makes every image descriptor fail (EBADF) from now on: the kernel
+/// descriptor under it becomes an O_PATH one, which reads and writes
+/// nothing. For when the image goes away under the program.
+pub(crate) fn poison_all(o: &Owner) {
+    for fd in o.posix().descriptors() {
+        poison(fd);
+    }
+}
+
+pub(crate) fn poison(fd: c_int) {
+    // SAFETY: opens / as O_PATH and moves it over `fd`: plain system calls.
+    unsafe {
+        let dead = next!(open: fn(*const libc::c_char, c_int, c_uint) -> c_int)(
+            c"/".as_ptr(),
+            libc::O_PATH | libc::O_CLOEXEC,
+            0,
+        );
+        if dead >= 0 {
+            libc::dup3(dead, fd, libc::O_CLOEXEC);
+            kernel_close(dead);
+        }
+    }
+}
+
+/// The calls whose libnovafs twin takes the same arguments after the
+/// handle.
+macro_rules! fd_calls {
+    ($(fn $name:ident($fd:ident $(, $a:ident: $t:ty)*) -> $r:ty = $ours:ident;)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name($fd: c_int $(, $a: $t)*) -> $r {
+            // SAFETY: libc's contract for this call, passed on unchanged.
+            let theirs = || unsafe { next!($name: fn(c_int $(, $t)*) -> $r)($fd $(, $a)*) };
+            enter(
+                // SAFETY: the same arguments, which libnovafs takes with
+                // libc's contract; the handle is the owner's.
+                |s| on_fd(s, $fd, |o| libc_ret(unsafe { capi::$ours(o.handle(), $fd $(, $a)*) }), theirs),
+                theirs,
+            )
+        }
+    )*};
+}
+
+fd_calls! {
+    fn read(fd, buf: *mut c_void, n: usize) -> isize = novafs_read;
+    fn write(fd, buf: *const c_void, n: usize) -> isize = novafs_write;
+    fn pread(fd, buf: *mut c_void, n: usize, off: i64) -> isize = novafs_pread;
+    fn pread64(fd, buf: *mut c_void, n: usize, off: i64) -> isize = novafs_pread;
+    fn pwrite(fd, buf: *const c_void, n: usize, off: i64) -> isize = novafs_pwrite;
+    fn pwrite64(fd, buf: *const c_void, n: usize, off: i64) -> isize = novafs_pwrite;
+    fn readv(fd, iov: *const libc::iovec, cnt: c_int) -> isize = novafs_readv;
+    fn writev(fd, iov: *const libc::iovec, cnt: c_int) -> isize = novafs_writev;
+    fn lseek(fd, off: i64, whence: c_int) -> i64 = novafs_lseek;
+    fn lseek64(fd, off: i64, whence: c_int) -> i64 = novafs_lseek;
+    fn ftruncate(fd, len: i64) -> c_int = novafs_ftruncate;
+    fn ftruncate64(fd, len: i64) -> c_int = novafs_ftruncate;
+    fn fallocate(fd, mode: c_int, off: i64, len: i64) -> c_int = novafs_fallocate;
+    fn fallocate64(fd, mode: c_int, off: i64, len: i64) -> c_int = novafs_fallocate;
+    fn fsync(fd) -> c_int = novafs_fsync;
+    fn fdatasync(fd) -> c_int = novafs_fdatasync;
+    fn fchmod(fd, mode: c_uint) -> c_int = novafs_fchmod;
+    fn fchown(fd, uid: c_uint, gid: c_uint) -> c_int = novafs_fchown;
+    fn futimens(fd, times: *const libc::timespec) -> c_int = novafs_futimens;
+    fn fstat(fd, st: *mut libc::stat) -> c_int = novafs_fstat;
+    fn fstat64(fd, st: *mut libc::stat) -> c_int = novafs_fstat;
+    fn fgetxattr(fd, name: *const libc::c_char, value: *mut c_void, size: usize) -> isize = novafs_fgetxattr;
+    fn fsetxattr(fd, name: *const libc::c_char, value: *const c_void, size: usize, flags: c_int) -> c_int = novafs_fsetxattr;
+    fn flistxattr(fd, list: *mut libc::c_char, size: usize) -> isize = novafs_flistxattr;
+    fn fremovexattr(fd, name: *const libc::c_char) -> c_int = novafs_fremovexattr;
+}
+
+/// glibc before 2.33 compiled fstat into this.
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat(ver: c_int, fd: c_int, st: *mut libc::stat) -> c_int {
+    // SAFETY: libc's contract for this call, passed on unchanged.
+    let theirs = || unsafe { next!(__fxstat: fn(c_int, c_int, *mut libc::stat) -> c_int)(ver, fd, st) };
+    // SAFETY: as fstat.
+    enter(|s| on_fd(s, fd, |o| libc_ret(unsafe { capi::novafs_fstat(o.handle(), fd, st) }), theirs), theirs)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn __fxstat64(ver: c_int, fd: c_int, st: *mut libc::stat) -> c_int {
+    // SAFETY: the same call.
+    unsafe { __fxstat(ver, fd, st) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn close(fd: c_int) -> c_int {
+    let theirs = || kernel_close(fd);
+    enter(
+        |s| {
+            on_fd(
+                s,
+                fd,
+                |o| {
+                    o.dir_paths.lock().remove(&fd);
+                    let r = o.posix().close(fd);
+                    kernel_close(fd);
+                    r.map_or_else(|Errno(e)| fail(e), |()| 0)
+                },
+                theirs,
+            )
+        },
+        theirs,
+    )
+}
+
+/// dup3 of an image descriptor `fd` to the kernel descriptor `to`, just
+/// reserved (or the program's own number).
+fn dup_image(o: &Owner, fd: c_int, to: c_int, cloexec: bool) -> c_int {
+    match o.posix().dup(fd, Some(to), cloexec) {
+        Ok(n) => {
+            let path = o.dir_paths.lock().get(&fd).cloned();
+            if let Some(path) = path {
+                o.dir_paths.lock().insert(n, path);
+            }
+            n
+        }
+        Err(Errno(e)) => {
+            kernel_close(to);
+            fail(e)
+        }
+    }
+}
+
+/// dup(2) and fcntl(F_DUPFD[_CLOEXEC]) of an image descriptor.
+fn dup_from(o: &Owner, fd: c_int, min: c_int, cloexec: bool) -> c_int {
+    if min < 0 {
+        return fail(libc::EINVAL);
+    }
+    let to = reserve(min);
+    if to < 0 {
+        return -1;
+    }
+    dup_image(o, fd, to, cloexec)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    // SAFETY: dup(2) of a number.
+    let theirs = || unsafe { next!(dup: fn(c_int) -> c_int)(fd) };
+    enter(|s| on_fd(s, fd, |o| dup_from(o, fd, 0, false), theirs), theirs)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
+    // SAFETY: dup2(2) of numbers.
+    let theirs = || unsafe { next!(dup2: fn(c_int, c_int) -> c_int)(fd, to) };
+    enter(|s| dup_to(s, fd, to, 0, true).unwrap_or_else(theirs), theirs)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
+    // SAFETY: dup3(2) of numbers.
+    let theirs = || unsafe { next!(dup3: fn(c_int, c_int, c_int) -> c_int)(fd, to, flags) };
+    enter(|s| dup_to(s, fd, to, flags, false).unwrap_or_else(theirs), theirs)
+}
+
+/// dup2/dup3 when either number is the image's; None when neither is.
+fn dup_to(s: &Shim, fd: c_int, to: c_int, flags: c_int, dup2: bool) -> Option<c_int> {
+    let mode = s.mode.read();
+    let Mode::Owner(o) = &*mode else { return None };
+    let (from_image, over_image) = (o.owns(fd), o.owns(to));
+    if !from_image && !over_image {
+        return None;
+    }
+    if fd == to {
+        return Some(if dup2 { fd } else { fail(libc::EINVAL) });
+    }
+    if over_image {
+        o.dir_paths.lock().remove(&to);
+        let _ = o.posix().close(to);
+    }
+    if !from_image {
+        drop(mode);
+        return None; // the kernel's dup3 now puts its file over `to`
+    }
+    // Reserve `to` in the kernel (closing whatever it was), then file the
+    // image description there.
+    // SAFETY: dup3(2) of numbers.
+    if unsafe { libc::dup3(fd, to, libc::O_CLOEXEC) } < 0 {
+        return Some(-1);
+    }
+    Some(dup_image(o, fd, to, flags & libc::O_CLOEXEC != 0))
+}
+
+/// fcntl(2); the third argument is an int or a pointer, as the command
+/// says.
+#[no_mangle]
+pub unsafe extern "C" fn fcntl(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: fcntl(2) with the program's own arguments.
+    let theirs = || unsafe { next!(fcntl: fn(c_int, c_int, usize) -> c_int)(fd, cmd, arg) };
+    enter(|s| on_fd(s, fd, |o| image_fcntl(o, fd, cmd, arg), theirs), theirs)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fcntl64(fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    // SAFETY: the same call.
+    unsafe { fcntl(fd, cmd, arg) }
+}
+
+fn image_fcntl(o: &Owner, fd: c_int, cmd: c_int, arg: usize) -> c_int {
+    match cmd {
+        libc::F_DUPFD => dup_from(o, fd, arg as c_int, false),
+        libc::F_DUPFD_CLOEXEC => dup_from(o, fd, arg as c_int, true),
+        // Record locks: only this process reaches the image while it owns
+        // it, so no lock can conflict (a process's own POSIX locks never
+        // do): taking one succeeds, asking finds none.
+        libc::F_SETLK | libc::F_SETLKW | libc::F_OFD_SETLK | libc::F_OFD_SETLKW => 0,
+        libc::F_GETLK | libc::F_OFD_GETLK => {
+            if arg == 0 {
+                return fail(libc::EFAULT);
+            }
+            // SAFETY: the command's argument is the caller's struct flock.
+            unsafe { (*(arg as *mut libc::flock)).l_type = libc::F_UNLCK as i16 };
+            0
+        }
+        _ => o.posix().fcntl(fd, cmd, arg as c_int).unwrap_or_else(|Errno(e)| fail(e)),
+    }
+}
+
+/// flock(2): no other process reaches the image while this one owns it.
+#[no_mangle]
+pub unsafe extern "C" fn flock(fd: c_int, op: c_int) -> c_int {
+    // SAFETY: flock(2) of a number.
+    let theirs = || unsafe { next!(flock: fn(c_int, c_int) -> c_int)(fd, op) };
+    enter(|s| on_fd(s, fd, |_| 0, theirs), theirs)
+}
+
+/// posix_fallocate(3): the error number itself, not -1.
+#[no_mangle]
+pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: i64, len: i64) -> c_int {
+    // SAFETY: libc's contract, passed on unchanged.
+    let theirs = || unsafe { next!(posix_fallocate: fn(c_int, i64, i64) -> c_int)(fd, off, len) };
+    // SAFETY: libnovafs's fallocate with mode 0, as posix_fallocate.
+    enter(|s| on_fd(s, fd, |o| -unsafe { capi::novafs_fallocate(o.handle(), fd, 0, off, len) }, theirs), theirs)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn posix_fallocate64(fd: c_int, off: i64, len: i64) -> c_int {
+    // SAFETY: the same call.
+    unsafe { posix_fallocate(fd, off, len) }
+}
+
+/// posix_fadvise(2): advice novafs has no use for (the data is in memory).
+#[no_mangle]
+pub unsafe extern "C" fn posix_fadvise(fd: c_int, off: i64, len: i64, advice: c_int) -> c_int {
+    // SAFETY: libc's contract, passed on unchanged.
+    let theirs = || unsafe { next!(posix_fadvise: fn(c_int, i64, i64, c_int) -> c_int)(fd, off, len, advice) };
+    enter(|s| on_fd(s, fd, |_| 0, theirs), theirs)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn posix_fadvise64(fd: c_int, off: i64, len: i64, advice: c_int) -> c_int {
+    // SAFETY: the same call.
+    unsafe { posix_fadvise(fd, off, len, advice) }
+}
+
+/// The image's statfs(2).
+pub(crate) fn image_statfs(o: &Owner, out: *mut libc::statfs) -> c_int {
+    if out.is_null() {
+        return fail(libc::EFAULT);
+    }
+    let st = o.posix().fs().statfs();
+    // SAFETY: `struct statfs` is plain integers: all zeroes is a value.
+    let mut f: libc::statfs = unsafe { std::mem::zeroed() };
+    f.f_type = 0x4e4f_5641; // "NOVA"
+    f.f_bsize = st.block_size as i64;
+    f.f_frsize = st.block_size as i64;
+    f.f_blocks = st.blocks;
+    f.f_bfree = st.blocks_free;
+    f.f_bavail = st.blocks_avail;
+    f.f_files = st.files;
+    f.f_ffree = st.files_free;
+    f.f_namelen = st.name_max as i64;
+    // SAFETY: a valid output pointer (statfs's contract), checked non-null.
+    unsafe { out.write(f) };
+    0
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstatfs(fd: c_int, out: *mut libc::statfs) -> c_int {
+    // SAFETY: libc's contract, passed on unchanged.
+    let theirs = || unsafe { next!(fstatfs: fn(c_int, *mut libc::statfs) -> c_int)(fd, out) };
+    enter(|s| on_fd(s, fd, |o| image_statfs(o, out), theirs), theirs)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstatfs64(fd: c_int, out: *mut libc::statfs) -> c_int {
+    // SAFETY: the same call.
+    unsafe { fstatfs(fd, out) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+    // SAFETY: libc's contract, passed on unchanged.
+    let theirs = || unsafe {
+        next!(mmap: fn(*mut c_void, usize, c_int, c_int, c_int, i64) -> *mut c_void)(addr, len, prot, flags, fd, off)
+    };
+    if flags & libc::MAP_ANONYMOUS != 0 || fd < 0 {
+        return theirs();
+    }
+    let ours = |s: &Shim| {
+        // SAFETY: libnovafs's mmap, which maps the file's own pages.
+        on_fd(s, fd, |o| unsafe { capi::novafs_mmap(o.handle(), addr, len, prot, flags, fd, off) }, theirs)
+    };
+    let mapped = enter(|s| ours(s) as usize as isize, || theirs() as usize as isize);
+    mapped as usize as *mut c_void
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+    // SAFETY: the same call.
+    unsafe { mmap(addr, len, prot, flags, fd, off) }
+}
+
+/// Runs `image` when `addr` is in a mapping of the image's, `kernel`
+/// otherwise.
+fn on_map<R>(s: &Shim, addr: *mut c_void, image: impl FnOnce(&Owner) -> R, kernel: impl FnOnce() -> R) -> R {
+    let mode = s.mode.read();
+    match &*mode {
+        Mode::Owner(o) if o.posix().is_mapped(addr as usize) => image(o),
+        _ => {
+            drop(mode);
+            kernel()
+        }
+    }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
+    // SAFETY: libc's contract, passed on unchanged.
+    let theirs = || unsafe { next!(munmap: fn(*mut c_void, usize) -> c_int)(addr, len) };
+    // SAFETY: libnovafs's munmap of one of its mappings.
+    enter(|s| on_map(s, addr, |o| libc_ret(unsafe { capi::novafs_munmap(o.handle(), addr, len) }), theirs), theirs)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn msync(addr: *mut c_void, len: usize, flags: c_int) -> c_int {
+    // SAFETY: libc's contract, passed on unchanged.
+    let theirs = || unsafe { next!(msync: fn(*mut c_void, usize, c_int) -> c_int)(addr, len, flags) };
+    // SAFETY: libnovafs's msync of one of its mappings.
+    enter(|s| on_map(s, addr, |o| libc_ret(unsafe { capi::novafs_msync(o.handle(), addr, len, flags) }), theirs), theirs)
+}
+
+/// copy_file_range(2) to or from the image: EXDEV, so that the program
+/// copies with read and write (as between two file systems).
+#[no_mangle]
+pub unsafe extern "C" fn copy_file_range(fd_in: c_int, off_in: *mut i64, fd_out: c_int, off_out: *mut i64, len: usize, flags: c_uint) -> isize {
+    // SAFETY: libc's contract, passed on unchanged.
+    let theirs = || unsafe {
+        next!(copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, usize, c_uint) -> isize)(fd_in, off_in, fd_out, off_out, len, flags)
+    };
+    enter(|s| on_fd(s, fd_in, |_| fail(libc::EXDEV), || on_fd(s, fd_out, |_| fail(libc::EXDEV), theirs)), theirs)
+}
+
+/// sendfile(2) with either end the image's: copied through a buffer.
+#[no_mangle]
+pub unsafe extern "C" fn sendfile(out_fd: c_int, in_fd: c_int, off: *mut i64, count: usize) -> isize {
+    // SAFETY: libc's contract, passed on unchanged.
+    let theirs = || unsafe { next!(sendfile: fn(c_int, c_int, *mut i64, usize) -> isize)(out_fd, in_fd, off, count) };
+    let ours = |s: &Shim| {
+        let image = on_fd(s, in_fd, |_| true, || on_fd(s, out_fd, |_| true, || false));
+        if !image {
+            return theirs();
+        }
+        crate::as_program(|| copy_through(out_fd, in_fd, off, count))
+    };
+    enter(ours, theirs)
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn sendfile64(out_fd: c_int, in_fd: c_int, off: *mut i64, count: usize) -> isize {
+    // SAFETY: the same call.
+    unsafe { sendfile(out_fd, in_fd, off, count) }
+}
+
+/// sendfile's copy, through this library's own read and write (so each
+/// end goes where it belongs).
+fn copy_through(out_fd: c_int, in_fd: c_int, off: *mut i64, count: usize) -> isize {
+    let mut buf = vec![0u8; count.min(1 << 20)];
+    let mut done = 0usize;
+    while done < count {
+        let want = (count - done).min(buf.len());
+        // SAFETY: `buf` has `want` bytes; `off`, when not null, is the
+        // caller's offset (sendfile's contract).
+        let got = unsafe {
+            if off.is_null() {
+                read(in_fd, buf.as_mut_ptr().cast(), want)
+            } else {
+                pread(in_fd, buf.as_mut_ptr().cast(), want, *off + done as i64)
+            }
+        };
+        if got < 0 {
+            return if done > 0 { done as isize } else { -1 };
+        }
+        if got == 0 {
+            break;
+        }
+        let mut put = 0;
+        while put < got as usize {
+            // SAFETY: the bytes just read.
+            let w = unsafe { write(out_fd, buf[put..].as_ptr().cast(), got as usize - put) };
+            if w < 0 {
+                return if done + put > 0 { (done + put) as isize } else { -1 };
+            }
+            put += w as usize;
+        }
+        done += got as usize;
+    }
+    if !off.is_null() {
+        // SAFETY: the caller's offset, moved past what was sent.
+        unsafe { *off += done as i64 };
+    }
+    done as isize
+}

@@ -1,0 +1,200 @@
+//! The handover: before the owner's first fork, exec or spawn, the image
+//! moves from this process to a novafs daemon, so that the processes to
+//! come and this one reach it through one mount and never write it with
+//! two sets of DRAM indexes (PRELOAD.md "Processes").
+//!
+//! 1. Every image descriptor is noted (inode, offset, status flags,
+//!    close-on-exec), and each directory stream reads the rest of its
+//!    listing.
+//! 2. The image is unmounted cleanly here, and `novafs mount -o
+//!    inode_names,until_unused=CLIENTS` mounts it on a private mount point.
+//!    Every shim process holds CLIENTS locked shared while it lives, so
+//!    the daemon unmounts itself once the last one is gone.
+//! 3. Each descriptor is opened again through the mount by inode number
+//!    (`.novafs-ino.N` in its root), moved to its offset and put over its
+//!    placeholder (dup3): the program keeps its numbers, offsets and flags.
+//!    A file unlinked while open cannot be opened again (the clean unmount
+//!    freed it): its descriptors fail with EBADF from then on, and the
+//!    log says so.
+//! 4. A working directory inside the prefix becomes the kernel's, on the
+//!    mount; the environment names the mount for the children to come.
+
+use std::ffi::{c_int, CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use crate::real::next;
+use crate::route::below;
+use crate::state::{hold_clients_lock, Mode, Owner, Shim};
+use crate::{dirs, fds, inside};
+
+/// One image descriptor, to open again through the mount.
+struct Noted {
+    fd: c_int,
+    ino: u64,
+    offset: i64,
+    flags: c_int,
+    cloexec: bool,
+    dir: bool,
+}
+
+/// Hands the image over if this process owns it. Err(errno) when it
+/// could not: the image is then closed to this process (its descriptors
+/// fail), never left for two processes.
+pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
+    if !matches!(*s.mode.read(), Mode::Owner(_)) {
+        return Ok(());
+    }
+    inside(|| {
+        let mut mode = s.mode.write();
+        let Mode::Owner(owner) = &*mode else { return Ok(()) };
+        if owner.posix().has_mappings() {
+            // The mapped pages belong to this process's mount of the image.
+            tracing::warn!("novafs preload: cannot hand the image over while files of it are mapped");
+            return Err(libc::EBUSY);
+        }
+        let place = place().map_err(|e| {
+            tracing::error!("novafs preload: no place for the handover's mount: {e}");
+            libc::EIO
+        })?;
+        let noted = note(owner);
+        let cwd = owner.cwd.lock().clone();
+        let Mode::Owner(owner) = std::mem::replace(&mut *mode, Mode::Closed) else { return Ok(()) };
+        let unmounted = owner.unmount();
+        if unmounted < 0 {
+            tracing::error!("novafs preload: unmount for the handover failed: errno {}", -unmounted);
+        }
+        if let Err(why) = start_daemon(s, &place) {
+            let msg = format!("novafs preload: cannot hand {} over to a daemon: {why}\n", s.image.to_string_lossy());
+            // SAFETY: writes a buffer of its own length to stderr.
+            unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
+            noted.iter().for_each(|n| fds::poison(n.fd));
+            return Err(libc::EIO);
+        }
+        let mount = place.join("mnt").into_os_string().into_encoded_bytes();
+        std::env::set_var("NOVAFS_MOUNT", OsStr::from_bytes(&mount));
+        std::env::set_var("NOVAFS_CLIENTS", place.join("clients"));
+        hold_clients_lock();
+        for n in &noted {
+            reopen(&mount, n);
+        }
+        if let Some(rest) = cwd.as_deref().and_then(|c| below(&s.prefix, c)) {
+            let there = CString::new([&mount[..], rest].concat()).unwrap_or_default();
+            // SAFETY: chdir(2) to a C string.
+            if unsafe { next!(chdir: fn(*const libc::c_char) -> c_int)(there.as_ptr()) } == 0 {
+                *s.kernel_cwd.lock() = there.into_bytes();
+            }
+        }
+        *mode = Mode::Client(mount);
+        Ok(())
+    })
+}
+
+fn note(o: &Owner) -> Vec<Noted> {
+    dirs::drain_all(o);
+    let px = o.posix();
+    px.descriptors()
+        .into_iter()
+        .filter_map(|fd| {
+            let attr = px.stat(novafs_posix::Target::Fd(fd)).ok()?;
+            let dir = attr.kind == novafs_posix::FileType::Directory;
+            Some(Noted {
+                fd,
+                ino: attr.ino,
+                offset: if dir { 0 } else { px.lseek(fd, 0, libc::SEEK_CUR).map_or(0, |o| o as i64) },
+                flags: px.fcntl(fd, libc::F_GETFL, 0).unwrap_or(libc::O_RDONLY),
+                cloexec: px.fcntl(fd, libc::F_GETFD, 0).is_ok_and(|f| f & libc::FD_CLOEXEC != 0),
+                dir,
+            })
+        })
+        .collect()
+}
+
+/// A new private directory for the mount point and the clients' lock
+/// file, under the directory novafs daemons keep their state in.
+fn place() -> std::io::Result<PathBuf> {
+    // SAFETY: geteuid(2) cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let base = if let Some(d) = std::env::var_os("NOVAFS_RUN_DIR") {
+        PathBuf::from(d)
+    } else if uid == 0 {
+        PathBuf::from("/run/novafs")
+    } else if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        PathBuf::from(x).join("novafs")
+    } else {
+        PathBuf::from(format!("/tmp/novafs-{uid}"))
+    };
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let dir = base.join(format!("exec-{}-{stamp}", std::process::id()));
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700).create(dir.join("mnt"))?;
+    std::fs::File::create(dir.join("clients"))?;
+    Ok(dir)
+}
+
+/// `novafs mount -o inode_names,until_unused=CLIENTS IMAGE MNT`, with
+/// none of the program's descriptors and none of the shim's environment.
+fn start_daemon(s: &Shim, place: &std::path::Path) -> Result<(), String> {
+    let bin = s.bin.clone().unwrap_or_else(|| "novafs".into());
+    let mut cmd = Command::new(&bin);
+    cmd.arg("mount")
+        .arg("-o")
+        .arg(format!("inode_names,until_unused={}", place.join("clients").display()))
+        .arg("--")
+        .arg(OsStr::from_bytes(s.image.to_bytes()))
+        .arg(place.join("mnt"))
+        .env_remove("LD_PRELOAD")
+        .stdin(Stdio::null());
+    for (key, _) in std::env::vars_os() {
+        if key.as_bytes().starts_with(b"NOVAFS_") && key != "NOVAFS_RUN_DIR" {
+            cmd.env_remove(key);
+        }
+    }
+    // SAFETY: close_range(2) between fork and exec touches no memory; it
+    // keeps the program's descriptors (a pipe's write end, say) out of the
+    // daemon, which would otherwise hold them open for its whole life.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            Ok(())
+        });
+    }
+    let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", bin.to_string_lossy()))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+}
+
+/// Opens a noted descriptor again through the mount and puts it over its
+/// number.
+fn reopen(mount: &[u8], n: &Noted) {
+    let path = CString::new([mount, format!("/.novafs-ino.{}", n.ino).as_bytes()].concat()).unwrap_or_default();
+    let flags = if n.dir {
+        libc::O_RDONLY | libc::O_DIRECTORY
+    } else {
+        n.flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC)
+    } | libc::O_CLOEXEC;
+    // SAFETY: open(2) of a C string, lseek, dup3 and close of numbers.
+    unsafe {
+        let kfd = next!(open: fn(*const libc::c_char, c_int, libc::c_uint) -> c_int)(path.as_ptr(), flags, 0);
+        if kfd < 0 {
+            tracing::warn!(
+                "novafs preload: descriptor {} (inode {}) cannot be opened through the mount ({}); it fails from now on",
+                n.fd,
+                n.ino,
+                std::io::Error::last_os_error()
+            );
+            fds::poison(n.fd);
+            return;
+        }
+        if n.offset > 0 {
+            libc::lseek(kfd, n.offset, libc::SEEK_SET);
+        }
+        libc::dup3(kfd, n.fd, if n.cloexec { libc::O_CLOEXEC } else { 0 });
+        next!(close: fn(c_int) -> c_int)(kfd);
+    }
+}

@@ -1,0 +1,227 @@
+//! Which paths are the image's, and where a call that names one goes.
+//!
+//! A path is the image's when, made absolute (from the working directory
+//! or the descriptor it is relative to), it is the prefix or below it.
+//! `.` and `..` are taken lexically before that test, as a shell's `cd`
+//! does, so that `/prefix/../etc` is the real /etc; inside the image,
+//! novafs-posix resolves names and symbolic links itself, with the image's
+//! root as `/` (a link can not lead out of the image).
+
+use std::borrow::Cow;
+use std::ffi::{c_char, c_int, CStr, CString};
+
+use crate::state::{Mode, Owner, Shim};
+
+/// Where a call naming a path goes.
+pub(crate) enum Where<'a> {
+    /// To libc, with this directory descriptor and the path the program
+    /// gave (None) or this one.
+    Kernel(c_int, Option<CString>),
+    /// To the image in this process: the handle, the image's directory
+    /// descriptor (or AT_FDCWD) and the path in the image.
+    Image(&'a Owner, c_int, Cow<'a, CStr>),
+    /// The image's, after the owner unmounted it.
+    Gone,
+}
+
+/// `p` with `.`, `..` and repeated slashes taken out; a trailing slash
+/// kept (it asks for a directory).
+pub(crate) fn normalize(p: &[u8]) -> Vec<u8> {
+    let absolute = p.starts_with(b"/");
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for part in p.split(|&b| b == b'/') {
+        match part {
+            b"" | b"." => {}
+            b".." => {
+                if parts.last().is_some_and(|&l| l != b"..") {
+                    parts.pop();
+                } else if !absolute {
+                    parts.push(part);
+                }
+            }
+            _ => parts.push(part),
+        }
+    }
+    let mut out = Vec::with_capacity(p.len());
+    if absolute {
+        out.push(b'/');
+    }
+    out.extend(parts.join(&b'/'));
+    if p.ends_with(b"/") && !out.ends_with(b"/") && !out.is_empty() {
+        out.push(b'/');
+    }
+    if out.is_empty() {
+        out.push(b'.');
+    }
+    out
+}
+
+/// Whether `p` has a `.` or `..` component or a doubled slash.
+fn needs_normalizing(p: &[u8]) -> bool {
+    p.windows(2).any(|w| w == b"//")
+        || p.split(|&b| b == b'/').any(|part| part == b"." || part == b"..")
+}
+
+/// `rest` of an absolute, normalised `abs` below `base` (empty for `base`
+/// itself, else starting with `/`).
+pub(crate) fn below<'a>(base: &[u8], abs: &'a [u8]) -> Option<&'a [u8]> {
+    let rest = abs.strip_prefix(base)?;
+    (rest.is_empty() || rest.starts_with(b"/")).then_some(rest)
+}
+
+fn join(dir: &[u8], rel: &[u8]) -> Vec<u8> {
+    let mut abs = dir.to_vec();
+    if !abs.ends_with(b"/") {
+        abs.push(b'/');
+    }
+    abs.extend_from_slice(rel);
+    abs
+}
+
+/// A path made of a C string's bytes and the shim's own (no NUL in
+/// either).
+fn c_string(bytes: Vec<u8>) -> CString {
+    CString::new(bytes).unwrap_or_default()
+}
+
+impl Shim {
+    /// Where a call naming `path` relative to `dirfd` goes, in `mode`.
+    pub(crate) fn route<'a>(&self, mode: &'a Mode, dirfd: c_int, path: &'a CStr) -> Where<'a> {
+        let p = path.to_bytes();
+        let as_is = || Where::Kernel(dirfd, None);
+        match mode {
+            Mode::Owner(owner) => {
+                if p.starts_with(b"/") {
+                    return self.absolute(mode, p).unwrap_or_else(as_is);
+                }
+                if dirfd != libc::AT_FDCWD {
+                    return if owner.owns(dirfd) {
+                        Where::Image(owner, dirfd, Cow::Borrowed(path))
+                    } else {
+                        as_is()
+                    };
+                }
+                let cwd = owner.cwd.lock();
+                match &*cwd {
+                    Some(_) if !needs_normalizing(p) => Where::Image(owner, libc::AT_FDCWD, Cow::Borrowed(path)),
+                    Some(abs) => {
+                        let abs = join(abs, p);
+                        drop(cwd);
+                        self.absolute(mode, &abs).unwrap_or_else(|| Where::Kernel(dirfd, Some(c_string(normalize(&abs)))))
+                    }
+                    None => {
+                        drop(cwd);
+                        self.from_kernel_cwd(mode, p).unwrap_or_else(as_is)
+                    }
+                }
+            }
+            Mode::Client(_) if p.starts_with(b"/") => self.absolute(mode, p).unwrap_or_else(as_is),
+            Mode::Client(_) if dirfd == libc::AT_FDCWD => self.from_kernel_cwd(mode, p).unwrap_or_else(as_is),
+            Mode::Client(_) => as_is(),
+            Mode::Closed => {
+                let abs = if p.starts_with(b"/") { p.to_vec() } else { join(&self.kernel_cwd.lock(), p) };
+                if below(&self.prefix, &normalize(&abs)).is_some() {
+                    Where::Gone
+                } else {
+                    as_is()
+                }
+            }
+        }
+    }
+
+    /// A relative path from the kernel's working directory: the image's
+    /// only when that directory is above the prefix (or the path climbs
+    /// out with `..` and back in).
+    fn from_kernel_cwd<'a>(&self, mode: &'a Mode, p: &[u8]) -> Option<Where<'a>> {
+        let cwd = self.kernel_cwd.lock();
+        let above = below(&cwd, &self.prefix).is_some() || cwd.as_slice() == b"/";
+        if !above && !needs_normalizing(p) {
+            return None;
+        }
+        let abs = join(&cwd, p);
+        drop(cwd);
+        self.absolute(mode, &abs)
+    }
+
+    /// An absolute path under the prefix: the image's path (owner) or the
+    /// mount's (client). None when it is not under the prefix.
+    fn absolute<'a>(&self, mode: &'a Mode, p: &[u8]) -> Option<Where<'a>> {
+        let norm;
+        let p = if needs_normalizing(p) {
+            norm = normalize(p);
+            &norm[..]
+        } else {
+            p
+        };
+        let rest = below(&self.prefix, p)?;
+        Some(match mode {
+            Mode::Owner(owner) => {
+                let inside = if rest.is_empty() { b"/".to_vec() } else { rest.to_vec() };
+                Where::Image(owner, libc::AT_FDCWD, Cow::Owned(c_string(inside)))
+            }
+            Mode::Client(mount) => Where::Kernel(libc::AT_FDCWD, Some(c_string([mount, rest].concat()))),
+            Mode::Closed => Where::Gone,
+        })
+    }
+
+    /// The absolute path a program would see for `path` (relative to the
+    /// working directory): for chdir and realpath.
+    pub(crate) fn absolute_of(&self, mode: &Mode, path: &[u8]) -> Vec<u8> {
+        if path.starts_with(b"/") {
+            return normalize(path);
+        }
+        let cwd = match mode {
+            Mode::Owner(owner) => owner.cwd.lock().clone(),
+            _ => None,
+        };
+        let cwd = cwd.unwrap_or_else(|| self.kernel_cwd.lock().clone());
+        normalize(&join(&cwd, path))
+    }
+
+    /// A path the kernel gave a client (getcwd, realpath), as the program
+    /// should see it: the mount's part under the prefix.
+    pub(crate) fn from_mount(&self, mode: &Mode, p: &[u8]) -> Vec<u8> {
+        if let Mode::Client(mount) = mode {
+            if let Some(rest) = below(mount, p) {
+                return [&self.prefix[..], rest].concat();
+            }
+        }
+        p.to_vec()
+    }
+}
+
+/// The C string at `p`, or None for a null pointer (libc then answers
+/// EFAULT itself).
+pub(crate) unsafe fn c_path<'a>(p: *const c_char) -> Option<&'a CStr> {
+    // SAFETY: a non-null path argument is a NUL-terminated string (libc's
+    // contract for every call taking one).
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalize_takes_dots_out_lexically() {
+        for (p, want) in [
+            (&b"/a/b/../c"[..], &b"/a/c"[..]),
+            (b"/a/./b//c/", b"/a/b/c/"),
+            (b"/../a", b"/a"),
+            (b"a/../../b", b"../b"),
+            (b"/p/..", b"/"),
+            (b".", b"."),
+            (b"a/..", b"."),
+        ] {
+            assert_eq!(normalize(p), want, "{}", String::from_utf8_lossy(p));
+        }
+    }
+
+    #[test]
+    fn below_needs_a_whole_component() {
+        assert_eq!(below(b"/mnt/nv", b"/mnt/nv"), Some(&b""[..]));
+        assert_eq!(below(b"/mnt/nv", b"/mnt/nv/a"), Some(&b"/a"[..]));
+        assert_eq!(below(b"/mnt/nv", b"/mnt/nvx"), None);
+        assert_eq!(below(b"/mnt/nv", b"/mnt"), None);
+    }
+}

@@ -1,0 +1,217 @@
+//! Who serves the image to this process, set up before `main` and put
+//! away at exit.
+//!
+//! - **Owner**: the first process under the shim mounts the image here
+//!   (libnovafs), taking its lock; its calls are library calls.
+//! - **Client**: a process started after the owner handed the image to a
+//!   novafs daemon (`NOVAFS_MOUNT` names the mount), or while a daemon
+//!   serves it already: its paths under the prefix are rewritten to the
+//!   mount's, and the kernel does the rest.
+//! - **Closed**: the owner unmounted at exit (or could not hand over);
+//!   the image's paths and descriptors fail with EIO or EBADF from then on,
+//!   never silently reaching something else.
+
+use std::collections::HashMap;
+use std::ffi::{c_int, CStr, CString, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::sync::OnceLock;
+
+use capi::Novafs;
+use parking_lot::{Mutex, RwLock};
+
+use crate::real::next;
+
+/// The shim's state: the prefix and image it was given, and who serves
+/// them now.
+pub(crate) struct Shim {
+    /// The directory served, absolute, no trailing slash (`/` is refused).
+    pub(crate) prefix: Vec<u8>,
+    pub(crate) image: CString,
+    /// The novafs executable, to start the daemon a handover needs.
+    pub(crate) bin: Option<OsString>,
+    pub(crate) mode: RwLock<Mode>,
+    /// The kernel's working directory, kept at each chdir that reaches it,
+    /// so that a relative path leading into the prefix is seen.
+    pub(crate) kernel_cwd: Mutex<Vec<u8>>,
+}
+
+pub(crate) enum Mode {
+    Owner(Owner),
+    /// The mount point serving the image (absolute, no trailing slash).
+    Client(Vec<u8>),
+    Closed,
+}
+
+/// The image mounted in this process.
+pub(crate) struct Owner {
+    fs: Box<Novafs>,
+    /// The working directory when it is inside the prefix: its absolute
+    /// path as the program named it (the image's cwd is set to it too).
+    pub(crate) cwd: Mutex<Option<Vec<u8>>>,
+    /// Where each directory descriptor was opened (for fchdir and getcwd).
+    pub(crate) dir_paths: Mutex<HashMap<c_int, Vec<u8>>>,
+}
+
+// SAFETY: a handle may be used from any thread (libnovafs: "Every call is
+// thread-safe"); the Box is only ever read through shared references.
+unsafe impl Send for Owner {}
+// SAFETY: as above.
+unsafe impl Sync for Owner {}
+
+impl Owner {
+    /// The handle, for libnovafs's calls.
+    pub(crate) fn handle(&self) -> *const Novafs {
+        &*self.fs
+    }
+
+    pub(crate) fn posix(&self) -> &novafs_posix::Posix {
+        self.fs.posix()
+    }
+
+    /// Whether `fd` is one of the image's descriptors.
+    pub(crate) fn owns(&self, fd: c_int) -> bool {
+        fd >= 0 && self.posix().fcntl(fd, libc::F_GETFD, 0).is_ok()
+    }
+
+    /// Unmounts cleanly, giving back the handle.
+    pub(crate) fn unmount(self) -> c_int {
+        // SAFETY: a handle novafs_mount returned, given back once.
+        unsafe { capi::novafs_unmount(Box::into_raw(self.fs)) }
+    }
+}
+
+static SHIM: OnceLock<Shim> = OnceLock::new();
+
+/// The shim's state, or None when it serves nothing (no NOVAFS_PREFIX).
+pub(crate) fn shim() -> Option<&'static Shim> {
+    SHIM.get()
+}
+
+fn env_bytes(name: &str) -> Option<Vec<u8>> {
+    std::env::var_os(name).map(OsString::into_vec).filter(|v| !v.is_empty())
+}
+
+/// Stops the process before `main`: the shim cannot do what it was asked,
+/// and running the program on the bare prefix directory would lose its
+/// writes.
+fn refuse(why: &str) -> ! {
+    let msg = format!("novafs preload: {why}\n");
+    // SAFETY: writes a buffer of its own length to stderr, then ends the
+    // process without running it.
+    unsafe {
+        libc::write(2, msg.as_ptr().cast(), msg.len());
+        libc::_exit(125);
+    }
+}
+
+/// Sets the shim up from its environment: NOVAFS_PREFIX (the directory to
+/// serve), NOVAFS_IMAGE, NOVAFS_MOUNT (a client of that mount),
+/// NOVAFS_CLIENTS (the lock file every client holds shared, so that the
+/// daemon of a handover outlives them all), NOVAFS_BIN.
+extern "C" fn start() {
+    crate::inside(|| {
+        let Some(prefix) = env_bytes("NOVAFS_PREFIX") else { return };
+        let prefix = crate::route::normalize(&prefix);
+        if !prefix.starts_with(b"/") || prefix == b"/" {
+            refuse("NOVAFS_PREFIX must be an absolute directory other than /");
+        }
+        let Some(image) = env_bytes("NOVAFS_IMAGE").and_then(|i| CString::new(i).ok()) else {
+            refuse("NOVAFS_PREFIX is set but NOVAFS_IMAGE is not (use novafs exec --image IMAGE --at PREFIX)")
+        };
+        let mode = match env_bytes("NOVAFS_MOUNT") {
+            Some(mount) => {
+                hold_clients_lock();
+                Mode::Client(crate::route::normalize(&mount))
+            }
+            None => Mode::Owner(mount_here(&image)),
+        };
+        let _ = SHIM.set(Shim {
+            prefix,
+            image,
+            bin: std::env::var_os("NOVAFS_BIN"),
+            mode: RwLock::new(mode),
+            kernel_cwd: Mutex::new(kernel_cwd()),
+        });
+    });
+}
+
+/// Mounts the image in this process, or stops it with the reason.
+fn mount_here(image: &CStr) -> Owner {
+    let shown = image.to_string_lossy();
+    let meta = std::fs::metadata(std::ffi::OsStr::from_bytes(image.to_bytes()))
+        .unwrap_or_else(|e| refuse(&format!("{shown}: {e}")));
+    // README "Trust model": whoever can write the image can change every
+    // file in it, whatever their modes.
+    if std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o022 != 0 && meta.is_file() {
+        refuse(&format!(
+            "{shown} is group- or world-writable: under the shim every process that can write it can change every file in it; chmod go-w {shown}"
+        ));
+    }
+    let mut err = 0;
+    // SAFETY: a NUL-terminated path and a valid output pointer.
+    let fs = unsafe { capi::novafs_mount(image.as_ptr(), 0, &mut err) };
+    if fs.is_null() {
+        let why = std::io::Error::from_raw_os_error(err);
+        if err == libc::EBUSY || err == libc::EWOULDBLOCK {
+            refuse(&format!(
+                "{shown} is in use by another process and this one is not its client (start programs on it with novafs exec, which goes through its mount): {why}"
+            ));
+        }
+        refuse(&format!("cannot mount {shown}: {why}"));
+    }
+    // SAFETY: a handle novafs_mount just returned, owned from here on.
+    let fs = unsafe { Box::from_raw(fs) };
+    Owner {
+        fs,
+        cwd: Mutex::new(None),
+        dir_paths: Mutex::new(HashMap::new()),
+    }
+}
+
+/// Takes this process's shared lock on NOVAFS_CLIENTS, on a descriptor of
+/// its own that stays open across exec (a new program takes its own too,
+/// but keeps this one until then: the daemon never sees a gap).
+pub(crate) fn hold_clients_lock() {
+    let Some(path) = env_bytes("NOVAFS_CLIENTS").and_then(|p| CString::new(p).ok()) else { return };
+    // SAFETY: a NUL-terminated path; flock on the descriptor just opened.
+    unsafe {
+        let fd = next!(open: fn(*const libc::c_char, c_int, libc::c_uint) -> c_int)(path.as_ptr(), libc::O_RDONLY, 0);
+        if fd >= 0 {
+            libc::flock(fd, libc::LOCK_SH);
+        }
+    }
+}
+
+/// The kernel's working directory now.
+pub(crate) fn kernel_cwd() -> Vec<u8> {
+    std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_else(|_| b"/".to_vec())
+}
+
+/// At exit: stdio's buffers are written out first (libc flushes them only
+/// after the destructors), then the owner unmounts cleanly.
+extern "C" fn stop() {
+    let Some(shim) = shim() else { return };
+    crate::inside(|| {
+        // SAFETY: flushes every stdio stream, as exit would.
+        unsafe { libc::fflush(std::ptr::null_mut()) };
+        let mut mode = shim.mode.write();
+        if !matches!(*mode, Mode::Owner(_)) {
+            return;
+        }
+        if let Mode::Owner(owner) = std::mem::replace(&mut *mode, Mode::Closed) {
+            crate::fds::poison_all(&owner);
+            let r = owner.unmount();
+            if r < 0 {
+                tracing::error!("novafs preload: unmount at exit failed: errno {}", -r);
+            }
+        }
+    });
+}
+
+#[used]
+#[link_section = ".init_array"]
+static START: extern "C" fn() = start;
+
+#[used]
+#[link_section = ".fini_array"]
+static STOP: extern "C" fn() = stop;
