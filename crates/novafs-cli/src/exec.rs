@@ -13,6 +13,7 @@ use std::process::{Command, ExitCode, ExitStatus};
 use std::{env, fs, io};
 
 use anyhow::{anyhow, bail, Context, Result};
+use clap::builder::{OsStringValueParser, TypedValueParser};
 use nix::sys::signal::{SigSet, Signal};
 
 use crate::image::{explain_fs, open};
@@ -41,10 +42,16 @@ pub struct Args {
     #[arg(long)]
     image: PathBuf,
     /// The directory under which the image's files appear.
-    #[arg(long, value_name = "PREFIX")]
+    // Taken even empty, to be refused in one line as every bad PREFIX is.
+    #[arg(long, value_name = "PREFIX", value_parser = OsStringValueParser::new().map(PathBuf::from))]
     at: PathBuf,
     /// The program (searched in PATH) and its arguments.
-    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true, value_name = "COMMAND")]
+    #[arg(
+        required = true,
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "COMMAND"
+    )]
     command: Vec<OsString>,
 }
 

@@ -100,7 +100,9 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             "open_checks" => o.open_checks = true,
             "inode_names" => o.inode_names = true,
             // The daemon works from /: a relative path would name another file.
-            _ if opt.starts_with("until_unused=/") => o.until_unused = Some(PathBuf::from(&opt["until_unused=".len()..])),
+            _ if opt.starts_with("until_unused=/") => {
+                o.until_unused = Some(PathBuf::from(&opt["until_unused=".len()..]))
+            }
             _ if opt.starts_with("until_unused=") => bail!("{opt}: until_unused takes an absolute path"),
             // What /etc/fstab and mount(8) pass along that is theirs, not
             // the file system's.

@@ -7,7 +7,9 @@
 //!
 //! Every name in the root that starts with [`PREFIX`] is reserved while
 //! the option is on, so that none ever names a real file: LOOKUP answers
-//! the inode or ENOENT (a free or impossible number, a malformed name),
+//! the inode or ENOENT (a free or impossible number, a malformed name, an
+//! unlinked inode: a name must not make a removed file reachable again,
+//! nor keep it alive, each lookup being a reference the kernel holds),
 //! READDIR and READDIRPLUS leave them out, and every request that would
 //! make, remove or rename one there answers EPERM (the name is not the
 //! caller's to use, as a file the caller may not touch). A file that
@@ -84,6 +86,7 @@ impl FuseFs {
         let found = inode_of(name)
             .ok_or(Error::NotFound)
             .and_then(|ino| self.fs.getattr(ino))
+            .and_then(|a| if a.nlink == 0 { Err(Error::NotFound) } else { Ok(a) })
             .and_then(|a| self.fs.remember(a.ino).map(|()| a));
         match found {
             Ok(a) => {

@@ -722,21 +722,23 @@ fn inode_names_find_every_live_inode_by_number_in_the_root() {
 }
 
 #[test]
-fn inode_names_of_free_impossible_or_malformed_numbers_are_enoent() {
-    let mut k = with_inode_names(fs());
+fn inode_names_of_free_unlinked_impossible_or_malformed_numbers_are_enoent() {
+    let fs = fs();
+    let mut k = with_inode_names(fs.clone());
     let f = k.create(ROOT, "f", 0o644, 0);
     let gone = k.create(ROOT, "gone", 0o644, 0);
     assert_eq!(k.call(FUSE_UNLINK, ROOT, &[b"gone\0"]), Got::Reply(vec![]));
-    // Unlinked but open, it is still found; closed and forgotten, freed.
-    let e: EntryOut = k.call(FUSE_LOOKUP, ROOT, &[&inode_name(gone.nodeid)]).read();
-    assert_eq!((e.nodeid, e.attr.nlink), (gone.nodeid, 0));
+    // Unlinked but still open, it is not found (and then freed).
+    let open_unlinked = k.call(FUSE_LOOKUP, ROOT, &[&inode_name(gone.nodeid)]);
+    assert_eq!(open_unlinked, Got::Error(libc::ENOENT));
+    assert_eq!(fs.getattr(gone.nodeid).map(|a| a.nlink).ok(), Some(0));
     let release = ReleaseIn::default();
     assert_eq!(
         k.call(FUSE_RELEASE, gone.nodeid, &[release.as_bytes()]),
         Got::Reply(vec![])
     );
     assert_eq!(
-        k.call(FUSE_FORGET, gone.nodeid, &[ForgetIn { nlookup: 2 }.as_bytes()]),
+        k.call(FUSE_FORGET, gone.nodeid, &[ForgetIn { nlookup: 1 }.as_bytes()]),
         Got::Nothing
     );
     let leading_zero = format!(".novafs-ino.0{}\0", f.nodeid).into_bytes();
