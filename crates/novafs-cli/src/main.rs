@@ -12,6 +12,7 @@ mod bench;
 mod bench_snapshots;
 mod control;
 mod crashcheck;
+mod exec;
 mod fsck;
 mod image;
 mod info;
@@ -52,6 +53,9 @@ enum Cmd {
     Info { image: PathBuf },
     /// Mount IMAGE on MOUNTPOINT through FUSE, served by a background daemon once ready.
     Mount(mount::MountArgs),
+    /// Run COMMAND with the preload shim serving IMAGE's files under PREFIX in-process (no kernel in the data path).
+    #[command(after_help = exec::AFTER_HELP)]
+    Exec(exec::Args),
     /// Unmount a novafs mount; returns once the image is marked clean.
     Umount {
         /// Where the file system is mounted.
@@ -137,6 +141,7 @@ fn main() -> ExitCode {
         Cmd::Tune(args) => tune::run(&args),
         Cmd::Scrub(args) => return scrub::run(&args),
         Cmd::Mount(args) => return mount::run(&args),
+        Cmd::Exec(args) => return exec::run(&args),
         Cmd::Umount { mountpoint } => mount::umount(&mountpoint),
         Cmd::Stats { mountpoint } => print_stats(&mountpoint),
         Cmd::Snapshot(cmd) => match snapshot::run(&cmd) {

@@ -111,6 +111,8 @@ pub struct FuseFs {
     /// changes what the kernel cached, here set-ID bits a WRITE or a
     /// FALLOCATE clears, whose replies carry no attributes.
     notifier: OnceLock<Notifier>,
+    /// `.novafs-ino.<N>` in the root names inode N (`inode_names`).
+    inode_names: bool,
 }
 
 /// Who sent a request, as the request header says.
@@ -129,6 +131,7 @@ impl FuseFs {
             no_open: fs.lookups_hold_files() && fs.atime().0 != Atime::Strict,
             settled: OnceLock::new(),
             notifier: OnceLock::new(),
+            inode_names: false,
             fs,
         }
     }
@@ -394,6 +397,9 @@ impl Handler for FuseFs {
         if self.settled.get().is_none() && !matches!(req.op, Op::Init { .. }) {
             tracing::error!("FUSE opcode {} before INIT", inc.header.opcode);
             return Answer::Error(libc::EIO);
+        }
+        if let Some(answer) = self.inode_name_answer(&req, out) {
+            return answer;
         }
         // What may need the space of a file removed a moment ago.
         let retry = matches!(
@@ -863,7 +869,7 @@ impl FuseFs {
                 // `add` returns true when the entry did not fit: stop
                 // there, the kernel asks again from the last entry's offset.
                 let typ = reply::dirent_type(e.kind.mode_bits());
-                buf.add(e.ino, e.next_offset, typ, &e.name)
+                !self.reserved(ino, &e.name) && buf.add(e.ino, e.next_offset, typ, &e.name)
             })
         });
         match r {
@@ -881,8 +887,8 @@ impl FuseFs {
         let r = self.fs.readdir_plus(ino, offset, end, |e, a| {
             // Each entry but "." and ".." counts as a lookup (as `entry`).
             let counted = e.name != b"." && e.name != b"..";
-            if counted && self.fs.remember(e.ino).is_err() {
-                return false; // gone meanwhile: left out
+            if self.reserved(ino, &e.name) || (counted && self.fs.remember(e.ino).is_err()) {
+                return false; // gone meanwhile, or reserved: left out
             }
             // A lost inode's name is listed with placeholder attributes
             // that expire at once (as `lookup` answers it): stat and open
@@ -988,5 +994,6 @@ impl FuseFs {
     }
 }
 
+mod inode_names;
 #[cfg(test)]
 mod tests;

@@ -118,6 +118,7 @@ fn tiny_config(uring: bool) -> ServeConfig {
             uring,
             queue_depth: 2,
             stats: true,
+            inode_names: false,
         },
         atime: (Atime::Relative, false),
         max_write: 128 << 10,

@@ -42,6 +42,9 @@ pub struct MountConfig {
     pub queue_depth: usize,
     /// Time every request by operation ([`Mounted::stats`]).
     pub stats: bool,
+    /// `.novafs-ino.<N>` in the root names inode N, so that a process can
+    /// open a file by its inode number; such names are reserved.
+    pub inode_names: bool,
 }
 
 /// A live mount: the kernel has answered INIT, so requests are flowing.
@@ -71,7 +74,7 @@ impl Mounted {
             atime: fs.atime(),
             max_write: MAX_WRITE,
         };
-        let handler = Arc::new(FuseFs::new(fs.clone()));
+        let handler = Arc::new(FuseFs::new(fs.clone()).with_inode_names(cfg.inode_names));
         match Session::mount(handler, mountpoint, &serve_cfg) {
             Ok(session) => Ok(Mounted { session, fs }),
             // The session and its FuseFs are gone: we hold the last Arc.

@@ -20,6 +20,7 @@ use super::options::parse_options;
 use super::signals::on_signals;
 use super::snapshots::{snapshot_error, snapshot_fsname, SnapshotMounts};
 use super::state::StatePaths;
+use super::unused::UntilUnused;
 use super::{sys, MountArgs};
 use crate::control;
 use crate::image::{explain, explain_fs};
@@ -62,7 +63,9 @@ impl Reporter {
 pub(super) fn serve(args: &MountArgs) -> ExitCode {
     let mut reporter = if args.daemon {
         // A daemon of its own: no controlling terminal, no hold on the
-        // caller's working directory (our paths are absolute).
+        // caller's working directory (our paths are absolute), nor on any
+        // descriptor its starter left open.
+        sys::close_inherited();
         sys::setsid();
         let _ = std::env::set_current_dir("/");
         Reporter::Pipe(io::stdout())
@@ -100,6 +103,7 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
         mut mounted,
         snapshots,
         timed,
+        until_unused,
     } = daemon;
     let unmounter = mounted.unmounter();
     let signal_mnt = mnt.clone();
@@ -111,6 +115,11 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
     }
     let served = snapshots.clone();
     let mount_snapshot: control::MountSnapshot = Box::new(move |fs, name, mnt| served.mount(fs, name, mnt));
+    let watch = until_unused.and_then(|u| {
+        u.watch(mounted.unmounter(), mnt.clone())
+            .inspect_err(|e| tracing::error!("{e:#}: the mount stays until `novafs umount`"))
+            .ok()
+    });
     let stats = mounted.stats();
     let control = control::Server::start(&state.ctl, mounted.fs(), stats.clone(), mount_snapshot)
         .inspect_err(|e| tracing::warn!("no control channel ({e}): `novafs scrub` cannot reach this mount"))
@@ -135,7 +144,7 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
         Some(fs) => fs.unmount().map_err(|e| explain_fs(&image, e)),
         None => Err(anyhow!("the file system was still referenced")),
     };
-    match outcome {
+    let code = match outcome {
         Ok(()) => {
             state.remove();
             tracing::info!("unmounted {}; image marked clean", mnt.display());
@@ -147,7 +156,11 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
             state.record_failure(&msg);
             ExitCode::FAILURE
         }
+    };
+    if let Some(w) = watch {
+        w.clean_up(&mnt);
     }
+    code
 }
 
 /// A daemon that has mounted: what `serve` needs afterwards.
@@ -159,6 +172,8 @@ struct Daemon {
     snapshots: Arc<SnapshotMounts>,
     /// `-o stats`: leave the request table beside the log at the end.
     timed: bool,
+    /// `-o until_unused=PATH`: unmount once PATH's users are gone.
+    until_unused: Option<UntilUnused>,
 }
 
 impl Daemon {
@@ -169,6 +184,7 @@ impl Daemon {
         let mnt = check_mountpoint(&args.mountpoint)?;
         check_fuse_available()?;
         let state = StatePaths::new(&mnt)?;
+        let until_unused = opts.until_unused.as_deref().map(UntilUnused::open).transpose()?;
         let image = fs::canonicalize(&args.image).map_err(|e| image_error(&args.image, e))?;
         tracing::info!(
             "novafs {} daemon pid {}: mounting {} on {} ({} threads{}{}{})",
@@ -231,6 +247,7 @@ impl Daemon {
             uring: opts.uring,
             queue_depth: opts.queue_depth,
             stats: opts.stats,
+            inode_names: opts.inode_names,
         };
         match Mounted::mount(fs, &mnt, &cfg) {
             Ok(mounted) => Ok(Daemon {
@@ -240,6 +257,7 @@ impl Daemon {
                 mounted,
                 snapshots: SnapshotMounts::new(cfg),
                 timed: opts.stats,
+                until_unused,
             }),
             Err(failed) => {
                 let MountError { error, fs } = *failed;

@@ -18,7 +18,8 @@
 //! One job per file: `options` (`-o`), `helper` (mount(8)'s helper and
 //! remount), `spawn` (the parent), `daemon` (serving), `snapshots`
 //! (snapshot mounts beside the live one), `signals`, `umount`, `checks`
-//! (before the image is touched), `mountinfo`, `state` (the state files)
+//! (before the image is touched), `mountinfo`, `state` (the state files),
+//! `unused` (`-o until_unused`: a mount that ends with its last user)
 //! and `sys` (the system calls std lacks).
 
 use std::path::PathBuf;
@@ -35,8 +36,10 @@ mod spawn;
 mod state;
 mod sys;
 mod umount;
+mod unused;
 
 pub use helper::{helper_call, remount, HelperCall};
+pub(crate) use mountinfo::mount_point_of;
 pub use umount::{control_socket, umount};
 
 #[derive(clap::Args)]
@@ -78,6 +81,15 @@ pub struct MountArgs {
     /// (require the metadata replicas, or skip writing them on this mount:
     /// faster, and the next protected mount rewrites them; default: as the
     /// image was made).
+    ///
+    /// inode_names (`.novafs-ino.<N>` in the root opens inode N, for a
+    /// process that reopens files by inode number; such names are reserved
+    /// there: never listed, never made, renamed or removed, EPERM);
+    /// until_unused=PATH (an absolute path to a lock file every process
+    /// using the mount holds flock(LOCK_SH) on: once the last has let go
+    /// the daemon unmounts itself, retrying while the mount is busy, and
+    /// removes PATH, the mount point and PATH's directory if empty). Both
+    /// serve `novafs exec`.
     ///
     /// What /etc/fstab and mount(8) pass along is accepted and left to
     /// them: defaults, auto, noauto, nofail, _netdev, user, users, owner,

@@ -12,7 +12,7 @@ pub(super) struct MountEntry {
 }
 
 /// A mount point where `image` is mounted, if any.
-pub(super) fn mount_point_of(image: &Path) -> Option<PathBuf> {
+pub(crate) fn mount_point_of(image: &Path) -> Option<PathBuf> {
     let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
     let want = fs::canonicalize(image).ok()?.to_string_lossy().into_owned();
     info.lines()

@@ -1,5 +1,6 @@
 //! `-o` options: what `novafs mount` (and mount(8) through its helper) takes.
 
+use std::path::PathBuf;
 use std::thread;
 
 use anyhow::{anyhow, bail, Result};
@@ -37,13 +38,19 @@ pub(super) struct Options {
     /// Serve this snapshot of the image, read-only, instead of its live
     /// state (`novafs snapshot mount IMAGE NAME DIR`).
     pub(super) snapshot: Option<String>,
+    /// `.novafs-ino.<N>` in the root names inode N (novafs-fuse's
+    /// `inode_names`): how a process reopens a file by inode number.
+    pub(super) inode_names: bool,
+    /// A lock file every process using the mount holds shared: the
+    /// daemon unmounts itself once it can lock it exclusively (`unused`).
+    pub(super) until_unused: Option<PathBuf>,
 }
 
 /// Every option `parse_options` takes (`novafs mount --help` describes each).
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
-     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off \
-     (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
+     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off, \
+     inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -64,6 +71,8 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
         atime: Atime::Relative,
         no_dir_atime: false,
         snapshot: None,
+        inode_names: false,
+        until_unused: None,
     };
     for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
         match opt {
@@ -89,6 +98,12 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             _ if opt.starts_with("prefault=") => bail!("{opt}: use prefault=background, first_use or now"),
             "stats" => o.stats = true,
             "open_checks" => o.open_checks = true,
+            "inode_names" => o.inode_names = true,
+            // The daemon works from /: a relative path would name another file.
+            _ if opt.starts_with("until_unused=/") => {
+                o.until_unused = Some(PathBuf::from(&opt["until_unused=".len()..]))
+            }
+            _ if opt.starts_with("until_unused=") => bail!("{opt}: until_unused takes an absolute path"),
             // What /etc/fstab and mount(8) pass along that is theirs, not
             // the file system's.
             "defaults" | "auto" | "noauto" | "nofail" | "_netdev" | "user" | "users" | "owner" | "group" => {}
@@ -150,6 +165,7 @@ mod tests {
         for listed in list.split(", ") {
             let spellings: Vec<String> = match listed.split_once('=') {
                 Some((key, "NAME" | "*")) => vec![format!("{key}=x")],
+                Some((key, "PATH")) => vec![format!("{key}=/x")],
                 Some((key, "N")) => vec![format!("{key}=2")],
                 Some((key, values)) => values.split('|').map(|v| format!("{key}={v}")).collect(),
                 None => vec![listed.replace('*', "test")],
@@ -185,7 +201,13 @@ mod tests {
         let o = parse_options(&["defaults,nofail,x-systemd.automount,sync,noatime".into()]).expect("accepted");
         assert!(!o.read_only);
         assert_eq!(o.atime, Atime::Never);
+        let o = parse_options(&["inode_names,until_unused=/run/x/lock".into()]).expect("valid");
+        assert!(o.inode_names);
+        assert_eq!(o.until_unused.as_deref(), Some(std::path::Path::new("/run/x/lock")));
+        let e = parse_options(&["until_unused=lock".into()]).expect_err("relative");
+        assert!(e.to_string().contains("until_unused takes an absolute path"), "{e}");
         let o = parse_options(&[String::new()]).expect("none");
+        assert!(!o.inode_names && o.until_unused.is_none(), "both off by default");
         assert_eq!(
             (o.atime, o.no_dir_atime),
             (Atime::Relative, false),

@@ -20,6 +20,27 @@ pub(super) fn setsid() {
     let _ = nix::unistd::setsid();
 }
 
+/// Closes every descriptor but 0, 1 and 2: a daemon keeps nothing its
+/// starter had open (a pipe's write end would never see its end of file,
+/// a lock held through a shared open file description would never be
+/// released). To be called while no other thread exists.
+pub(super) fn close_inherited() {
+    let open: Vec<i32> = match std::fs::read_dir("/proc/self/fd") {
+        Ok(dir) => dir
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+            .filter(|&fd| fd > 2)
+            .collect(),
+        Err(e) => {
+            tracing::warn!("cannot list inherited descriptors: {e}");
+            return;
+        }
+    };
+    // The listing's own descriptor is among them, closed already (EBADF).
+    for fd in open {
+        let _ = nix::unistd::close(fd);
+    }
+}
+
 /// The MS_* flags of the mount at `target` (from statvfs).
 pub(super) fn mount_flags(target: &Path) -> io::Result<libc::c_ulong> {
     use nix::sys::statvfs::{statvfs, FsFlags};

@@ -660,3 +660,191 @@ fn set_id_bits_go_as_killpriv_v2_asks() {
     assert_eq!(k.call(FUSE_FALLOCATE, fa, &[fal.as_bytes()]), Got::Reply(vec![]));
     assert_eq!(k.mode(fa), 0o755);
 }
+
+/// A kernel on `fs` whose mount has `inode_names` on.
+fn with_inode_names(fs: Arc<Fs>) -> Kernel {
+    let mut k = Kernel::new(FuseFs::new(fs).with_inode_names(true));
+    assert!(matches!(k.init(!FUSE_OVER_IO_URING), Got::Reply(_)));
+    k
+}
+
+fn inode_name(ino: u64) -> Vec<u8> {
+    format!(".novafs-ino.{ino}\0").into_bytes()
+}
+
+#[test]
+fn inode_names_find_every_live_inode_by_number_in_the_root() {
+    let fs = fs();
+    let mut k = with_inode_names(fs.clone());
+    let f = k.create(ROOT, "f", 0o640, 0);
+    assert_eq!(k.write(f.nodeid, 0, b"by number").read::<WriteOut>().size, 9);
+    let d = k.mkdir(ROOT, "d", 0o750, 0);
+    let g = k.create(d.nodeid, "g", 0o600, 0);
+    let s: EntryOut = k.call(FUSE_SYMLINK, d.nodeid, &[b"s\0", b"../f\0"]).read();
+    for (made, mode) in [
+        (&f, libc::S_IFREG | 0o640),
+        (&d, libc::S_IFDIR | 0o750),
+        (&g, libc::S_IFREG | 0o600),
+        (&s, libc::S_IFLNK | 0o777),
+    ] {
+        let e: EntryOut = k.call(FUSE_LOOKUP, ROOT, &[&inode_name(made.nodeid)]).read();
+        let now = fs.getattr(made.nodeid).unwrap();
+        assert_eq!(
+            (e.nodeid, e.generation, e.attr.ino),
+            (made.nodeid, now.generation, made.nodeid)
+        );
+        assert_eq!((e.attr.mode, e.attr.size, e.attr.nlink), (mode, now.size, now.nlink));
+        assert_eq!(
+            (e.attr.uid, e.attr.gid, e.attr.mtime),
+            (1000, 100, wire_time(now.mtime).0)
+        );
+        // The name expires at once; the inode's attributes do not.
+        assert_eq!((e.entry_valid, e.entry_valid_nsec, e.attr_valid), (0, 0, 3600));
+    }
+    assert_eq!(k.read(f.nodeid, 3, 100), Got::Reply(b"number".to_vec()));
+    // Held as a lookup holds it: the directory's own entry forgotten, the
+    // lookup by number alone keeps it past rmdir, until forgotten.
+    let forget = ForgetIn { nlookup: 1 };
+    for _ in 0..2 {
+        assert_eq!(k.call(FUSE_FORGET, d.nodeid, &[forget.as_bytes()]), Got::Nothing);
+    }
+    let _: EntryOut = k.call(FUSE_LOOKUP, ROOT, &[&inode_name(d.nodeid)]).read();
+    assert_eq!(k.call(FUSE_UNLINK, d.nodeid, &[b"g\0"]), Got::Reply(vec![]));
+    assert_eq!(k.call(FUSE_UNLINK, d.nodeid, &[b"s\0"]), Got::Reply(vec![]));
+    assert_eq!(k.call(FUSE_RMDIR, ROOT, &[b"d\0"]), Got::Reply(vec![]));
+    assert_eq!(fs.getattr(d.nodeid).map(|a| a.nlink).ok(), Some(0));
+    assert_eq!(k.call(FUSE_FORGET, d.nodeid, &[forget.as_bytes()]), Got::Nothing);
+    assert!(fs.getattr(d.nodeid).is_err());
+    // Only in the root: elsewhere the name is an ordinary missing one.
+    let d2 = k.mkdir(ROOT, "d2", 0o755, 0);
+    let e: EntryOut = k.call(FUSE_LOOKUP, d2.nodeid, &[&inode_name(f.nodeid)]).read();
+    assert_eq!((e.nodeid, e.entry_valid), (0, 3600));
+}
+
+#[test]
+fn inode_names_of_free_unlinked_impossible_or_malformed_numbers_are_enoent() {
+    let fs = fs();
+    let mut k = with_inode_names(fs.clone());
+    let f = k.create(ROOT, "f", 0o644, 0);
+    let gone = k.create(ROOT, "gone", 0o644, 0);
+    assert_eq!(k.call(FUSE_UNLINK, ROOT, &[b"gone\0"]), Got::Reply(vec![]));
+    // Unlinked but still open, it is not found (and then freed).
+    let open_unlinked = k.call(FUSE_LOOKUP, ROOT, &[&inode_name(gone.nodeid)]);
+    assert_eq!(open_unlinked, Got::Error(libc::ENOENT));
+    assert_eq!(fs.getattr(gone.nodeid).map(|a| a.nlink).ok(), Some(0));
+    let release = ReleaseIn::default();
+    assert_eq!(
+        k.call(FUSE_RELEASE, gone.nodeid, &[release.as_bytes()]),
+        Got::Reply(vec![])
+    );
+    assert_eq!(
+        k.call(FUSE_FORGET, gone.nodeid, &[ForgetIn { nlookup: 1 }.as_bytes()]),
+        Got::Nothing
+    );
+    let leading_zero = format!(".novafs-ino.0{}\0", f.nodeid).into_bytes();
+    let plus = format!(".novafs-ino.+{}\0", f.nodeid).into_bytes();
+    for name in [
+        inode_name(gone.nodeid),
+        inode_name(0),
+        inode_name(f.nodeid + 1000),
+        inode_name(1 << 40),
+        inode_name(u64::MAX),
+        b".novafs-ino.18446744073709551616\0".to_vec(),
+        b".novafs-ino.\0".to_vec(),
+        b".novafs-ino.abc\0".to_vec(),
+        leading_zero,
+        plus,
+    ] {
+        // A plain error, not a negative entry the kernel would keep: the
+        // number may come alive later.
+        let got = k.call(FUSE_LOOKUP, ROOT, &[&name]);
+        assert_eq!(got, Got::Error(libc::ENOENT), "{}", String::from_utf8_lossy(&name));
+    }
+}
+
+#[test]
+fn inode_names_are_reserved_in_the_root_unlisted_and_uncreatable() {
+    let fs = fs();
+    // Made while the option was off: hidden while it is on.
+    let mut off = Kernel::mounted_on(fs.clone());
+    let old = off.create(ROOT, ".novafs-ino.999999", 0o644, 0);
+    let mut k = with_inode_names(fs.clone());
+    let a = k.create(ROOT, "a", 0o644, 0);
+    let d = k.mkdir(ROOT, "d", 0o755, 0);
+    let o: OpenOut = k.call(FUSE_OPENDIR, ROOT, &[OpenIn::default().as_bytes()]).read();
+    for op in [FUSE_READDIR, FUSE_READDIRPLUS] {
+        let listed = names(k.list(op, ROOT, o.fh, 0, 4096).bytes(), op == FUSE_READDIRPLUS);
+        let listed: Vec<&str> = listed.iter().map(|(n, _, _)| n.as_str()).collect();
+        assert_eq!(listed, [".", "..", "a", "d"], "opcode {op}");
+    }
+    assert_eq!(
+        k.call(FUSE_LOOKUP, ROOT, &[b".novafs-ino.999999\0"]),
+        Got::Error(libc::ENOENT)
+    );
+    let mknod = MknodIn {
+        mode: libc::S_IFREG | 0o644,
+        ..MknodIn::default()
+    };
+    let mkdir = MkdirIn { mode: 0o755, umask: 0 };
+    let create = CreateIn {
+        flags: (libc::O_CREAT | libc::O_RDWR) as u32,
+        mode: libc::S_IFREG | 0o644,
+        ..CreateIn::default()
+    };
+    let link = LinkIn { oldnodeid: a.nodeid };
+    let into_root = RenameIn { newdir: ROOT };
+    let into_d = RenameIn { newdir: d.nodeid };
+    for name in [&b".novafs-ino.5\0"[..], b".novafs-ino.999999\0", b".novafs-ino.x\0"] {
+        for (op, parts) in [
+            (FUSE_MKNOD, vec![mknod.as_bytes(), name]),
+            (FUSE_MKDIR, vec![mkdir.as_bytes(), name]),
+            (FUSE_CREATE, vec![create.as_bytes(), name]),
+            (FUSE_SYMLINK, vec![name, b"a\0"]),
+            (FUSE_LINK, vec![link.as_bytes(), name]),
+            (FUSE_RENAME, vec![into_root.as_bytes(), b"a\0", name]),
+            (FUSE_RENAME, vec![into_d.as_bytes(), name, b"x\0"]),
+            (FUSE_UNLINK, vec![name]),
+            (FUSE_RMDIR, vec![name]),
+        ] {
+            let got = k.call(op, ROOT, &parts);
+            assert_eq!(
+                got,
+                Got::Error(libc::EPERM),
+                "opcode {op}, {}",
+                String::from_utf8_lossy(name)
+            );
+        }
+    }
+    // Nothing changed; the real file under such a name is still there.
+    assert_eq!(
+        fs.lookup(ROOT, b".novafs-ino.999999").map(|x| x.ino).ok(),
+        Some(old.nodeid)
+    );
+    assert_eq!(fs.lookup(ROOT, b"a").map(|x| x.ino).ok(), Some(a.nodeid));
+    // Outside the root they are ordinary names.
+    let sub = k.mkdir(d.nodeid, ".novafs-ino.5", 0o700, 0);
+    assert_ne!(sub.nodeid, 0);
+    let r = RenameIn { newdir: d.nodeid };
+    let moved = k.call(
+        FUSE_RENAME,
+        d.nodeid,
+        &[r.as_bytes(), b".novafs-ino.5\0", b".novafs-ino.6\0"],
+    );
+    assert_eq!(moved, Got::Reply(vec![]));
+}
+
+#[test]
+fn without_inode_names_the_names_are_ordinary() {
+    let mut k = Kernel::mounted();
+    let f = k.create(ROOT, "f", 0o644, 0);
+    let name = format!(".novafs-ino.{}", f.nodeid);
+    let e: EntryOut = k.call(FUSE_LOOKUP, ROOT, &[name.as_bytes(), b"\0"]).read();
+    assert_eq!((e.nodeid, e.entry_valid), (0, 3600), "a cacheable missing name");
+    let made = k.create(ROOT, &name, 0o600, 0);
+    assert_ne!(made.nodeid, f.nodeid);
+    let e: EntryOut = k.call(FUSE_LOOKUP, ROOT, &[name.as_bytes(), b"\0"]).read();
+    assert_eq!((e.nodeid, e.attr.mode), (made.nodeid, libc::S_IFREG | 0o600));
+    let o: OpenOut = k.call(FUSE_OPENDIR, ROOT, &[OpenIn::default().as_bytes()]).read();
+    let listed = names(k.list(FUSE_READDIR, ROOT, o.fh, 0, 4096).bytes(), false);
+    assert!(listed.iter().any(|(n, _, _)| *n == name), "{listed:?}");
+}
