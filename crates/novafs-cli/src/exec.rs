@@ -10,7 +10,8 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Component, Path, PathBuf};
 use std::process::{Command, ExitCode, ExitStatus};
-use std::{env, fs, io};
+use std::time::{Duration, Instant};
+use std::{env, fs, io, thread};
 
 use anyhow::{anyhow, bail, Context, Result};
 use clap::builder::{OsStringValueParser, TypedValueParser};
@@ -66,7 +67,14 @@ pub fn run(args: &Args) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    match spawn_and_wait(cmd, &args.command[0]) {
+    // The shim mounts the image in the command's process; if the command
+    // forked, a daemon serves it until its last process is gone.
+    let ours = cmd.get_envs().all(|(k, v)| k != "NOVAFS_MOUNT" || v.is_none());
+    let waited = spawn_and_wait(cmd, &args.command[0]);
+    if ours {
+        wait_until_released(&args.image);
+    }
+    match waited {
         Ok(status) => ExitCode::from(exit_code(status)),
         Err((code, e)) => {
             eprintln!("novafs: {e:#}");
@@ -200,6 +208,39 @@ fn spawn_and_wait(mut cmd: Command, name: &OsString) -> std::result::Result<Exit
         _ => (126, anyhow!("{shown}: {e}")),
     })?;
     child.wait().map_err(|e| (1, anyhow!("waiting for {shown}: {e}")))
+}
+
+/// How long `novafs exec` waits, after the command, for the image to be
+/// let go (a handover's daemon unmounting once the command's processes
+/// are gone), so that a `novafs fsck` or mount right after finds it free.
+/// Processes the command left running keep it longer: then it returns.
+const RELEASE_WAIT: Duration = Duration::from_secs(5);
+
+fn wait_until_released(image: &Path) {
+    let Ok(meta) = fs::metadata(image) else { return };
+    let start = Instant::now();
+    while start.elapsed() < RELEASE_WAIT && flocked(&meta) {
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Whether a process holds a flock on the file `meta` describes, as
+/// /proc/locks lists them ("1: FLOCK ADVISORY WRITE PID MAJ:MIN:INO 0 EOF"),
+/// without taking one (which could fail someone else's mount).
+fn flocked(meta: &fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        libc::major(meta.dev()),
+        libc::minor(meta.dev()),
+        meta.ino()
+    );
+    fs::read_to_string("/proc/locks").is_ok_and(|locks| {
+        locks.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&id.as_str())
+        })
+    })
 }
 
 /// The exit status a shell would report: the code, or 128 + the signal.

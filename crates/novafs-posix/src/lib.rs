@@ -40,7 +40,7 @@ use parking_lot::RwLock;
 pub use calls::attrs::Time;
 pub use errno::{Errno, Result};
 pub use fd::Fd;
-pub use novafs::{Attr, Cred, DirEntry, FileType, Fs, Ino};
+pub use novafs::{Attr, Cred, DirEntry, FileType, Fs, Ino, ROOT_INO};
 pub use path::At;
 
 /// A process's view of one novafs file system: its descriptors, its

@@ -57,7 +57,9 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
             s,
             fd,
             |o| {
-                let Some(abs) = o.dir_paths.lock().get(&fd).cloned() else { return fail(libc::ENOTDIR) };
+                let Some(abs) = o.dir_paths.lock().get(&fd).cloned() else {
+                    return fail(libc::ENOTDIR);
+                };
                 // SAFETY: the owner's handle.
                 let r = crate::libc_ret(unsafe { capi::novafs_fchdir(o.handle(), fd) });
                 if r == 0 {
@@ -137,10 +139,13 @@ pub unsafe extern "C" fn get_current_dir_name() -> *mut c_char {
 #[no_mangle]
 pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) -> *mut c_char {
     // SAFETY: libc's contract, passed on.
-    let theirs = |p: *const c_char| unsafe { next!(realpath: fn(*const c_char, *mut c_char) -> *mut c_char)(p, resolved) };
+    let theirs =
+        |p: *const c_char| unsafe { next!(realpath: fn(*const c_char, *mut c_char) -> *mut c_char)(p, resolved) };
     let ours = |s: &'static Shim| {
         // SAFETY: a path argument.
-        let Some(named) = (unsafe { c_path(path) }) else { return theirs(path) };
+        let Some(named) = (unsafe { c_path(path) }) else {
+            return theirs(path);
+        };
         at_path(
             s,
             libc::AT_FDCWD,
@@ -149,13 +154,19 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
                 // SAFETY: a C string; `st` is written by the call.
                 let mut st = unsafe { std::mem::zeroed::<libc::stat>() };
                 // SAFETY: as above.
-                if crate::libc_ret(unsafe { capi::novafs_fstatat(o.handle(), libc::AT_FDCWD, p.as_ptr(), &mut st, 0) }) < 0 {
+                if crate::libc_ret(unsafe { capi::novafs_fstatat(o.handle(), libc::AT_FDCWD, p.as_ptr(), &mut st, 0) })
+                    < 0
+                {
                     return std::ptr::null_mut();
                 }
                 let mode = s.mode.read();
                 let abs = s.absolute_of(&mode, named.to_bytes());
                 let abs = abs.strip_suffix(b"/").filter(|a| !a.is_empty()).unwrap_or(&abs);
-                copy_path_out(abs, resolved, if resolved.is_null() { 0 } else { libc::PATH_MAX as usize })
+                copy_path_out(
+                    abs,
+                    resolved,
+                    if resolved.is_null() { 0 } else { libc::PATH_MAX as usize },
+                )
             },
             |_, p| {
                 let out = theirs(p);
@@ -174,7 +185,11 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
                     // SAFETY: the buffer realpath allocated.
                     unsafe { libc::free(out.cast()) };
                 }
-                copy_path_out(&shown, resolved, if resolved.is_null() { 0 } else { libc::PATH_MAX as usize })
+                copy_path_out(
+                    &shown,
+                    resolved,
+                    if resolved.is_null() { 0 } else { libc::PATH_MAX as usize },
+                )
             },
         )
     };

@@ -32,7 +32,10 @@ fn ours(dir: *mut libc::DIR) -> Option<&'static mut ShimDir> {
     // SAFETY: an address in STREAMS is a live Box<ShimDir> of this module
     // (removed before it is freed); the program uses a stream from one
     // thread at a time (readdir's contract).
-    STREAMS.lock().contains(&(dir as usize)).then(|| unsafe { &mut *dir.cast::<ShimDir>() })
+    STREAMS
+        .lock()
+        .contains(&(dir as usize))
+        .then(|| unsafe { &mut *dir.cast::<ShimDir>() })
 }
 
 fn stream(fd: c_int) -> *mut libc::DIR {
@@ -55,13 +58,23 @@ pub unsafe extern "C" fn opendir(path: *const c_char) -> *mut libc::DIR {
     let theirs = |p: *const c_char| unsafe { next!(opendir: fn(*const c_char) -> *mut libc::DIR)(p) };
     let image = |s: &'static Shim, o: &Owner, d: c_int, p: &std::ffi::CStr| {
         let abs = || s.absolute_of(&s.mode.read(), p.to_bytes());
-        let fd = fds::open_image(o, d, p.to_bytes(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC, 0, abs);
+        let fd = fds::open_image(
+            o,
+            d,
+            p.to_bytes(),
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            0,
+            abs,
+        );
         if fd < 0 {
             return std::ptr::null_mut();
         }
         stream(fd)
     };
-    enter(|s| at_path(s, libc::AT_FDCWD, path, |o, d, p| image(s, o, d, p), |_, p| theirs(p)), || theirs(path))
+    enter(
+        |s| at_path(s, libc::AT_FDCWD, path, |o, d, p| image(s, o, d, p), |_, p| theirs(p)),
+        || theirs(path),
+    )
 }
 
 #[no_mangle]
@@ -166,7 +179,9 @@ pub unsafe extern "C" fn readdir64(dirp: *mut libc::DIR) -> *mut libc::dirent64 
     let theirs = || unsafe { next!(readdir64: fn(*mut libc::DIR) -> *mut libc::dirent64)(dirp) };
     let image = |s: &'static Shim| {
         let Some(dir) = ours(dirp) else { return theirs() };
-        let Some(e) = next_entry(s, dir) else { return std::ptr::null_mut() };
+        let Some(e) = next_entry(s, dir) else {
+            return std::ptr::null_mut();
+        };
         let d = &mut dir.entry;
         d.d_ino = e.ino;
         d.d_off = e.next_offset as i64;

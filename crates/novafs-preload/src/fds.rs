@@ -55,12 +55,23 @@ fn kernel_close(fd: c_int) -> c_int {
 /// Opens `path` of the image (from `dirfd`, the image's, or AT_FDCWD) and
 /// files it under a kernel descriptor; `abs` is the path the program named,
 /// kept for a directory (fchdir).
-pub(crate) fn open_image(o: &Owner, dirfd: c_int, path: &[u8], flags: c_int, mode: c_uint, abs: impl FnOnce() -> Vec<u8>) -> c_int {
+pub(crate) fn open_image(
+    o: &Owner,
+    dirfd: c_int,
+    path: &[u8],
+    flags: c_int,
+    mode: c_uint,
+    abs: impl FnOnce() -> Vec<u8>,
+) -> c_int {
     let fd = reserve(0);
     if fd < 0 {
         return -1;
     }
-    let at = if dirfd == libc::AT_FDCWD { novafs_posix::At::Cwd } else { novafs_posix::At::Fd(dirfd) };
+    let at = if dirfd == libc::AT_FDCWD {
+        novafs_posix::At::Cwd
+    } else {
+        novafs_posix::At::Fd(dirfd)
+    };
     match o.posix().open_as(fd, at, path, flags, mode) {
         Ok(_) => {
             if o.posix().kind(fd).is_ok_and(|k| k == FileType::Directory) {
@@ -151,7 +162,17 @@ pub unsafe extern "C" fn __fxstat(ver: c_int, fd: c_int, st: *mut libc::stat) ->
     // SAFETY: libc's contract for this call, passed on unchanged.
     let theirs = || unsafe { next!(__fxstat: fn(c_int, c_int, *mut libc::stat) -> c_int)(ver, fd, st) };
     // SAFETY: as fstat.
-    enter(|s| on_fd(s, fd, |o| libc_ret(unsafe { capi::novafs_fstat(o.handle(), fd, st) }), theirs), theirs)
+    enter(
+        |s| {
+            on_fd(
+                s,
+                fd,
+                |o| libc_ret(unsafe { capi::novafs_fstat(o.handle(), fd, st) }),
+                theirs,
+            )
+        },
+        theirs,
+    )
 }
 
 #[no_mangle]
@@ -291,7 +312,10 @@ fn image_fcntl(o: &Owner, fd: c_int, cmd: c_int, arg: usize) -> c_int {
             unsafe { (*(arg as *mut libc::flock)).l_type = libc::F_UNLCK as i16 };
             0
         }
-        _ => o.posix().fcntl(fd, cmd, arg as c_int).unwrap_or_else(|Errno(e)| fail(e)),
+        _ => o
+            .posix()
+            .fcntl(fd, cmd, arg as c_int)
+            .unwrap_or_else(|Errno(e)| fail(e)),
     }
 }
 
@@ -309,7 +333,17 @@ pub unsafe extern "C" fn posix_fallocate(fd: c_int, off: i64, len: i64) -> c_int
     // SAFETY: libc's contract, passed on unchanged.
     let theirs = || unsafe { next!(posix_fallocate: fn(c_int, i64, i64) -> c_int)(fd, off, len) };
     // SAFETY: libnovafs's fallocate with mode 0, as posix_fallocate.
-    enter(|s| on_fd(s, fd, |o| -unsafe { capi::novafs_fallocate(o.handle(), fd, 0, off, len) }, theirs), theirs)
+    enter(
+        |s| {
+            on_fd(
+                s,
+                fd,
+                |o| -unsafe { capi::novafs_fallocate(o.handle(), fd, 0, off, len) },
+                theirs,
+            )
+        },
+        theirs,
+    )
 }
 
 #[no_mangle]
@@ -368,7 +402,14 @@ pub unsafe extern "C" fn fstatfs64(fd: c_int, out: *mut libc::statfs) -> c_int {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+pub unsafe extern "C" fn mmap(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
     // SAFETY: libc's contract, passed on unchanged.
     let theirs = || unsafe {
         next!(mmap: fn(*mut c_void, usize, c_int, c_int, c_int, i64) -> *mut c_void)(addr, len, prot, flags, fd, off)
@@ -378,14 +419,26 @@ pub unsafe extern "C" fn mmap(addr: *mut c_void, len: usize, prot: c_int, flags:
     }
     let ours = |s: &Shim| {
         // SAFETY: libnovafs's mmap, which maps the file's own pages.
-        on_fd(s, fd, |o| unsafe { capi::novafs_mmap(o.handle(), addr, len, prot, flags, fd, off) }, theirs)
+        on_fd(
+            s,
+            fd,
+            |o| unsafe { capi::novafs_mmap(o.handle(), addr, len, prot, flags, fd, off) },
+            theirs,
+        )
     };
     let mapped = enter(|s| ours(s) as usize as isize, || theirs() as usize as isize);
     mapped as usize as *mut c_void
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn mmap64(addr: *mut c_void, len: usize, prot: c_int, flags: c_int, fd: c_int, off: i64) -> *mut c_void {
+pub unsafe extern "C" fn mmap64(
+    addr: *mut c_void,
+    len: usize,
+    prot: c_int,
+    flags: c_int,
+    fd: c_int,
+    off: i64,
+) -> *mut c_void {
     // SAFETY: the same call.
     unsafe { mmap(addr, len, prot, flags, fd, off) }
 }
@@ -408,7 +461,17 @@ pub unsafe extern "C" fn munmap(addr: *mut c_void, len: usize) -> c_int {
     // SAFETY: libc's contract, passed on unchanged.
     let theirs = || unsafe { next!(munmap: fn(*mut c_void, usize) -> c_int)(addr, len) };
     // SAFETY: libnovafs's munmap of one of its mappings.
-    enter(|s| on_map(s, addr, |o| libc_ret(unsafe { capi::novafs_munmap(o.handle(), addr, len) }), theirs), theirs)
+    enter(
+        |s| {
+            on_map(
+                s,
+                addr,
+                |o| libc_ret(unsafe { capi::novafs_munmap(o.handle(), addr, len) }),
+                theirs,
+            )
+        },
+        theirs,
+    )
 }
 
 #[no_mangle]
@@ -416,18 +479,47 @@ pub unsafe extern "C" fn msync(addr: *mut c_void, len: usize, flags: c_int) -> c
     // SAFETY: libc's contract, passed on unchanged.
     let theirs = || unsafe { next!(msync: fn(*mut c_void, usize, c_int) -> c_int)(addr, len, flags) };
     // SAFETY: libnovafs's msync of one of its mappings.
-    enter(|s| on_map(s, addr, |o| libc_ret(unsafe { capi::novafs_msync(o.handle(), addr, len, flags) }), theirs), theirs)
+    enter(
+        |s| {
+            on_map(
+                s,
+                addr,
+                |o| libc_ret(unsafe { capi::novafs_msync(o.handle(), addr, len, flags) }),
+                theirs,
+            )
+        },
+        theirs,
+    )
 }
 
 /// copy_file_range(2) to or from the image: EXDEV, so that the program
 /// copies with read and write (as between two file systems).
 #[no_mangle]
-pub unsafe extern "C" fn copy_file_range(fd_in: c_int, off_in: *mut i64, fd_out: c_int, off_out: *mut i64, len: usize, flags: c_uint) -> isize {
+pub unsafe extern "C" fn copy_file_range(
+    fd_in: c_int,
+    off_in: *mut i64,
+    fd_out: c_int,
+    off_out: *mut i64,
+    len: usize,
+    flags: c_uint,
+) -> isize {
     // SAFETY: libc's contract, passed on unchanged.
     let theirs = || unsafe {
-        next!(copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, usize, c_uint) -> isize)(fd_in, off_in, fd_out, off_out, len, flags)
+        next!(copy_file_range: fn(c_int, *mut i64, c_int, *mut i64, usize, c_uint) -> isize)(
+            fd_in, off_in, fd_out, off_out, len, flags,
+        )
     };
-    enter(|s| on_fd(s, fd_in, |_| fail(libc::EXDEV), || on_fd(s, fd_out, |_| fail(libc::EXDEV), theirs)), theirs)
+    enter(
+        |s| {
+            on_fd(
+                s,
+                fd_in,
+                |_| fail(libc::EXDEV),
+                || on_fd(s, fd_out, |_| fail(libc::EXDEV), theirs),
+            )
+        },
+        theirs,
+    )
 }
 
 /// sendfile(2) with either end the image's: copied through a buffer.

@@ -25,6 +25,8 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use novafs_posix::ROOT_INO;
+
 use crate::real::next;
 use crate::route::below;
 use crate::state::{hold_clients_lock, Mode, Owner, Shim};
@@ -61,13 +63,21 @@ pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
         })?;
         let noted = note(owner);
         let cwd = owner.cwd.lock().clone();
-        let Mode::Owner(owner) = std::mem::replace(&mut *mode, Mode::Closed) else { return Ok(()) };
+        let Mode::Owner(owner) = std::mem::replace(&mut *mode, Mode::Closed) else {
+            return Ok(());
+        };
         let unmounted = owner.unmount();
         if unmounted < 0 {
             tracing::error!("novafs preload: unmount for the handover failed: errno {}", -unmounted);
         }
+        // Held before the daemon starts, which unmounts once it is free.
+        std::env::set_var("NOVAFS_CLIENTS", place.join("clients"));
+        hold_clients_lock();
         if let Err(why) = start_daemon(s, &place) {
-            let msg = format!("novafs preload: cannot hand {} over to a daemon: {why}\n", s.image.to_string_lossy());
+            let msg = format!(
+                "novafs preload: cannot hand {} over to a daemon: {why}\n",
+                s.image.to_string_lossy()
+            );
             // SAFETY: writes a buffer of its own length to stderr.
             unsafe { libc::write(2, msg.as_ptr().cast(), msg.len()) };
             noted.iter().for_each(|n| fds::poison(n.fd));
@@ -75,8 +85,6 @@ pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
         }
         let mount = place.join("mnt").into_os_string().into_encoded_bytes();
         std::env::set_var("NOVAFS_MOUNT", OsStr::from_bytes(&mount));
-        std::env::set_var("NOVAFS_CLIENTS", place.join("clients"));
-        hold_clients_lock();
         for n in &noted {
             reopen(&mount, n);
         }
@@ -103,7 +111,11 @@ fn note(o: &Owner) -> Vec<Noted> {
             Some(Noted {
                 fd,
                 ino: attr.ino,
-                offset: if dir { 0 } else { px.lseek(fd, 0, libc::SEEK_CUR).map_or(0, |o| o as i64) },
+                offset: if dir {
+                    0
+                } else {
+                    px.lseek(fd, 0, libc::SEEK_CUR).map_or(0, |o| o as i64)
+                },
                 flags: px.fcntl(fd, libc::F_GETFL, 0).unwrap_or(libc::O_RDONLY),
                 cloexec: px.fcntl(fd, libc::F_GETFD, 0).is_ok_and(|f| f & libc::FD_CLOEXEC != 0),
                 dir,
@@ -130,7 +142,8 @@ fn place() -> std::io::Result<PathBuf> {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());
     let dir = base.join(format!("exec-{}-{stamp}", std::process::id()));
-    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700).create(dir.join("mnt"))?;
+    std::os::unix::fs::DirBuilderExt::mode(std::fs::DirBuilder::new().recursive(true), 0o700)
+        .create(dir.join("mnt"))?;
     std::fs::File::create(dir.join("clients"))?;
     Ok(dir)
 }
@@ -162,7 +175,9 @@ fn start_daemon(s: &Shim, place: &std::path::Path) -> Result<(), String> {
             Ok(())
         });
     }
-    let out = cmd.output().map_err(|e| format!("cannot run {}: {e}", bin.to_string_lossy()))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bin.to_string_lossy()))?;
     if out.status.success() {
         return Ok(());
     }
@@ -172,7 +187,13 @@ fn start_daemon(s: &Shim, place: &std::path::Path) -> Result<(), String> {
 /// Opens a noted descriptor again through the mount and puts it over its
 /// number.
 fn reopen(mount: &[u8], n: &Noted) {
-    let path = CString::new([mount, format!("/.novafs-ino.{}", n.ino).as_bytes()].concat()).unwrap_or_default();
+    // The root is the mount point itself (the kernel refuses it by number).
+    let by_number = if n.ino == ROOT_INO {
+        String::new()
+    } else {
+        format!("/.novafs-ino.{}", n.ino)
+    };
+    let path = CString::new([mount, by_number.as_bytes()].concat()).unwrap_or_default();
     let flags = if n.dir {
         libc::O_RDONLY | libc::O_DIRECTORY
     } else {

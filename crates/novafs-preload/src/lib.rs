@@ -37,7 +37,7 @@ mod state;
 mod stdio;
 
 use std::cell::Cell;
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 use std::ops::Neg;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 
@@ -73,6 +73,45 @@ pub(crate) fn inside<R>(f: impl FnOnce() -> R) -> R {
     let r = f();
     INSIDE.with(|i| i.set(was));
     r
+}
+
+/// Threads the library starts (the core's reclaimer, the unmount at
+/// exit) run inside the shim from their first instruction: their calls
+/// into libc must not wait for the shim's own locks.
+#[no_mangle]
+pub unsafe extern "C" fn pthread_create(
+    thread: *mut libc::pthread_t,
+    attr: *const libc::pthread_attr_t,
+    start: extern "C" fn(*mut c_void) -> *mut c_void,
+    arg: *mut c_void,
+) -> c_int {
+    let real = real::next!(pthread_create: fn(
+        *mut libc::pthread_t,
+        *const libc::pthread_attr_t,
+        extern "C" fn(*mut c_void) -> *mut c_void,
+        *mut c_void,
+    ) -> c_int);
+    if !INSIDE.with(Cell::get) {
+        // SAFETY: libc's contract, passed on.
+        return unsafe { real(thread, attr, start, arg) };
+    }
+    let job = Box::into_raw(Box::new((start, arg)));
+    // SAFETY: libc's contract, with a start routine that runs the caller's.
+    let r = unsafe { real(thread, attr, start_inside, job.cast()) };
+    if r != 0 {
+        // SAFETY: the thread was not started: the job is still ours.
+        drop(unsafe { Box::from_raw(job) });
+    }
+    r
+}
+
+type Job = (extern "C" fn(*mut c_void) -> *mut c_void, *mut c_void);
+
+extern "C" fn start_inside(job: *mut c_void) -> *mut c_void {
+    // SAFETY: the Box pthread_create above made for this thread.
+    let (start, arg) = *unsafe { Box::from_raw(job.cast::<Job>()) };
+    INSIDE.with(|i| i.set(true));
+    start(arg)
 }
 
 /// Runs `f` as the program would, from inside the shim: the library's

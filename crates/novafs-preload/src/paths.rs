@@ -19,7 +19,9 @@ pub(crate) fn at_path<R: Failure>(
     kernel: impl FnOnce(c_int, *const c_char) -> R,
 ) -> R {
     // SAFETY: a path argument (libc's contract).
-    let Some(p) = (unsafe { c_path(path) }) else { return kernel(dirfd, path) };
+    let Some(p) = (unsafe { c_path(path) }) else {
+        return kernel(dirfd, path);
+    };
     let mode = s.mode.read();
     match s.route(&mode, dirfd, p) {
         Where::Image(o, d, ip) => image(o, d, &ip),
@@ -157,7 +159,11 @@ same_as! {
 /// does (a variadic argument that may be absent).
 #[no_mangle]
 pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int, mode: c_uint) -> c_int {
-    let mode = if flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE { mode } else { 0 };
+    let mode = if flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE {
+        mode
+    } else {
+        0
+    };
     let theirs = |d: c_int, p: *const c_char| {
         // SAFETY: libc's contract, passed on.
         unsafe { next!(openat: fn(c_int, *const c_char, c_int, c_uint) -> c_int)(d, p, flags, mode) }
@@ -214,13 +220,18 @@ fn two_paths<R: Failure>(
 pub unsafe extern "C" fn renameat2(od: c_int, o: *const c_char, nd: c_int, n: *const c_char, flags: c_uint) -> c_int {
     let theirs = |(od, o): (c_int, *const c_char), (nd, n): (c_int, *const c_char)| {
         // SAFETY: libc's contract, passed on.
-        unsafe { next!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int)(od, o, nd, n, flags) }
+        unsafe {
+            next!(renameat2: fn(c_int, *const c_char, c_int, *const c_char, c_uint) -> c_int)(od, o, nd, n, flags)
+        }
     };
     let image = |ow: &Owner, (od, o): (c_int, &CStr), (nd, n): (c_int, &CStr)| {
         // SAFETY: C strings; the owner's handle.
         libc_ret(unsafe { capi::novafs_renameat2(ow.handle(), od, o.as_ptr(), nd, n.as_ptr(), flags) })
     };
-    enter(|s| two_paths(s, (od, o), (nd, n), image, theirs), || theirs((od, o), (nd, n)))
+    enter(
+        |s| two_paths(s, (od, o), (nd, n), image, theirs),
+        || theirs((od, o), (nd, n)),
+    )
 }
 
 #[no_mangle]
@@ -233,7 +244,10 @@ pub unsafe extern "C" fn linkat(od: c_int, o: *const c_char, nd: c_int, n: *cons
         // SAFETY: C strings; the owner's handle.
         libc_ret(unsafe { capi::novafs_linkat(ow.handle(), od, o.as_ptr(), nd, n.as_ptr(), flags) })
     };
-    enter(|s| two_paths(s, (od, o), (nd, n), image, theirs), || theirs((od, o), (nd, n)))
+    enter(
+        |s| two_paths(s, (od, o), (nd, n), image, theirs),
+        || theirs((od, o), (nd, n)),
+    )
 }
 
 /// symlinkat(2): the target is the link's contents, not a path to route.
@@ -244,7 +258,8 @@ pub unsafe extern "C" fn symlinkat(target: *const c_char, dirfd: c_int, path: *c
         unsafe { next!(symlinkat: fn(*const c_char, c_int, *const c_char) -> c_int)(target, d, p) }
     };
     // SAFETY: C strings; the owner's handle.
-    let image = |o: &Owner, d: c_int, p: &CStr| libc_ret(unsafe { capi::novafs_symlinkat(o.handle(), target, d, p.as_ptr()) });
+    let image =
+        |o: &Owner, d: c_int, p: &CStr| libc_ret(unsafe { capi::novafs_symlinkat(o.handle(), target, d, p.as_ptr()) });
     enter(|s| at_path(s, dirfd, path, image, theirs), || theirs(dirfd, path))
 }
 
@@ -256,7 +271,10 @@ pub unsafe extern "C" fn mknodat(dirfd: c_int, path: *const c_char, mode: c_uint
         // SAFETY: libc's contract, passed on.
         unsafe { next!(mknodat: fn(c_int, *const c_char, c_uint, u64) -> c_int)(d, p, mode, dev) }
     };
-    enter(|s| at_path(s, dirfd, path, |_, _, _| fail(libc::EOPNOTSUPP), theirs), || theirs(dirfd, path))
+    enter(
+        |s| at_path(s, dirfd, path, |_, _, _| fail(libc::EOPNOTSUPP), theirs),
+        || theirs(dirfd, path),
+    )
 }
 
 same_as! {
@@ -320,5 +338,8 @@ pub unsafe extern "C" fn statfs(path: *const c_char, out: *mut libc::statfs) -> 
         // SAFETY: libc's contract, passed on.
         unsafe { next!(statfs: fn(*const c_char, *mut libc::statfs) -> c_int)(p, out) }
     };
-    enter(|s| at_path(s, CWD, path, |o, _, _| crate::fds::image_statfs(o, out), theirs), || theirs(CWD, path))
+    enter(
+        |s| at_path(s, CWD, path, |o, _, _| crate::fds::image_statfs(o, out), theirs),
+        || theirs(CWD, path),
+    )
 }

@@ -12,7 +12,14 @@ use crate::state::Shim;
 use crate::{enter, fail, Failure};
 
 /// The settings a program under the shim needs in its environment.
-const KEEP: [&str; 6] = ["LD_PRELOAD", "NOVAFS_IMAGE", "NOVAFS_PREFIX", "NOVAFS_MOUNT", "NOVAFS_CLIENTS", "NOVAFS_BIN"];
+const KEEP: [&str; 6] = [
+    "LD_PRELOAD",
+    "NOVAFS_IMAGE",
+    "NOVAFS_PREFIX",
+    "NOVAFS_MOUNT",
+    "NOVAFS_CLIENTS",
+    "NOVAFS_BIN",
+];
 
 /// Hands over, then runs `start`; a failed handover fails the call.
 fn after_handover<R: Failure>(s: &Shim, start: impl FnOnce() -> R) -> R {
@@ -41,7 +48,11 @@ fn with_settings(envp: *const *const c_char) -> Option<Env> {
     }
     let missing: Vec<CString> = KEEP
         .iter()
-        .filter(|k| !given.iter().any(|g| g.starts_with(k.as_bytes()) && g.get(k.len()) == Some(&b'=')))
+        .filter(|k| {
+            !given
+                .iter()
+                .any(|g| g.starts_with(k.as_bytes()) && g.get(k.len()) == Some(&b'='))
+        })
         .filter_map(|k| std::env::var_os(k).map(|v| (k, v)))
         .filter_map(|(k, v)| CString::new([k.as_bytes(), b"=", v.as_encoded_bytes()].concat()).ok())
         .collect();
@@ -52,7 +63,10 @@ fn with_settings(envp: *const *const c_char) -> Option<Env> {
     strings.extend(missing);
     let mut ptrs: Vec<*const c_char> = strings.iter().map(|c| c.as_ptr()).collect();
     ptrs.push(std::ptr::null());
-    Some(Env { _strings: strings, ptrs })
+    Some(Env {
+        _strings: strings,
+        ptrs,
+    })
 }
 
 /// The program path a client's exec should get (under the prefix: the
@@ -171,9 +185,16 @@ fn spawn(
         }
         // SAFETY: the path argument.
         let has_slash = unsafe { c_path(path) }.is_some_and(|f| f.to_bytes().contains(&b'/'));
-        let program = if has_slash || !search { program_path(s, path) } else { None };
+        let program = if has_slash || !search {
+            program_path(s, path)
+        } else {
+            None
+        };
         let env = with_settings(envp);
-        theirs(program.as_ref().map_or(path, |p| p.as_ptr()), env.as_ref().map_or(envp, |e| e.ptrs.as_ptr()))
+        theirs(
+            program.as_ref().map_or(path, |p| p.as_ptr()),
+            env.as_ref().map_or(envp, |e| e.ptrs.as_ptr()),
+        )
     };
     enter(ours, || theirs(path, envp))
 }
@@ -187,7 +208,16 @@ pub unsafe extern "C" fn posix_spawn(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    spawn(next!(posix_spawn: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *const c_char, *const *const c_char) -> c_int), false, pid, path, actions, attr, argv, envp)
+    spawn(
+        next!(posix_spawn: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *const c_char, *const *const c_char) -> c_int),
+        false,
+        pid,
+        path,
+        actions,
+        attr,
+        argv,
+        envp,
+    )
 }
 
 #[no_mangle]
@@ -199,7 +229,16 @@ pub unsafe extern "C" fn posix_spawnp(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
-    spawn(next!(posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *const c_char, *const *const c_char) -> c_int), true, pid, file, actions, attr, argv, envp)
+    spawn(
+        next!(posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *const c_char, *const *const c_char) -> c_int),
+        true,
+        pid,
+        file,
+        actions,
+        attr,
+        argv,
+        envp,
+    )
 }
 
 /// system(3): its shell is a new process.

@@ -58,8 +58,7 @@ pub(crate) fn normalize(p: &[u8]) -> Vec<u8> {
 
 /// Whether `p` has a `.` or `..` component or a doubled slash.
 fn needs_normalizing(p: &[u8]) -> bool {
-    p.windows(2).any(|w| w == b"//")
-        || p.split(|&b| b == b'/').any(|part| part == b"." || part == b"..")
+    p.windows(2).any(|w| w == b"//") || p.split(|&b| b == b'/').any(|part| part == b"." || part == b"..")
 }
 
 /// `rest` of an absolute, normalised `abs` below `base` (empty for `base`
@@ -107,7 +106,8 @@ impl Shim {
                     Some(abs) => {
                         let abs = join(abs, p);
                         drop(cwd);
-                        self.absolute(mode, &abs).unwrap_or_else(|| Where::Kernel(dirfd, Some(c_string(normalize(&abs)))))
+                        self.absolute(mode, &abs)
+                            .unwrap_or_else(|| Where::Kernel(dirfd, Some(c_string(normalize(&abs)))))
                     }
                     None => {
                         drop(cwd);
@@ -119,7 +119,11 @@ impl Shim {
             Mode::Client(_) if dirfd == libc::AT_FDCWD => self.from_kernel_cwd(mode, p).unwrap_or_else(as_is),
             Mode::Client(_) => as_is(),
             Mode::Closed => {
-                let abs = if p.starts_with(b"/") { p.to_vec() } else { join(&self.kernel_cwd.lock(), p) };
+                let abs = if p.starts_with(b"/") {
+                    p.to_vec()
+                } else {
+                    join(&self.kernel_cwd.lock(), p)
+                };
                 if below(&self.prefix, &normalize(&abs)).is_some() {
                     Where::Gone
                 } else {
@@ -145,7 +149,8 @@ impl Shim {
 
     /// An absolute path under the prefix: the image's path (owner) or the
     /// mount's (client). None when it is not under the prefix.
-    fn absolute<'a>(&self, mode: &'a Mode, p: &[u8]) -> Option<Where<'a>> {
+    fn absolute<'a>(&self, mode: &'a Mode, raw: &[u8]) -> Option<Where<'a>> {
+        let p = raw;
         let norm;
         let p = if needs_normalizing(p) {
             norm = normalize(p);
@@ -153,7 +158,12 @@ impl Shim {
         } else {
             p
         };
-        let rest = below(&self.prefix, p)?;
+        let Some(rest) = below(&self.prefix, p) else {
+            // Through the prefix and out of it (`/prefix/../etc`): the
+            // kernel has no prefix directory to climb out of.
+            let through = raw.starts_with(&self.prefix) && raw.get(self.prefix.len()) == Some(&b'/');
+            return through.then(|| Where::Kernel(libc::AT_FDCWD, Some(c_string(p.to_vec()))));
+        };
         Some(match mode {
             Mode::Owner(owner) => {
                 let inside = if rest.is_empty() { b"/".to_vec() } else { rest.to_vec() };

@@ -110,7 +110,9 @@ fn refuse(why: &str) -> ! {
 /// daemon of a handover outlives them all), NOVAFS_BIN.
 extern "C" fn start() {
     crate::inside(|| {
-        let Some(prefix) = env_bytes("NOVAFS_PREFIX") else { return };
+        let Some(prefix) = env_bytes("NOVAFS_PREFIX") else {
+            return;
+        };
         let prefix = crate::route::normalize(&prefix);
         if !prefix.starts_with(b"/") || prefix == b"/" {
             refuse("NOVAFS_PREFIX must be an absolute directory other than /");
@@ -172,19 +174,25 @@ fn mount_here(image: &CStr) -> Owner {
 /// its own that stays open across exec (a new program takes its own too,
 /// but keeps this one until then: the daemon never sees a gap).
 pub(crate) fn hold_clients_lock() {
-    let Some(path) = env_bytes("NOVAFS_CLIENTS").and_then(|p| CString::new(p).ok()) else { return };
+    let Some(path) = env_bytes("NOVAFS_CLIENTS").and_then(|p| CString::new(p).ok()) else {
+        return;
+    };
     // SAFETY: a NUL-terminated path; flock on the descriptor just opened.
     unsafe {
         let fd = next!(open: fn(*const libc::c_char, c_int, libc::c_uint) -> c_int)(path.as_ptr(), libc::O_RDONLY, 0);
-        if fd >= 0 {
-            libc::flock(fd, libc::LOCK_SH);
+        // Not waiting: a daemon holding it exclusively is going away, and
+        // this process finds its mount gone (ENOTCONN), as after a crash.
+        if fd >= 0 && libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) != 0 {
+            tracing::warn!("novafs preload: the image's daemon is leaving");
         }
     }
 }
 
 /// The kernel's working directory now.
 pub(crate) fn kernel_cwd() -> Vec<u8> {
-    std::env::current_dir().map(|p| p.into_os_string().into_vec()).unwrap_or_else(|_| b"/".to_vec())
+    std::env::current_dir()
+        .map(|p| p.into_os_string().into_vec())
+        .unwrap_or_else(|_| b"/".to_vec())
 }
 
 /// At exit: stdio's buffers are written out first (libc flushes them only
@@ -200,7 +208,11 @@ extern "C" fn stop() {
         }
         if let Mode::Owner(owner) = std::mem::replace(&mut *mode, Mode::Closed) {
             crate::fds::poison_all(&owner);
-            let r = owner.unmount();
+            // On a thread of its own: this one's thread-locals (the core's
+            // lock-order checks keep some) are gone by now.
+            let r = std::thread::spawn(move || crate::inside(|| owner.unmount()))
+                .join()
+                .unwrap_or(-libc::EIO);
             if r < 0 {
                 tracing::error!("novafs preload: unmount at exit failed: errno {}", -r);
             }

@@ -99,7 +99,9 @@ fn stream(fd: c_int, mode: *const c_char) -> *mut libc::FILE {
 
 fn image_fopen(s: &'static Shim, o: &Owner, d: c_int, p: &CStr, mode: *const c_char) -> *mut libc::FILE {
     // SAFETY: fopen's mode is a C string.
-    let Some(flags) = open_flags(unsafe { CStr::from_ptr(mode) }.to_bytes()) else { return fail(libc::EINVAL) };
+    let Some(flags) = open_flags(unsafe { CStr::from_ptr(mode) }.to_bytes()) else {
+        return fail(libc::EINVAL);
+    };
     let abs = || s.absolute_of(&s.mode.read(), p.to_bytes());
     let fd = fds::open_image(o, d, p.to_bytes(), flags, 0o666, abs);
     if fd < 0 {
@@ -111,11 +113,23 @@ fn image_fopen(s: &'static Shim, o: &Owner, d: c_int, p: &CStr, mode: *const c_c
 #[no_mangle]
 pub unsafe extern "C" fn fopen(path: *const c_char, mode: *const c_char) -> *mut libc::FILE {
     // SAFETY: libc's contract, passed on.
-    let theirs = |p: *const c_char| unsafe { next!(fopen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(p, mode) };
+    let theirs =
+        |p: *const c_char| unsafe { next!(fopen: fn(*const c_char, *const c_char) -> *mut libc::FILE)(p, mode) };
     if mode.is_null() {
         return theirs(path);
     }
-    enter(|s| at_path(s, libc::AT_FDCWD, path, |o, d, p| image_fopen(s, o, d, p, mode), |_, p| theirs(p)), || theirs(path))
+    enter(
+        |s| {
+            at_path(
+                s,
+                libc::AT_FDCWD,
+                path,
+                |o, d, p| image_fopen(s, o, d, p, mode),
+                |_, p| theirs(p),
+            )
+        },
+        || theirs(path),
+    )
 }
 
 #[no_mangle]

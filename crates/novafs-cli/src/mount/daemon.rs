@@ -144,6 +144,7 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
         Some(fs) => fs.unmount().map_err(|e| explain_fs(&image, e)),
         None => Err(anyhow!("the file system was still referenced")),
     };
+    let clean = outcome.is_ok();
     let code = match outcome {
         Ok(()) => {
             state.remove();
@@ -158,7 +159,9 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
         }
     };
     if let Some(w) = watch {
-        w.clean_up(&mnt);
+        // A mount that ended with its last user leaves no log behind
+        // unless something went wrong.
+        w.clean_up(&mnt, clean.then_some(state.log.as_path()));
     }
     code
 }

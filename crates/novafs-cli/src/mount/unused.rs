@@ -92,13 +92,17 @@ impl UntilUnused {
 }
 
 impl Watch {
-    /// After the clean unmount, if the watch ended the mount: PATH, the
-    /// mount point and PATH's directory if empty go (best effort).
-    pub(super) fn clean_up(&self, mnt: &Path) {
+    /// After the daemon's exit, if the watch ended the mount: PATH, the
+    /// mount point, the daemon's `log` when given (a clean unmount) and
+    /// PATH's directory if empty go (best effort).
+    pub(super) fn clean_up(&self, mnt: &Path, log: Option<&Path>) {
         if !self.fired.load(Ordering::Acquire) {
             return;
         }
         let dir = self.path.parent();
+        if let Some(log) = log {
+            let _ = fs::remove_file(log);
+        }
         for (what, removed) in [
             (self.path.as_path(), fs::remove_file(&self.path)),
             (mnt, fs::remove_dir(mnt)),

@@ -61,7 +61,9 @@ impl Posix {
     /// Whether `addr` is inside a mapping [`Posix::mmap`] made.
     pub fn is_mapped(&self, addr: usize) -> bool {
         let maps = self.maps.lock();
-        maps.range(..=addr).next_back().is_some_and(|(start, m)| addr < start + m.len())
+        maps.range(..=addr)
+            .next_back()
+            .is_some_and(|(start, m)| addr < start + m.len())
     }
 
     /// msync(2) of the mapping that holds `addr`: the pages stored to are
