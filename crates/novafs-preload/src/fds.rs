@@ -184,6 +184,10 @@ pub unsafe extern "C" fn __fxstat64(ver: c_int, fd: c_int, st: *mut libc::stat) 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let theirs = || kernel_close(fd);
+    let kernel = |s: &Shim| {
+        s.kernel_dirs.lock().remove(&fd);
+        kernel_close(fd)
+    };
     enter(
         |s| {
             on_fd(
@@ -195,7 +199,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
                     kernel_close(fd);
                     r.map_or_else(|Errno(e)| fail(e), |()| 0)
                 },
-                theirs,
+                || kernel(s),
             )
         },
         theirs,

@@ -14,7 +14,8 @@
 //!   directory, `..`), and how a client's paths become the mount's;
 //! - the interposed calls: [`fds`] (descriptors and I/O), [`paths`] (calls
 //!   that name files), [`dirs`] (directory streams), [`stdio`] (fopen),
-//!   [`process`] (fork, exec, spawn);
+//!   [`process`] (fork, exec, spawn), [`temp`] (mkstemp), [`cwd`] (chdir,
+//!   getcwd, realpath);
 //! - [`real`]: libc's own functions, found once with `dlsym(RTLD_NEXT)`.
 //!
 //! Descriptors the owner opens on the image are real kernel descriptors
@@ -35,6 +36,7 @@ mod real;
 mod route;
 mod state;
 mod stdio;
+mod temp;
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};
@@ -149,6 +151,12 @@ impl<T> Failure for *const T {
 pub(crate) fn set_errno(e: c_int) {
     // SAFETY: errno is this thread's own variable.
     unsafe { *libc::__errno_location() = e };
+}
+
+/// Whether the last failure was `e`.
+pub(crate) fn errno_is(e: c_int) -> bool {
+    // SAFETY: errno is this thread's own variable.
+    unsafe { *libc::__errno_location() == e }
 }
 
 /// A libnovafs result (`-errno` on failure) as libc returns it: -1 with

@@ -181,7 +181,14 @@ pub unsafe extern "C" fn openat(dirfd: c_int, path: *const c_char, flags: c_int,
                     };
                     crate::fds::open_image(o, d, p.to_bytes(), flags, mode, abs)
                 },
-                theirs,
+                |d, p| {
+                    let fd = theirs(d, p);
+                    if fd >= 0 && flags & (libc::O_DIRECTORY | libc::O_PATH) != 0 {
+                        // SAFETY: the path libc just opened.
+                        s.note_kernel_dir(fd, d, unsafe { CStr::from_ptr(p) }.to_bytes());
+                    }
+                    fd
+                },
             )
         },
         || theirs(dirfd, path),

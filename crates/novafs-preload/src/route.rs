@@ -24,6 +24,12 @@ pub(crate) enum Where<'a> {
     Gone,
 }
 
+/// A kernel directory descriptor's name and identity.
+pub(crate) struct KernelDir {
+    path: Vec<u8>,
+    id: (u64, u64),
+}
+
 /// `p` with `.`, `..` and repeated slashes taken out; a trailing slash
 /// kept (it asks for a directory).
 pub(crate) fn normalize(p: &[u8]) -> Vec<u8> {
@@ -97,7 +103,7 @@ impl Shim {
                     return if owner.owns(dirfd) {
                         Where::Image(owner, dirfd, Cow::Borrowed(path))
                     } else {
-                        as_is()
+                        self.from_kernel_dir(mode, dirfd, p).unwrap_or_else(as_is)
                     };
                 }
                 let cwd = owner.cwd.lock();
@@ -117,7 +123,7 @@ impl Shim {
             }
             Mode::Client(_) if p.starts_with(b"/") => self.absolute(mode, p).unwrap_or_else(as_is),
             Mode::Client(_) if dirfd == libc::AT_FDCWD => self.from_kernel_cwd(mode, p).unwrap_or_else(as_is),
-            Mode::Client(_) => as_is(),
+            Mode::Client(_) => self.from_kernel_dir(mode, dirfd, p).unwrap_or_else(as_is),
             Mode::Closed => {
                 let abs = if p.starts_with(b"/") {
                     p.to_vec()
@@ -145,6 +151,51 @@ impl Shim {
         let abs = join(&cwd, p);
         drop(cwd);
         self.absolute(mode, &abs)
+    }
+
+    /// A relative path from a kernel directory descriptor the program
+    /// opened by name above the prefix (`openat(open("/"), "prefix/a")`,
+    /// as rsync walks a destination): the image's when it leads in.
+    fn from_kernel_dir<'a>(&self, mode: &'a Mode, dirfd: c_int, p: &[u8]) -> Option<Where<'a>> {
+        let abs = {
+            let dirs = self.kernel_dirs.lock();
+            let dir = dirs.get(&dirfd)?;
+            let abs = normalize(&join(&dir.path, p));
+            below(&self.prefix, &abs)?;
+            // The number may have been closed behind the shim's back and
+            // reused: the same directory still, or not this way.
+            // SAFETY: fstat(2) into a struct it fills.
+            let mut st = unsafe { std::mem::zeroed::<libc::stat>() };
+            // SAFETY: as above.
+            if unsafe { libc::fstat(dirfd, &mut st) } != 0 || (st.st_dev, st.st_ino) != dir.id {
+                return None;
+            }
+            abs
+        };
+        self.absolute(mode, &abs)
+    }
+
+    /// Notes where a kernel directory descriptor was opened (for
+    /// `from_kernel_dir`): `path` from `dirfd`.
+    pub(crate) fn note_kernel_dir(&self, fd: c_int, dirfd: c_int, path: &[u8]) {
+        let base = if path.starts_with(b"/") {
+            Vec::new()
+        } else if dirfd == libc::AT_FDCWD {
+            self.kernel_cwd.lock().clone()
+        } else {
+            match self.kernel_dirs.lock().get(&dirfd) {
+                Some(d) => d.path.clone(),
+                None => return,
+            }
+        };
+        // SAFETY: fstat(2) into a struct it fills.
+        let mut st = unsafe { std::mem::zeroed::<libc::stat>() };
+        // SAFETY: as above.
+        if unsafe { libc::fstat(fd, &mut st) } != 0 {
+            return;
+        }
+        let path = normalize(&join(&base, path));
+        self.kernel_dirs.lock().insert(fd, KernelDir { path, id: (st.st_dev, st.st_ino) });
     }
 
     /// An absolute path under the prefix: the image's path (owner) or the

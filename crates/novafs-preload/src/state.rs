@@ -33,6 +33,8 @@ pub(crate) struct Shim {
     /// The kernel's working directory, kept at each chdir that reaches it,
     /// so that a relative path leading into the prefix is seen.
     pub(crate) kernel_cwd: Mutex<Vec<u8>>,
+    /// Kernel directory descriptors opened by name, by number.
+    pub(crate) kernel_dirs: Mutex<HashMap<c_int, crate::route::KernelDir>>,
 }
 
 pub(crate) enum Mode {
@@ -133,6 +135,7 @@ extern "C" fn start() {
             bin: std::env::var_os("NOVAFS_BIN"),
             mode: RwLock::new(mode),
             kernel_cwd: Mutex::new(kernel_cwd()),
+            kernel_dirs: Mutex::new(HashMap::new()),
         });
     });
 }
