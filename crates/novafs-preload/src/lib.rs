@@ -15,7 +15,7 @@
 //! - the interposed calls: [`fds`] (descriptors and I/O), [`paths`] (calls
 //!   that name files), [`dirs`] (directory streams), [`stdio`] (fopen),
 //!   [`process`] (fork, exec, spawn), [`temp`] (mkstemp), [`cwd`] (chdir,
-//!   getcwd, realpath);
+//!   getcwd, realpath), [`creds`] (set*id, umask);
 //! - [`real`]: libc's own functions, found once with `dlsym(RTLD_NEXT)`.
 //!
 //! Descriptors the owner opens on the image are real kernel descriptors
@@ -26,6 +26,7 @@
 #![allow(clippy::missing_safety_doc)] // each interposed call has libc's contract
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod creds;
 mod cwd;
 mod dirs;
 mod fds;

@@ -195,7 +195,13 @@ impl Shim {
             return;
         }
         let path = normalize(&join(&base, path));
-        self.kernel_dirs.lock().insert(fd, KernelDir { path, id: (st.st_dev, st.st_ino) });
+        self.kernel_dirs.lock().insert(
+            fd,
+            KernelDir {
+                path,
+                id: (st.st_dev, st.st_ino),
+            },
+        );
     }
 
     /// An absolute path under the prefix: the image's path (owner) or the
