@@ -109,7 +109,7 @@ pub unsafe extern "C" fn getcwd(buf: *mut c_char, size: usize) -> *mut c_char {
         let mode = s.mode.read();
         let path = match &*mode {
             Mode::Owner(o) => o.cwd.lock().clone(),
-            Mode::Client(_) => Some(s.from_mount(&mode, &kernel_cwd())),
+            Mode::Client(_) => Some(s.shown_path(&mode, &kernel_cwd())),
             Mode::Closed => None,
         };
         drop(mode);
@@ -177,7 +177,7 @@ pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) ->
                 // SAFETY: realpath returned a C string.
                 let got = unsafe { CStr::from_ptr(out) }.to_bytes().to_vec();
                 let mode = s.mode.read();
-                let shown = s.from_mount(&mode, &got);
+                let shown = s.shown_path(&mode, &got);
                 if shown == got {
                     return out;
                 }

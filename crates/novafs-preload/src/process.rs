@@ -166,19 +166,19 @@ type SpawnFn = unsafe extern "C" fn(
     *const *const c_char,
 ) -> c_int;
 
-/// posix_spawn(3) and posix_spawnp(3) (their error is the return value).
-fn spawn(
-    real: SpawnFn,
-    search: bool,
+/// posix_spawn(3)'s arguments after the path.
+struct SpawnArgs {
     pid: *mut libc::pid_t,
-    path: *const c_char,
     actions: *const libc::posix_spawn_file_actions_t,
     attr: *const libc::posix_spawnattr_t,
     argv: *const *const c_char,
-    envp: *const *const c_char,
-) -> c_int {
+}
+
+/// posix_spawn(3) and posix_spawnp(3) (`search`: the file is looked for
+/// in PATH when it has no slash); their error is the return value.
+fn spawn(real: SpawnFn, search: bool, path: *const c_char, a: SpawnArgs, envp: *const *const c_char) -> c_int {
     // SAFETY: libc's contract, passed on.
-    let theirs = |p: *const c_char, e: *const *const c_char| unsafe { real(pid, p, actions, attr, argv, e) };
+    let theirs = |p: *const c_char, e: *const *const c_char| unsafe { real(a.pid, p, a.actions, a.attr, a.argv, e) };
     let ours = |s: &'static Shim| {
         if let Err(e) = handover(s) {
             return e;
@@ -208,14 +208,17 @@ pub unsafe extern "C" fn posix_spawn(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
+    let real = next!(posix_spawn: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *const c_char, *const *const c_char) -> c_int);
     spawn(
-        next!(posix_spawn: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *const c_char, *const *const c_char) -> c_int),
+        real,
         false,
-        pid,
         path,
-        actions,
-        attr,
-        argv,
+        SpawnArgs {
+            pid,
+            actions,
+            attr,
+            argv,
+        },
         envp,
     )
 }
@@ -229,14 +232,17 @@ pub unsafe extern "C" fn posix_spawnp(
     argv: *const *const c_char,
     envp: *const *const c_char,
 ) -> c_int {
+    let real = next!(posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *const c_char, *const *const c_char) -> c_int);
     spawn(
-        next!(posix_spawnp: fn(*mut libc::pid_t, *const c_char, *const libc::posix_spawn_file_actions_t, *const libc::posix_spawnattr_t, *const *const c_char, *const *const c_char) -> c_int),
+        real,
         true,
-        pid,
         file,
-        actions,
-        attr,
-        argv,
+        SpawnArgs {
+            pid,
+            actions,
+            attr,
+            argv,
+        },
         envp,
     )
 }

@@ -103,7 +103,7 @@ impl Shim {
                     return if owner.owns(dirfd) {
                         Where::Image(owner, dirfd, Cow::Borrowed(path))
                     } else {
-                        self.from_kernel_dir(mode, dirfd, p).unwrap_or_else(as_is)
+                        self.relative_to_kernel_dir(mode, dirfd, p).unwrap_or_else(as_is)
                     };
                 }
                 let cwd = owner.cwd.lock();
@@ -117,13 +117,13 @@ impl Shim {
                     }
                     None => {
                         drop(cwd);
-                        self.from_kernel_cwd(mode, p).unwrap_or_else(as_is)
+                        self.relative_to_kernel_cwd(mode, p).unwrap_or_else(as_is)
                     }
                 }
             }
             Mode::Client(_) if p.starts_with(b"/") => self.absolute(mode, p).unwrap_or_else(as_is),
-            Mode::Client(_) if dirfd == libc::AT_FDCWD => self.from_kernel_cwd(mode, p).unwrap_or_else(as_is),
-            Mode::Client(_) => self.from_kernel_dir(mode, dirfd, p).unwrap_or_else(as_is),
+            Mode::Client(_) if dirfd == libc::AT_FDCWD => self.relative_to_kernel_cwd(mode, p).unwrap_or_else(as_is),
+            Mode::Client(_) => self.relative_to_kernel_dir(mode, dirfd, p).unwrap_or_else(as_is),
             Mode::Closed => {
                 let abs = if p.starts_with(b"/") {
                     p.to_vec()
@@ -142,7 +142,7 @@ impl Shim {
     /// A relative path from the kernel's working directory: the image's
     /// only when that directory is above the prefix (or the path climbs
     /// out with `..` and back in).
-    fn from_kernel_cwd<'a>(&self, mode: &'a Mode, p: &[u8]) -> Option<Where<'a>> {
+    fn relative_to_kernel_cwd<'a>(&self, mode: &'a Mode, p: &[u8]) -> Option<Where<'a>> {
         let cwd = self.kernel_cwd.lock();
         let above = below(&cwd, &self.prefix).is_some() || cwd.as_slice() == b"/";
         if !above && !needs_normalizing(p) {
@@ -156,7 +156,7 @@ impl Shim {
     /// A relative path from a kernel directory descriptor the program
     /// opened by name above the prefix (`openat(open("/"), "prefix/a")`,
     /// as rsync walks a destination): the image's when it leads in.
-    fn from_kernel_dir<'a>(&self, mode: &'a Mode, dirfd: c_int, p: &[u8]) -> Option<Where<'a>> {
+    fn relative_to_kernel_dir<'a>(&self, mode: &'a Mode, dirfd: c_int, p: &[u8]) -> Option<Where<'a>> {
         let abs = {
             let dirs = self.kernel_dirs.lock();
             let dir = dirs.get(&dirfd)?;
@@ -176,7 +176,7 @@ impl Shim {
     }
 
     /// Notes where a kernel directory descriptor was opened (for
-    /// `from_kernel_dir`): `path` from `dirfd`.
+    /// `relative_to_kernel_dir`): `path` from `dirfd`.
     pub(crate) fn note_kernel_dir(&self, fd: c_int, dirfd: c_int, path: &[u8]) {
         let base = if path.starts_with(b"/") {
             Vec::new()
@@ -247,7 +247,7 @@ impl Shim {
 
     /// A path the kernel gave a client (getcwd, realpath), as the program
     /// should see it: the mount's part under the prefix.
-    pub(crate) fn from_mount(&self, mode: &Mode, p: &[u8]) -> Vec<u8> {
+    pub(crate) fn shown_path(&self, mode: &Mode, p: &[u8]) -> Vec<u8> {
         if let Mode::Client(mount) = mode {
             if let Some(rest) = below(mount, p) {
                 return [&self.prefix[..], rest].concat();
