@@ -405,6 +405,50 @@ pub unsafe extern "C" fn fstatfs64(fd: c_int, out: *mut libc::statfs) -> c_int {
     unsafe { fstatfs(fd, out) }
 }
 
+/// statvfs(3) from statfs(2) (`statfs` fills the one given), as glibc
+/// converts it.
+pub(crate) unsafe fn statvfs_from(statfs: impl FnOnce(*mut libc::statfs) -> c_int, out: *mut libc::statvfs) -> c_int {
+    if out.is_null() {
+        return fail(libc::EFAULT);
+    }
+    // SAFETY: plain integers: all zeroes is a value.
+    let mut f: libc::statfs = unsafe { std::mem::zeroed() };
+    let r = statfs(&mut f);
+    if r < 0 {
+        return r;
+    }
+    // SAFETY: as above.
+    let mut v: libc::statvfs = unsafe { std::mem::zeroed() };
+    v.f_bsize = f.f_bsize as u64;
+    v.f_frsize = if f.f_frsize != 0 {
+        f.f_frsize as u64
+    } else {
+        f.f_bsize as u64
+    };
+    v.f_blocks = f.f_blocks;
+    v.f_bfree = f.f_bfree;
+    v.f_bavail = f.f_bavail;
+    v.f_files = f.f_files;
+    v.f_ffree = f.f_ffree;
+    v.f_favail = f.f_ffree;
+    v.f_namemax = f.f_namelen as u64;
+    // SAFETY: the caller's output (statvfs's contract), checked non-null.
+    unsafe { out.write(v) };
+    0
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstatvfs(fd: c_int, out: *mut libc::statvfs) -> c_int {
+    // SAFETY: a struct statfs to fill, then statvfs's own output.
+    unsafe { statvfs_from(|f| fstatfs(fd, f), out) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn fstatvfs64(fd: c_int, out: *mut libc::statvfs) -> c_int {
+    // SAFETY: the same call.
+    unsafe { fstatvfs(fd, out) }
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn mmap(
     addr: *mut c_void,

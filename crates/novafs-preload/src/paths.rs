@@ -350,3 +350,29 @@ pub unsafe extern "C" fn statfs(path: *const c_char, out: *mut libc::statfs) -> 
         || theirs(CWD, path),
     )
 }
+
+/// remove(3): glibc's unlinks and removes directories with calls the shim
+/// cannot see.
+#[no_mangle]
+pub unsafe extern "C" fn remove(p: *const c_char) -> c_int {
+    // SAFETY: the same contract, passed on.
+    let r = unsafe { unlinkat(CWD, p, 0) };
+    if r < 0 && crate::errno_is(libc::EISDIR) {
+        // SAFETY: as above.
+        return unsafe { unlinkat(CWD, p, libc::AT_REMOVEDIR) };
+    }
+    r
+}
+
+/// statvfs(3): glibc's asks statfs(2) by a call the shim cannot see.
+#[no_mangle]
+pub unsafe extern "C" fn statvfs(p: *const c_char, out: *mut libc::statvfs) -> c_int {
+    // SAFETY: a struct statfs to fill, then statvfs's own output.
+    unsafe { crate::fds::statvfs_from(|f| statfs(p, f), out) }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn statvfs64(p: *const c_char, out: *mut libc::statvfs) -> c_int {
+    // SAFETY: the same call.
+    unsafe { statvfs(p, out) }
+}
