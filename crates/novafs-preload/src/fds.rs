@@ -156,6 +156,70 @@ fd_calls! {
     fn fremovexattr(fd, name: *const libc::c_char) -> c_int = novafs_fremovexattr;
 }
 
+/// preadv(2) and pwritev(2) on an image descriptor: one buffer after the
+/// other from `off`, stopping at a short transfer (what the kernel's
+/// loop over the vector gives a file too).
+fn vectored(o: &Owner, fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64, write: bool) -> isize {
+    if cnt < 0 || (cnt > 0 && iov.is_null()) {
+        return fail(libc::EINVAL);
+    }
+    if off == -1 {
+        // preadv2/pwritev2's "at the file offset": readv/writev.
+        // SAFETY: the call's iovecs; the owner's handle.
+        return libc_ret(unsafe {
+            if write {
+                capi::novafs_writev(o.handle(), fd, iov, cnt)
+            } else {
+                capi::novafs_readv(o.handle(), fd, iov, cnt)
+            }
+        });
+    }
+    let mut done = 0isize;
+    for i in 0..cnt as usize {
+        // SAFETY: `cnt` iovecs (the call's contract).
+        let v = unsafe { *iov.add(i) };
+        let at = off + done as i64;
+        // SAFETY: each iovec's buffer of its length; the owner's handle.
+        let n = unsafe {
+            if write {
+                capi::novafs_pwrite(o.handle(), fd, v.iov_base, v.iov_len, at)
+            } else {
+                capi::novafs_pread(o.handle(), fd, v.iov_base, v.iov_len, at)
+            }
+        };
+        if n < 0 {
+            return if done > 0 { done } else { libc_ret(n) };
+        }
+        done += n;
+        if (n as usize) < v.iov_len {
+            break;
+        }
+    }
+    done
+}
+
+macro_rules! vectored_calls {
+    ($(fn $name:ident($($extra:ident: $t:ty),*) = $write:expr;)*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(fd: c_int, iov: *const libc::iovec, cnt: c_int, off: i64 $(, $extra: $t)*) -> isize {
+            // SAFETY: libc's contract, passed on.
+            let theirs = || unsafe { next!($name: fn(c_int, *const libc::iovec, c_int, i64 $(, $t)*) -> isize)(fd, iov, cnt, off $(, $extra)*) };
+            enter(|s| on_fd(s, fd, |o| vectored(o, fd, iov, cnt, off, $write), theirs), theirs)
+        }
+    )*};
+}
+
+vectored_calls! {
+    fn preadv() = false;
+    fn preadv64() = false;
+    fn pwritev() = true;
+    fn pwritev64() = true;
+    fn preadv2(_flags: c_int) = false;
+    fn preadv64v2(_flags: c_int) = false;
+    fn pwritev2(_flags: c_int) = true;
+    fn pwritev64v2(_flags: c_int) = true;
+}
+
 /// glibc before 2.33 compiled fstat into this.
 #[no_mangle]
 pub unsafe extern "C" fn __fxstat(ver: c_int, fd: c_int, st: *mut libc::stat) -> c_int {
