@@ -33,13 +33,14 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 # libnovafs for C programs (PRELOAD.md): the library and its header where
-# a compiler and the dynamic linker look, `cc prog.c -lnovafs`.
-cargo build --release -p novafs-capi
+# a compiler and the dynamic linker look, `cc prog.c -lnovafs`; and the
+# preload shim, which `novafs exec` finds beside the novafs executable.
+cargo build --release -p novafs-capi -p novafs-preload
 if [ "$(id -u)" = 0 ]; then
-  install -m 0644 target/release/libnovafs.so target/release/libnovafs.a /usr/local/lib/
+  install -m 0644 target/release/libnovafs.so target/release/libnovafs.a target/release/libnovafs_preload.so /usr/local/lib/
   install -m 0644 crates/novafs-capi/include/novafs.h /usr/local/include/
   ldconfig
-  echo "libnovafs installed: /usr/local/lib/libnovafs.{so,a}, /usr/local/include/novafs.h"
+  echo "libnovafs installed: /usr/local/lib/libnovafs.{so,a}, /usr/local/lib/libnovafs_preload.so, /usr/local/include/novafs.h"
 fi
 
 if mountpoint -q "$MNT" 2>/dev/null; then
