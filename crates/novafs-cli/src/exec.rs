@@ -18,7 +18,7 @@ use clap::builder::{OsStringValueParser, TypedValueParser};
 use nix::sys::signal::{SigSet, Signal};
 
 use crate::image::{explain_fs, open};
-use crate::mount::mount_point_of;
+use crate::mount::{mount_point_of, state_dir};
 
 /// What `novafs exec --help` adds after the options.
 pub const AFTER_HELP: &str = "\
@@ -96,10 +96,14 @@ fn prepare(args: &Args) -> Result<Command> {
         preload.push(":");
         preload.push(before);
     }
+    // Where a handover's daemon keeps its mount point and state: the
+    // daemons' own directory.
+    let run_dir = state_dir()?;
     cmd.env("LD_PRELOAD", preload)
         .env("NOVAFS_IMAGE", &image)
         .env("NOVAFS_PREFIX", &prefix)
-        .env("NOVAFS_BIN", &exe);
+        .env("NOVAFS_BIN", &exe)
+        .env("NOVAFS_RUN_DIR", run_dir);
     // Served by a daemon already: the shim is a client of its mount. A
     // mount named by our own environment but gone is not passed on.
     match mount_point_of(&image) {

@@ -65,7 +65,8 @@ impl Setup {
             .arg(image)
             .args(["--at", "/srv/data", "--"])
             .args(args)
-            .env("NOVAFS_PRELOAD", &self.shim);
+            .env("NOVAFS_PRELOAD", &self.shim)
+            .env("NOVAFS_RUN_DIR", self.dir.path().join("run"));
         for var in [
             "LD_PRELOAD",
             "NOVAFS_IMAGE",
@@ -98,7 +99,8 @@ fn printed(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).expect("utf-8")
 }
 
-const SHOW_ENV: &str = r#"echo "$LD_PRELOAD|$NOVAFS_IMAGE|$NOVAFS_PREFIX|$NOVAFS_BIN|${NOVAFS_MOUNT-unset}""#;
+const SHOW_ENV: &str =
+    r#"echo "$LD_PRELOAD|$NOVAFS_IMAGE|$NOVAFS_PREFIX|$NOVAFS_BIN|${NOVAFS_MOUNT-unset}|$NOVAFS_RUN_DIR""#;
 
 #[test]
 fn exec_refuses_a_missing_foreign_or_shared_writable_image() {
@@ -206,8 +208,16 @@ fn exec_gives_the_command_the_shim_and_where_the_image_is_served() {
     let shim = fs::canonicalize(&s.shim).expect("shim");
     let image = fs::canonicalize(&s.image).expect("image");
     let bin = fs::canonicalize(NOVAFS).expect("novafs");
-    let want =
-        |preload: String, prefix: &str| format!("{preload}|{}|{prefix}|{}|unset\n", image.display(), bin.display());
+    // The daemons' state directory, where a handover's mount goes too.
+    let run = s.dir.path().join("run");
+    let want = |preload: String, prefix: &str| {
+        format!(
+            "{preload}|{}|{prefix}|{}|unset|{}\n",
+            image.display(),
+            bin.display(),
+            run.display()
+        )
+    };
     let shown = printed(&mut s.exec(&["sh", "-c", SHOW_ENV]));
     assert_eq!(shown, want(shim.display().to_string(), "/srv/data"));
     // Another preloaded library stays, after the shim; a mount named by
@@ -238,6 +248,7 @@ fn exec_gives_the_command_the_shim_and_where_the_image_is_served() {
             SHOW_ENV,
         ])
         .env("NOVAFS_PRELOAD", &s.shim)
+        .env("NOVAFS_RUN_DIR", &run)
         .env_remove("LD_PRELOAD")
         .env_remove("NOVAFS_MOUNT");
     let cwd = fs::canonicalize(s.dir.path()).expect("cwd");

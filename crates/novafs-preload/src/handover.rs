@@ -125,19 +125,17 @@ fn note(o: &Owner) -> Vec<Noted> {
 }
 
 /// A new private directory for the mount point and the clients' lock
-/// file, under the directory novafs daemons keep their state in.
+/// file, under the directory novafs daemons keep their state in
+/// (`NOVAFS_RUN_DIR`, which `novafs exec` sets; else one of the user's
+/// own in the temporary directory).
 fn place() -> std::io::Result<PathBuf> {
-    // SAFETY: geteuid(2) cannot fail.
-    let uid = unsafe { libc::geteuid() };
-    let base = if let Some(d) = std::env::var_os("NOVAFS_RUN_DIR") {
-        PathBuf::from(d)
-    } else if uid == 0 {
-        PathBuf::from("/run/novafs")
-    } else if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
-        PathBuf::from(x).join("novafs")
-    } else {
-        PathBuf::from(format!("/tmp/novafs-{uid}"))
-    };
+    let base = std::env::var_os("NOVAFS_RUN_DIR").map_or_else(
+        || {
+            // SAFETY: geteuid(2) cannot fail.
+            std::env::temp_dir().join(format!("novafs-{}", unsafe { libc::geteuid() }))
+        },
+        PathBuf::from,
+    );
     let stamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos());

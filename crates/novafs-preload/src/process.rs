@@ -81,6 +81,31 @@ fn program_path(s: &Shim, path: *const c_char) -> Option<CString> {
     }
 }
 
+/// The program and environment an exec or spawn of `file` (looked for in
+/// PATH when `search` and it has no slash) should get: a client's path
+/// under the prefix becomes the mount's, and the shim's settings go into
+/// an environment that left them out. Calls `start` with them.
+fn with_program<R>(
+    s: &Shim,
+    file: *const c_char,
+    search: bool,
+    envp: *const *const c_char,
+    start: impl FnOnce(*const c_char, *const *const c_char) -> R,
+) -> R {
+    // SAFETY: the file argument.
+    let has_slash = unsafe { c_path(file) }.is_some_and(|f| f.to_bytes().contains(&b'/'));
+    let program = if has_slash || !search {
+        program_path(s, file)
+    } else {
+        None
+    };
+    let env = with_settings(envp);
+    start(
+        program.as_ref().map_or(file, |p| p.as_ptr()),
+        env.as_ref().map_or(envp, |e| e.ptrs.as_ptr()),
+    )
+}
+
 fn environ() -> *const *const c_char {
     extern "C" {
         static environ: *const *const c_char;
@@ -95,17 +120,10 @@ pub unsafe extern "C" fn execve(path: *const c_char, argv: *const *const c_char,
     let theirs = |p: *const c_char, e: *const *const c_char| unsafe {
         next!(execve: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(p, argv, e)
     };
-    let ours = |s: &'static Shim| {
-        after_handover(s, || {
-            let program = program_path(s, path);
-            let env = with_settings(envp);
-            theirs(
-                program.as_ref().map_or(path, |p| p.as_ptr()),
-                env.as_ref().map_or(envp, |e| e.ptrs.as_ptr()),
-            )
-        })
-    };
-    enter(ours, || theirs(path, envp))
+    enter(
+        |s| after_handover(s, || with_program(s, path, false, envp, theirs)),
+        || theirs(path, envp),
+    )
 }
 
 #[no_mangle]
@@ -120,20 +138,10 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char
     let theirs = |f: *const c_char, e: *const *const c_char| unsafe {
         next!(execvpe: fn(*const c_char, *const *const c_char, *const *const c_char) -> c_int)(f, argv, e)
     };
-    let ours = |s: &'static Shim| {
-        after_handover(s, || {
-            // A name without a slash is looked for in PATH: not a path.
-            // SAFETY: exec's file argument.
-            let has_slash = unsafe { c_path(file) }.is_some_and(|f| f.to_bytes().contains(&b'/'));
-            let program = if has_slash { program_path(s, file) } else { None };
-            let env = with_settings(envp);
-            theirs(
-                program.as_ref().map_or(file, |p| p.as_ptr()),
-                env.as_ref().map_or(envp, |e| e.ptrs.as_ptr()),
-            )
-        })
-    };
-    enter(ours, || theirs(file, envp))
+    enter(
+        |s| after_handover(s, || with_program(s, file, true, envp, theirs)),
+        || theirs(file, envp),
+    )
 }
 
 #[no_mangle]
@@ -179,22 +187,9 @@ struct SpawnArgs {
 fn spawn(real: SpawnFn, search: bool, path: *const c_char, a: SpawnArgs, envp: *const *const c_char) -> c_int {
     // SAFETY: libc's contract, passed on.
     let theirs = |p: *const c_char, e: *const *const c_char| unsafe { real(a.pid, p, a.actions, a.attr, a.argv, e) };
-    let ours = |s: &'static Shim| {
-        if let Err(e) = handover(s) {
-            return e;
-        }
-        // SAFETY: the path argument.
-        let has_slash = unsafe { c_path(path) }.is_some_and(|f| f.to_bytes().contains(&b'/'));
-        let program = if has_slash || !search {
-            program_path(s, path)
-        } else {
-            None
-        };
-        let env = with_settings(envp);
-        theirs(
-            program.as_ref().map_or(path, |p| p.as_ptr()),
-            env.as_ref().map_or(envp, |e| e.ptrs.as_ptr()),
-        )
+    let ours = |s: &'static Shim| match handover(s) {
+        Ok(()) => with_program(s, path, search, envp, theirs),
+        Err(e) => e,
     };
     enter(ours, || theirs(path, envp))
 }

@@ -40,6 +40,7 @@ mod unused;
 
 pub use helper::{helper_call, remount, HelperCall};
 pub(crate) use mountinfo::mount_point_of;
+pub(crate) use state::state_dir;
 pub use umount::{control_socket, umount};
 
 #[derive(clap::Args)]

@@ -43,7 +43,7 @@ impl DaemonState {
 
 /// `$NOVAFS_RUN_DIR`, else /run/novafs for root, else
 /// `$XDG_RUNTIME_DIR/novafs`, else /tmp/novafs-UID; created private.
-fn state_dir() -> Result<PathBuf> {
+pub(crate) fn state_dir() -> Result<PathBuf> {
     let uid = sys::euid();
     let dir = if let Some(d) = std::env::var_os("NOVAFS_RUN_DIR") {
         PathBuf::from(d)
