@@ -106,10 +106,16 @@ fn prepare(args: &Args) -> Result<Command> {
         .env("NOVAFS_RUN_DIR", run_dir);
     // Served by a daemon already: the shim is a client of its mount. A
     // mount named by our own environment but gone is not passed on.
-    match mount_point_of(&image) {
-        Some(at) => cmd.env("NOVAFS_MOUNT", at),
-        None => cmd.env_remove("NOVAFS_MOUNT"),
-    };
+    cmd.env_remove("NOVAFS_MOUNT").env_remove("NOVAFS_CLIENTS");
+    if let Some(at) = mount_point_of(&image) {
+        // A handover's daemon (`until_unused`) stays while its clients
+        // hold the lock file beside its mount point: so do these.
+        let clients = at.parent().map(|d| d.join("clients")).filter(|c| c.is_file());
+        if let Some(clients) = clients {
+            cmd.env("NOVAFS_CLIENTS", clients);
+        }
+        cmd.env("NOVAFS_MOUNT", at);
+    }
     Ok(cmd)
 }
 
