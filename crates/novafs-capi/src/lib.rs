@@ -190,8 +190,9 @@ pub unsafe extern "C" fn novafs_refresh_credentials(fs: *const Novafs) -> c_int 
     status(guard(|| {
         // SAFETY: the crate's contract.
         let fs = unsafe { handle(fs) }?;
-        fs.posix
-            .set_cred(Cred::of_process().map_err(|e| Errno(e.raw_os_error().unwrap_or(libc::EIO)))?);
+        let io = |e: std::io::Error| Errno(e.raw_os_error().unwrap_or(libc::EIO));
+        fs.posix.set_cred(Cred::of_process().map_err(io)?);
+        fs.posix.set_access_cred(Cred::real_of_process().map_err(io)?);
         fs.posix.umask(process_umask());
         Ok(())
     }))
@@ -209,9 +210,11 @@ impl Novafs {
             tracing::warn!("novafs: cannot read the process's credentials ({e}); checking as nobody");
             Cred::new(65534, 65534, &[])
         });
-        Novafs {
-            posix: Posix::new(fs, cred, process_umask()),
+        let posix = Posix::new(fs, cred, process_umask());
+        if let Ok(real) = Cred::real_of_process() {
+            posix.set_access_cred(real);
         }
+        Novafs { posix }
     }
 }
 

@@ -51,6 +51,8 @@ pub struct Posix {
     /// The working directory's inode (the image's root at the start).
     cwd: AtomicU64,
     cred: RwLock<Cred>,
+    /// What access(2) checks with without AT_EACCESS (the real ids).
+    access_cred: RwLock<Cred>,
     umask: AtomicU32,
     /// The mappings made through [`Posix::mmap`].
     maps: calls::maps::Maps,
@@ -72,6 +74,7 @@ impl Posix {
             fs,
             files: fd::Files::default(),
             cwd: AtomicU64::new(novafs::ROOT_INO),
+            access_cred: RwLock::new(cred.clone()),
             cred: RwLock::new(cred),
             umask: AtomicU32::new(umask & 0o777),
             maps: Default::default(),
@@ -99,6 +102,17 @@ impl Posix {
     /// Changes the credentials (after setuid, setgroups, capset).
     pub fn set_cred(&self, cred: Cred) {
         *self.cred.write() = cred;
+    }
+
+    /// The credentials access(2) checks with when not asked for the
+    /// effective ones (`novafs::Cred::real_of_process`); the credentials
+    /// given at the start until then.
+    pub fn set_access_cred(&self, cred: Cred) {
+        *self.access_cred.write() = cred;
+    }
+
+    fn access_cred(&self) -> Cred {
+        self.access_cred.read().clone()
     }
 
     /// umask(2): sets the mask and returns the old one.

@@ -2,7 +2,7 @@
 //! library's (README "Trust model"), made for the credentials and umask
 //! the process has now, so each call that changes them tells libnovafs.
 
-use std::ffi::{c_int, c_uint};
+use std::ffi::{c_int, c_uint, c_void};
 
 use crate::enter;
 use crate::real::next;
@@ -40,7 +40,27 @@ id_calls! {
     fn setregid(rgid: c_uint, egid: c_uint);
     fn setresgid(rgid: c_uint, egid: c_uint, sgid: c_uint);
     fn setgroups(n: usize, list: *const c_uint);
+    fn capset(header: *mut c_void, data: *const c_void);
 }
+
+/// setfsuid(2) and setfsgid(2) answer with the old id, not a status: the
+/// credentials are read again whatever happened.
+macro_rules! fs_id_calls {
+    ($($name:ident),*) => {$(
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(id: c_uint) -> c_int {
+            // SAFETY: libc's contract, passed on.
+            let theirs = || unsafe { next!($name: fn(c_uint) -> c_int)(id) };
+            enter(|s| {
+                let old = theirs();
+                refreshed(s, 0);
+                old
+            }, theirs)
+        }
+    )*};
+}
+
+fs_id_calls!(setfsuid, setfsgid);
 
 /// umask(2): the image's files are made with the new mask too.
 #[no_mangle]

@@ -24,11 +24,17 @@ impl Posix {
         self.target(target)
     }
 
-    /// faccessat(2) (with AT_EACCESS the effective ids, which is what the
-    /// credentials hold; a real-id check needs the caller to pass them).
+    /// faccessat(2): the path walked and the file checked with the real
+    /// ids ([`Posix::set_access_cred`]), or with AT_EACCESS the effective
+    /// ones, as Linux does.
     pub fn access(&self, at: At, path: &[u8], mode: i32, flags: i32) -> Result<()> {
         let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
-        let attr = self.target(Target::Path { at, path, follow })?;
+        let cred = if flags & libc::AT_EACCESS != 0 {
+            self.cred()
+        } else {
+            self.access_cred()
+        };
+        let attr = self.resolve(at, path, follow, &cred)?;
         let mut want = Access::NONE;
         for (bit, access) in [
             (libc::R_OK, Access::READ),
@@ -42,7 +48,7 @@ impl Posix {
         if mode & !(libc::R_OK | libc::W_OK | libc::X_OK) != 0 {
             return Err(Errno(libc::EINVAL));
         }
-        Ok(self.fs.permission(attr.ino, &self.cred(), want)?)
+        Ok(self.fs.permission(attr.ino, &cred, want)?)
     }
 
     /// chmod(2) and its kin.
@@ -124,17 +130,8 @@ impl Posix {
     /// for a caller that may read them.
     pub fn listxattr(&self, target: Target<'_>) -> Result<Vec<u8>> {
         let attr = self.target(target)?;
-        let cred = self.cred();
         let names = self.fs.listxattr(attr.ino)?;
-        Ok(names
-            .split_inclusive(|&b| b == 0)
-            .filter(|n| {
-                let name = n.strip_suffix(&[0]).unwrap_or(n);
-                !name.starts_with(b"trusted.") || self.fs.xattr_allowed(attr.ino, &cred, name, false).is_ok()
-            })
-            .flatten()
-            .copied()
-            .collect())
+        Ok(self.fs.visible_xattrs(attr.ino, names, || self.cred()))
     }
 
     /// removexattr(2) and its kin.

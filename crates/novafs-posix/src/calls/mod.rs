@@ -68,7 +68,8 @@ impl Posix {
                     return Err(Errno(libc::EISDIR));
                 }
                 self.fs.may_create(last.dir, &cred)?;
-                let m = Make::new(libc::S_IFREG | (mode & 0o7777), cred.uid, cred.gid)
+                let mode = self.strip_set_group_id(last.dir, mode & 0o7777, &cred)?;
+                let m = Make::new(libc::S_IFREG | mode, cred.uid, cred.gid)
                     .umask(self.current_umask())
                     .opened(true);
                 (self.fs.make(last.dir, &last.name, &m)?, true)
@@ -83,6 +84,22 @@ impl Posix {
             self.opened(&attr, flags)?
         };
         self.files.install(Arc::new(open), flags & libc::O_CLOEXEC != 0, slot)
+    }
+
+    /// The mode of a file made in `dir`, less set-group-ID where the
+    /// group can execute it, `dir` hands down its own group (set-group-ID
+    /// directory) and the caller is neither in that group nor has
+    /// CAP_FSETID (Linux's `mode_strip_sgid`).
+    pub(crate) fn strip_set_group_id(&self, dir: novafs::Ino, mode: u32, cred: &novafs::Cred) -> Result<u32> {
+        let exec_sgid = libc::S_ISGID | libc::S_IXGRP;
+        if mode & exec_sgid != exec_sgid {
+            return Ok(mode);
+        }
+        let parent = self.fs.getattr(dir)?;
+        if parent.perm & libc::S_ISGID == 0 || cred.keeps_set_group_id(parent.gid) {
+            return Ok(mode);
+        }
+        Ok(mode & !libc::S_ISGID)
     }
 
     /// The checks open(2) makes on an existing file, then the

@@ -2,10 +2,10 @@
 //! the VFS's checks (create and delete rights, the sticky bit, the names
 //! `.` and `..`).
 
-use novafs::{FileType, Make};
+use novafs::{Access, Cred, FileType, Make};
 
 use crate::errno::{Errno, Result};
-use crate::path::At;
+use crate::path::{At, Last};
 use crate::Posix;
 
 /// `.` or `..`: names no call may make, remove or rename.
@@ -22,8 +22,10 @@ impl Posix {
         if is_dot(&last.name) {
             return Err(Errno(libc::EEXIST));
         }
-        self.fs.may_create(last.dir, &cred)?;
-        let m = Make::new(libc::S_IFDIR | (mode & 0o7777), cred.uid, cred.gid).umask(self.current_umask());
+        self.may_create_name(&last, &cred)?;
+        // A directory takes only the sticky bit of the special ones from
+        // the caller (vfs_mkdir); set-group-ID comes from its parent.
+        let m = Make::new(libc::S_IFDIR | (mode & 0o1777), cred.uid, cred.gid).umask(self.current_umask());
         self.fs.make(last.dir, &last.name, &m)?;
         Ok(())
     }
@@ -38,7 +40,7 @@ impl Posix {
         if target.is_empty() {
             return Err(Errno(libc::ENOENT));
         }
-        self.fs.may_create(last.dir, &cred)?;
+        self.may_create_name(&last, &cred)?;
         self.fs.symlink(last.dir, &last.name, target, cred.uid, cred.gid)?;
         Ok(())
     }
@@ -117,8 +119,53 @@ impl Posix {
         if is_dot(&to.name) || to.trailing_slash {
             return Err(Errno(libc::EEXIST));
         }
-        self.fs.may_create(to.dir, &cred)?;
+        self.may_create_name(&to, &cred)?;
+        if !self.may_link_to(&source, &cred)? {
+            return Err(Errno(libc::EPERM));
+        }
         self.fs.link(source.ino, to.dir, &to.name)?;
         Ok(())
     }
+
+    /// [`novafs::Fs::may_create`] in the kernel's order: a read-only file
+    /// system first, then a name that exists (EEXIST) before any write
+    /// permission is asked of its directory.
+    fn may_create_name(&self, last: &Last, cred: &Cred) -> Result<()> {
+        let Err(refused) = self.fs.may_create(last.dir, cred).map_err(Errno::from) else {
+            return Ok(());
+        };
+        if refused.0 == libc::EROFS {
+            return Err(refused);
+        }
+        match self.finish(last, false, cred) {
+            Ok(_) => Err(Errno(libc::EEXIST)),
+            Err(Errno(libc::ENOENT)) => Err(refused),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Linux's `may_linkat` under `fs.protected_hardlinks`: a caller that
+    /// does not own `source` (nor has CAP_FOWNER) may link it only if it
+    /// is a regular file, not set-user-ID, not an executable set-group-ID
+    /// one, that it may read and write.
+    fn may_link_to(&self, source: &novafs::Attr, cred: &Cred) -> Result<bool> {
+        if !protected_hardlinks() || self.fs.owner_or_capable(source.ino, cred).is_ok() {
+            return Ok(true);
+        }
+        let exec_sgid = libc::S_ISGID | libc::S_IXGRP;
+        let safe = source.kind == FileType::RegularFile
+            && source.perm & libc::S_ISUID == 0
+            && source.perm & exec_sgid != exec_sgid
+            && self
+                .fs
+                .permission(source.ino, cred, Access::READ | Access::WRITE)
+                .is_ok();
+        Ok(safe)
+    }
+}
+
+/// The `fs.protected_hardlinks` sysctl, read once (1 on most systems).
+fn protected_hardlinks() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::fs::read_to_string("/proc/sys/fs/protected_hardlinks").is_ok_and(|v| v.trim() == "1"))
 }

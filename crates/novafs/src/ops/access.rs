@@ -119,6 +119,16 @@ impl BitOr for Access {
     }
 }
 
+/// Which of a thread's ids a [`Cred`] is read with.
+#[derive(Clone, Copy)]
+enum Ids {
+    /// The file-system ids and effective capabilities: every check but
+    /// access(2)'s.
+    FileSystem,
+    /// The real ids: access(2) without AT_EACCESS.
+    Real,
+}
+
 /// The credentials a file system checks: the file-system user and group
 /// IDs (fsuid and fsgid, which follow the effective IDs unless a program
 /// sets them apart), the supplementary groups, and the effective
@@ -159,18 +169,26 @@ impl Cred {
     /// The calling thread's credentials (each thread has its own: setfsuid
     /// is per thread), from /proc/thread-self/status.
     pub fn of_process() -> std::io::Result<Cred> {
-        Cred::read_status("/proc/thread-self/status")
+        Cred::read_status("/proc/thread-self/status", Ids::FileSystem)
+    }
+
+    /// The credentials access(2) checks with when not asked for the
+    /// effective ones (AT_EACCESS): the calling thread's real user and
+    /// group, with its permitted capabilities for a real root and none
+    /// otherwise (Linux's `access_override_creds`).
+    pub fn real_of_process() -> std::io::Result<Cred> {
+        Cred::read_status("/proc/thread-self/status", Ids::Real)
     }
 
     /// The credentials of thread or process `tid`, from /proc (what a FUSE
     /// daemon reads for a request's sender).
     pub fn of_task(tid: u32) -> std::io::Result<Cred> {
-        Cred::read_status(&format!("/proc/{tid}/status"))
+        Cred::read_status(&format!("/proc/{tid}/status"), Ids::FileSystem)
     }
 
-    fn read_status(path: &str) -> std::io::Result<Cred> {
+    fn read_status(path: &str, ids: Ids) -> std::io::Result<Cred> {
         let status = std::fs::read_to_string(path)?;
-        Cred::parse_status(&status).ok_or_else(|| {
+        Cred::parse_status(&status, ids).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!("{path}: no Uid, Gid, Groups or CapEff line"),
@@ -178,22 +196,31 @@ impl Cred {
         })
     }
 
-    /// Parses /proc/PID/status: the fourth (file-system) ID of `Uid:` and
-    /// `Gid:`, `Groups:`, and `CapEff:` in hexadecimal.
-    fn parse_status(status: &str) -> Option<Cred> {
+    /// Parses /proc/PID/status: of `Uid:` and `Gid:` the fourth
+    /// (file-system) ID with `CapEff:`, or the first (real) one with
+    /// `CapPrm:` for a real root; and `Groups:`.
+    fn parse_status(status: &str, ids: Ids) -> Option<Cred> {
         let field = |name: &str| {
             status
                 .lines()
                 .find_map(|l| l.strip_prefix(name))
                 .map(str::split_whitespace)
         };
-        let uid = field("Uid:")?.nth(3)?.parse().ok()?;
-        let gid = field("Gid:")?.nth(3)?.parse().ok()?;
+        let which = match ids {
+            Ids::FileSystem => 3,
+            Ids::Real => 0,
+        };
+        let uid = field("Uid:")?.nth(which)?.parse().ok()?;
+        let gid = field("Gid:")?.nth(which)?.parse().ok()?;
         let groups = field("Groups:")?
             .map(str::parse)
             .collect::<std::result::Result<_, _>>()
             .ok()?;
-        let caps = u64::from_str_radix(field("CapEff:")?.next()?, 16).ok()?;
+        let caps = match ids {
+            Ids::FileSystem => u64::from_str_radix(field("CapEff:")?.next()?, 16).ok()?,
+            Ids::Real if uid == 0 => u64::from_str_radix(field("CapPrm:")?.next()?, 16).ok()?,
+            Ids::Real => 0,
+        };
         Some(Cred {
             uid,
             gid,
@@ -536,14 +563,30 @@ mod tests {
     #[test]
     fn status_gives_fs_ids_groups_and_capabilities() {
         let status = "Name:\tx\nUid:\t5\t6\t7\t8\nGid:\t1\t2\t3\t4\nGroups:\t10 20 \nCapEff:\t0000000000000010\n";
-        let c = Cred::parse_status(status).unwrap();
+        let c = Cred::parse_status(status, Ids::FileSystem).unwrap();
         assert_eq!(c, Cred::new(8, 4, &[10, 20]).caps(Caps::FSETID));
         assert!(c.in_group(4) && c.in_group(20) && !c.in_group(3));
         let nobody = "Uid:\t65534\t65534\t65534\t65534\nGid:\t65534\t65534\t65534\t65534\nGroups:\t\nCapEff:\t0000000000000000\n";
-        assert_eq!(Cred::parse_status(nobody), Some(Cred::new(65534, 65534, &[])));
-        assert_eq!(Cred::parse_status("garbage"), None);
+        assert_eq!(
+            Cred::parse_status(nobody, Ids::FileSystem),
+            Some(Cred::new(65534, 65534, &[]))
+        );
+        assert_eq!(Cred::parse_status("garbage", Ids::FileSystem), None);
         let bad_group = "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\t1 x\nCapEff:\t0\n";
-        assert_eq!(Cred::parse_status(bad_group), None);
+        assert_eq!(Cred::parse_status(bad_group, Ids::FileSystem), None);
+    }
+
+    #[test]
+    fn access_checks_with_the_real_ids_and_a_real_roots_permitted_caps() {
+        // Real root, effective 1000: root's permitted capabilities.
+        let status =
+            "Uid:\t0\t1000\t0\t1000\nGid:\t0\t100\t0\t100\nGroups:\t100\nCapEff:\t0\nCapPrm:\t0000000000000010\n";
+        let real = Cred::parse_status(status, Ids::Real).unwrap();
+        assert_eq!(real, Cred::new(0, 0, &[100]).caps(Caps::FSETID));
+        // Real 1000, effective root: none.
+        let status = "Uid:\t1000\t0\t0\t0\nGid:\t100\t0\t0\t0\nGroups:\t\nCapEff:\t000001ffffffffff\nCapPrm:\t000001ffffffffff\n";
+        assert_eq!(Cred::parse_status(status, Ids::Real), Some(Cred::new(1000, 100, &[])));
+        assert_eq!(Cred::parse_status(status, Ids::FileSystem).map(|c| c.uid), Some(0));
     }
 
     #[test]

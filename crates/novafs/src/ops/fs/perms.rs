@@ -67,6 +67,8 @@ impl Fs {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
+        // The name is looked up first, which needs search permission.
+        self.may_lookup(dir, cred)?;
         let victim = self.child(dir, name)?.ok_or(Error::NotFound)?;
         access::may_delete(&self.node(dir)?, &victim, is_dir, cred, self.read_only)
     }
@@ -88,6 +90,9 @@ impl Fs {
         if self.read_only {
             return Err(Error::ReadOnly);
         }
+        // Both names are looked up first, which needs search permission.
+        self.may_lookup(from.0, cred)?;
+        self.may_lookup(to.0, cred)?;
         let old = self.child(from.0, from.1)?.ok_or(Error::NotFound)?;
         let new = self.child(to.0, to.1)?;
         match &new {
@@ -138,5 +143,28 @@ impl Fs {
     /// listxattr needs no permission.
     pub fn xattr_allowed(&self, ino: Ino, cred: &Cred, name: &[u8], writing: bool) -> Result<()> {
         access::xattr_allowed(&self.node(ino)?, cred, name, writing, self.read_only)
+    }
+
+    /// listxattr(2)'s answer for `cred`: the NUL-terminated `names` of
+    /// `ino` less the `trusted.` ones it may not read (Linux lists those
+    /// to CAP_SYS_ADMIN only). `cred` is asked for only when there are
+    /// such names (a FUSE caller's is read from /proc).
+    pub fn visible_xattrs(&self, ino: Ino, names: Vec<u8>, cred: impl FnOnce() -> Cred) -> Vec<u8> {
+        let trusted = |n: &[u8]| n.strip_suffix(&[0]).unwrap_or(n).starts_with(b"trusted.");
+        if !names.split_inclusive(|&b| b == 0).any(trusted) {
+            return names;
+        }
+        let cred = cred();
+        names
+            .split_inclusive(|&b| b == 0)
+            .filter(|n| {
+                !trusted(n)
+                    || self
+                        .xattr_allowed(ino, &cred, n.strip_suffix(&[0]).unwrap_or(n), false)
+                        .is_ok()
+            })
+            .flatten()
+            .copied()
+            .collect()
     }
 }
