@@ -134,9 +134,16 @@ impl Image {
         self.m.umount();
     }
 
-    /// The end of every test: fsck finds the image clean and cleanly
-    /// unmounted; no handover left a mount or its directory behind.
+    /// The end of every test: nothing was written to the real prefix; fsck
+    /// finds the image clean and cleanly unmounted; no handover left a
+    /// mount or its directory behind.
     fn finish(self) -> String {
+        // Nothing reached the real directory at the prefix.
+        assert!(
+            !self.prefix.exists(),
+            "{} was made outside the image",
+            self.prefix.display()
+        );
         let report = self.m.fsck();
         assert!(report.trim_end().ends_with(", cleanly unmounted: clean"), "{report}");
         assert!(!report.contains("note:"), "{report}");
@@ -195,11 +202,11 @@ fn head(text: &str) -> &str {
     &text[..end]
 }
 
-/// The same command on tmpfs, without the shim.
-fn on_tmpfs<S: AsRef<OsStr>>(args: &[S]) -> String {
+/// The same command without the shim (on tmpfs, or on a regular mount).
+fn without_shim<S: AsRef<OsStr>>(args: &[S]) -> String {
     let mut c = Command::new(args[0].as_ref());
     c.args(&args[1..]).env("LC_ALL", "C");
-    quiet(&mut c, "the same program on tmpfs")
+    quiet(&mut c, "a program without the shim")
 }
 
 /// What cp -a and rsync -a keep, to the nanosecond.
@@ -259,7 +266,7 @@ fn sqlite3_under_the_shim_matches_tmpfs_and_reopens_in_a_second_run() {
         let script = format!("PRAGMA journal_mode={mode};{SQL}");
         let db = format!("{mode}.db");
         let got = img.quiet(&[OsStr::new("sqlite3"), img.at(&db).as_os_str(), OsStr::new(&script)]);
-        let want = on_tmpfs(&[
+        let want = without_shim(&[
             OsStr::new("sqlite3"),
             tmp.path().join(&db).as_os_str(),
             OsStr::new(&script),
@@ -408,21 +415,23 @@ git gc -q
     img.finish();
 }
 
-/// $1: the directory to work in; $2: the input. A pipeline of children
-/// reading and writing the image; a descriptor inherited through a fork
-/// sharing its offset with the parent; a working directory in the image.
+/// $1: the directory to work in; $2: the input. First, before any fork
+/// (the subshell is the first), a descriptor the shell opened in-process,
+/// which the handover moves to the mount at its offset and the child
+/// shares; then a pipeline of children reading and writing the image; a
+/// working directory in the image.
 const PIPELINE: &str = r#"set -e
-cat "$2" > "$1/big"
-cat "$1/big" | sort | uniq -c | sort -rn > "$1/out"
-wc -l < "$1/out"
-head -n 3 "$1/out"
-cksum < "$1/out"
 exec 3>"$1/f"
 echo a >&3
 (echo b >&3)
 echo c >&3
 exec 3>&-
 cat "$1/f"
+cat "$2" > "$1/big"
+cat "$1/big" | sort | uniq -c | sort -rn > "$1/out"
+wc -l < "$1/out"
+head -n 3 "$1/out"
+cksum < "$1/out"
 mkdir -p "$1/dir/sub"
 cd "$1/dir/sub"
 pwd
@@ -463,7 +472,7 @@ fn a_shell_pipeline_under_the_shim_prints_what_it_prints_on_tmpfs() {
     let got = img.quiet(&shell(&img.prefix));
     let t = tmp.path().join("t");
     fs::create_dir(&t).expect("mkdir");
-    let want = on_tmpfs(&shell(&t));
+    let want = without_shim(&shell(&t));
     let px = img.prefix.display().to_string();
     // pwd names the prefix, never the handover's mount.
     assert!(
@@ -475,10 +484,9 @@ fn a_shell_pipeline_under_the_shim_prints_what_it_prints_on_tmpfs() {
         want.replace(&t.display().to_string(), "@"),
         "the shim and tmpfs differ"
     );
-    let distinct: std::collections::BTreeSet<&str> = big.lines().collect();
-    assert!(got.starts_with(&format!("{}\n", distinct.len())), "{got}");
     // Written by the forked subshell between the parent's two writes.
-    assert!(got.contains("\na\nb\nc\n"), "{got}");
+    let distinct: std::collections::BTreeSet<&str> = big.lines().collect();
+    assert!(got.starts_with(&format!("a\nb\nc\n{}\n", distinct.len())), "{got}");
     // The image holds what the pipeline wrote, read by a second owner.
     assert_eq!(
         img.quiet(&["cat".into(), img.at("out")]),
@@ -682,7 +690,8 @@ fn rsync_into_and_out_of_the_shim_including_deltas() {
 
 /// fio's 4 KiB random writes, each followed by fsync, then read back and
 /// checked against their crc32c: as threads of the owner (in-process), and
-/// as a forked job (through the handover's mount).
+/// as a forked job (through the handover's mount); then checked again by
+/// fio reading through a regular mount.
 #[test]
 #[cfg_attr(
     not(novafs_fuse_root),
@@ -690,7 +699,7 @@ fn rsync_into_and_out_of_the_shim_including_deltas() {
 )]
 fn fio_psync_random_writes_with_fsync_verify() {
     require_fuse_root();
-    let img = Image::new("64M");
+    let mut img = Image::new("64M");
     let tmp = shm_dir();
     let fio = |file: &Path, how: &str| -> Vec<std::ffi::OsString> {
         let mut args: Vec<std::ffi::OsString> = [
@@ -705,6 +714,8 @@ fn fio_psync_random_writes_with_fsync_verify() {
             "--do_verify=1",
             "--verify_fatal=1",
             "--randrepeat=1",
+            // No state file left in the working directory.
+            "--verify_state_save=0",
         ]
         .map(Into::into)
         .to_vec();
@@ -725,13 +736,21 @@ fn fio_psync_random_writes_with_fsync_verify() {
     for how in ["thread", "process"] {
         let file = format!("{how}.dat");
         let got = issued(&img.quiet(&fio(&img.at(&file), how)));
-        let want = issued(&on_tmpfs(&fio(&tmp.path().join(&file), how)));
+        let want = issued(&without_shim(&fio(&tmp.path().join(&file), how)));
         // Every block written once and read back once.
         assert!(got.starts_with("issued rwts: total=1024,1024,0,"), "{how}: {got}");
         assert_eq!(got, want, "{how}");
         let size = img.quiet(&["stat".into(), "-c".into(), "%s".into(), img.at(&file).into_os_string()]);
         assert_eq!(size, "4194304\n", "{how}");
     }
+    // Read through a mount, the blocks still carry what fio wrote.
+    img.through_mount(|mnt| {
+        for how in ["thread", "process"] {
+            let mut again = fio(&mnt.join(format!("{how}.dat")), how);
+            again.push("--verify_only".into());
+            issued(&without_shim(&again));
+        }
+    });
     img.finish();
 }
 
@@ -768,7 +787,7 @@ fn postmark_under_the_shim_matches_tmpfs() {
     let got = img.quiet(&[OsStr::new("postmark"), config(&pm, "image.pm").as_os_str()]);
     let t = tmp.path().join("t");
     fs::create_dir(&t).expect("mkdir");
-    let want = on_tmpfs(&[OsStr::new("postmark"), config(&t, "tmpfs.pm").as_os_str()]);
+    let want = without_shim(&[OsStr::new("postmark"), config(&t, "tmpfs.pm").as_os_str()]);
     assert!(got.contains("Performing transactions..........Done"), "{got}");
     assert_eq!(postmark_counts(&got), postmark_counts(&want));
     // postmark removes everything it made: the root and pm are left.
