@@ -639,7 +639,7 @@ fn tar_in_and_out_of_the_shim_alone_and_in_a_pipe_round_trips_a_tree() {
 }
 
 #[test]
-#[ignore = "shim bug: rsync's SIGCHLD handler reaps the handover's `novafs mount` (waitpid(-1)) before the shim waits for it; the handover then fails with ECHILD and rsync's fork with EIO, in about half the runs"]
+#[ignore = "shim bug: rsync's SIGCHLD handler reaps the handover's `novafs mount` (waitpid(-1)) before the shim waits for it; the handover then fails with ECHILD and rsync's fork with EIO, in most runs"]
 fn rsync_into_and_out_of_the_shim_including_deltas() {
     require_fuse_root();
     let mut img = Image::new("256M");
