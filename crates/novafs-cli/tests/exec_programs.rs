@@ -25,6 +25,11 @@ use fuse_common::{
     sigkill, Mount, Preserved, SplitMix,
 };
 
+/// A command line of strings and paths.
+macro_rules! argv {
+    ($($arg:expr),* $(,)?) => { [$(std::ffi::OsString::from(&$arg)),*] };
+}
+
 /// Not PATH's `python3`: a pyenv shim there is a shell script, which would
 /// fork before Python starts (the writer killed below must be the owner).
 const PYTHON: &str = "/usr/bin/python3";
@@ -265,19 +270,15 @@ fn sqlite3_under_the_shim_matches_tmpfs_and_reopens_in_a_second_run() {
     for mode in ["DELETE", "WAL"] {
         let script = format!("PRAGMA journal_mode={mode};{SQL}");
         let db = format!("{mode}.db");
-        let got = img.quiet(&[OsStr::new("sqlite3"), img.at(&db).as_os_str(), OsStr::new(&script)]);
-        let want = without_shim(&[
-            OsStr::new("sqlite3"),
-            tmp.path().join(&db).as_os_str(),
-            OsStr::new(&script),
-        ]);
+        let got = img.quiet(&argv!["sqlite3", img.at(&db), &script]);
+        let want = without_shim(&argv!["sqlite3", tmp.path().join(&db), &script]);
         assert_eq!(got, want, "{mode}: the shim and tmpfs differ");
         assert_eq!(got, format!("{}\n{totals}\n{ids}\nok\n", mode.to_lowercase()), "{mode}");
     }
     // A second owner mounts the image again and finds both databases.
     for mode in ["DELETE", "WAL"] {
         let db = img.at(&format!("{mode}.db"));
-        let got = img.quiet(&[OsStr::new("sqlite3"), db.as_os_str(), OsStr::new(SQL_CHECK)]);
+        let got = img.quiet(&argv!["sqlite3", db, SQL_CHECK]);
         assert_eq!(got, format!("ok\n{totals}\n"), "{mode} reopened");
     }
     img.finish();
@@ -332,17 +333,7 @@ fn git_in_a_shell_under_the_shim_makes_the_same_commits_as_on_tmpfs() {
     let (home, src, tmp) = (shm_dir(), shm_dir(), shm_dir());
     make_tree(src.path(), 3);
     fs::remove_file(src.path().join("a/fifo")).expect("rm fifo"); // git skips FIFOs
-    let script = |at: &Path, clone: &Path| -> Vec<std::ffi::OsString> {
-        vec![
-            "sh".into(),
-            "-c".into(),
-            GIT_SCRIPT.into(),
-            "sh".into(),
-            at.into(),
-            src.path().into(),
-            clone.into(),
-        ]
-    };
+    let script = |at: &Path, clone: &Path| argv!["sh", "-c", GIT_SCRIPT, "sh", at, src.path(), clone];
     let mut c = img.exec(&script(&img.prefix, &tmp.path().join("clone")));
     git_env(&mut c, home.path());
     let got = quiet(&mut c, "git under the shim");
@@ -363,12 +354,12 @@ fn git_in_a_shell_under_the_shim_makes_the_same_commits_as_on_tmpfs() {
     diff_trees(&tmp.path().join("tclone"), &tmp.path().join("clone"));
     // A second run finds the repository whole (git in a shell: see the
     // next test for git as the owner).
-    let mut c = img.exec(&[
-        OsStr::new("sh"),
-        OsStr::new("-c"),
-        OsStr::new(r#"git -C "$1" fsck --full --strict && git -C "$1" log --oneline | wc -l"#),
-        OsStr::new("sh"),
-        img.at("repo").as_os_str(),
+    let mut c = img.exec(&argv![
+        "sh",
+        "-c",
+        r#"git -C "$1" fsck --full --strict && git -C "$1" log --oneline | wc -l"#,
+        "sh",
+        img.at("repo")
     ]);
     git_env(&mut c, home.path());
     assert_eq!(quiet(&mut c, "git fsck in a second run"), "2\n");
@@ -393,23 +384,10 @@ git commit -q -m one
 git gc -q
 "#;
     let repo = img.at("repo");
-    let mut c = img.exec(&[
-        OsStr::new("sh"),
-        OsStr::new("-c"),
-        OsStr::new(setup),
-        OsStr::new("sh"),
-        repo.as_os_str(),
-    ]);
+    let mut c = img.exec(&argv!["sh", "-c", setup, "sh", repo]);
     git_env(&mut c, home.path());
     quiet(&mut c, "a repository made in a shell");
-    let mut c = img.exec(&[
-        OsStr::new("git"),
-        OsStr::new("-C"),
-        repo.as_os_str(),
-        OsStr::new("fsck"),
-        OsStr::new("--full"),
-        OsStr::new("--strict"),
-    ]);
+    let mut c = img.exec(&argv!["git", "-C", repo, "fsck", "--full", "--strict"]);
     git_env(&mut c, home.path());
     quiet(&mut c, "git fsck as the owner");
     img.finish();
@@ -459,16 +437,7 @@ fn a_shell_pipeline_under_the_shim_prints_what_it_prints_on_tmpfs() {
     }
     let input = tmp.path().join("input");
     fs::write(&input, &big).expect("write");
-    let shell = |at: &Path| -> Vec<std::ffi::OsString> {
-        vec![
-            "sh".into(),
-            "-c".into(),
-            PIPELINE.into(),
-            "sh".into(),
-            at.into(),
-            input.clone().into_os_string(),
-        ]
-    };
+    let shell = |at: &Path| argv!["sh", "-c", PIPELINE, "sh", at, input];
     let got = img.quiet(&shell(&img.prefix));
     let t = tmp.path().join("t");
     fs::create_dir(&t).expect("mkdir");
@@ -489,10 +458,10 @@ fn a_shell_pipeline_under_the_shim_prints_what_it_prints_on_tmpfs() {
     assert!(got.starts_with(&format!("a\nb\nc\n{}\n", distinct.len())), "{got}");
     // The image holds what the pipeline wrote, read by a second owner.
     assert_eq!(
-        img.quiet(&["cat".into(), img.at("out")]),
+        img.quiet(&argv!["cat", img.at("out")]),
         fs::read_to_string(t.join("out")).expect("read")
     );
-    assert_eq!(img.quiet(&["cat".into(), img.at("f")]), "a\nb\nc\n");
+    assert_eq!(img.quiet(&argv!["cat", img.at("f")]), "a\nb\nc\n");
     img.finish();
 }
 
@@ -522,16 +491,9 @@ fn special_files_are_refused_in_process_and_made_by_a_client() {
         f = f.display().to_string()
     );
     assert_eq!(img.quiet(&[PYTHON, "-c", &py]), "Operation not supported\n");
-    img.quiet(&[
-        OsStr::new("sh"),
-        OsStr::new("-c"),
-        OsStr::new("mkfifo \"$1\""),
-        OsStr::new("sh"),
-        g.as_os_str(),
-    ]);
-    assert_eq!(img.quiet(&[OsStr::new("ls"), img.prefix.as_os_str()]), "g\n");
-    let kind = [OsStr::new("stat"), OsStr::new("-c"), OsStr::new("%F"), g.as_os_str()];
-    assert_eq!(img.quiet(&kind), "fifo\n");
+    img.quiet(&argv!["sh", "-c", "mkfifo \"$1\"", "sh", g]);
+    assert_eq!(img.quiet(&argv!["ls", img.prefix]), "g\n");
+    assert_eq!(img.quiet(&argv!["stat", "-c", "%F", g]), "fifo\n");
     img.finish();
 }
 
@@ -545,18 +507,8 @@ fn cp_a_into_and_out_of_the_shim_round_trips_a_tree() {
     let mut img = Image::new("256M");
     let (src, out) = (source_tree(11), shm_dir());
     // One process, no fork: the in-process owner writes the copy.
-    img.quiet(&[
-        OsStr::new("cp"),
-        OsStr::new("-a"),
-        src.path().as_os_str(),
-        img.at("copy").as_os_str(),
-    ]);
-    img.quiet(&[
-        OsStr::new("cp"),
-        OsStr::new("-a"),
-        img.at("copy").as_os_str(),
-        out.path().join("copy").as_os_str(),
-    ]);
+    img.quiet(&argv!["cp", "-a", src.path(), img.at("copy")]);
+    img.quiet(&argv!["cp", "-a", img.at("copy"), out.path().join("copy")]);
     diff_trees(src.path(), &out.path().join("copy"));
     compare_metadata(src.path(), &out.path().join("copy"), ALL);
     // The image itself, through a mount, not through the shim.
@@ -577,40 +529,26 @@ fn tar_in_and_out_of_the_shim_alone_and_in_a_pipe_round_trips_a_tree() {
     let mut img = Image::new("256M");
     let (src, out) = (source_tree(12), shm_dir());
     let s = src.path().as_os_str();
-    let tar = |args: &[&OsStr]| {
-        let mut all = vec![OsStr::new("tar")];
-        all.extend_from_slice(args);
-        img.quiet(&all);
+    let tar = |args: &[std::ffi::OsString]| {
+        img.quiet(&[&argv!["tar"][..], args].concat());
     };
     let (arch, x, p) = (img.at("tree.tar"), img.at("x"), img.at("p"));
-    tar(&[
-        OsStr::new("-C"),
-        s,
-        OsStr::new("-cf"),
-        arch.as_os_str(),
-        OsStr::new("."),
-    ]);
-    img.quiet(&[OsStr::new("mkdir"), x.as_os_str(), p.as_os_str()]);
-    tar(&[OsStr::new("-C"), x.as_os_str(), OsStr::new("-xpf"), arch.as_os_str()]);
+    tar(&argv!["-C", s, "-cf", arch, "."]);
+    img.quiet(&argv!["mkdir", x, p]);
+    tar(&argv!["-C", x, "-xpf", arch]);
     // tar | tar: two children of a shell, the reader extracting into the
     // image through the handover's mount.
-    img.quiet(&[
-        OsStr::new("sh"),
-        OsStr::new("-c"),
-        OsStr::new(r#"tar -C "$1" -cf - . | tar -C "$2" -xpf -"#),
-        OsStr::new("sh"),
+    img.quiet(&argv![
+        "sh",
+        "-c",
+        r#"tar -C "$1" -cf - . | tar -C "$2" -xpf -"#,
+        "sh",
         s,
-        p.as_os_str(),
+        p
     ]);
     // Out again: an archive of the extracted tree, extracted on tmpfs.
     let again = out.path().join("again.tar");
-    tar(&[
-        OsStr::new("-C"),
-        x.as_os_str(),
-        OsStr::new("-cf"),
-        again.as_os_str(),
-        OsStr::new("."),
-    ]);
+    tar(&argv!["-C", x, "-cf", again, "."]);
     let y = out.path().join("y");
     fs::create_dir(&y).expect("mkdir");
     ok(Command::new("tar").arg("-C").arg(&y).arg("-xpf").arg(&again));
@@ -646,13 +584,13 @@ fn rsync_into_and_out_of_the_shim_including_deltas() {
     let (src, out) = (source_tree(13), shm_dir());
     let dst = img.at("r");
     let rsync = |from: &Path, to: &Path| {
-        img.quiet(&[
-            OsStr::new("rsync"),
-            OsStr::new("-aH"),
-            OsStr::new("--delete"),
-            OsStr::new("--no-whole-file"),
-            OsStr::new(&format!("{}/", from.display())),
-            to.as_os_str(),
+        img.quiet(&argv![
+            "rsync",
+            "-aH",
+            "--delete",
+            "--no-whole-file",
+            &format!("{}/", from.display()),
+            to
         ]);
     };
     rsync(src.path(), &dst);
@@ -740,7 +678,7 @@ fn fio_psync_random_writes_with_fsync_verify() {
         // Every block written once and read back once.
         assert!(got.starts_with("issued rwts: total=1024,1024,0,"), "{how}: {got}");
         assert_eq!(got, want, "{how}");
-        let size = img.quiet(&["stat".into(), "-c".into(), "%s".into(), img.at(&file).into_os_string()]);
+        let size = img.quiet(&argv!["stat", "-c", "%s", img.at(&file)]);
         assert_eq!(size, "4194304\n", "{how}");
     }
     // Read through a mount, the blocks still carry what fio wrote.
@@ -783,11 +721,11 @@ fn postmark_under_the_shim_matches_tmpfs() {
         path
     };
     let pm = img.at("pm");
-    img.quiet(&[OsStr::new("mkdir"), pm.as_os_str()]);
-    let got = img.quiet(&[OsStr::new("postmark"), config(&pm, "image.pm").as_os_str()]);
+    img.quiet(&argv!["mkdir", pm]);
+    let got = img.quiet(&argv!["postmark", config(&pm, "image.pm")]);
     let t = tmp.path().join("t");
     fs::create_dir(&t).expect("mkdir");
-    let want = without_shim(&[OsStr::new("postmark"), config(&t, "tmpfs.pm").as_os_str()]);
+    let want = without_shim(&argv!["postmark", config(&t, "tmpfs.pm")]);
     assert!(got.contains("Performing transactions..........Done"), "{got}");
     assert_eq!(postmark_counts(&got), postmark_counts(&want));
     // postmark removes everything it made: the root and pm are left.
@@ -841,13 +779,7 @@ fn a_writer_killed_under_the_shim_loses_nothing_it_was_told() {
         let size = 8 * (1 + rng.below(700) as usize);
         let root = img.at(&format!("r{round}"));
         let mut writer = img
-            .exec(&[
-                OsStr::new(PYTHON),
-                OsStr::new("-c"),
-                OsStr::new(WRITER),
-                root.as_os_str(),
-                OsStr::new(&size.to_string()),
-            ])
+            .exec(&argv![PYTHON, "-c", WRITER, root, &size.to_string()])
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -893,7 +825,7 @@ fn a_writer_killed_under_the_shim_loses_nothing_it_was_told() {
         );
         // A second run (which recovers the image) copies out what it finds.
         let copy = out.path().join(format!("r{round}"));
-        img.quiet(&[OsStr::new("cp"), OsStr::new("-a"), root.as_os_str(), copy.as_os_str()]);
+        img.quiet(&argv!["cp", "-a", root, copy]);
         let log = fs::read(copy.join("log")).expect("read the log");
         assert_eq!(log.len() % size, 0, "round {round}: a torn record");
         let found = (log.len() / size) as u64;
@@ -955,13 +887,7 @@ fn a_second_process_is_refused_while_another_owns_the_image() {
     // A second program on the same image and prefix is stopped before its
     // main (exit 125), writing nothing.
     let mut second = img
-        .exec(&[
-            OsStr::new("sh"),
-            OsStr::new("-c"),
-            OsStr::new("echo x > \"$1\""),
-            OsStr::new("sh"),
-            held.as_os_str(),
-        ])
+        .exec(&argv!["sh", "-c", "echo x > \"$1\"", "sh", held])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -993,7 +919,7 @@ fn a_second_process_is_refused_while_another_owns_the_image() {
     said.read_to_string(&mut rest).expect("read");
     assert!(owner.wait().expect("wait").success());
     assert_eq!(rest, "first\nafter\n");
-    assert_eq!(img.quiet(&["cat".into(), held.into_os_string()]), "first\nafter\n");
+    assert_eq!(img.quiet(&argv!["cat", held]), "first\nafter\n");
     img.finish();
 }
 
@@ -1016,18 +942,7 @@ echo s > "$1/from-shell"
 ls "$1"
 "#;
     let got = quiet(
-        &mut exec_on(
-            &run_dir,
-            &m.image,
-            &prefix,
-            &[
-                OsStr::new("sh"),
-                OsStr::new("-c"),
-                OsStr::new(script),
-                OsStr::new("sh"),
-                prefix.as_os_str(),
-            ],
-        ),
+        &mut exec_on(&run_dir, &m.image, &prefix, &argv!["sh", "-c", script, "sh", prefix]),
         "a shell on a mounted image",
     );
     assert_eq!(got, format!("{}\nm\nfrom-mount\nfrom-shell\n", m.mnt.display()));
