@@ -958,6 +958,7 @@ ls "$1"
     assert_eq!(fs::read_to_string(m.path("from-shell")).expect("read"), "s\n");
     assert_eq!(fs::read_to_string(m.path("from-python")).expect("read"), "p\n");
     assert!(!run_dir.exists(), "a client started a daemon of its own");
+    assert!(!prefix.exists(), "written outside the image");
     assert!(is_mount_point(&m.mnt));
     m.finish();
 }
