@@ -17,9 +17,9 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   # gcc links the build (rustc calls cc); fuse3 for the mount; the rest are
-  # what README's test command runs on the mount (the same list as .ci/run;
+  # what README's test command runs on the mount and under novafs exec (the same list as .ci/run;
   # tests/setup_installs.rs checks both).
-  apt-get install -y -qq gcc fuse3 sqlite3 rsync git tar diffutils util-linux mount acl attr >/dev/null
+  apt-get install -y -qq gcc fuse3 sqlite3 rsync git tar diffutils util-linux mount acl attr fio postmark python3 >/dev/null
 fi
 cargo build --release
 NOVAFS=target/release/novafs

@@ -15,6 +15,7 @@ const PACKAGE_OF: &[(&str, &str)] = &[
     ("cp", "coreutils"),
     ("diff", "diffutils"),
     ("fallocate", "util-linux"),
+    ("fio", "fio"),
     ("fusermount3", "fuse3"),
     ("getfacl", "acl"),
     ("getfattr", "attr"),
@@ -22,6 +23,8 @@ const PACKAGE_OF: &[(&str, &str)] = &[
     ("ls", "coreutils"),
     ("mkfifo", "coreutils"),
     ("mount", "mount"),
+    ("postmark", "postmark"),
+    ("python3", "python3"),
     ("rmdir", "coreutils"),
     ("rsync", "rsync"),
     ("setfacl", "acl"),
@@ -41,9 +44,21 @@ const PACKAGE_OF: &[(&str, &str)] = &[
 const ESSENTIAL: &[&str] = &["coreutils", "dash", "diffutils", "tar", "util-linux"];
 
 /// Programs the tests run other than by name through `Command::new`:
-/// through a path (`setpriv`), inside `sh -c` scripts, or from a list of
-/// arguments (`fallocate`).
-const INDIRECT: &[&str] = &["setpriv", "ls", "rmdir", "stat", "touch", "fallocate", "mount"];
+/// through a path (`setpriv`, `python3`), inside `sh -c` scripts, from a
+/// list of arguments (`fallocate`), or as the command of `novafs exec`
+/// (`fio`, `postmark`).
+const INDIRECT: &[&str] = &[
+    "setpriv",
+    "ls",
+    "rmdir",
+    "stat",
+    "touch",
+    "fallocate",
+    "mount",
+    "fio",
+    "postmark",
+    "python3",
+];
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
