@@ -14,6 +14,25 @@ use crate::real::next;
 use crate::state::{Mode, Owner, Shim};
 use crate::{enter, fail, libc_ret};
 
+/// The library's own descriptors (the image's, which holds its lock; the
+/// clients' lock): a program's close of one, dup2 over one or
+/// close_range across them leaves them be. They sit high (pm's
+/// `above_program_descriptors`), where programs seldom look.
+static OWN: parking_lot::Mutex<Vec<c_int>> = parking_lot::Mutex::new(Vec::new());
+
+pub(crate) fn keep_own(fd: c_int) {
+    OWN.lock().push(fd);
+}
+
+/// Forgets the image's descriptors (the owner unmounts: they close).
+pub(crate) fn forget_own() {
+    OWN.lock().clear();
+}
+
+fn is_own(fd: c_int) -> bool {
+    OWN.lock().contains(&fd)
+}
+
 /// Runs `image` when `fd` is the image's in this process, `kernel`
 /// otherwise.
 pub(crate) fn on_fd<R>(s: &Shim, fd: c_int, image: impl FnOnce(&Owner) -> R, kernel: impl FnOnce() -> R) -> R {
@@ -248,6 +267,9 @@ pub unsafe extern "C" fn __fxstat64(ver: c_int, fd: c_int, st: *mut libc::stat) 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let theirs = || kernel_close(fd);
+    if is_own(fd) {
+        return fail(libc::EBADF);
+    }
     let kernel = |s: &Shim| {
         s.kernel_dirs.lock().remove(&fd);
         kernel_close(fd)
@@ -323,6 +345,9 @@ pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
 
 /// dup2/dup3 when either number is the image's; None when neither is.
 fn dup_to(s: &Shim, fd: c_int, to: c_int, flags: c_int, dup2: bool) -> Option<c_int> {
+    if is_own(to) {
+        return Some(fail(libc::EBUSY));
+    }
     let mode = s.mode.read();
     let Mode::Owner(o) = &*mode else { return None };
     let (from_image, over_image) = (o.owns(fd), o.owns(to));
@@ -347,6 +372,40 @@ fn dup_to(s: &Shim, fd: c_int, to: c_int, flags: c_int, dup2: bool) -> Option<c_
         return Some(-1);
     }
     Some(dup_image(o, fd, to, flags & libc::O_CLOEXEC != 0))
+}
+
+/// close_range(2) around the library's own descriptors.
+#[no_mangle]
+pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) -> c_int {
+    let real = |a: c_uint, b: c_uint| {
+        // SAFETY: close_range(2) of numbers.
+        unsafe { next!(close_range: fn(c_uint, c_uint, c_int) -> c_int)(a, b, flags) }
+    };
+    let mut own: Vec<c_uint> = OWN
+        .lock()
+        .iter()
+        .map(|&fd| fd as c_uint)
+        .filter(|fd| (first..=last).contains(fd))
+        .collect();
+    own.sort_unstable();
+    let mut from = first;
+    for fd in own {
+        if fd > from && real(from, fd - 1) != 0 {
+            return -1;
+        }
+        from = fd + 1;
+    }
+    if from <= last {
+        return real(from, last);
+    }
+    0
+}
+
+/// closefrom(3): close_range from `low` up.
+#[no_mangle]
+pub unsafe extern "C" fn closefrom(low: c_int) {
+    // SAFETY: as close_range.
+    unsafe { close_range(low.max(0) as c_uint, c_uint::MAX, 0) };
 }
 
 /// fcntl(2); the third argument is an int or a pointer, as the command
@@ -530,11 +589,16 @@ pub unsafe extern "C" fn mmap(
         return theirs();
     }
     let ours = |s: &Shim| {
-        // SAFETY: libnovafs's mmap, which maps the file's own pages.
         on_fd(
             s,
             fd,
-            |o| unsafe { capi::novafs_mmap(o.handle(), addr, len, prot, flags, fd, off) },
+            |o| {
+                if flags & libc::MAP_PRIVATE != 0 {
+                    return private_copy(o, fd, (addr, len, prot, flags), off);
+                }
+                // SAFETY: libnovafs's mmap, which maps the file's own pages.
+                unsafe { capi::novafs_mmap(o.handle(), addr, len, prot, flags, fd, off) }
+            },
             theirs,
         )
     };
@@ -553,6 +617,57 @@ pub unsafe extern "C" fn mmap64(
 ) -> *mut c_void {
     // SAFETY: the same call.
     unsafe { mmap(addr, len, prot, flags, fd, off) }
+}
+
+/// A MAP_PRIVATE mapping of an image file: the file's bytes copied into
+/// private memory (what such a mapping is: the process's own copy, which
+/// POSIX leaves free to miss later writes to the file). No pages of the
+/// image are mapped, so nothing ties it to this process's mount (a
+/// handover moves on with it; git maps its packs so, then forks).
+fn private_copy(
+    o: &Owner,
+    fd: c_int,
+    (addr, len, prot, flags): (*mut c_void, usize, c_int, c_int),
+    off: i64,
+) -> *mut c_void {
+    // SAFETY: sysconf(3) has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1);
+    if len == 0 || off < 0 || off % page != 0 {
+        return fail(libc::EINVAL);
+    }
+    let keep = flags & (libc::MAP_FIXED | libc::MAP_FIXED_NOREPLACE | libc::MAP_NORESERVE | libc::MAP_POPULATE);
+    // SAFETY: new anonymous memory (or at MAP_FIXED's address, which the
+    // caller gives up, as with any mmap there).
+    let mem = unsafe {
+        next!(mmap: fn(*mut c_void, usize, c_int, c_int, c_int, i64) -> *mut c_void)(
+            addr,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            keep | libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    if mem == libc::MAP_FAILED {
+        return mem;
+    }
+    // SAFETY: `len` bytes of the memory just mapped.
+    let buf = unsafe { std::slice::from_raw_parts_mut(mem.cast::<u8>(), len) };
+    let mut done = 0;
+    while done < len {
+        match o.posix().pread(fd, &mut buf[done..], off + done as i64) {
+            Ok(0) => break,
+            Ok(n) => done += n,
+            Err(Errno(e)) => {
+                // SAFETY: the memory mapped above, given back.
+                unsafe { next!(munmap: fn(*mut c_void, usize) -> c_int)(mem, len) };
+                return fail(e);
+            }
+        }
+    }
+    // SAFETY: mprotect(2) of the memory mapped above to what was asked.
+    unsafe { libc::mprotect(mem, len, prot) };
+    mem
 }
 
 /// Runs `image` when `addr` is in a mapping of the image's, `kernel`

@@ -66,6 +66,7 @@ pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
         let Mode::Owner(owner) = std::mem::replace(&mut *mode, Mode::Closed) else {
             return Ok(());
         };
+        fds::forget_own();
         let unmounted = owner.unmount();
         if unmounted < 0 {
             tracing::error!("novafs preload: unmount for the handover failed: errno {}", -unmounted);
@@ -169,17 +170,32 @@ fn start_daemon(s: &Shim, place: &std::path::Path) -> Result<(), String> {
     // daemon, which would otherwise hold them open for its whole life.
     unsafe {
         cmd.pre_exec(|| {
-            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            // Close-on-exec rather than closed: std's pipe that reports a
+            // failed exec must live until the exec.
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
             Ok(())
         });
     }
-    let out = cmd
-        .output()
+    let child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .map_err(|e| format!("cannot run {}: {e}", bin.to_string_lossy()))?;
-    if out.status.success() {
+    // Its exit status may never reach this process: a program's SIGCHLD
+    // handler can reap any child (rsync's does). The mount itself says
+    // whether it worked; what `novafs mount` printed says why not.
+    let said = child.wait_with_output().map(|o| o.stderr).unwrap_or_default();
+    if is_mount_point(&place.join("mnt")) {
         return Ok(());
     }
-    Err(String::from_utf8_lossy(&out.stderr).trim().to_string())
+    Err(String::from_utf8_lossy(&said).trim().to_string())
+}
+
+/// Whether `dir` is a mount point (another device than its parent's).
+fn is_mount_point(dir: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let dev = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.dev());
+    matches!((dev(dir), dir.parent().map(dev)), (Ok(a), Some(Ok(b))) if a != b)
 }
 
 /// Opens a noted descriptor again through the mount and puts it over its

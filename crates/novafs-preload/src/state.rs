@@ -19,8 +19,6 @@ use std::sync::OnceLock;
 use capi::Novafs;
 use parking_lot::{Mutex, RwLock};
 
-use crate::real::next;
-
 /// The shim's state: the prefix and image it was given, and who serves
 /// them now.
 pub(crate) struct Shim {
@@ -132,7 +130,7 @@ extern "C" fn start() {
         let _ = SHIM.set(Shim {
             prefix,
             image,
-            bin: std::env::var_os("NOVAFS_BIN"),
+            bin: std::env::var_os("NOVAFS_BIN").or_else(novafs_beside_the_shim),
             mode: RwLock::new(mode),
             kernel_cwd: Mutex::new(kernel_cwd()),
             kernel_dirs: Mutex::new(HashMap::new()),
@@ -166,10 +164,49 @@ fn mount_here(image: &CStr) -> Owner {
     }
     // SAFETY: a handle novafs_mount just returned, owned from here on.
     let fs = unsafe { Box::from_raw(fs) };
+    keep_image_descriptors(image);
     Owner {
         fs,
         cwd: Mutex::new(None),
         dir_paths: Mutex::new(HashMap::new()),
+    }
+}
+
+/// The novafs executable where it is installed with this library: beside
+/// it (a cargo target directory) or in `../bin` from it (/usr/local/lib).
+fn novafs_beside_the_shim() -> Option<OsString> {
+    // SAFETY: dladdr(3) of a function of this library, into a struct it
+    // fills; its file name is a C string the loader keeps.
+    let lib = unsafe {
+        let mut info: libc::Dl_info = std::mem::zeroed();
+        if libc::dladdr(start as *const libc::c_void, &mut info) == 0 || info.dli_fname.is_null() {
+            return None;
+        }
+        std::path::PathBuf::from(std::ffi::OsStr::from_bytes(CStr::from_ptr(info.dli_fname).to_bytes()))
+    };
+    let dir = lib.parent()?;
+    [dir.join("novafs"), dir.join("../bin/novafs")]
+        .into_iter()
+        .find(|p| p.is_file())
+        .map(|p| p.into_os_string())
+}
+
+/// Protects the descriptors open on the image (the library's: they hold
+/// its lock) from the program.
+fn keep_image_descriptors(image: &CStr) {
+    let Ok(image) = std::fs::canonicalize(std::ffi::OsStr::from_bytes(image.to_bytes())) else {
+        return;
+    };
+    let Ok(fds) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    for entry in fds.flatten() {
+        let fd = entry.file_name().to_str().and_then(|n| n.parse::<c_int>().ok());
+        if let (Some(fd), Ok(target)) = (fd, std::fs::read_link(entry.path())) {
+            if target == image {
+                crate::fds::keep_own(fd);
+            }
+        }
     }
 }
 
@@ -180,15 +217,21 @@ pub(crate) fn hold_clients_lock() {
     let Some(path) = env_bytes("NOVAFS_CLIENTS").and_then(|p| CString::new(p).ok()) else {
         return;
     };
-    // SAFETY: a NUL-terminated path; flock on the descriptor just opened.
+    let Ok(file) = std::fs::File::open(std::ffi::OsStr::from_bytes(path.as_bytes())) else {
+        return;
+    };
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(pm::above_program_descriptors(file));
+    // SAFETY: fcntl and flock on the descriptor just opened, which stays
+    // open for the process's life (and across exec: not close-on-exec).
     unsafe {
-        let fd = next!(open: fn(*const libc::c_char, c_int, libc::c_uint) -> c_int)(path.as_ptr(), libc::O_RDONLY, 0);
+        libc::fcntl(fd, libc::F_SETFD, 0);
         // Not waiting: a daemon holding it exclusively is going away, and
         // this process finds its mount gone (ENOTCONN), as after a crash.
-        if fd >= 0 && libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) != 0 {
+        if libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) != 0 {
             tracing::warn!("novafs preload: the image's daemon is leaving");
         }
     }
+    crate::fds::keep_own(fd);
 }
 
 /// The kernel's working directory now.

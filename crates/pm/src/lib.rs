@@ -35,7 +35,7 @@ pub use badblocks::{BadBlocks, SIDECAR_SUFFIX};
 pub use error::PmError;
 pub use flush::{FlushKind, Persist};
 pub use mem::MemRegion;
-pub use mmap::{MapOptions, MmapRegion, RegionKind};
+pub use mmap::{above_program_descriptors, MapOptions, MmapRegion, RegionKind};
 pub use prefault::Prefault;
 pub use protect::{Protection, WriteProtect};
 pub use record::{Choice, CrashPoint, Event, PointKind, RecordingRegion, Torn, Trace, UncertainLine};

@@ -11,7 +11,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
+use std::os::unix::io::{AsRawFd, FromRawFd};
 use std::path::{Path, PathBuf};
 use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -446,12 +446,47 @@ fn not_mappable(path: &Path) -> PmError {
     PmError::invalid(path, "neither a regular file nor a devdax device")
 }
 
+/// Opens the image read-write, its descriptor moved above the numbers
+/// programs pick themselves: in a program's own process (libnovafs, the
+/// preload shim) a shell redirecting descriptor 3 must not close the one
+/// that holds the image's lock.
 fn open_rw(path: &Path) -> Result<File, PmError> {
-    OpenOptions::new()
+    let file = OpenOptions::new()
         .read(true)
         .write(true)
         .open(path)
-        .map_err(|e| PmError::io(path, e))
+        .map_err(|e| PmError::io(path, e))?;
+    Ok(above_program_descriptors(file))
+}
+
+/// The lowest descriptor number [`open_rw`] moves to: 64 below the soft
+/// limit on open files, or below 1024 when that is higher (a huge limit
+/// would make the kernel grow the table that far), and at least 3.
+fn high_descriptor_floor() -> libc::c_int {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit(2) into a struct it fills.
+    let cur = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur.min(1024)
+    } else {
+        1024
+    };
+    (cur.saturating_sub(64) as libc::c_int).max(3)
+}
+
+/// `file` under a descriptor number from [`high_descriptor_floor`] up
+/// (close-on-exec); where none is free, as it is.
+pub fn above_program_descriptors(file: File) -> File {
+    // SAFETY: F_DUPFD_CLOEXEC of a descriptor this File owns; the new one
+    // is owned by the File made of it, and the old one closes with `file`.
+    let fd = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, high_descriptor_floor()) };
+    if fd < 0 {
+        return file;
+    }
+    // SAFETY: `fd` is a new descriptor nothing else owns.
+    unsafe { File::from_raw_fd(fd) }
 }
 
 /// Takes the exclusive lock when asked. flock belongs to the open file
