@@ -24,6 +24,11 @@ struct statx;
 // `novafs_mount` flag: mount read-only.
 #define NOVAFS_RDONLY 1
 
+// `novafs_mount` flag: build the whole image's page tables before the
+// mount returns (MAP_POPULATE), so that no call pays a first-touch page
+// fault; by default each page is faulted in on its first use.
+#define NOVAFS_PREFAULT 2
+
 // A mounted image (or a snapshot of one, read-only): the file system and
 // this process's descriptors, working directory and umask on it.
 typedef struct Novafs Novafs;
@@ -56,8 +61,8 @@ int novafs_format(const char *image, uint64_t size);
 // The smallest image `novafs_format` takes on this machine.
 uint64_t novafs_minimum_size(void);
 
-// Mounts the image at `image` in this process (`flags`: 0 or
-// NOVAFS_RDONLY), recovering it first if it was not unmounted cleanly.
+// Mounts the image at `image` in this process (`flags`: 0, or
+// NOVAFS_RDONLY and NOVAFS_PREFAULT or'ed), recovering it first if it was not unmounted cleanly.
 // The process's credentials and umask are taken now (see
 // `novafs_refresh_credentials`). Returns the handle, or NULL with the
 // errno in `*err` (EBUSY: mounted elsewhere, by a daemon or another

@@ -43,7 +43,7 @@ use std::sync::Arc;
 
 use core_fs::{Cred, FormatOptions, Fs, MountOptions};
 use novafs_posix::{Errno, Posix};
-use pm::{MapOptions, MmapRegion, Region};
+use pm::{MapOptions, MmapRegion, Prefault, Region};
 
 pub use calls::*;
 pub use dir::{NovafsDir, NovafsDirent};
@@ -51,6 +51,11 @@ pub use maps::{novafs_mmap, novafs_msync, novafs_munmap};
 
 /// `novafs_mount` flag: mount read-only.
 pub const NOVAFS_RDONLY: c_int = 1;
+
+/// `novafs_mount` flag: build the whole image's page tables before the
+/// mount returns (MAP_POPULATE), so that no call pays a first-touch page
+/// fault; by default each page is faulted in on its first use.
+pub const NOVAFS_PREFAULT: c_int = 2;
 
 /// A mounted image (or a snapshot of one, read-only): the file system and
 /// this process's descriptors, working directory and umask on it.
@@ -128,8 +133,8 @@ pub extern "C" fn novafs_minimum_size() -> u64 {
     core_fs::minimum_size(core_fs::default_shards()) + (8 << 20)
 }
 
-/// Mounts the image at `image` in this process (`flags`: 0 or
-/// NOVAFS_RDONLY), recovering it first if it was not unmounted cleanly.
+/// Mounts the image at `image` in this process (`flags`: 0, or
+/// NOVAFS_RDONLY and NOVAFS_PREFAULT or'ed), recovering it first if it was not unmounted cleanly.
 /// The process's credentials and umask are taken now (see
 /// `novafs_refresh_credentials`). Returns the handle, or NULL with the
 /// errno in `*err` (EBUSY: mounted elsewhere, by a daemon or another
@@ -139,7 +144,15 @@ pub unsafe extern "C" fn novafs_mount(image: *const c_char, flags: c_int, err: *
     let mounted = guard(|| {
         // SAFETY: the crate's contract.
         let path = path_of(unsafe { bytes(image) }?);
-        let region: Arc<dyn Region> = Arc::new(MmapRegion::open(path, &MapOptions::default()).map_err(pm_errno)?);
+        let map = MapOptions {
+            prefault: if flags & NOVAFS_PREFAULT != 0 {
+                Prefault::Now
+            } else {
+                Prefault::OnFirstUse
+            },
+            ..MapOptions::default()
+        };
+        let region: Arc<dyn Region> = Arc::new(MmapRegion::open(path, &map).map_err(pm_errno)?);
         let opts = MountOptions::default().read_only(flags & NOVAFS_RDONLY != 0);
         let fs = Fs::open(region, opts)?;
         Ok(Novafs::new(Arc::new(fs)))

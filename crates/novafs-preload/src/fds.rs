@@ -46,24 +46,30 @@ pub(crate) fn on_fd<R>(s: &Shim, fd: c_int, image: impl FnOnce(&Owner) -> R, ker
     }
 }
 
+/// The library's own descriptor on /dev/null (high, kept from the
+/// program) that placeholders are duplicated from: one fcntl per open,
+/// no path to look up.
+static NULL: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+
+/// Opens the template placeholders are made from (at the owner's mount).
+pub(crate) fn open_null() {
+    let Ok(null) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/null") else {
+        return;
+    };
+    let fd = std::os::fd::IntoRawFd::into_raw_fd(pm::above_program_descriptors(null));
+    keep_own(fd);
+    NULL.store(fd, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// A new kernel descriptor to file an image description under, at the
-/// lowest free number from `min`.
+/// lowest free number from `min`: /dev/null, close-on-exec.
 fn reserve(min: c_int) -> c_int {
-    // SAFETY: opens /dev/null (a NUL-terminated literal) and moves the
-    // descriptor, both plain system calls.
-    unsafe {
-        let fd = next!(open: fn(*const libc::c_char, c_int, c_uint) -> c_int)(
-            c"/dev/null".as_ptr(),
-            libc::O_RDWR | libc::O_CLOEXEC,
-            0,
-        );
-        if fd < 0 || fd >= min {
-            return fd;
-        }
-        let moved = next!(fcntl: fn(c_int, c_int, usize) -> c_int)(fd, libc::F_DUPFD_CLOEXEC, min as usize);
-        kernel_close(fd);
-        moved
+    let null = NULL.load(std::sync::atomic::Ordering::Relaxed);
+    if null < 0 {
+        return fail(libc::EMFILE);
     }
+    // SAFETY: F_DUPFD_CLOEXEC of the library's own descriptor.
+    unsafe { next!(fcntl: fn(c_int, c_int, usize) -> c_int)(null, libc::F_DUPFD_CLOEXEC, min as usize) }
 }
 
 fn kernel_close(fd: c_int) -> c_int {
