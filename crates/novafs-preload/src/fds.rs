@@ -273,15 +273,16 @@ pub unsafe extern "C" fn __fxstat64(ver: c_int, fd: c_int, st: *mut libc::stat) 
 #[no_mangle]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     let theirs = || kernel_close(fd);
-    if is_own(fd) {
-        return fail(libc::EBADF);
-    }
     let kernel = |s: &Shim| {
         s.kernel_dirs.lock().remove(&fd);
         kernel_close(fd)
     };
     enter(
         |s| {
+            if is_own(fd) {
+                // The program's, it thinks; the library's lock, it is.
+                return fail(libc::EBADF);
+            }
             on_fd(
                 s,
                 fd,
@@ -387,6 +388,11 @@ pub unsafe extern "C" fn close_range(first: c_uint, last: c_uint, flags: c_int) 
         // SAFETY: close_range(2) of numbers.
         unsafe { next!(close_range: fn(c_uint, c_uint, c_int) -> c_int)(a, b, flags) }
     };
+    enter(|_| around_own(first, last, real), || real(first, last))
+}
+
+/// `close(from..=to)` for each run between the library's descriptors.
+fn around_own(first: c_uint, last: c_uint, real: impl Fn(c_uint, c_uint) -> c_int) -> c_int {
     let mut own: Vec<c_uint> = OWN
         .lock()
         .iter()
