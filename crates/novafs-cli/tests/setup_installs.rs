@@ -36,6 +36,7 @@ const PACKAGE_OF: &[(&str, &str)] = &[
     ("sync", "coreutils"),
     ("tar", "tar"),
     ("touch", "coreutils"),
+    ("true", "coreutils"),
     ("umount", "mount"),
     ("unshare", "util-linux"),
 ];
