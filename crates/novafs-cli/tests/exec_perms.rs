@@ -17,33 +17,8 @@ use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
 
-use fuse_common::{novafs, ok, require_fuse_root, shm_dir, Mount};
-
-/// Builds libnovafs_preload.so with this test's profile (cargo builds a
-/// cdylib for `cargo build`, not for another crate's tests) and returns
-/// it: the profile directory above this test's executable holds it.
-fn preload() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--profile", "test", "-p", "novafs-preload", "--lib"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p novafs-preload failed");
-        let exe = std::env::current_exe().expect("test executable");
-        let so = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>")
-            .join("libnovafs_preload.so");
-        assert!(so.exists(), "no {}", so.display());
-        so
-    })
-}
+use fuse_common::{novafs, ok, preload_shim, require_fuse_root, shm_dir, Mount};
 
 /// tests/c/perms.c compiled into `dir` (a missing C compiler fails the
 /// test: `.ci/run` installs one).
@@ -161,7 +136,7 @@ fn the_shim_checks_permissions_as_the_kernel_does() {
             .arg("--")
             .arg(&perms)
             .arg(prefix.join("perms"))
-            .env("NOVAFS_PRELOAD", preload())
+            .env("NOVAFS_PRELOAD", preload_shim())
             .env("NOVAFS_RUN_DIR", &run_dir)
             .env_remove("LD_PRELOAD"),
     );

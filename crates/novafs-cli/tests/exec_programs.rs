@@ -17,12 +17,11 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 use std::time::SystemTime;
 
 use fuse_common::{
-    bounded, compare_metadata, diff_trees, is_mount_point, make_tree, novafs, ok, require_fuse_root, run, shm_dir,
-    sigkill, Mount, Preserved, SplitMix,
+    bounded, compare_metadata, diff_trees, is_mount_point, make_tree, novafs, ok, preload_shim, require_fuse_root, run,
+    shm_dir, sigkill, Mount, Preserved, SplitMix,
 };
 
 /// A command line of strings and paths.
@@ -34,30 +33,6 @@ macro_rules! argv {
 /// fork before Python starts (the writer killed below must be the owner).
 const PYTHON: &str = "/usr/bin/python3";
 
-/// Builds libnovafs_preload.so (cargo builds a cdylib for `cargo build`,
-/// not for a test) with this test's profile, and returns it: in the
-/// profile directory above this test's executable.
-fn shim() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--profile", "test", "-p", "novafs-preload", "--lib"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p novafs-preload failed");
-        let exe = std::env::current_exe().expect("test executable");
-        let so = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>")
-            .join("libnovafs_preload.so");
-        assert!(so.is_file(), "no {}", so.display());
-        so
-    })
-}
-
 /// `novafs exec --image IMAGE --at PREFIX -- ARGS` with the shim built
 /// here, the handover's mounts under `run_dir`, and none of the shim's
 /// variables inherited from the test's own environment.
@@ -68,7 +43,7 @@ fn exec_on<S: AsRef<OsStr>>(run_dir: &Path, image: &Path, prefix: &Path, args: &
         .arg(prefix)
         .arg("--")
         .args(args)
-        .env("NOVAFS_PRELOAD", shim())
+        .env("NOVAFS_PRELOAD", preload_shim())
         .env("NOVAFS_RUN_DIR", run_dir)
         .env("LC_ALL", "C");
     for var in [
