@@ -106,7 +106,9 @@ fn prepare(args: &Args) -> Result<Command> {
         .env("NOVAFS_RUN_DIR", run_dir);
     // Served by a daemon already: the shim is a client of its mount. A
     // mount named by our own environment but gone is not passed on.
-    cmd.env_remove("NOVAFS_MOUNT").env_remove("NOVAFS_CLIENTS");
+    for handed_down in ["NOVAFS_MOUNT", "NOVAFS_MOUNT_FD", "NOVAFS_CLIENTS", "NOVAFS_CLIENTS_FD"] {
+        cmd.env_remove(handed_down);
+    }
     if let Some(at) = mount_point_of(&image) {
         // A handover's daemon (`until_unused`) stays while its clients
         // hold the lock file beside its mount point: so do these.

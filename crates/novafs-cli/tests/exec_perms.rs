@@ -128,18 +128,22 @@ fn the_shim_checks_permissions_as_the_kernel_does() {
     let prefix = dir.path().join("srv");
     // A handover (the program forked after all) would make its mount here.
     let run_dir = dir.path().join("run");
-    let shimmed = transcript(
-        novafs(["exec", "--image"])
-            .arg(&image)
+    let exec = |run_dir: &Path, args: &[&std::ffi::OsStr]| {
+        let mut c = novafs(["exec", "--image"]);
+        c.arg(&image)
             .arg("--at")
             .arg(&prefix)
             .arg("--")
-            .arg(&perms)
-            .arg(prefix.join("perms"))
+            .args(args)
             .env("NOVAFS_PRELOAD", preload_shim())
-            .env("NOVAFS_RUN_DIR", &run_dir)
-            .env_remove("LD_PRELOAD"),
-    );
+            .env("NOVAFS_RUN_DIR", run_dir)
+            .env_remove("LD_PRELOAD");
+        c
+    };
+    let shimmed = transcript(&mut exec(
+        &run_dir,
+        &[perms.as_os_str(), prefix.join("perms").as_os_str()],
+    ));
     assert!(!prefix.exists(), "the run reached the kernel's {}", prefix.display());
     // novafs exec makes the directory; a handover would put its mount in it.
     let handed_over = fs::read_dir(&run_dir).map_or(0, |d| d.count());
@@ -147,9 +151,35 @@ fn the_shim_checks_permissions_as_the_kernel_does() {
     let report = ok(novafs(["fsck"]).arg(&image));
     assert!(report.contains("cleanly unmounted"), "{report}");
 
+    // The same program as a client of a handover: the shell that owns the
+    // image forks (`true`), then becomes perms, which changes identity
+    // and reaches the handover's private mount through the descriptor
+    // handed down; the mount checks each file for it (its known
+    // differences are the mount's).
+    let handover_dir = dir.path().join("run-handover");
+    let script = "true; exec \"$0\" \"$1\"";
+    let client = transcript(&mut exec(
+        &handover_dir,
+        &[
+            "sh".as_ref(),
+            "-c".as_ref(),
+            script.as_ref(),
+            perms.as_os_str(),
+            prefix.join("client").as_os_str(),
+        ],
+    ));
+    let left: Vec<_> = fs::read_dir(&handover_dir)
+        .expect("run dir")
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().starts_with("exec-"))
+        .collect();
+    assert!(left.is_empty(), "the handover left {left:?} behind");
+
     let problems = [
         unexpected("the mount", &want, &mounted, &known("mount")),
         unexpected("the shim", &want, &shimmed, &known("shim")),
+        unexpected("a client of a handover", &want, &client, &known("mount")),
     ]
     .concat();
 

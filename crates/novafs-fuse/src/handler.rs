@@ -163,8 +163,9 @@ impl FuseFs {
     /// rule ([`novafs::Cred::kill_set_id`]), for the request's caller.
     /// `a` is the file's attributes now; returns them afterwards.
     fn kill_set_id(&self, who: Who, a: Attr, chown: bool) -> Result<Attr, Error> {
-        // /proc is read only for a file with set-ID bits.
-        if a.kind != FileType::RegularFile || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
+        // /proc is read only for a node with set-ID bits; chown clears them
+        // on every kind but directories (the core's rule says which).
+        if a.kind == FileType::Directory || a.perm & (libc::S_ISUID | libc::S_ISGID) == 0 {
             return Ok(a);
         }
         let mode = caller(who.pid, who.uid, who.gid).kill_set_id(&a, chown);

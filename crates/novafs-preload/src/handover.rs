@@ -29,7 +29,7 @@ use novafs_posix::ROOT_INO;
 
 use crate::real::next;
 use crate::route::below;
-use crate::state::{hold_clients_lock, Mode, Owner, Shim};
+use crate::state::{hold_clients_lock, Client, Mode, Owner, Shim};
 use crate::{dirs, fds, inside};
 
 /// One image descriptor, to open again through the mount.
@@ -85,7 +85,10 @@ pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
             return Err(libc::EIO);
         }
         let mount = place.join("mnt").into_os_string().into_encoded_bytes();
-        std::env::set_var("NOVAFS_MOUNT", OsStr::from_bytes(&mount));
+        let Some(root) = open_root(&mount) else {
+            noted.iter().for_each(|n| fds::poison(n.fd));
+            return Err(libc::EIO);
+        };
         for n in &noted {
             reopen(&mount, n);
         }
@@ -96,7 +99,7 @@ pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
                 *s.kernel_cwd.lock() = there.into_bytes();
             }
         }
-        *mode = Mode::Client(mount);
+        *mode = Mode::Client(Client::of_handover(mount, root));
         Ok(())
     })
 }
@@ -152,9 +155,17 @@ fn place() -> std::io::Result<PathBuf> {
 fn start_daemon(s: &Shim, place: &std::path::Path) -> Result<(), String> {
     let bin = s.bin.clone().unwrap_or_else(|| "novafs".into());
     let mut cmd = Command::new(&bin);
+    // allow_other: the program's processes may change identity (a server
+    // dropping privileges); each file's permissions are checked for them
+    // (default_permissions), as the library did for the owner. The mount
+    // point stays private: only the descriptor handed down leads in.
+    let allow_other = if may_allow_other() { "allow_other," } else { "" };
     cmd.arg("mount")
         .arg("-o")
-        .arg(format!("inode_names,until_unused={}", place.join("clients").display()))
+        .arg(format!(
+            "{allow_other}inode_names,until_unused={}",
+            place.join("clients").display()
+        ))
         .arg("--")
         .arg(OsStr::from_bytes(s.image.to_bytes()))
         .arg(place.join("mnt"))
@@ -189,6 +200,32 @@ fn start_daemon(s: &Shim, place: &std::path::Path) -> Result<(), String> {
         return Ok(());
     }
     Err(String::from_utf8_lossy(&said).trim().to_string())
+}
+
+/// The mount's root as an O_PATH descriptor above the program's, the way
+/// in for this process and its children ([`Client::reach`]).
+fn open_root(mount: &[u8]) -> Option<c_int> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let root = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+        .open(OsStr::from_bytes(mount));
+    match root {
+        Ok(root) => Some(std::os::fd::IntoRawFd::into_raw_fd(pm::above_program_descriptors(root))),
+        Err(e) => {
+            tracing::error!("novafs preload: cannot open the handover's mount: {e}");
+            None
+        }
+    }
+}
+
+/// Whether this process may mount with allow_other: as root, or as a
+/// user where /etc/fuse.conf says `user_allow_other`.
+fn may_allow_other() -> bool {
+    // SAFETY: geteuid(2) cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    root || std::fs::read_to_string("/etc/fuse.conf")
+        .is_ok_and(|conf| conf.lines().any(|l| l.trim() == "user_allow_other"))
 }
 
 /// Whether `dir` is a mount point (another device than its parent's).

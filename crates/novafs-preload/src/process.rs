@@ -12,12 +12,14 @@ use crate::state::Shim;
 use crate::{enter, fail, Failure};
 
 /// The settings a program under the shim needs in its environment.
-const KEEP: [&str; 6] = [
+const KEEP: [&str; 8] = [
     "LD_PRELOAD",
     "NOVAFS_IMAGE",
     "NOVAFS_PREFIX",
     "NOVAFS_MOUNT",
+    "NOVAFS_MOUNT_FD",
     "NOVAFS_CLIENTS",
+    "NOVAFS_CLIENTS_FD",
     "NOVAFS_BIN",
 ];
 

@@ -226,7 +226,7 @@ impl Shim {
                 let inside = if rest.is_empty() { b"/".to_vec() } else { rest.to_vec() };
                 Where::Image(owner, libc::AT_FDCWD, Cow::Owned(c_string(inside)))
             }
-            Mode::Client(mount) => Where::Kernel(libc::AT_FDCWD, Some(c_string([mount, rest].concat()))),
+            Mode::Client(c) => Where::Kernel(libc::AT_FDCWD, Some(c_string([&c.reach[..], rest].concat()))),
             Mode::Closed => Where::Gone,
         })
     }
@@ -248,8 +248,8 @@ impl Shim {
     /// A path the kernel gave a client (getcwd, realpath), as the program
     /// should see it: the mount's part under the prefix.
     pub(crate) fn shown_path(&self, mode: &Mode, p: &[u8]) -> Vec<u8> {
-        if let Mode::Client(mount) = mode {
-            if let Some(rest) = below(mount, p) {
+        if let Mode::Client(c) = mode {
+            if let Some(rest) = below(&c.mount, p) {
                 return [&self.prefix[..], rest].concat();
             }
         }

@@ -37,9 +37,41 @@ pub(crate) struct Shim {
 
 pub(crate) enum Mode {
     Owner(Owner),
-    /// The mount point serving the image (absolute, no trailing slash).
-    Client(Vec<u8>),
+    Client(Client),
     Closed,
+}
+
+/// A client's mount of the image.
+pub(crate) struct Client {
+    /// The mount point serving the image (absolute, no trailing slash): the
+    /// kernel's paths (getcwd) show it.
+    pub(crate) mount: Vec<u8>,
+    /// The path this process goes in by: `/proc/self/fd/N`, N the mount's
+    /// root handed down from the handover (NOVAFS_MOUNT_FD), else the mount
+    /// point. The handover's directory is its owner's alone (0700), so a
+    /// process that changed identity since (a server dropping privileges,
+    /// `su`) reaches the mount only through that descriptor; the mount then
+    /// checks each file's permissions for it, as the owner's library did.
+    pub(crate) reach: Vec<u8>,
+}
+
+impl Client {
+    fn new(mount: &[u8]) -> Client {
+        let mount = crate::route::normalize(mount);
+        let reach = match inherited_fd("NOVAFS_MOUNT_FD") {
+            Some(fd) => format!("/proc/self/fd/{fd}").into_bytes(),
+            None => mount.clone(),
+        };
+        Client { mount, reach }
+    }
+
+    /// A client of the mount the handover just made, whose root is `root`
+    /// (a descriptor of this process's, handed down to its children).
+    pub(crate) fn of_handover(mount: Vec<u8>, root: c_int) -> Client {
+        hand_down_fd("NOVAFS_MOUNT_FD", root);
+        std::env::set_var("NOVAFS_MOUNT", std::ffi::OsStr::from_bytes(&mount));
+        Client::new(&mount)
+    }
 }
 
 /// The image mounted in this process.
@@ -123,7 +155,7 @@ extern "C" fn start() {
         let mode = match env_bytes("NOVAFS_MOUNT") {
             Some(mount) => {
                 hold_clients_lock();
-                Mode::Client(crate::route::normalize(&mount))
+                Mode::Client(Client::new(&mount))
             }
             None => Mode::Owner(mount_here(&image)),
         };
@@ -218,9 +250,15 @@ fn keep_image_descriptors(image: &CStr) {
 }
 
 /// Takes this process's shared lock on NOVAFS_CLIENTS, on a descriptor of
-/// its own that stays open across exec (a new program takes its own too,
-/// but keeps this one until then: the daemon never sees a gap).
+/// its own that stays open across exec. A program exec'd keeps the one its
+/// parent handed down (NOVAFS_CLIENTS_FD: the lock belongs to the open
+/// file, so the daemon never sees a gap), which it could not open again
+/// after a change of identity; failing that it opens its own.
 pub(crate) fn hold_clients_lock() {
+    if let Some(fd) = inherited_fd("NOVAFS_CLIENTS_FD") {
+        crate::fds::keep_own(fd);
+        return;
+    }
     let Some(path) = env_bytes("NOVAFS_CLIENTS").and_then(|p| CString::new(p).ok()) else {
         return;
     };
@@ -228,17 +266,47 @@ pub(crate) fn hold_clients_lock() {
         return;
     };
     let fd = std::os::fd::IntoRawFd::into_raw_fd(pm::above_program_descriptors(file));
-    // SAFETY: fcntl and flock on the descriptor just opened, which stays
-    // open for the process's life (and across exec: not close-on-exec).
-    unsafe {
-        libc::fcntl(fd, libc::F_SETFD, 0);
-        // Not waiting: a daemon holding it exclusively is going away, and
-        // this process finds its mount gone (ENOTCONN), as after a crash.
-        if libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) != 0 {
-            tracing::warn!("novafs preload: the image's daemon is leaving");
-        }
+    // SAFETY: flock on the descriptor just opened.
+    // Not waiting: a daemon holding it exclusively is going away, and this
+    // process finds its mount gone (ENOTCONN), as after a crash.
+    if unsafe { libc::flock(fd, libc::LOCK_SH | libc::LOCK_NB) } != 0 {
+        tracing::warn!("novafs preload: the image's daemon is leaving");
     }
+    hand_down_fd("NOVAFS_CLIENTS_FD", fd);
+}
+
+/// Keeps `fd` open across exec and names it in the environment as
+/// `N:DEV:INO`, for [`inherited_fd`] in the programs to come; it is the
+/// shim's from now on (the program cannot close it).
+fn hand_down_fd(var: &str, fd: c_int) {
+    // SAFETY: fcntl and fstat of a descriptor of this process, into a
+    // zeroed stat.
+    let st = unsafe {
+        libc::fcntl(fd, libc::F_SETFD, 0);
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st);
+        st
+    };
+    std::env::set_var(var, format!("{fd}:{}:{}", st.st_dev, st.st_ino));
     crate::fds::keep_own(fd);
+}
+
+/// The descriptor `var` names (`N:DEV:INO`, [`hand_down_fd`]) when it is
+/// still open on that file here: a program between the two processes may
+/// have closed it and opened something else under its number.
+fn inherited_fd(var: &str) -> Option<c_int> {
+    let text = String::from_utf8(env_bytes(var)?).ok()?;
+    let mut parts = text.split(':').map(str::parse::<u64>);
+    let (Some(Ok(fd)), Some(Ok(dev)), Some(Ok(ino))) = (parts.next(), parts.next(), parts.next()) else {
+        return None;
+    };
+    let fd = c_int::try_from(fd).ok()?;
+    // SAFETY: fstat of a number into a zeroed stat (EBADF when not open).
+    let st = unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        (libc::fstat(fd, &mut st) == 0).then_some(st)?
+    };
+    (st.st_dev == dev && st.st_ino == ino).then_some(fd)
 }
 
 /// The kernel's working directory now.

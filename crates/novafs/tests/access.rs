@@ -631,7 +631,8 @@ fn setattr_clears_the_set_id_bits_linux_clears() {
     assert_eq!(fs.setattr_allowed(f.ino, &in_300, &to_300).unwrap(), to_300);
     assert_eq!(fs.setattr_allowed(f.ino, &in_300, &sgid).unwrap(), set().mode(0o755));
     // chown: set-user-ID goes always, set-group-ID with group execution
-    // or for a caller outside the file's group; on regular files only.
+    // or for a caller outside the file's group; on every kind but
+    // directories.
     let chown = set().uid(Some(5));
     for (perm, kept) in [(0o6755, 0o755), (0o6745, 0o2745), (0o4700, 0o700), (0o644, 0o644)] {
         chmod(&fs, f.ino, perm);
@@ -648,6 +649,20 @@ fn setattr_clears_the_set_id_bits_linux_clears() {
     );
     chmod(&fs, d.ino, 0o6755);
     assert_eq!(fs.setattr_allowed(d.ino, &Cred::root(), &chown).unwrap(), chown);
+    for kind in [libc::S_IFIFO, libc::S_IFCHR, libc::S_IFBLK, libc::S_IFSOCK] {
+        let node = fs
+            .mknod(
+                ROOT_INO,
+                format!("n{kind:o}").as_bytes(),
+                kind | 0o6555,
+                0,
+                OWNER,
+                GROUP,
+            )
+            .unwrap();
+        let got = fs.setattr_allowed(node.ino, &member, &set().gid(Some(GROUP))).unwrap();
+        assert_eq!(got, set().gid(Some(GROUP)).mode(Some(0o555)), "{kind:o}");
+    }
     // A truncation by a writer without CAP_FSETID clears them too.
     chmod(&fs, f.ino, 0o4766);
     let writer = Cred::new(2000, 555, &[]);

@@ -242,10 +242,12 @@ impl Cred {
         self.in_group(gid) || self.caps.contains(Caps::FSETID)
     }
 
-    /// The permission bits of a regular file `a` after a change that clears
-    /// set-ID bits: a write, truncation or fallocate by a caller without
+    /// The permission bits of `a` after a change that clears set-ID bits: a
+    /// write, truncation or fallocate of a regular file by a caller without
     /// CAP_FSETID (the caller checks that, as the kernel does), or any
-    /// `chown` (`a` as it is after it). Set-user-ID goes, and set-group-ID
+    /// `chown` of a non-directory, whatever its kind (`a` as it is after it;
+    /// Linux's `chown_common`, pjdfstest chown/00.t on fifos and devices).
+    /// Set-user-ID goes, and set-group-ID
     /// where group execution makes it one (Linux's
     /// `setattr_should_drop_suidgid`); a mode that changes so, or any
     /// chown's, keeps set-group-ID only for a caller that
@@ -253,7 +255,7 @@ impl Cred {
     /// generic/683, 684).
     pub fn kill_set_id(&self, a: &Attr, chown: bool) -> u32 {
         let set_id = libc::S_ISUID | libc::S_ISGID;
-        if a.kind != FileType::RegularFile || a.perm & set_id == 0 {
+        if a.kind == FileType::Directory || a.perm & set_id == 0 {
             return a.perm;
         }
         let mut mode = a.perm & !libc::S_ISUID;

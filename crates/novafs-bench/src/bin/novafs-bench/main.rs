@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -50,6 +50,12 @@ struct Args {
     /// Skip the filebench personalities (c).
     #[arg(long)]
     no_personalities: bool,
+    /// Only these personalities (comma-separated; default: all four).
+    #[arg(long, value_delimiter = ',')]
+    personalities: Option<Vec<String>>,
+    /// Skip the NOVA §5.2 microbenchmark and the append + fsync loop.
+    #[arg(long)]
+    no_micro: bool,
     /// Skip the recovery-time workload (e).
     #[arg(long)]
     no_recovery: bool,
@@ -136,7 +142,10 @@ fn main() -> Result<()> {
     let full_size_mib = args.full_size_mib.unwrap_or(if q { 128 } else { 256 });
     let rounds = rounds.max(1);
     let mut notes: Vec<String> = Vec::new();
-    let mut workloads = vec![Workload::Micro, Workload::AppendFsync];
+    let mut workloads = Vec::new();
+    if !args.no_micro {
+        workloads.extend([Workload::Micro, Workload::AppendFsync]);
+    }
     if !args.no_io {
         for threads in [1, 2] {
             workloads.push(Workload::Random { threads });
@@ -144,7 +153,20 @@ fn main() -> Result<()> {
         }
     }
     if !args.no_personalities {
-        workloads.extend(Personality::ALL.map(Workload::Personality));
+        let chosen = |p: &Personality| {
+            args.personalities
+                .as_ref()
+                .is_none_or(|names| names.iter().any(|n| n == p.name()))
+        };
+        if let Some(unknown) = args
+            .personalities
+            .iter()
+            .flatten()
+            .find(|n| !Personality::ALL.iter().any(|p| p.name() == n.as_str()))
+        {
+            bail!("unknown personality {unknown:?}: choose from fileserver, varmail, webserver, webproxy");
+        }
+        workloads.extend(Personality::ALL.into_iter().filter(chosen).map(Workload::Personality));
     }
     if !args.no_recovery {
         workloads.extend(RecoverySet::ALL.map(Workload::Recovery));
@@ -198,7 +220,7 @@ fn main() -> Result<()> {
     }
     spinner.finish_and_clear();
     if targets.is_empty() {
-        anyhow::bail!("no target could be set up");
+        bail!("no target could be set up");
     }
 
     // Round r runs every live target once, starting at target r (mod n), so
