@@ -35,6 +35,9 @@ use crate::{dirs, fds, inside};
 /// One image descriptor, to open again through the mount.
 struct Noted {
     fd: c_int,
+    /// Its open file description ([`novafs_posix::Posix::description`]):
+    /// descriptors that share one are opened once and share the kernel's.
+    description: usize,
     ino: u64,
     offset: i64,
     flags: c_int,
@@ -89,8 +92,12 @@ pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
             noted.iter().for_each(|n| fds::poison(n.fd));
             return Err(libc::EIO);
         };
+        let mut done = std::collections::HashSet::new();
         for n in &noted {
-            reopen(&mount, n);
+            if done.insert(n.description) {
+                let sharing: Vec<&Noted> = noted.iter().filter(|m| m.description == n.description).collect();
+                reopen(&mount, &sharing);
+            }
         }
         if let Some(rest) = cwd.as_deref().and_then(|c| below(&s.prefix, c)) {
             let there = CString::new([&mount[..], rest].concat()).unwrap_or_default();
@@ -114,6 +121,7 @@ fn note(o: &Owner) -> Vec<Noted> {
             let dir = attr.kind == novafs_posix::FileType::Directory;
             Some(Noted {
                 fd,
+                description: px.description(fd).ok()?,
                 ino: attr.ino,
                 offset: if dir {
                     0
@@ -235,9 +243,12 @@ fn is_mount_point(dir: &std::path::Path) -> bool {
     matches!((dev(dir), dir.parent().map(dev)), (Ok(a), Some(Ok(b))) if a != b)
 }
 
-/// Opens a noted descriptor again through the mount and puts it over its
-/// number.
-fn reopen(mount: &[u8], n: &Noted) {
+/// Opens a noted open file description again through the mount and puts
+/// it over the numbers of the descriptors `sharing` it (one at least), so
+/// that they go on sharing one offset: a log on both 1 and 2 (`2>&1`) is
+/// not written over by either.
+fn reopen(mount: &[u8], sharing: &[&Noted]) {
+    let n = sharing[0];
     // The root is the mount point itself (the kernel refuses it by number).
     let by_number = if n.ino == ROOT_INO {
         String::new()
@@ -254,19 +265,23 @@ fn reopen(mount: &[u8], n: &Noted) {
     unsafe {
         let kfd = next!(open: fn(*const libc::c_char, c_int, libc::c_uint) -> c_int)(path.as_ptr(), flags, 0);
         if kfd < 0 {
-            tracing::warn!(
-                "novafs preload: descriptor {} (inode {}) cannot be opened through the mount ({}); it fails from now on",
-                n.fd,
-                n.ino,
-                std::io::Error::last_os_error()
-            );
-            fds::poison(n.fd);
+            let why = std::io::Error::last_os_error();
+            for m in sharing {
+                tracing::warn!(
+                    "novafs preload: descriptor {} (inode {}) cannot be opened through the mount ({why}); it fails from now on",
+                    m.fd,
+                    m.ino,
+                );
+                fds::poison(m.fd);
+            }
             return;
         }
         if n.offset > 0 {
             libc::lseek(kfd, n.offset, libc::SEEK_SET);
         }
-        libc::dup3(kfd, n.fd, if n.cloexec { libc::O_CLOEXEC } else { 0 });
+        for m in sharing {
+            libc::dup3(kfd, m.fd, if m.cloexec { libc::O_CLOEXEC } else { 0 });
+        }
         next!(close: fn(c_int) -> c_int)(kfd);
     }
 }

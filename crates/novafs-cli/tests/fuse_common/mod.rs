@@ -387,7 +387,15 @@ pub fn preload_shim() -> &'static Path {
         let profile = if out.ends_with("release") { "release" } else { "test" };
         let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "--quiet", "--profile", profile, "-p", "novafs-preload", "--lib"])
+            .args([
+                "build",
+                "--quiet",
+                "--profile",
+                profile,
+                "-p",
+                "novafs-preload",
+                "--lib",
+            ])
             .current_dir(env!("CARGO_MANIFEST_DIR"))
             .status()
             .expect("run cargo build");

@@ -189,6 +189,13 @@ impl Posix {
         self.files.numbers()
     }
 
+    /// Which open file description `fd` refers to: the same number for
+    /// descriptors that share one (dup, dup2, fcntl F_DUPFD) while they
+    /// stay open, and so share its offset and status flags.
+    pub fn description(&self, fd: Fd) -> Result<usize> {
+        Ok(std::sync::Arc::as_ptr(&self.files.get(fd)?) as usize)
+    }
+
     /// chdir(2) (`Target::Path`) and fchdir(2) (`Target::Fd`).
     pub fn chdir(&self, target: Target<'_>) -> Result<()> {
         let attr = self.target(target)?;
