@@ -7,26 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
 
-/// Builds libnovafs.so (cargo builds a crate's cdylib for `cargo build`,
-/// not for its tests) with this test's profile, so that it reuses what
-/// the test run compiled, and returns the directory it is in: the profile
-/// directory above this test's executable.
+include!("../../../build-support/cdylib.rs");
+
+/// The directory of libnovafs.so, built with this test's profile (it
+/// reuses what the test run compiled).
 fn lib_dir() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--profile", "test", "-p", "novafs-capi", "--lib"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p novafs-capi failed");
-        let exe = std::env::current_exe().expect("test executable");
-        exe.parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>")
-            .to_path_buf()
-    })
+    BUILT.get_or_init(|| cdylib_dir("novafs-capi"))
 }
 
 /// Compiles `src` into `out`, linked with libnovafs.

@@ -36,7 +36,11 @@ fn python_under_the_shim(script: &str) -> String {
         .env("NOVAFS_PRELOAD", preload_shim())
         .env("NOVAFS_RUN_DIR", &run_dir)
         .env_remove("LD_PRELOAD"));
-    assert!(!prefix.exists(), "the program wrote to the kernel's {}", prefix.display());
+    assert!(
+        !prefix.exists(),
+        "the program wrote to the kernel's {}",
+        prefix.display()
+    );
     let left: Vec<PathBuf> = fs::read_dir(&run_dir)
         .expect("run dir")
         .flatten()

@@ -1,11 +1,10 @@
 //! The working directory: chdir into the prefix moves the image's (the
-//! kernel's stays where it was), and getcwd and realpath answer with the
-//! paths the program knows (never a client's mount point).
+//! kernel's stays where it was), and getcwd answers with the paths the
+//! program knows (never a client's mount point).
 
 use std::ffi::{c_char, c_int, CStr};
 
 use crate::real::next;
-use crate::route::c_path;
 use crate::state::{kernel_cwd, Mode, Shim};
 use crate::{enter, fail, paths::at_path};
 
@@ -75,7 +74,7 @@ pub unsafe extern "C" fn fchdir(fd: c_int) -> c_int {
 
 /// Copies `path` out as getcwd(3) does (a NULL `buf` is allocated, of
 /// `size` bytes or as needed when `size` is 0).
-fn copy_path_out(path: &[u8], buf: *mut c_char, size: usize) -> *mut c_char {
+pub(crate) fn copy_path_out(path: &[u8], buf: *mut c_char, size: usize) -> *mut c_char {
     let need = path.len() + 1;
     let buf = if buf.is_null() {
         let room = if size == 0 { need } else { size };
@@ -131,79 +130,4 @@ pub unsafe extern "C" fn __getcwd_chk(buf: *mut c_char, size: usize, _room: usiz
 pub unsafe extern "C" fn get_current_dir_name() -> *mut c_char {
     // SAFETY: getcwd allocating its buffer.
     unsafe { getcwd(std::ptr::null_mut(), 0) }
-}
-
-/// realpath(3): libc's own resolves paths with calls the shim cannot see,
-/// so an image path is resolved here: made absolute lexically, and it must
-/// exist (symbolic links inside the image are not expanded).
-#[no_mangle]
-pub unsafe extern "C" fn realpath(path: *const c_char, resolved: *mut c_char) -> *mut c_char {
-    // SAFETY: libc's contract, passed on.
-    let theirs =
-        |p: *const c_char| unsafe { next!(realpath: fn(*const c_char, *mut c_char) -> *mut c_char)(p, resolved) };
-    let ours = |s: &'static Shim| {
-        // SAFETY: a path argument.
-        let Some(named) = (unsafe { c_path(path) }) else {
-            return theirs(path);
-        };
-        at_path(
-            s,
-            libc::AT_FDCWD,
-            path,
-            |o, _, p| {
-                // SAFETY: a C string; `st` is written by the call.
-                let mut st = unsafe { std::mem::zeroed::<libc::stat>() };
-                // SAFETY: as above.
-                if crate::libc_ret(unsafe { capi::novafs_fstatat(o.handle(), libc::AT_FDCWD, p.as_ptr(), &mut st, 0) })
-                    < 0
-                {
-                    return std::ptr::null_mut();
-                }
-                let mode = s.mode.read();
-                let abs = s.absolute_of(&mode, named.to_bytes());
-                let abs = abs.strip_suffix(b"/").filter(|a| !a.is_empty()).unwrap_or(&abs);
-                copy_path_out(
-                    abs,
-                    resolved,
-                    if resolved.is_null() { 0 } else { libc::PATH_MAX as usize },
-                )
-            },
-            |_, p| {
-                let out = theirs(p);
-                if out.is_null() {
-                    return out;
-                }
-                // A client's answer names the mount: back to the prefix.
-                // SAFETY: realpath returned a C string.
-                let got = unsafe { CStr::from_ptr(out) }.to_bytes().to_vec();
-                let mode = s.mode.read();
-                let shown = s.shown_path(&mode, &got);
-                if shown == got {
-                    return out;
-                }
-                if resolved.is_null() {
-                    // SAFETY: the buffer realpath allocated.
-                    unsafe { libc::free(out.cast()) };
-                }
-                copy_path_out(
-                    &shown,
-                    resolved,
-                    if resolved.is_null() { 0 } else { libc::PATH_MAX as usize },
-                )
-            },
-        )
-    };
-    enter(ours, || theirs(path))
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn __realpath_chk(path: *const c_char, resolved: *mut c_char, _room: usize) -> *mut c_char {
-    // SAFETY: the same contract, passed on.
-    unsafe { realpath(path, resolved) }
-}
-
-#[no_mangle]
-pub unsafe extern "C" fn canonicalize_file_name(path: *const c_char) -> *mut c_char {
-    // SAFETY: realpath allocating its buffer.
-    unsafe { realpath(path, std::ptr::null_mut()) }
 }

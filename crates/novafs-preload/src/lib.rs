@@ -34,6 +34,7 @@ mod handover;
 mod paths;
 mod process;
 mod real;
+mod realpath;
 mod route;
 mod state;
 mod stdio;

@@ -206,10 +206,35 @@ fn two_paths<R: Failure>(
     kernel: impl FnOnce((c_int, *const c_char), (c_int, *const c_char)) -> R,
 ) -> R {
     // SAFETY: path arguments (libc's contract).
-    let (Some(c1), Some(c2)) = (unsafe { c_path(p1) }, unsafe { c_path(p2) }) else {
-        return kernel((d1, p1), (d2, p2));
-    };
+    let (c1, c2) = unsafe { (c_path(p1), c_path(p2)) };
     let mode = s.mode.read();
+    let (c1, c2) = match (c1, c2) {
+        (Some(c1), Some(c2)) => (c1, c2),
+        (None, None) => {
+            drop(mode);
+            return kernel((d1, p1), (d2, p2));
+        }
+        // One path the kernel will answer EFAULT for: the other one goes
+        // where it leads, so that the kernel sees it as through the mount
+        // (it may look that one up first); the image has no EFAULT path.
+        (Some(c), None) | (None, Some(c)) => {
+            let first = c1.is_some();
+            let (d, p) = if first { (d1, p1) } else { (d2, p2) };
+            return match s.route(&mode, d, c) {
+                Where::Kernel(d, n) => {
+                    drop(mode);
+                    let k = n.as_ref().map_or(p, |n| n.as_ptr());
+                    if first {
+                        kernel((d, k), (d2, p2))
+                    } else {
+                        kernel((d1, p1), (d, k))
+                    }
+                }
+                Where::Image(..) => fail(libc::EFAULT),
+                Where::Gone => fail(libc::EIO),
+            };
+        }
+    };
     match (s.route(&mode, d1, c1), s.route(&mode, d2, c2)) {
         (Where::Image(o, d1, i1), Where::Image(_, d2, i2)) => image(o, (d1, &i1), (d2, &i2)),
         (Where::Kernel(d1, n1), Where::Kernel(d2, n2)) => {

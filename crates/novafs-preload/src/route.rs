@@ -74,7 +74,7 @@ pub(crate) fn below<'a>(base: &[u8], abs: &'a [u8]) -> Option<&'a [u8]> {
     (rest.is_empty() || rest.starts_with(b"/")).then_some(rest)
 }
 
-fn join(dir: &[u8], rel: &[u8]) -> Vec<u8> {
+pub(crate) fn join(dir: &[u8], rel: &[u8]) -> Vec<u8> {
     let mut abs = dir.to_vec();
     if !abs.ends_with(b"/") {
         abs.push(b'/');
@@ -257,12 +257,18 @@ impl Shim {
     }
 }
 
-/// The C string at `p`, or None for a null pointer (libc then answers
-/// EFAULT itself).
+/// The C string at `p`, or None for a null pointer or one that cannot be
+/// read (the call then goes to libc, and the kernel answers EFAULT, as
+/// pjdfstest's */EFAULT cases want).
 pub(crate) unsafe fn c_path<'a>(p: *const c_char) -> Option<&'a CStr> {
-    // SAFETY: a non-null path argument is a NUL-terminated string (libc's
-    // contract for every call taking one).
-    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) })
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `c_str_len` reads safely whatever `p` is.
+    let len = unsafe { pm::c_str_len(p) }?;
+    // SAFETY: `len` bytes and their NUL were just read at `p`; the caller's
+    // string outlives the call.
+    Some(unsafe { CStr::from_bytes_with_nul_unchecked(std::slice::from_raw_parts(p.cast(), len + 1)) })
 }
 
 #[cfg(test)]

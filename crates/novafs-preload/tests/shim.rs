@@ -15,24 +15,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-/// Builds libnovafs_preload.so with this test's profile (cargo builds a
-/// cdylib for `cargo build`, not for the crate's tests) and returns it.
+include!("../../../build-support/cdylib.rs");
+
+/// libnovafs_preload.so, built with this test's profile.
 fn shim() -> &'static Path {
     static BUILT: OnceLock<PathBuf> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--profile", "test", "-p", "novafs-preload", "--lib"])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p novafs-preload failed");
-        let exe = std::env::current_exe().expect("test executable");
-        let lib = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>")
-            .join("libnovafs_preload.so");
+        let lib = cdylib_dir("novafs-preload").join("libnovafs_preload.so");
         assert!(lib.exists(), "no {}", lib.display());
         lib
     })

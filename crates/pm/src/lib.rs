@@ -39,6 +39,7 @@ pub use mmap::{above_program_descriptors, MapOptions, MmapRegion, RegionKind};
 pub use prefault::Prefault;
 pub use protect::{Protection, WriteProtect};
 pub use record::{Choice, CrashPoint, Event, PointKind, RecordingRegion, Torn, Trace, UncertainLine};
+pub use sigbus::c_str_len;
 pub use window::{overlaps_window, Fault, MapSource, Window, WINDOW_PAGE};
 
 /// Size of a CPU cache line: the unit of flushing and of crash tearing.

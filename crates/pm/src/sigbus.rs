@@ -1,4 +1,5 @@
-//! Error-aware copies out of persistent memory.
+//! Error-aware copies out of persistent memory, and the C ABI's
+//! fault-safe reading of a path a program passed ([`c_str_len`]).
 //!
 //! Owns the process's SIGBUS handler and the two machine-code routines it may
 //! rescue. A load from a poisoned PM line (a media error) or from a page no
@@ -27,7 +28,11 @@
 //! a media error still kills the process.
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+pub use imp::c_str_len;
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 pub(crate) use imp::{chain, copy, install, install_action, load_u64};
+#[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
+pub use plain::c_str_len;
 
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod imp {
@@ -75,17 +80,44 @@ mod imp {
         "novafs_pm_load_mc_resume:",
         "    ret",
         ".size novafs_pm_load_mc, .-novafs_pm_load_mc",
+        // strlen_mc(s: rdi) -> the length of the C string, or -1 if
+        // reading it faulted (SIGSEGV).
+        ".p2align 4",
+        ".globl novafs_pm_strlen_mc",
+        ".hidden novafs_pm_strlen_mc",
+        ".type novafs_pm_strlen_mc,@function",
+        "novafs_pm_strlen_mc:",
+        "    xor eax, eax",
+        ".globl novafs_pm_strlen_mc_insn",
+        ".hidden novafs_pm_strlen_mc_insn",
+        "novafs_pm_strlen_mc_insn:",
+        "    movzx ecx, byte ptr [rdi + rax]",
+        "    test ecx, ecx",
+        "    jz 3f",
+        "    inc rax",
+        "    jmp novafs_pm_strlen_mc_insn",
+        "3:",
+        "    ret",
+        ".globl novafs_pm_strlen_mc_resume",
+        ".hidden novafs_pm_strlen_mc_resume",
+        "novafs_pm_strlen_mc_resume:",
+        "    mov rax, -1",
+        "    ret",
+        ".size novafs_pm_strlen_mc, .-novafs_pm_strlen_mc",
         ".popsection",
     );
 
     extern "C" {
         fn novafs_pm_copy_mc(dst: *mut u8, src: *const u8, len: usize) -> usize;
         fn novafs_pm_load_mc(src: *const u64, out: *mut u64) -> usize;
+        fn novafs_pm_strlen_mc(s: *const u8) -> isize;
         // Labels, not functions: declared as such only to take their address.
         fn novafs_pm_copy_mc_insn();
         fn novafs_pm_copy_mc_resume();
         fn novafs_pm_load_mc_insn();
         fn novafs_pm_load_mc_resume();
+        fn novafs_pm_strlen_mc_insn();
+        fn novafs_pm_strlen_mc_resume();
     }
 
     /// Address of an assembly label declared as a function.
@@ -167,6 +199,46 @@ mod imp {
         }
     }
 
+    static STRINGS: Once = Once::new();
+    /// The SIGSEGV action in place before the string rescue's.
+    static SEGV_PREV: OnceLock<libc::sigaction> = OnceLock::new();
+
+    /// The length of the C string at `s`, or None when reading it faults:
+    /// a pointer a program passed that the kernel would answer EFAULT for
+    /// (the C ABI reads paths itself before deciding where they go). The
+    /// rescue's SIGSEGV handler is installed at the first call.
+    ///
+    /// # Safety
+    ///
+    /// None beyond the pointer being a value: an unmapped or unreadable
+    /// `s` gives None. A program's own SIGSEGV handler installed after the
+    /// rescue's replaces it; a bad pointer then faults as it would in libc.
+    pub unsafe fn c_str_len(s: *const libc::c_char) -> Option<usize> {
+        STRINGS.call_once(|| {
+            if install_action(libc::SIGSEGV, on_sigsegv, &SEGV_PREV) != 0 {
+                tracing::warn!(
+                    "cannot install the SIGSEGV rescue: a bad path pointer will crash, not fail with EFAULT"
+                );
+            }
+        });
+        // SAFETY: the routine reads bytes until a NUL and is rescued by
+        // `on_sigsegv` at its one load.
+        usize::try_from(unsafe { novafs_pm_strlen_mc(s.cast()) }).ok()
+    }
+
+    extern "C" fn on_sigsegv(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
+        // SAFETY: as in `on_sigbus`: only saved registers are edited.
+        unsafe {
+            let gregs = &mut (*ctx.cast::<libc::ucontext_t>()).uc_mcontext.gregs;
+            if gregs[libc::REG_RIP as usize] as usize == label(novafs_pm_strlen_mc_insn) && (*info).si_code > 0 {
+                gregs[libc::REG_RAX as usize] = -1;
+                gregs[libc::REG_RIP as usize] = label(novafs_pm_strlen_mc_resume) as i64;
+                return;
+            }
+            chain(SEGV_PREV.get(), sig, info, ctx);
+        }
+    }
+
     extern "C" fn on_sigbus(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
         // SAFETY: installed with SA_SIGINFO, so the kernel passes a valid
         // siginfo and ucontext for this thread; we only edit saved registers,
@@ -235,6 +307,16 @@ mod plain {
 
     /// No rescue on this target: nothing to install.
     pub(crate) fn install() {}
+
+    /// Plain strlen: a bad pointer faults.
+    ///
+    /// # Safety
+    ///
+    /// `s` must point to a readable C string.
+    pub unsafe fn c_str_len(s: *const libc::c_char) -> Option<usize> {
+        // SAFETY: forwarded from the caller.
+        Some(unsafe { libc::strlen(s) })
+    }
 
     /// Plain copy: a fault kills the process.
     ///

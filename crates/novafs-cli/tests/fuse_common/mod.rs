@@ -374,33 +374,13 @@ pub fn sigkill(pid: u32) {
     let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), nix::sys::signal::SIGKILL);
 }
 
-/// Builds libnovafs_preload.so (cargo builds a cdylib for `cargo build`,
-/// not for a test) with this test's profile, and returns it: in the
-/// profile directory above this test's executable.
+include!("../../../../build-support/cdylib.rs");
+
+/// libnovafs_preload.so, built with this test's profile.
 pub fn preload_shim() -> &'static Path {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable");
-        let out = exe.parent().and_then(Path::parent).expect("target/<profile>");
-        // The profile these tests were built with (`cargo test --release`
-        // too), so that the library is this code's.
-        let profile = if out.ends_with("release") { "release" } else { "test" };
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "--profile",
-                profile,
-                "-p",
-                "novafs-preload",
-                "--lib",
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p novafs-preload failed");
-        let so = out.join("libnovafs_preload.so");
+        let so = cdylib_dir("novafs-preload").join("libnovafs_preload.so");
         assert!(so.is_file(), "no {}", so.display());
         so
     })

@@ -224,6 +224,17 @@ int main(int argc, char **argv) {
     printf("readlink: %.*s\n", (int)(n < 0 ? 0 : n), buf);
     mode_of("lstat symlink", at("sym"));
     show("stat through symlink", stat(at("sym"), &st));
+    /* realpath expands links inside the image, relative and absolute. */
+    show("mkdir for links", mkdir(at("ld"), 0755));
+    show("symlink up", symlink("ld/..", at("lup")));
+    show("symlink absolute", symlink(at("ld"), at("labs")));
+    show("symlink dangling", symlink("nowhere", at("ldang")));
+    printf("realpath link: %s\n", realpath(at("sym"), real) ? rel(real) : err());
+    printf("realpath link dotdot: %s\n", realpath(at("lup/moved"), real) ? rel(real) : err());
+    printf("realpath absolute link: %s\n", realpath(at("labs/../ld"), real) ? rel(real) : err());
+    printf("realpath dangling: %s\n", realpath(at("ldang"), real) ? rel(real) : err());
+    printf("realpath through a file: %s\n", realpath(at("moved/x"), real) ? rel(real) : err());
+    show("unlink links", unlink(at("lup")) | unlink(at("labs")) | unlink(at("ldang")) | rmdir(at("ld")));
     show("unlink", unlink(at("hard")));
     show("unlink missing", unlink(at("hard")));
     show("chmod", chmod(at("moved"), 0604));
