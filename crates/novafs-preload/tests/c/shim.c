@@ -35,6 +35,7 @@ static const char *err(void) {
     case ERANGE: return "ERANGE";
     case EXDEV: return "EXDEV";
     case ELOOP: return "ELOOP";
+    case EFAULT: return "EFAULT";
     default: return strerror(errno);
     }
 }
@@ -235,6 +236,13 @@ int main(int argc, char **argv) {
     printf("realpath dangling: %s\n", realpath(at("ldang"), real) ? rel(real) : err());
     printf("realpath through a file: %s\n", realpath(at("moved/x"), real) ? rel(real) : err());
     show("unlink links", unlink(at("lup")) | unlink(at("labs")) | unlink(at("ldang")) | rmdir(at("ld")));
+    /* A path pointer that cannot be read is EFAULT, not a crash. */
+    const char *bad = (const char *)(unsigned long)0xdeadc0de;
+    show("chmod bad pointer", chmod(bad, 0644));
+    const char *volatile null = NULL; /* hidden from -Wnonnull */
+    show("chmod NULL", chmod(null, 0644));
+    show("link to a bad pointer", link(at("moved"), bad));
+    show("rename from a bad pointer", rename(bad, at("moved")));
     show("unlink", unlink(at("hard")));
     show("unlink missing", unlink(at("hard")));
     show("chmod", chmod(at("moved"), 0604));
