@@ -39,6 +39,7 @@ mod route;
 mod state;
 mod stdio;
 mod temp;
+mod walk;
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_void};

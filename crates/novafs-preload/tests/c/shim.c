@@ -7,6 +7,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <glob.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -88,6 +90,33 @@ static void list(const char *what, DIR *d) {
         free(names[i]);
     }
     printf(" (errno %s)\n", errno ? err() : "0");
+}
+
+/* nftw's visits, sorted (listing order is the file system's own). */
+static char *visits[64];
+static int nvisits;
+
+static int visit(const char *p, const struct stat *st, int kind, struct FTW *ftw) {
+    char line[PATH_MAX + 64];
+    snprintf(line, sizeof line, "%s kind %d level %d base %s size %lld", rel(p), kind, ftw->level, p + ftw->base,
+             S_ISREG(st->st_mode) ? (long long)st->st_size : -1LL);
+    if (nvisits < 64) visits[nvisits++] = strdup(line);
+    return 0;
+}
+
+static void walk(const char *what, const char *p, int flags) {
+    nvisits = 0;
+    int r = nftw(p, visit, 8, flags);
+    qsort(visits, nvisits, sizeof *visits, by_name);
+    printf("%s: %d\n", what, r);
+    for (int i = 0; i < nvisits; i++) {
+        printf("  %s\n", visits[i]);
+        free(visits[i]);
+    }
+}
+
+static int not_dot(const struct dirent *e) {
+    return e->d_name[0] != '.';
 }
 
 static void mode_of(const char *what, const char *p) {
@@ -200,6 +229,33 @@ int main(int argc, char **argv) {
     show("rmdir not empty", rmdir(at("d")));
     show("unlink dir", unlink(at("d")));
     show("opendir file", opendir(at("a")) ? 0 : -1);
+
+    /* libc's walkers: scandir, nftw, glob. */
+    show("mkdir w", mkdir(at("w"), 0755) | mkdir(at("w/b"), 0755));
+    close(open(at("w/a"), O_CREAT | O_WRONLY, 0644));
+    close(open(at("w/b/c"), O_CREAT | O_WRONLY, 0644));
+    show("symlink in w", symlink("a", at("w/l")) | symlink("gone", at("w/dangling")));
+    struct dirent **names;
+    int nnames = scandir(at("w"), &names, not_dot, alphasort);
+    printf("scandir: %d", nnames);
+    for (int i = 0; i < nnames; i++) {
+        printf(" %s", names[i]->d_name);
+        free(names[i]);
+    }
+    printf("\n");
+    if (nnames >= 0) free(names);
+    show("scandir missing", scandir(at("nothing"), &names, NULL, alphasort));
+    walk("nftw", at("w"), 0);
+    walk("nftw phys depth", at("w"), FTW_PHYS | FTW_DEPTH);
+    walk("nftw missing", at("nothing"), 0);
+    glob_t g;
+    printf("glob: %d", glob(at("w/*"), 0, NULL, &g));
+    for (size_t i = 0; i < g.gl_pathc; i++) printf(" %s", rel(g.gl_pathv[i]));
+    printf("\n");
+    globfree(&g);
+    printf("glob nothing: %d\n", glob(at("w/z*"), 0, NULL, &g));
+    show("rm w", unlink(at("w/a")) | unlink(at("w/b/c")) | unlink(at("w/l")) | unlink(at("w/dangling")) |
+                     rmdir(at("w/b")) | rmdir(at("w")));
 
     /* The working directory. */
     show("chdir", chdir(at("d")));
