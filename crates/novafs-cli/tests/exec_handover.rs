@@ -1,8 +1,9 @@
 //! What a program keeps when the image it owns under the preload shim is
 //! handed over to a daemon at its first fork (PRELOAD.md "Processes"):
-//! descriptors that share an open file description go on sharing it, and
-//! the handover's mount is reached by the program's processes whatever
-//! identity they take, and by nobody else.
+//! descriptors that share an open file description go on sharing it, a
+//! file unlinked while open lives on, and the handover's mount is reached
+//! by the program's processes whatever identity they take, and by nobody
+//! else.
 
 mod fuse_common;
 
@@ -81,6 +82,32 @@ print(open(log).read())
 "#;
     // `c`, a description of its own, kept its offset (0) apart from theirs.
     assert_eq!(python_under_the_shim(script), "12345 5 5\n12345\n");
+}
+
+/// A file the program unlinked but holds open lives on through the
+/// handover (it is named for the while, then the name goes), as it would
+/// on a kernel file system.
+#[test]
+#[cfg_attr(
+    not(novafs_fuse_root),
+    ignore = "needs /dev/fuse and root (see crates/novafs-cli/build.rs)"
+)]
+fn a_file_unlinked_while_open_lives_through_the_handover() {
+    require_fuse_root();
+    let script = r#"
+import os, subprocess, sys
+at = sys.argv[1]
+t = os.path.join(at, "tmp")
+fd = os.open(t, os.O_RDWR | os.O_CREAT, 0o600)
+os.write(fd, b"abc" * 3000)
+os.unlink(t)
+subprocess.run(["true"], check=True)  # the handover
+os.write(fd, b"def")
+os.lseek(fd, 8997, os.SEEK_SET)
+print(os.read(fd, 100), os.fstat(fd).st_nlink, os.fstat(fd).st_size, sorted(os.listdir(at)))
+os.close(fd)
+"#;
+    assert_eq!(python_under_the_shim(script), "b'abcdef' 0 9003 []\n");
 }
 
 /// After the handover a child that became another user (a server dropping

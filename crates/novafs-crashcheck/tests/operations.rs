@@ -83,6 +83,11 @@ fn unlink_of_an_open_file_then_release_is_atomic_at_every_crash_point() {
 }
 
 #[test]
+fn relinking_an_unlinked_open_file_is_atomic_at_every_crash_point() {
+    assert_atomic("relink_open_file");
+}
+
+#[test]
 fn rmdir_is_atomic_at_every_crash_point() {
     assert_atomic("rmdir");
 }

@@ -121,6 +121,12 @@ pub enum Op {
         from: At,
         to: String,
     },
+    /// A name `to` again for a file unlinked while open, by a handle that
+    /// holds it (`Fs::relink`).
+    Relink {
+        from: At,
+        to: String,
+    },
     Unlink(String),
     Rmdir(String),
     /// rename(2) with its flags ([`novafs::RENAME_NOREPLACE`],
@@ -332,6 +338,7 @@ impl Op {
     pub fn handle(&self) -> Option<usize> {
         let at = match self {
             Op::Link { from: at, .. }
+            | Op::Relink { from: at, .. }
             | Op::Stat(at)
             | Op::Readlink(at)
             | Op::Write { at, .. }
@@ -462,6 +469,7 @@ impl fmt::Display for Op {
                 owner_suffix(f, *owner)
             }
             Op::Link { from, to } => write!(f, "link {from} as {to}"),
+            Op::Relink { from, to } => write!(f, "relink {from} as {to}"),
             Op::Unlink(p) => write!(f, "unlink {p}"),
             Op::Rmdir(p) => write!(f, "rmdir {p}"),
             Op::Rename { from, to, flags: 0 } => write!(f, "rename {from} -> {to}"),

@@ -160,6 +160,11 @@ impl Runner {
                 let (d, n) = parent(fs, to)?;
                 Observed::Attr(fs.link(i, d, n)?)
             }
+            Op::Relink { from, to } => {
+                let i = ino(fs, handles, from)?;
+                let (d, n) = parent(fs, to)?;
+                Observed::Attr(fs.relink(i, d, n)?)
+            }
             Op::Unlink(path) => {
                 let (d, n) = parent(fs, path)?;
                 fs.unlink(d, n)?;

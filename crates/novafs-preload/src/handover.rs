@@ -13,9 +13,9 @@
 //! 3. Each descriptor is opened again through the mount by inode number
 //!    (`.novafs-ino.N` in its root), moved to its offset and put over its
 //!    placeholder (dup3): the program keeps its numbers, offsets and flags.
-//!    A file unlinked while open cannot be opened again (the clean unmount
-//!    freed it): its descriptors fail with EBADF from then on, and the
-//!    log says so.
+//!    A file unlinked while open is named in the root for the while
+//!    (`carry_unlinked`), so that the clean unmount keeps it, and the name
+//!    goes once it is open again.
 //! 4. A working directory inside the prefix becomes the kernel's, on the
 //!    mount; the environment names the mount for the children to come.
 
@@ -43,6 +43,8 @@ struct Noted {
     flags: c_int,
     cloexec: bool,
     dir: bool,
+    /// The file has no name left (unlinked while open).
+    unlinked: bool,
 }
 
 /// Hands the image over if this process owns it. Err(errno) when it
@@ -65,6 +67,7 @@ pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
             libc::EIO
         })?;
         let noted = note(owner);
+        let carried = carry_unlinked(owner, &noted);
         let cwd = owner.cwd.lock().clone();
         let Mode::Owner(owner) = std::mem::replace(&mut *mode, Mode::Closed) else {
             return Ok(());
@@ -99,6 +102,18 @@ pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
                 reopen(&mount, &sharing);
             }
         }
+        // Reopened by number: the carrying names can go again.
+        for name in carried {
+            let path = CString::new([&mount[..], b"/", &name[..]].concat()).unwrap_or_default();
+            // SAFETY: unlink(2) of a C string (inside the shim: libc's).
+            if unsafe { libc::unlink(path.as_ptr()) } != 0 {
+                tracing::warn!(
+                    "novafs preload: cannot remove {} after the handover: {}",
+                    path.to_string_lossy(),
+                    std::io::Error::last_os_error()
+                );
+            }
+        }
         if let Some(rest) = cwd.as_deref().and_then(|c| below(&s.prefix, c)) {
             let there = CString::new([&mount[..], rest].concat()).unwrap_or_default();
             // SAFETY: chdir(2) to a C string.
@@ -109,6 +124,32 @@ pub(crate) fn handover(s: &Shim) -> Result<(), c_int> {
         *mode = Mode::Client(Client::of_handover(mount, root));
         Ok(())
     })
+}
+
+/// Gives each file the program holds open after unlinking it a name in
+/// the image's root (`Posix::relink`), so that the clean unmount keeps it
+/// for the mount to reopen; returns the names, to remove once it has. A
+/// crash in between leaves the file under that name (`.novafs-handover-`
+/// with the process and inode numbers), never loses it silently.
+fn carry_unlinked(o: &Owner, noted: &[Noted]) -> Vec<Vec<u8>> {
+    let px = o.posix();
+    let mut names: Vec<(u64, Vec<u8>)> = Vec::new();
+    for n in noted.iter().filter(|n| n.unlinked) {
+        if names.iter().any(|(ino, _)| *ino == n.ino) {
+            continue;
+        }
+        let name = format!(".novafs-handover-{}-{}", std::process::id(), n.ino).into_bytes();
+        match px.relink(n.fd, novafs_posix::At::Cwd, &[&b"/"[..], &name].concat()) {
+            Ok(()) => names.push((n.ino, name)),
+            Err(e) => tracing::warn!(
+                "novafs preload: descriptor {} (inode {}, unlinked) cannot be carried over: errno {}",
+                n.fd,
+                n.ino,
+                e.0
+            ),
+        }
+    }
+    names.into_iter().map(|(_, name)| name).collect()
 }
 
 fn note(o: &Owner) -> Vec<Noted> {
@@ -131,6 +172,7 @@ fn note(o: &Owner) -> Vec<Noted> {
                 flags: px.fcntl(fd, libc::F_GETFL, 0).unwrap_or(libc::O_RDONLY),
                 cloexec: px.fcntl(fd, libc::F_GETFD, 0).is_ok_and(|f| f & libc::FD_CLOEXEC != 0),
                 dir,
+                unlinked: attr.nlink == 0 && !dir,
             })
         })
         .collect()

@@ -3,7 +3,7 @@
 
 use novafs::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 use novafs::{RENAME_EXCHANGE, RENAME_NOREPLACE, RENAME_WHITEOUT};
-use novafs_ops::Op;
+use novafs_ops::{At, Op};
 
 use super::Workload;
 
@@ -369,6 +369,22 @@ pub fn catalog() -> Vec<Workload> {
             "unlink_open_file",
             vec![Op::create("/f"), Op::write("/f", 0, 6000, 23)],
             vec![Op::Open("/f".into()), Op::Unlink("/f".into()), Op::Release("/f".into())],
+        ),
+        w(
+            // The preload shim's handover names an unlinked open file
+            // again to carry it through a clean unmount (PRELOAD.md).
+            "relink_open_file",
+            vec![Op::create("/f"), Op::write("/f", 0, 6000, 25), Op::mkdir("/d")],
+            vec![
+                Op::Open("/f".into()),
+                Op::Unlink("/f".into()),
+                Op::Relink {
+                    from: At::Handle(0),
+                    to: "/d/kept".into(),
+                },
+                Op::Release(At::Handle(0)),
+                Op::Unlink("/d/kept".into()),
+            ],
         ),
         w(
             // A removed directory someone still holds stays, empty and

@@ -127,6 +127,21 @@ impl Posix {
         Ok(())
     }
 
+    /// Names the file open on `fd` `new` again after it was unlinked
+    /// ([`novafs::Fs::relink`]; ENOENT if it has a name still). No
+    /// permission is asked: this is the preload shim's own step, not the
+    /// program's (its handover carries such a file through a clean unmount
+    /// under a name only it uses, then removes the name).
+    pub fn relink(&self, fd: crate::Fd, new_at: At, new: &[u8]) -> Result<()> {
+        let ino = self.files.get(fd)?.ino;
+        let to = self.last(new_at, new, &Cred::root())?;
+        if is_dot(&to.name) || to.trailing_slash {
+            return Err(Errno(libc::EEXIST));
+        }
+        self.fs.relink(ino, to.dir, &to.name)?;
+        Ok(())
+    }
+
     /// [`novafs::Fs::may_create`] in the kernel's order: a read-only file
     /// system first, then a name that exists (EEXIST) before any write
     /// permission is asked of its directory.

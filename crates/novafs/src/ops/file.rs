@@ -101,7 +101,7 @@ fn fill_pages(
     extents: &[Extent],
     mut fill: impl FnMut(u64, &mut [u8]) -> bool,
 ) -> Result<()> {
-    let mut page = vec![0u8; PS];
+    let mut page = [0u8; PS];
     let mut pg = first;
     for e in extents {
         for i in 0..e.npages {
@@ -203,7 +203,7 @@ pub(crate) fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Re
                 if hi - lo == PAGE_SIZE {
                     ctx.put_block(e.off + i * PAGE_SIZE, src)?;
                 } else if !keeps_old {
-                    let mut page = vec![0u8; PS];
+                    let mut page = [0u8; PS];
                     page[(lo - pstart) as usize..(hi - pstart) as usize].copy_from_slice(src);
                     ctx.put_block(e.off + i * PAGE_SIZE, &page)?;
                 } else {

@@ -315,8 +315,10 @@ impl Namespace<'_> {
         Ok(attr)
     }
 
-    /// Adds the name `newname` in `newparent` for inode `ino`.
-    pub(crate) fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+    /// Adds the name `newname` in `newparent` for inode `ino`. With
+    /// `unlinked`, an inode whose last name is gone but which is still
+    /// open may take one again (and only such an inode: see `Fs::relink`).
+    pub(crate) fn link(&self, ino: Ino, newparent: Ino, newname: &[u8], unlinked: bool) -> Result<Attr> {
         check_name(newname)?;
         let cells = self.cache.get_all(self.ctx, &[ino, newparent])?;
         let mut l = Locked::lock(&cells)?;
@@ -325,7 +327,7 @@ impl Namespace<'_> {
         if target.kind == FileType::Directory {
             return Err(Error::NotPermitted);
         }
-        if target.nlink == 0 {
+        if (target.nlink == 0) != unlinked || (unlinked && l.get(ino).open == 0) {
             return Err(Error::NotFound);
         }
         if target.nlink >= MAX_LINKS {

@@ -432,7 +432,8 @@ impl Model {
                 Body::Symlink(target) => Expect::Data(target.clone()),
                 _ => return err(libc::EINVAL),
             },
-            Op::Link { from, to } => {
+            Op::Link { from, to } | Op::Relink { from, to } => {
+                let relink = matches!(op, Op::Relink { .. });
                 let src = self.target(from)?;
                 let (dir, name) = op::split(to);
                 let parent = self.resolve(dir)?;
@@ -445,7 +446,7 @@ impl Model {
                 }
                 if self.node(src).is_dir() {
                     errs.push(libc::EPERM);
-                } else if self.node(src).links == 0 {
+                } else if (self.node(src).links == 0) != relink || (relink && !self.handles.contains(&src)) {
                     errs.push(libc::ENOENT);
                 }
                 match self.node(parent).children() {

@@ -139,7 +139,20 @@ impl Fs {
     /// Adds the name `newname` in `newparent` for inode `ino`.
     pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
         let _op = self.writable()?;
-        self.ns().link(ino, newparent, newname)
+        self.ns().link(ino, newparent, newname, false)
+    }
+
+    /// Gives a file that was unlinked while open (an open handle holds it,
+    /// nlink 0) the name `newname` in `newparent` again, in one commit as
+    /// [`Fs::link`] adds a name; NotFound for a file with links or no open
+    /// handle. Linux's linkat(AT_EMPTY_PATH) does this for O_TMPFILE files
+    /// alone; here it serves the preload shim's handover, which must
+    /// unmount while a program holds such a file (PRELOAD.md): a crash
+    /// before the commit frees the file as recovery frees every orphan, one
+    /// after leaves it under the new name.
+    pub fn relink(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
+        let _op = self.writable()?;
+        self.ns().link(ino, newparent, newname, true)
     }
 
     /// Removes a non-directory name.
