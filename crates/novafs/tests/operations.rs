@@ -398,6 +398,41 @@ fn hard_links_and_open_unlinked_files() {
     assert_fsck_clean(&region);
 }
 
+/// `relink` names an unlinked open file again, and only such a file; it
+/// then lives on after its handle goes, across a remount.
+#[test]
+fn relink_gives_an_unlinked_open_file_a_name_again() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
+    fs.write(f.ino, 0, &[3u8; 7000]).unwrap();
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    assert!(
+        matches!(fs.relink(f.ino, d.ino, b"again"), Err(Error::NotFound)),
+        "it has a name"
+    );
+    fs.open_handle(f.ino).unwrap();
+    fs.unlink(ROOT_INO, b"f").unwrap();
+    assert!(matches!(
+        fs.relink(f.ino, d.ino, b"."),
+        Err(Error::Invalid(_)) | Err(Error::Exists)
+    ));
+    let a = fs.relink(f.ino, d.ino, b"again").unwrap();
+    assert_eq!(a.nlink, 1);
+    fs.release_handle(f.ino).unwrap();
+    assert_eq!(fs.lookup(d.ino, b"again").unwrap().ino, f.ino);
+    // Unlinked and closed: gone, so nothing to name.
+    let g = fs.create(ROOT_INO, b"g", 0o644, 0, 0).unwrap();
+    fs.unlink(ROOT_INO, b"g").unwrap();
+    assert!(matches!(fs.relink(g.ino, d.ino, b"g"), Err(Error::NotFound)));
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(fs.mount_report().orphans_reclaimed, 0);
+    assert_eq!(read_all(&fs, fs.lookup(d.ino, b"again").unwrap().ino), vec![3u8; 7000]);
+    fs.unmount().unwrap();
+}
+
 #[test]
 fn truncate_fallocate_holes_and_seek() {
     let region = fresh(64, 2);
