@@ -107,14 +107,8 @@ pub unsafe extern "C" fn scandir(
     filter: Filter,
     compare: Compare,
 ) -> c_int {
-    // SAFETY: the shim's opendir, then the caller's arguments passed on.
-    unsafe {
-        let dir = opendir(path);
-        if dir.is_null() {
-            return -1;
-        }
-        collect(dir, list, filter, compare)
-    }
+    // SAFETY: the same call, from the working directory.
+    unsafe { scandirat(libc::AT_FDCWD, path, list, filter, compare) }
 }
 
 /// On this platform `struct dirent` is `struct dirent64`.
