@@ -79,9 +79,11 @@ os.write(b, b"5")
 print(os.read(c, 100).decode(), os.lseek(a, 0, os.SEEK_CUR), os.lseek(c, 0, os.SEEK_CUR))
 os.close(a); os.close(b); os.close(c)
 print(open(log).read())
+# The prefix itself is still a directory, not the link the way in is.
+print(os.path.islink(sys.argv[1]), os.path.isdir(sys.argv[1]), os.readlink(log) if os.path.islink(log) else "-")
 "#;
     // `c`, a description of its own, kept its offset (0) apart from theirs.
-    assert_eq!(python_under_the_shim(script), "12345 5 5\n12345\n");
+    assert_eq!(python_under_the_shim(script), "12345 5 5\n12345\nFalse True -\n");
 }
 
 /// A file the program unlinked but holds open lives on through the

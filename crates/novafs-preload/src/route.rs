@@ -226,7 +226,12 @@ impl Shim {
                 let inside = if rest.is_empty() { b"/".to_vec() } else { rest.to_vec() };
                 Where::Image(owner, libc::AT_FDCWD, Cow::Owned(c_string(inside)))
             }
-            Mode::Client(c) => Where::Kernel(libc::AT_FDCWD, Some(c_string([&c.reach[..], rest].concat()))),
+            // The root itself with a slash: `/proc/self/fd/N` alone is a
+            // symbolic link to lstat and readlink, the prefix a directory.
+            Mode::Client(c) => {
+                let rest = if rest.is_empty() { &b"/"[..] } else { rest };
+                Where::Kernel(libc::AT_FDCWD, Some(c_string([&c.reach[..], rest].concat())))
+            }
             Mode::Closed => Where::Gone,
         })
     }
