@@ -392,24 +392,30 @@ fn nftw_here(path: &CStr, flags: c_int, visit: &mut dyn FnMut(&CStr, &libc::stat
     r
 }
 
+/// A walk of the C path `path`: `walk` with the shim's own calls when it
+/// names something under the prefix (the callbacks run as the program's
+/// calls, so theirs are routed too), libc's walker `theirs` otherwise.
+fn route_walk(path: *const c_char, theirs: impl Fn() -> c_int, walk: impl FnOnce(&CStr) -> c_int) -> c_int {
+    let ours = |s: &'static Shim| {
+        // SAFETY: a path argument.
+        match unsafe { crate::route::c_path(path) } {
+            Some(p) if in_prefix(s, p) => crate::as_program(|| walk(p)),
+            _ => theirs(),
+        }
+    };
+    enter(ours, &theirs)
+}
+
 #[no_mangle]
 pub unsafe extern "C" fn nftw(path: *const c_char, f: NftwFn, fds: c_int, flags: c_int) -> c_int {
     // SAFETY: libc's contract, passed on.
     let theirs = || unsafe { next!(nftw: fn(*const c_char, NftwFn, c_int, c_int) -> c_int)(path, f, fds, flags) };
-    let ours = |s: &'static Shim| {
-        // SAFETY: a path argument.
-        match unsafe { crate::route::c_path(path) } {
-            Some(p) if in_prefix(s, p) => crate::as_program(|| {
-                // SAFETY: the caller's callback with a path, stat and FTW
-                // of this walk.
-                nftw_here(p, flags, &mut |p, st, kind, mut ftw| unsafe {
-                    f(p.as_ptr(), st, kind, &mut ftw)
-                })
-            }),
-            _ => theirs(),
-        }
-    };
-    enter(ours, theirs)
+    route_walk(path, theirs, |p| {
+        // SAFETY: the caller's callback with a path, stat and FTW of this walk.
+        nftw_here(p, flags, &mut |p, st, kind, mut ftw| unsafe {
+            f(p.as_ptr(), st, kind, &mut ftw)
+        })
+    })
 }
 
 #[no_mangle]
@@ -423,20 +429,13 @@ pub unsafe extern "C" fn nftw64(path: *const c_char, f: NftwFn, fds: c_int, flag
 pub unsafe extern "C" fn ftw(path: *const c_char, f: FtwFn, fds: c_int) -> c_int {
     // SAFETY: libc's contract, passed on.
     let theirs = || unsafe { next!(ftw: fn(*const c_char, FtwFn, c_int) -> c_int)(path, f, fds) };
-    let ours = |s: &'static Shim| {
-        // SAFETY: a path argument.
-        match unsafe { crate::route::c_path(path) } {
-            Some(p) if in_prefix(s, p) => crate::as_program(|| {
-                nftw_here(p, 0, &mut |p, st, kind, _| {
-                    let kind = if kind == FTW_SLN { FTW_NS } else { kind };
-                    // SAFETY: the caller's callback.
-                    unsafe { f(p.as_ptr(), st, kind) }
-                })
-            }),
-            _ => theirs(),
-        }
-    };
-    enter(ours, theirs)
+    route_walk(path, theirs, |p| {
+        nftw_here(p, 0, &mut |p, st, kind, _| {
+            let kind = if kind == FTW_SLN { FTW_NS } else { kind };
+            // SAFETY: the caller's callback.
+            unsafe { f(p.as_ptr(), st, kind) }
+        })
+    })
 }
 
 #[no_mangle]
