@@ -98,6 +98,7 @@
 //! | 10 | `ops` | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 10 | `ops` | `access` | who may do what: Linux's permission checks (mode, ACL, capabilities; deleting, renaming, xattrs), for callers without a kernel in between |
 //! | 11 | `image` | `recovery`, `paths` | mount, clean unmount, the crash scan (NOVA §4.7); an inode's names, found by walking the tree (what scrub reports) |
+//! | 11 | `ops` | `mmap_atomic` | atomic mmap (NOVA §4.5): DRAM replica pages, committed at msync in one copy-on-write commit |
 //! | 12 | `image`, `ops`, `protect` | `mkfs`, `fsck`, `mmap`, `scrub` | formatting; the offline check; DAX mmap (Fortis §2, §3.3); reading and repairing everything redundancy protects, online |
 //! | 13 | `ops` | `setattr` | setattr's rules (chmod, chown, times, truncation, chattr), and who may make which change |
 //! | 14 | `ops`, `protect` | [`fs`], `probe`, `inject` | the public thread-safe API; the feature-gated window for tests; fault injection into unmounted images |
@@ -148,7 +149,7 @@ use logs::{gc, journal, log};
 use media::geometry;
 use media::{health, layout, replica, strips, superblock};
 pub use ops::fs;
-use ops::{access, file, mmap, namespace, setattr, xattr};
+use ops::{access, file, mmap, mmap_atomic, namespace, setattr, xattr};
 #[cfg(feature = "tools")]
 pub use protect::inject;
 use protect::scrub;
@@ -165,7 +166,7 @@ pub use health::HealthCounts;
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
 pub use layout::{DEFAULT_DEAD_ZONE, FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP, MAX_FILE_SIZE, PAGE_SIZE};
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
-pub use mmap::Mapping;
+pub use mmap::{MapKind, Mapping};
 pub use recovery::{MetaReplicas, MountReport};
 pub use scrub::{Damaged, ScrubOptions, ScrubReport};
 pub use snapshot::Snapshot;
@@ -250,6 +251,7 @@ mod layering {
                 include_str!("image/fsck/salvage.rs")
             ),
         ),
+        ("mmap_atomic", 11, "ops", include_str!("ops/mmap_atomic.rs")),
         ("mmap", 12, "ops", include_str!("ops/mmap.rs")),
         ("scrub", 12, "protect", include_str!("protect/scrub.rs")),
         (
@@ -258,6 +260,7 @@ mod layering {
             "ops",
             concat!(
                 include_str!("ops/fs/mod.rs"),
+                include_str!("ops/fs/maps.rs"),
                 include_str!("ops/fs/names.rs"),
                 include_str!("ops/fs/perms.rs")
             ),

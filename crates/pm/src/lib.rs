@@ -40,7 +40,7 @@ pub use prefault::Prefault;
 pub use protect::{Protection, WriteProtect};
 pub use record::{Choice, CrashPoint, Event, PointKind, RecordingRegion, Torn, Trace, UncertainLine};
 pub use sigbus::c_str_len;
-pub use window::{overlaps_window, Fault, MapSource, Window, WINDOW_PAGE};
+pub use window::{anonymous_file, overlaps_window, Fault, MapSource, Window, WINDOW_PAGE};
 
 /// Size of a CPU cache line: the unit of flushing and of crash tearing.
 pub const CACHELINE: u64 = 64;

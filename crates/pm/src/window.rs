@@ -234,6 +234,22 @@ impl Drop for Window {
     }
 }
 
+/// A file in memory with no name (`memfd_create`), for pages a window maps
+/// that are not the region's: the replica pages of an atomic mapping
+/// (NOVA §4.5), which the program stores to and a commit copies from.
+pub fn anonymous_file(name: &std::ffi::CStr) -> io::Result<std::fs::File> {
+    // SAFETY: a C string for the name; the descriptor returned is new and
+    // owned by the File from here on.
+    let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    Ok(std::fs::File::from(unsafe {
+        <OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd)
+    }))
+}
+
 /// Maps anonymous memory at `at` (anywhere when null; else `MAP_FIXED`,
 /// inside a window's own reservation).
 fn anonymous(at: *mut u8, len: usize, prot: libc::c_int) -> Result<*mut u8, PmError> {

@@ -34,7 +34,9 @@ impl Posix {
             return Err(Errno(libc::EINVAL));
         }
         let npages = len.div_ceil(PAGE_SIZE as usize);
-        let mapping = self.fs.mmap_shared(open.ino, off, npages, write)?;
+        let mapping = self
+            .fs
+            .mmap_shared(open.ino, (off, npages), write, novafs::MapKind::Dax)?;
         let addr = mapping.as_ptr() as usize;
         self.maps.lock().insert(addr, mapping);
         Ok(addr)

@@ -33,6 +33,9 @@ pub(crate) enum Rank {
     /// An inode's DRAM state (`cache::Cell::state`); an operation on
     /// several takes them in inode-number order (`cache::Locked`).
     Inode,
+    /// An inode's atomic-mmap replicas (`mmap_atomic`): under its lock,
+    /// before any DAX mapping's page state (an msync zaps DAX pages).
+    MmapReplica,
     /// A mapped page's state (`mmap`): under its inode's lock.
     MmapPage,
     /// The live snapshots (`snapshot::Snapshots`): changed only under the

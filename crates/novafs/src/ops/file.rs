@@ -230,6 +230,40 @@ pub(crate) fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Re
     Ok(data.len())
 }
 
+/// Copy-on-write of whole pages, `(file page, its bytes)` in ascending
+/// order, committed in one tail store: an atomic mapping's msync (NOVA
+/// §4.5), whose pages a crash shows all old or all new.
+pub(crate) fn write_pages(ctx: &Ctx, st: &mut InodeState, pages: &[(u64, &[u8])]) -> Result<()> {
+    file_map(st)?;
+    if st.meta.attr.flags & (FLAG_IMMUTABLE | FLAG_APPEND) != 0 {
+        return Err(Error::NotPermitted);
+    }
+    if pages.is_empty() {
+        return Ok(());
+    }
+    let size = st.meta.attr.size;
+    let mtime = now_ns();
+    with_pages(ctx, pages.len() as u64, Budget::Normal, |extents, held| {
+        let blocks = extents
+            .iter()
+            .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE));
+        // Runs of consecutive file pages in consecutive blocks: one entry each.
+        let mut runs: Vec<(u64, u64, u64)> = Vec::new();
+        for (&(pg, data), block) in pages.iter().zip(blocks) {
+            ctx.put_block(block, data)?;
+            match runs.last_mut() {
+                Some((first, start, n)) if *first + *n == pg && *start + *n * PAGE_SIZE == block => *n += 1,
+                _ => runs.push((pg, block, 1)),
+            }
+        }
+        let entries: Vec<Entry> = runs
+            .into_iter()
+            .map(|(pg, block, n)| write_entry(ctx, pg, block, n, size, mtime))
+            .collect();
+        commit_kept(ctx, st, Budget::Normal, &entries, held) // R1 covers the non-temporal stores.
+    })
+}
+
 /// A fresh data page for file page `pg`, for a DAX mapping to store to
 /// (`mmap`): a copy of its page (copy-on-write: a snapshot keeps the old
 /// one) or zeros for a hole, committed with `extra` entries in one tail

@@ -41,6 +41,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::lock::{Mutex, Rank, RwLock, RwLockWriteGuard};
+use crate::mmap_atomic::{self, DaxHooks, Replicas, View};
 use pm::{Fault, Window};
 
 use crate::alloc::Budget;
@@ -58,7 +59,10 @@ pub(crate) struct Mmaps {
     /// snapshot while it write-protects the mappings (§3.3).
     faults: RwLock<()>,
     live: Mutex<Vec<Weak<Shared>>>,
-    /// Live mappings: writers skip every mmap step while there are none.
+    /// The replica pages of each inode with atomic mappings (`mmap_atomic`).
+    replicas: Mutex<Vec<Weak<Replicas>>>,
+    /// Live mappings of both kinds: writers skip every mmap step while
+    /// there are none.
     mapped: AtomicUsize,
 }
 
@@ -67,6 +71,7 @@ impl Default for Mmaps {
         Mmaps {
             faults: RwLock::new(Rank::MmapFaults, ()),
             live: Mutex::new(Rank::MmapList, Vec::new()),
+            replicas: Mutex::new(Rank::MmapList, Vec::new()),
             mapped: AtomicUsize::new(0),
         }
     }
@@ -76,6 +81,24 @@ impl Mmaps {
     /// Whether any mapping exists.
     pub(crate) fn any(&self) -> bool {
         self.mapped.load(Ordering::Acquire) != 0
+    }
+
+    /// The replicas of inode `ino`, if it has atomic mappings.
+    fn replicas_of(&self, ino: Ino) -> Option<Arc<Replicas>> {
+        let list = self.replicas.lock();
+        list.iter().filter_map(Weak::upgrade).find(|r| r.ino == ino)
+    }
+
+    /// The replicas of inode `ino`, new if it has none yet.
+    fn replicas_for(&self, ino: Ino, cell: &Arc<Cell>) -> Result<Arc<Replicas>> {
+        let mut list = self.replicas.lock();
+        list.retain(|w| w.strong_count() > 0);
+        if let Some(r) = list.iter().filter_map(Weak::upgrade).find(|r| r.ino == ino) {
+            return Ok(r);
+        }
+        let r = Arc::new(Replicas::new(ino, cell.clone())?);
+        list.push(Arc::downgrade(&r));
+        Ok(r)
     }
 
     fn of_inode(&self, ino: Ino) -> Vec<Arc<Shared>> {
@@ -133,6 +156,44 @@ impl Fault for Shared {
 }
 
 impl Shared {
+    /// A DAX mapping of `npages` pages of `cell` from file page `pgoff`,
+    /// registered with `mmaps`.
+    fn map(
+        ctx: &Arc<Ctx>,
+        mmaps: &Arc<Mmaps>,
+        cell: Arc<Cell>,
+        ino: Ino,
+        (pgoff, npages): (u64, usize),
+        writable: bool,
+    ) -> Result<Arc<Shared>> {
+        let src = ctx.data().map_source().ok_or(Error::NotSupported(
+            "DAX mmap needs a region mapped from a file (devdax and in-memory regions have none)",
+        ))?;
+        let shared = Arc::new(Shared {
+            ctx: ctx.clone(),
+            mmaps: mmaps.clone(),
+            cell,
+            ino,
+            pgoff,
+            npages,
+            writable,
+            state: Mutex::new(
+                Rank::MmapPage,
+                PageState {
+                    window: None,
+                    writable: BTreeSet::new(),
+                    blocks: vec![0; npages],
+                },
+            ),
+        });
+        let window = Window::new(src, npages, shared.clone())?;
+        shared.state.lock().window = Some(Arc::new(window));
+        let mut live = mmaps.live.lock();
+        live.retain(|w| w.strong_count() > 0);
+        live.push(Arc::downgrade(&shared));
+        Ok(shared)
+    }
+
     fn file_page(&self, page: usize) -> u64 {
         self.pgoff + page as u64
     }
@@ -333,6 +394,19 @@ pub(crate) fn changed(mmaps: &Mmaps, ino: Ino, range: Range<u64>) -> Result<()> 
     Ok(())
 }
 
+/// After a call changed bytes `bytes` of `st` (write, truncate, hole
+/// punching): its atomic mappings' loaded replicas follow
+/// (`mmap_atomic::rewritten`).
+pub(crate) fn rewritten(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, bytes: Range<u64>) -> Result<()> {
+    if !mmaps.any() {
+        return Ok(());
+    }
+    match mmaps.replicas_of(st.meta.attr.ino) {
+        Some(r) => mmap_atomic::rewritten(ctx, &r, st, bytes),
+        None => Ok(()),
+    }
+}
+
 /// Seals file pages `range` of `st` and commits that they are protected.
 fn seal_committed(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, range: Range<u64>) -> Result<()> {
     if let Some(span) = seal(ctx, mmaps, st, range)? {
@@ -343,10 +417,35 @@ fn seal_committed(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, range: Range<u6
     Ok(())
 }
 
-/// A file's pages mapped into this process (`Fs::mmap`).
-/// Dropping it seals and unmaps them (munmap).
+/// What a mapping's pages are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MapKind {
+    /// DAX (Fortis §2, §3.3): the file's own persistent-memory pages.
+    /// Stores change the file in place, durable once persisted
+    /// ([`Mapping::persist`]); a crash may show some of them.
+    #[default]
+    Dax,
+    /// Atomic (NOVA §4.5): DRAM replicas of the pages. Stores reach the
+    /// file only at [`Mapping::sync`] (or unmapping), all of them in one
+    /// commit: a crash shows the previous sync or this one, never a mix.
+    Atomic,
+}
+
+/// The pages behind a mapping, of either kind.
+enum Pages {
+    Dax(Arc<Shared>),
+    Atomic {
+        view: Arc<View>,
+        window: Arc<Window>,
+        mmaps: Arc<Mmaps>,
+    },
+}
+
+/// A file's pages mapped into this process (`Fs::mmap`, `Fs::mmap_atomic`).
+/// Dropping it commits what it must and unmaps them (munmap).
 pub struct Mapping<'fs> {
-    shared: Arc<Shared>,
+    pages: Pages,
+    ino: Ino,
     /// Releases the open handle the mapping holds (`Fs::release_handle`).
     release: Box<dyn Fn(Ino) -> Result<()> + Send + Sync + 'fs>,
     closed: bool,
@@ -355,10 +454,9 @@ pub struct Mapping<'fs> {
 impl std::fmt::Debug for Mapping<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Mapping")
-            .field("ino", &self.shared.ino)
-            .field("pgoff", &self.shared.pgoff)
-            .field("npages", &self.shared.npages)
-            .field("writable", &self.shared.writable)
+            .field("ino", &self.ino)
+            .field("kind", &self.kind())
+            .field("len", &self.len())
             .finish()
     }
 }
@@ -369,59 +467,53 @@ impl<'fs> Mapping<'fs> {
     pub(crate) fn new(
         release: Box<dyn Fn(Ino) -> Result<()> + Send + Sync + 'fs>,
         (ctx, mmaps): (&Arc<Ctx>, &Arc<Mmaps>),
-        cell: Arc<Cell>,
-        ino: Ino,
+        (cell, ino): (Arc<Cell>, Ino),
         (pgoff, npages): (u64, usize),
         writable: bool,
+        kind: MapKind,
     ) -> Result<Mapping<'fs>> {
-        let src = ctx.data().map_source().ok_or(Error::NotSupported(
-            "DAX mmap needs a region mapped from a file (devdax and in-memory regions have none)",
-        ))?;
-        let shared = Arc::new(Shared {
-            ctx: ctx.clone(),
-            mmaps: mmaps.clone(),
-            cell,
-            ino,
-            pgoff,
-            npages,
-            writable,
-            state: Mutex::new(
-                Rank::MmapPage,
-                PageState {
-                    window: None,
-                    writable: BTreeSet::new(),
-                    blocks: vec![0; npages],
-                },
-            ),
-        });
-        let window = Window::new(src, npages, shared.clone())?;
-        shared.state.lock().window = Some(Arc::new(window));
-        let mut live = mmaps.live.lock();
-        live.retain(|w| w.strong_count() > 0);
-        live.push(Arc::downgrade(&shared));
+        let pages = match kind {
+            MapKind::Dax => Pages::Dax(Shared::map(ctx, mmaps, cell, ino, (pgoff, npages), writable)?),
+            MapKind::Atomic => {
+                let replicas = mmaps.replicas_for(ino, &cell)?;
+                let (view, window) = View::new(ctx, replicas, (pgoff, npages), writable)?;
+                Pages::Atomic {
+                    view,
+                    window,
+                    mmaps: mmaps.clone(),
+                }
+            }
+        };
         mmaps.mapped.fetch_add(1, Ordering::AcqRel);
-        drop(live);
         Ok(Mapping {
-            shared,
+            pages,
+            ino,
             release,
             closed: false,
         })
     }
 
+    /// Which kind of mapping this is.
+    pub fn kind(&self) -> MapKind {
+        match self.pages {
+            Pages::Dax(_) => MapKind::Dax,
+            Pages::Atomic { .. } => MapKind::Atomic,
+        }
+    }
+
     /// The first byte of the mapping: the program's own loads and stores
     /// go here (a page is mapped at its first access).
     pub fn as_ptr(&self) -> *mut u8 {
-        self.shared
-            .state
-            .lock()
-            .window
-            .as_ref()
-            .map_or(std::ptr::null_mut(), |w| w.as_ptr())
+        self.window().map_or(std::ptr::null_mut(), |w| w.as_ptr())
     }
 
     /// Its length in bytes.
     pub fn len(&self) -> usize {
-        self.shared.npages * PAGE_SIZE as usize
+        let npages = match &self.pages {
+            Pages::Dax(s) => s.npages,
+            Pages::Atomic { view, .. } => view.npages,
+        };
+        npages * PAGE_SIZE as usize
     }
 
     /// Never empty: a mapping has at least one page.
@@ -434,35 +526,63 @@ impl<'fs> Mapping<'fs> {
         Ok(self.window()?.load(off, out)?)
     }
 
-    /// Stores `bytes` at `off` of the mapping, as the program would: in
-    /// place, not durable until persisted ([`Mapping::persist`]).
+    /// Stores `bytes` at `off` of the mapping, as the program would: not
+    /// durable until persisted ([`Mapping::persist`], DAX) or synced
+    /// ([`Mapping::sync`], both kinds).
     pub fn store(&self, off: usize, bytes: &[u8]) -> Result<()> {
         Ok(self.window()?.store(off, bytes)?)
     }
 
     /// The persist barrier of a DAX program: bytes `off..off + len` are
-    /// flushed and fenced.
+    /// flushed and fenced. An atomic mapping's stores are the file's only
+    /// at [`Mapping::sync`]: nothing to do here.
     pub fn persist(&self, off: usize, len: usize) -> Result<()> {
-        Ok(self.window()?.persist(off, len)?)
+        match &self.pages {
+            Pages::Dax(_) => Ok(self.window()?.persist(off, len)?),
+            Pages::Atomic { .. } => Ok(()),
+        }
     }
 
     /// The window, without holding the page-state lock: a load or store
     /// through it may fault, and the fault takes that lock.
     fn window(&self) -> Result<Arc<Window>> {
-        self.shared.state.lock().window.clone().ok_or(Error::NotFound)
+        match &self.pages {
+            Pages::Dax(s) => s.state.lock().window.clone().ok_or(Error::NotFound),
+            Pages::Atomic { window, .. } => Ok(window.clone()),
+        }
     }
 
-    /// msync: the pages stored to since they were last sealed get their
-    /// checksums and parity back (caveat DAXor), committed; their next
-    /// store faults again. Their data is persistent when this returns.
+    /// msync. DAX: the pages stored to since they were last sealed get
+    /// their checksums and parity back (caveat DAXor), committed; their
+    /// data is persistent when this returns. Atomic: every page stored to
+    /// since the last sync is written to the file in one commit
+    /// (`mmap_atomic`). Either way their next store faults again.
     pub fn sync(&self) -> Result<()> {
-        let s = &self.shared;
-        let _op = s.ctx.snapshots().epochs.enter();
-        let mut st = s.cell.state.write();
-        alive(&st)?;
-        seal_committed(&s.ctx, &s.mmaps, &mut st, s.pgoff..s.pgoff + s.npages as u64)?;
-        s.ctx.data().fence(); // msync: stores that needed no resealing are persistent too
-        Ok(())
+        match &self.pages {
+            Pages::Dax(s) => {
+                let _op = s.ctx.snapshots().epochs.enter();
+                let mut st = s.cell.state.write();
+                alive(&st)?;
+                seal_committed(&s.ctx, &s.mmaps, &mut st, s.pgoff..s.pgoff + s.npages as u64)?;
+                s.ctx.data().fence(); // msync: stores that needed no resealing are persistent too
+                Ok(())
+            }
+            Pages::Atomic { view, mmaps, .. } => {
+                let ctx = &*view.ctx;
+                let _op = ctx.snapshots().epochs.enter();
+                let mut st = view.replicas.cell.state.write();
+                alive(&st)?;
+                let before = |st: &InodeState, span| changing(ctx, mmaps, st, span);
+                let after = |span| changed(mmaps, self.ino, span);
+                view.commit(
+                    &mut st,
+                    DaxHooks {
+                        before: &before,
+                        after: &after,
+                    },
+                )
+            }
+        }
     }
 
     /// munmap, with its error: what [`Drop`] does, which can only log it.
@@ -472,13 +592,22 @@ impl<'fs> Mapping<'fs> {
     }
 
     fn unmap(&self) -> Result<()> {
-        let s = &self.shared;
-        let sealed = if s.writable { self.sync() } else { Ok(()) };
-        let window = s.state.lock().window.take();
-        drop(window); // unregistered from the fault service: no fault reaches `s` now
-        s.mmaps.mapped.fetch_sub(1, Ordering::AcqRel);
-        let released = (self.release)(s.ino);
-        sealed.and(released)
+        let (synced, mmaps) = match &self.pages {
+            Pages::Dax(s) => {
+                let sealed = if s.writable { self.sync() } else { Ok(()) };
+                let window = s.state.lock().window.take();
+                drop(window); // unregistered from the fault service: no fault reaches `s` now
+                (sealed, &s.mmaps)
+            }
+            Pages::Atomic { view, mmaps, .. } => {
+                let committed = self.sync();
+                view.detach();
+                (committed, mmaps)
+            }
+        };
+        mmaps.mapped.fetch_sub(1, Ordering::AcqRel);
+        let released = (self.release)(self.ino);
+        synced.and(released)
     }
 }
 
@@ -488,7 +617,7 @@ impl Drop for Mapping<'_> {
             return;
         }
         if let Err(e) = self.unmap() {
-            tracing::error!(ino = self.shared.ino, error = %e, "unmapping failed");
+            tracing::error!(ino = self.ino, error = %e, "unmapping failed");
         }
     }
 }

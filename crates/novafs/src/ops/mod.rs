@@ -7,6 +7,7 @@ pub(crate) mod access;
 pub(crate) mod file;
 pub mod fs;
 pub(crate) mod mmap;
+pub(crate) mod mmap_atomic;
 pub(crate) mod namespace;
 pub(crate) mod setattr;
 pub(crate) mod xattr;

@@ -135,6 +135,7 @@ pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, s
     file::commit_kept(ctx, st, budget, &entries, held)?;
     if a.size != old.size {
         mmap::changed(mmaps, ino, resized_pages(old.size, a.size))?;
+        mmap::rewritten(ctx, mmaps, st, old.size.min(a.size)..old.size.max(a.size))?;
     }
     Ok(st.attr())
 }

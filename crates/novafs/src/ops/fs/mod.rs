@@ -7,6 +7,7 @@
 //! durable. Dropping an `Fs` without [`Fs::unmount`] is a crash: the next
 //! open recovers.
 
+mod maps;
 mod names;
 mod perms;
 
@@ -25,11 +26,10 @@ use crate::file;
 use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
 use crate::layout::{
-    Superblock, FEATURE_INCOMPAT_MMAP, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE,
-    INODE_SIZE, PAGE_SIZE,
+    Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_SIZE, PAGE_SIZE,
 };
 use crate::mkfs::{self, FormatOptions};
-use crate::mmap::{self, Mapping, Mmaps};
+use crate::mmap::{self, Mmaps};
 use crate::namespace::{Namespace, NewNode};
 use crate::reclaim::Reclaimer;
 use crate::recovery::{self, MetaReplicas, MountReport};
@@ -826,6 +826,7 @@ impl Fs {
         mmap::changing(&self.ctx, &self.mmaps, &st, pages.clone())?;
         let n = file::write(&self.ctx, &mut st, off, data)?;
         mmap::changed(&self.mmaps, ino, pages)?;
+        mmap::rewritten(&self.ctx, &self.mmaps, &st, off..off + n as u64)?;
         Ok((off, n))
     }
 
@@ -837,100 +838,17 @@ impl Fs {
         alive(&st)?;
         let pages = byte_pages(off, len);
         mmap::changing(&self.ctx, &self.mmaps, &st, pages.clone())?;
+        let old_size = st.meta.attr.size;
         file::fallocate(&self.ctx, &mut st, mode, off, len)?;
-        mmap::changed(&self.mmaps, ino, pages)
-    }
-
-    /// Maps `npages` pages of file `ino` from byte `offset` (a multiple of
-    /// the page size) into this process: DAX mmap (NOVA-Fortis §3.3, §3.4;
-    /// `mmap`). The program loads and stores the file's persistent memory
-    /// through [`Mapping::as_ptr`] (or [`Mapping::load`] and
-    /// [`Mapping::store`]); a page is mapped at its first access, and an
-    /// access past the end of the file kills the program, as SIGBUS does.
-    /// With `writable`, stores reach the file in place: durable once the
-    /// program persists them ([`Mapping::persist`]), without checksums
-    /// until [`Mapping::sync`] or the mapping's end (caveat DAXor), and
-    /// copied on write where a snapshot holds the page. The mapping holds
-    /// the file open. Needs a region mapped from a file (the default
-    /// emulation and fsdax files; not devdax).
-    pub fn mmap(&self, ino: Ino, offset: u64, npages: usize, writable: bool) -> Result<Mapping<'_>> {
-        self.map_releasing(
-            ino,
-            (offset, npages),
-            writable,
-            Box::new(move |ino| self.release_handle(ino)),
-        )
-    }
-
-    /// [`Fs::mmap`] for a holder of the file system in an `Arc` (the C ABI,
-    /// the POSIX layer): the mapping keeps the file system alive instead
-    /// of borrowing it, so it can be kept in a table beside it.
-    pub fn mmap_shared(
-        self: &Arc<Self>,
-        ino: Ino,
-        offset: u64,
-        npages: usize,
-        writable: bool,
-    ) -> Result<Mapping<'static>> {
-        let fs = self.clone();
-        self.map_releasing(
-            ino,
-            (offset, npages),
-            writable,
-            Box::new(move |ino| fs.release_handle(ino)),
-        )
-    }
-
-    /// The mapping both kinds make; `release` gives back the open handle
-    /// it takes.
-    fn map_releasing<'a>(
-        &self,
-        ino: Ino,
-        (offset, npages): (u64, usize),
-        writable: bool,
-        release: Box<dyn Fn(Ino) -> Result<()> + Send + Sync + 'a>,
-    ) -> Result<Mapping<'a>> {
-        if !offset.is_multiple_of(PAGE_SIZE) || npages == 0 {
-            return Err(Error::Invalid("mmap offset not page-aligned, or no pages"));
-        }
-        let end = (npages as u64)
-            .checked_mul(PAGE_SIZE)
-            .and_then(|len| offset.checked_add(len))
-            .filter(|&e| e <= crate::layout::MAX_FILE_SIZE);
-        if end.is_none() {
-            return Err(Error::FileTooBig);
-        }
-        if writable && self.read_only {
-            return Err(Error::ReadOnly);
-        }
-        let cell = self.cell(ino)?;
-        {
-            let st = cell.state.read();
-            alive(&st)?;
-            if st.meta.attr.kind != FileType::RegularFile {
-                return Err(Error::Invalid("mmap of something other than a regular file"));
-            }
-            // As Linux: no shared writable mapping of an append-only or
-            // immutable file.
-            if writable && st.meta.attr.flags & (FLAG_APPEND | FLAG_IMMUTABLE) != 0 {
-                return Err(Error::NotPermitted);
-            }
-        }
-        if writable {
-            self.mark_feature(FEATURE_INCOMPAT_MMAP)?;
-        }
-        self.open_handle(ino)?;
-        Mapping::new(
-            release,
-            (&self.ctx, &self.mmaps),
-            cell,
-            ino,
-            (offset / PAGE_SIZE, npages),
-            writable,
-        )
-        .inspect_err(|_| {
-            let _ = self.release_handle(ino);
-        })
+        mmap::changed(&self.mmaps, ino, pages)?;
+        // Bytes that now read differently: a punched or zeroed range, and
+        // what lay past the old end of the file (preallocation keeps data).
+        let zeroed = if mode & (file::FALLOC_FL_PUNCH_HOLE | file::FALLOC_FL_ZERO_RANGE) != 0 {
+            off..off.saturating_add(len)
+        } else {
+            old_size..old_size.max(st.meta.attr.size)
+        };
+        mmap::rewritten(&self.ctx, &self.mmaps, &st, zeroed)
     }
 
     /// lseek with SEEK_DATA or SEEK_HOLE; ENXIO past the end.

@@ -1,0 +1,323 @@
+//! Atomic mmap (NOVA §4.5): a mapping whose stores reach the file only at
+//! msync, all of them at once, so that a crash shows the file as of the
+//! previous msync or of this one, never a mix.
+//!
+//! The program stores to *replica* pages, not to the file's pages. NOVA
+//! allocates them from NVMM; here they are DRAM, pages of one memory file
+//! per inode (`memfd`) that every atomic mapping of the inode maps shared,
+//! so that two mappings of a file see each other's stores as the page
+//! cache would let them. DRAM because nothing would survive in a replica
+//! anyway: until msync commits them its bytes are not the file's, and a
+//! crash drops them either way; DRAM loads and stores are cheaper than
+//! PM's, and the replicas take no space from the file system.
+//!
+//! - A page is *loaded* at its first access: its file bytes (zeros past
+//!   the end of the file) copied into the replica, then mapped read-only.
+//! - A store to a read-only page faults; the page becomes *dirty* and
+//!   writable in the mapping that stored.
+//! - msync ([`commit`]) write-protects the dirty pages in every mapping
+//!   (a store now waits in its fault until the commit is done), copies
+//!   them to fresh data pages with non-temporal stores and commits them
+//!   with one tail store ([`file::write_pages`]: copy-on-write, as a
+//!   write(2) of the same pages). Unmapping commits as msync does.
+//! - A change to the file by a call (write, truncate, fallocate) while a
+//!   page is loaded: a clean replica is dropped (the next access loads the
+//!   new bytes), a dirty one gets the changed bytes and keeps the rest of
+//!   its pending stores, as a page-cache page would ([`rewritten`]).
+//!
+//! The replicas hold no data page of the file system, so snapshots, GC
+//! and scrub never meet them; a snapshot holds what the last msync
+//! committed.
+//!
+//! Lock order: the epoch gate → the inode's lock → the replicas' state
+//! (`Rank::MmapReplica`) → a DAX mapping's page state. A fault takes the
+//! inode's lock shared.
+
+use std::collections::BTreeSet;
+use std::fs::File;
+use std::ops::Range;
+use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use pm::{Fault, MapSource, PmError, Window};
+
+use crate::cache::{alive, Cell};
+use crate::commit::Ctx;
+use crate::error::{Error, Result};
+use crate::file;
+use crate::inode::{Ino, InodeState};
+use crate::layout::PAGE_SIZE;
+use crate::lock::{Mutex, Rank};
+
+const PS: usize = PAGE_SIZE as usize;
+
+/// The replica pages of one inode, shared by its atomic mappings.
+pub(crate) struct Replicas {
+    pub(crate) ino: Ino,
+    pub(crate) cell: Arc<Cell>,
+    file: File,
+    state: Mutex<ReplicaState>,
+}
+
+/// Which pages are loaded, which dirty, and how each mapping maps them.
+struct ReplicaState {
+    loaded: BTreeSet<u64>,
+    dirty: BTreeSet<u64>,
+    views: Vec<ViewPages>,
+}
+
+/// One mapping's window and the protection of each of its pages.
+struct ViewPages {
+    id: u64,
+    window: Arc<Window>,
+    pgoff: u64,
+    prot: Vec<Prot>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Prot {
+    None,
+    Read,
+    Write,
+}
+
+fn replica_io(source: std::io::Error) -> Error {
+    Error::Pm(PmError::Io {
+        path: "atomic mapping's replica pages".into(),
+        source,
+    })
+}
+
+impl Replicas {
+    pub(crate) fn new(ino: Ino, cell: Arc<Cell>) -> Result<Replicas> {
+        let file = pm::anonymous_file(c"novafs-atomic-mmap").map_err(replica_io)?;
+        Ok(Replicas {
+            ino,
+            cell,
+            file,
+            state: Mutex::new(
+                Rank::MmapReplica,
+                ReplicaState {
+                    loaded: BTreeSet::new(),
+                    dirty: BTreeSet::new(),
+                    views: Vec::new(),
+                },
+            ),
+        })
+    }
+
+    /// Copies file page `pg` (zeros past the end) into its replica.
+    fn load(&self, ctx: &Ctx, st: &InodeState, pg: u64) -> Result<()> {
+        let mut page = [0u8; PS];
+        self.read_file(ctx, st, pg * PAGE_SIZE, &mut page)?;
+        self.file.write_all_at(&page, pg * PAGE_SIZE).map_err(replica_io)
+    }
+
+    /// The file's bytes at `off` into `buf`, zeros past its end.
+    fn read_file(&self, ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<()> {
+        let n = file::read(ctx, st, off, buf)?;
+        buf[n..].fill(0);
+        Ok(())
+    }
+}
+
+impl ReplicaState {
+    /// Sets every mapping's protection of file page `pg` to `to` where it
+    /// is mapped at all (`None` unmaps it everywhere).
+    fn protect_everywhere(&mut self, pg: u64, to: Prot) -> Result<()> {
+        for v in &mut self.views {
+            let Some(p) = pg.checked_sub(v.pgoff).filter(|&p| p < v.prot.len() as u64) else {
+                continue;
+            };
+            let p = p as usize;
+            match (v.prot[p], to) {
+                (Prot::None, _) => continue,
+                (_, Prot::None) => v.window.zap(p, 1)?,
+                (_, _) => v.window.protect(p, 1, to == Prot::Write)?,
+            }
+            v.prot[p] = to;
+        }
+        Ok(())
+    }
+}
+
+/// One atomic mapping: the fault handler of its window.
+pub(crate) struct View {
+    pub(crate) ctx: Arc<Ctx>,
+    pub(crate) replicas: Arc<Replicas>,
+    id: u64,
+    pgoff: u64,
+    pub(crate) npages: usize,
+    writable: bool,
+}
+
+static NEXT_VIEW: AtomicU64 = AtomicU64::new(1);
+
+impl View {
+    /// Maps `npages` pages from file page `pgoff` through `replicas`.
+    pub(crate) fn new(
+        ctx: &Arc<Ctx>,
+        replicas: Arc<Replicas>,
+        (pgoff, npages): (u64, usize),
+        writable: bool,
+    ) -> Result<(Arc<View>, Arc<Window>)> {
+        let end = (pgoff + npages as u64) * PAGE_SIZE;
+        if replicas.file.metadata().map_err(replica_io)?.len() < end {
+            replicas.file.set_len(end).map_err(replica_io)?;
+        }
+        let view = Arc::new(View {
+            ctx: ctx.clone(),
+            replicas: replicas.clone(),
+            id: NEXT_VIEW.fetch_add(1, Ordering::Relaxed),
+            pgoff,
+            npages,
+            writable,
+        });
+        let src = MapSource {
+            fd: replicas.file.as_fd(),
+            sync: false,
+        };
+        let window = Arc::new(Window::new(src, npages, view.clone())?);
+        replicas.state.lock().views.push(ViewPages {
+            id: view.id,
+            window: window.clone(),
+            pgoff,
+            prot: vec![Prot::None; npages],
+        });
+        Ok((view, window))
+    }
+
+    fn resolve(&self, page: usize, write: bool) -> Result<()> {
+        if write && !self.writable {
+            return Err(Error::ReadOnly);
+        }
+        let r = &*self.replicas;
+        let st = r.cell.state.read();
+        alive(&st)?;
+        let pg = self.pgoff + page as u64;
+        if pg * PAGE_SIZE >= st.meta.attr.size {
+            return Err(Error::Invalid("access past the end of the mapped file"));
+        }
+        let mut state = r.state.lock();
+        if !state.loaded.contains(&pg) {
+            r.load(&self.ctx, &st, pg)?;
+            state.loaded.insert(pg);
+        }
+        if write {
+            state.dirty.insert(pg);
+        }
+        let to = if write { Prot::Write } else { Prot::Read };
+        let v = state
+            .views
+            .iter_mut()
+            .find(|v| v.id == self.id)
+            .ok_or(Error::NotFound)?;
+        match v.prot[page] {
+            Prot::None => v.window.map(page, pg * PAGE_SIZE, 1, write)?,
+            _ => v.window.protect(page, 1, write)?,
+        }
+        v.prot[page] = to;
+        Ok(())
+    }
+
+    /// msync, under the inode's lock: commits the dirty pages this mapping
+    /// covers in one commit (module docs); their next store faults again.
+    /// `dax` keeps the file's DAX mappings right around the write.
+    pub(crate) fn commit(&self, st: &mut InodeState, dax: DaxHooks<'_>) -> Result<()> {
+        let r = &*self.replicas;
+        let mut state = r.state.lock();
+        let range = self.pgoff..self.pgoff + self.npages as u64;
+        let dirty: Vec<u64> = state.dirty.range(range).copied().collect();
+        let (Some(&first), Some(&last)) = (dirty.first(), dirty.last()) else {
+            return Ok(());
+        };
+        // No store reaches a page between its copy and the commit.
+        for &pg in &dirty {
+            state.protect_everywhere(pg, Prot::Read)?;
+        }
+        let size = st.meta.attr.size;
+        let mut bytes = vec![0u8; dirty.len() * PS];
+        let mut pages = Vec::with_capacity(dirty.len());
+        for (&pg, buf) in dirty.iter().zip(bytes.chunks_mut(PS)) {
+            let start = pg * PAGE_SIZE;
+            if start >= size {
+                continue; // truncated since: the store is dropped, as past EOF
+            }
+            r.file.read_exact_at(buf, start).map_err(replica_io)?;
+            // Bytes past the end of the file stay zeros on the media.
+            let keep = (size - start).min(PAGE_SIZE) as usize;
+            buf[keep..].fill(0);
+            pages.push(pg);
+        }
+        let pages: Vec<(u64, &[u8])> = pages.iter().copied().zip(bytes.chunks(PS)).collect();
+        let span = first..last + 1;
+        (dax.before)(st, span.clone())?;
+        file::write_pages(&self.ctx, st, &pages)?;
+        (dax.after)(span)?;
+        for pg in dirty {
+            state.dirty.remove(&pg);
+        }
+        Ok(())
+    }
+
+    /// munmap, after its commit: this mapping's window goes.
+    pub(crate) fn detach(&self) {
+        let mut state = self.replicas.state.lock();
+        state.views.retain(|v| v.id != self.id);
+        if state.views.is_empty() {
+            // The last mapping: stores nobody committed go with it.
+            state.loaded.clear();
+            state.dirty.clear();
+        }
+    }
+}
+
+/// What an msync does for the file's DAX mappings around its write, as a
+/// write(2) does (`mmap::changing`, `mmap::changed`).
+pub(crate) struct DaxHooks<'a> {
+    pub(crate) before: &'a dyn Fn(&InodeState, Range<u64>) -> Result<()>,
+    pub(crate) after: &'a dyn Fn(Range<u64>) -> Result<()>,
+}
+
+impl Fault for View {
+    fn fault(&self, page: usize, write: bool) -> bool {
+        match self.resolve(page, write) {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(ino = self.replicas.ino, page, write, error = %e, "atomic mmap fault cannot be resolved");
+                false
+            }
+        }
+    }
+}
+
+/// After a call changed bytes `bytes` of inode `st` (write, truncate,
+/// fallocate; committed, its lock still held): loaded replicas of those
+/// pages follow (module docs). Pages now wholly past the end of the file
+/// are dropped, pending stores and all.
+pub(crate) fn rewritten(ctx: &Ctx, r: &Replicas, st: &InodeState, bytes: Range<u64>) -> Result<()> {
+    if bytes.is_empty() {
+        return Ok(());
+    }
+    let size = st.meta.attr.size;
+    let mut state = r.state.lock();
+    let pages = bytes.start / PAGE_SIZE..bytes.end.div_ceil(PAGE_SIZE);
+    let loaded: Vec<u64> = state.loaded.range(pages).copied().collect();
+    for pg in loaded {
+        let start = pg * PAGE_SIZE;
+        if start < size && state.dirty.contains(&pg) {
+            let lo = bytes.start.max(start);
+            let hi = bytes.end.min(start + PAGE_SIZE);
+            let mut buf = vec![0u8; (hi - lo) as usize];
+            r.read_file(ctx, st, lo, &mut buf)?;
+            r.file.write_all_at(&buf, lo).map_err(replica_io)?;
+            continue;
+        }
+        state.protect_everywhere(pg, Prot::None)?;
+        state.loaded.remove(&pg);
+        state.dirty.remove(&pg);
+    }
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! Atomic mmap (NOVA §4.5): stores through an atomic mapping reach the
+//! file only at sync, all at once; a crash shows the previous sync or the
+//! last one, never a mix; calls that change the file show in the mapping.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::{assert_fsck_clean, fresh, mount, read_all};
+use novafs::{Error, Fs, MapKind, SetAttr, ROOT_INO};
+use pm::Region;
+
+const PS: usize = 4096;
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_add((i * 13 % 251) as u8)).collect()
+}
+
+fn file_with(fs: &Fs, name: &str, data: &[u8]) -> u64 {
+    let ino = fs.create(ROOT_INO, name.as_bytes(), 0o644, 0, 0).unwrap().ino;
+    fs.write(ino, 0, data).unwrap();
+    ino
+}
+
+fn load(m: &novafs::Mapping<'_>, len: usize) -> Vec<u8> {
+    let mut got = vec![0u8; len];
+    m.load(0, &mut got).unwrap();
+    got
+}
+
+/// Drops `fs` without unmounting (its mappings forgotten by the caller,
+/// never synced) and mounts the image again: the crash scan runs.
+fn crash(region: &Arc<dyn Region>, fs: Fs) -> Fs {
+    drop(fs);
+    let fs = mount(region);
+    assert!(!fs.mount_report().clean);
+    fs
+}
+
+#[test]
+fn stores_reach_the_file_only_at_sync() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let data = pattern(1, 3 * PS + 100);
+    let ino = file_with(&fs, "f", &data);
+    let m = fs.mmap_atomic(ino, 0, 4, true).unwrap();
+    assert_eq!(m.kind(), MapKind::Atomic);
+    assert_eq!(&load(&m, data.len())[..], &data[..], "loads see the file");
+    assert!(
+        load(&m, 4 * PS)[data.len()..].iter().all(|&b| b == 0),
+        "zeros past the end"
+    );
+
+    m.store(10, b"first page").unwrap();
+    m.store(2 * PS + 7, b"third page").unwrap();
+    m.persist(0, 4 * PS).unwrap(); // no effect on an atomic mapping
+    assert_eq!(read_all(&fs, ino), data, "the file is unchanged before sync");
+    let before = fs.getattr(ino).unwrap();
+
+    m.sync().unwrap();
+    let mut want = data.clone();
+    want[10..20].copy_from_slice(b"first page");
+    want[2 * PS + 7..2 * PS + 17].copy_from_slice(b"third page");
+    assert_eq!(read_all(&fs, ino), want, "sync commits every page stored to");
+    let after = fs.getattr(ino).unwrap();
+    assert_eq!(after.size, data.len() as u64, "sync never changes the size");
+    assert!(after.mtime > before.mtime, "sync changes mtime");
+    assert_eq!(&load(&m, want.len())[..], &want[..]);
+
+    // Unmapping commits too.
+    m.store(PS, b"at unmap").unwrap();
+    drop(m);
+    want[PS..PS + 8].copy_from_slice(b"at unmap");
+    assert_eq!(read_all(&fs, ino), want);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(read_all(&fs, ino), want, "after a remount");
+}
+
+#[test]
+fn a_crash_keeps_the_last_sync_and_drops_later_stores() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let data = pattern(2, 8 * PS);
+    let ino = file_with(&fs, "f", &data);
+    let m = fs.mmap_atomic(ino, 0, 8, true).unwrap();
+    for p in 0..8 {
+        m.store(p * PS + p, &[0xA0 + p as u8; 300]).unwrap();
+    }
+    m.sync().unwrap();
+    let synced = load(&m, 8 * PS);
+    for p in [1usize, 5, 6] {
+        m.store(p * PS, &[0x11; 4000]).unwrap();
+    }
+    std::mem::forget(m);
+    let fs = crash(&region, fs);
+    assert_eq!(read_all(&fs, ino), synced, "the last sync, none of the later stores");
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn mappings_of_one_file_share_their_stores() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let ino = file_with(&fs, "f", &pattern(3, 4 * PS));
+    let a = fs.mmap_atomic(ino, 0, 4, true).unwrap();
+    let b = fs.mmap_atomic(ino, 2 * PS as u64, 2, true).unwrap();
+    a.store(2 * PS + 1, b"from a").unwrap();
+    let mut got = [0u8; 6];
+    b.load(1, &mut got).unwrap();
+    assert_eq!(&got, b"from a", "b sees a's store before any sync");
+    b.store(PS + 3, b"from b").unwrap();
+    a.load(3 * PS + 3, &mut got).unwrap();
+    assert_eq!(&got, b"from b");
+    // b's sync commits the pages it covers, whoever stored to them.
+    b.sync().unwrap();
+    let file = read_all(&fs, ino);
+    assert_eq!(&file[2 * PS + 1..2 * PS + 7], b"from a");
+    assert_eq!(&file[3 * PS + 3..3 * PS + 9], b"from b");
+    // A read-only mapping refuses stores: the access is fatal, as SIGBUS
+    // would be, so only its refusal to be writable is checked here.
+    let r = fs.mmap_atomic(ino, 0, 1, false).unwrap();
+    assert_eq!(load(&r, 6), pattern(3, 6));
+    drop((a, b, r));
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn calls_that_change_the_file_show_in_the_mapping() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let ino = file_with(&fs, "f", &pattern(4, 4 * PS));
+    let m = fs.mmap_atomic(ino, 0, 4, true).unwrap();
+    let mut view = load(&m, 4 * PS); // every page loaded, all clean
+    m.store(100, b"pending").unwrap();
+    view[100..107].copy_from_slice(b"pending");
+    // write(2) over a dirty page keeps its other pending bytes, and over a
+    // clean one replaces the replica.
+    fs.write(ino, 200, b"written").unwrap();
+    fs.write(ino, 2 * PS as u64, b"clean page").unwrap();
+    view[200..207].copy_from_slice(b"written");
+    view[2 * PS..2 * PS + 10].copy_from_slice(b"clean page");
+    assert_eq!(load(&m, 4 * PS), view);
+    // A hole punched over a dirty page zeroes only the hole.
+    fs.fallocate(ino, novafs::FALLOC_FL_PUNCH_HOLE | novafs::FALLOC_FL_KEEP_SIZE, 150, 40)
+        .unwrap();
+    view[150..190].fill(0);
+    assert_eq!(load(&m, 4 * PS), view);
+    // A truncation into the first page, and back: what lay past the new
+    // end reads as zeros, pending stores there included.
+    fs.setattr(ino, &SetAttr::default().size(104)).unwrap();
+    fs.setattr(ino, &SetAttr::default().size(4 * PS as u64)).unwrap();
+    view[104..].fill(0);
+    assert_eq!(load(&m, 4 * PS), view);
+    m.sync().unwrap();
+    assert_eq!(read_all(&fs, ino), view);
+    drop(m);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn atomic_mmap_needs_no_file_behind_the_region_and_refuses_append_only_files() {
+    let region = fresh(16, 1); // a heap region: DAX mmap has nothing to map
+    let fs = mount(&region);
+    let ino = file_with(&fs, "f", b"x");
+    assert!(matches!(fs.mmap(ino, 0, 1, false), Err(Error::NotSupported(_))));
+    drop(fs.mmap_atomic(ino, 0, 1, true).unwrap());
+    fs.set_flags(ino, novafs::probe::layout::FLAG_APPEND).unwrap();
+    assert!(matches!(fs.mmap_atomic(ino, 0, 1, true), Err(Error::NotPermitted)));
+    assert!(fs.mmap_atomic(ino, 0, 1, false).is_ok(), "read-only is allowed");
+}
+
+/// Random stores through two atomic mappings of one file, writes,
+/// truncations, hole punches, syncs, snapshots and crashes, against two
+/// byte vectors: what the file holds (its reads, snapshots, and what a
+/// crash leaves) and what the mappings show (the file plus the stores not
+/// yet synced). Seeds vary with NOVAFS_MMAP_SEED.
+#[test]
+fn random_atomic_workloads_match_a_model() {
+    let base: u64 = std::env::var("NOVAFS_MMAP_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20261127);
+    for seed in base..base + 6 {
+        model_run(seed, 300);
+    }
+}
+
+fn model_run(seed: u64, steps: usize) {
+    const PAGES: usize = 16;
+    const B_FROM: usize = 4; // b maps pages 4.. of the file
+    let region = fresh(64, 2);
+    let mut rng = novafs_rng::SplitMix::from_state(seed);
+    let mut fs = mount(&region);
+    let ino = file_with(&fs, "f", &pattern(seed as u8, 5 * PS));
+    let mut file = pattern(seed as u8, 5 * PS);
+    let mut shown = file.clone();
+    let mut snaps: Vec<(String, Vec<u8>)> = Vec::new();
+    let mut crashes = 0;
+    'outer: loop {
+        let a = fs.mmap_atomic(ino, 0, PAGES, true).unwrap();
+        let b = fs.mmap_atomic(ino, (B_FROM * PS) as u64, PAGES - B_FROM, true).unwrap();
+        for step in 0..steps {
+            let size = file.len();
+            let ctx = format!("seed {seed} step {step} crash {crashes}");
+            match rng.below(12) {
+                0..=3 if size > 0 => {
+                    let off = rng.below(size as u64) as usize;
+                    let len = (1 + rng.below(700) as usize).min(size - off);
+                    let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+                    if off >= B_FROM * PS && rng.below(2) == 0 {
+                        b.store(off - B_FROM * PS, &bytes).unwrap();
+                    } else {
+                        a.store(off, &bytes).unwrap();
+                    }
+                    shown[off..off + len].copy_from_slice(&bytes);
+                }
+                4 => {
+                    let off = rng.below((PAGES * PS) as u64 - 100) as usize;
+                    let len = (1 + rng.below(5000) as usize).min(PAGES * PS - off);
+                    let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+                    fs.write(ino, off as u64, &bytes).unwrap();
+                    for v in [&mut file, &mut shown] {
+                        if v.len() < off + len {
+                            v.resize(off + len, 0);
+                        }
+                        v[off..off + len].copy_from_slice(&bytes);
+                    }
+                }
+                5 => {
+                    let new = rng.below((PAGES * PS) as u64) as usize;
+                    fs.setattr(ino, &SetAttr::default().size(new as u64)).unwrap();
+                    file.resize(new, 0);
+                    shown.resize(new, 0);
+                }
+                6 if size > PS => {
+                    let off = rng.below(size as u64 - 1);
+                    let len = 1 + rng.below(3 * PS as u64);
+                    fs.fallocate(
+                        ino,
+                        novafs::FALLOC_FL_PUNCH_HOLE | novafs::FALLOC_FL_KEEP_SIZE,
+                        off,
+                        len,
+                    )
+                    .unwrap();
+                    let end = (off + len).min(size as u64) as usize;
+                    file[off as usize..end].fill(0);
+                    shown[off as usize..end].fill(0);
+                }
+                7 => {
+                    // A sync commits the pages its mapping covers.
+                    let from = if rng.below(2) == 0 {
+                        a.sync().unwrap();
+                        0
+                    } else {
+                        b.sync().unwrap();
+                        (B_FROM * PS).min(size)
+                    };
+                    file[from..].copy_from_slice(&shown[from..]);
+                }
+                8 => {
+                    let name = format!("s{step}-{crashes}");
+                    fs.take_snapshot(name.as_bytes()).unwrap();
+                    snaps.push((name, file.clone()));
+                }
+                9 if !snaps.is_empty() => {
+                    let (name, _) = snaps.remove(rng.below(snaps.len() as u64) as usize);
+                    fs.delete_snapshot(name.as_bytes()).unwrap();
+                }
+                10 if crashes < 2 && step > steps / 2 => {
+                    std::mem::forget((a, b));
+                    fs = crash(&region, fs);
+                    crashes += 1;
+                    shown = file.clone();
+                    check(&fs, ino, &file, &snaps, &ctx);
+                    continue 'outer;
+                }
+                _ => same(&load(&a, size), &shown, &format!("{ctx}: the mapping")),
+            }
+            same(&read_all(&fs, ino), &file, &ctx);
+        }
+        drop((a, b));
+        // Unmapping committed everything.
+        check(&fs, ino, &shown, &snaps, &format!("seed {seed} end"));
+        break;
+    }
+    for (name, _) in &snaps {
+        fs.delete_snapshot(name.as_bytes()).unwrap();
+    }
+    fs.wait_reclaimed();
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+fn check(fs: &Fs, ino: u64, file: &[u8], snaps: &[(String, Vec<u8>)], ctx: &str) {
+    same(&read_all(fs, ino), file, ctx);
+    for (name, want) in snaps {
+        let view = fs.open_snapshot(name.as_bytes()).unwrap();
+        same(&read_all(&view, ino), want, &format!("{ctx}: snapshot {name}"));
+    }
+}
+
+/// Equal contents, or a panic naming the first byte that differs.
+fn same(got: &[u8], want: &[u8], ctx: &str) {
+    if got != want {
+        let at = got.iter().zip(want).position(|(a, b)| a != b);
+        panic!(
+            "{ctx}: {} bytes where {} are expected, first difference at {at:?}",
+            got.len(),
+            want.len()
+        );
+    }
+}
