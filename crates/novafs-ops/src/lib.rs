@@ -154,6 +154,14 @@ pub enum Op {
         len: u64,
         seed: u64,
     },
+    /// Stores through an atomic mapping of the whole file, then its msync
+    /// (`Fs::mmap_atomic`, NOVA §4.5): every store, `(off, len, seed)`,
+    /// reaches the file in one commit. The bytes of a store past the end
+    /// of the file are left out (an access there is fatal, as SIGBUS).
+    MappedWrite {
+        at: At,
+        stores: Vec<(u64, u64, u64)>,
+    },
     /// Reads up to `len` bytes at `off`.
     Read {
         at: At,
@@ -342,6 +350,7 @@ impl Op {
             | Op::Stat(at)
             | Op::Readlink(at)
             | Op::Write { at, .. }
+            | Op::MappedWrite { at, .. }
             | Op::Read { at, .. }
             | Op::Fallocate { at, .. }
             | Op::Lseek { at, .. }
@@ -479,6 +488,13 @@ impl fmt::Display for Op {
             Op::Readdir { path, offset, limit } => write!(f, "readdir {path} from {offset} max {limit}"),
             Op::Statfs => write!(f, "statfs"),
             Op::Write { at, off, len, seed } => write!(f, "write {at} off {off} len {len} seed {seed}"),
+            Op::MappedWrite { at, stores } => {
+                write!(f, "atomic mmap {at}, store")?;
+                for (off, len, seed) in stores {
+                    write!(f, " {len}@{off}/{seed}")?;
+                }
+                f.write_str(", msync")
+            }
             Op::Read { at, off, len } => write!(f, "read {at} off {off} len {len}"),
             Op::Fallocate { at, mode, off, len } => write!(f, "fallocate {at} mode {mode} off {off} len {len}"),
             Op::Lseek { at, off, whence } => {

@@ -199,6 +199,21 @@ impl Runner {
             Op::Write { at, off, len, seed } => {
                 Observed::Written(fs.write(ino(fs, handles, at)?, *off, &data(*seed, *len))?)
             }
+            Op::MappedWrite { at, stores } => {
+                let ino = ino(fs, handles, at)?;
+                let size = fs.getattr(ino)?.size;
+                let npages = size.div_ceil(novafs::PAGE_SIZE).max(1);
+                let m = fs.mmap_atomic(ino, 0, npages as usize, true)?;
+                for &(off, len, seed) in stores {
+                    let end = off.saturating_add(len).min(size);
+                    if off < end {
+                        m.store(off as usize, &data(seed, len)[..(end - off) as usize])?;
+                    }
+                }
+                m.sync()?;
+                m.close()?;
+                Observed::Done
+            }
             Op::Read { at, off, len } => {
                 let mut buf = vec![POISON; *len as usize];
                 let n = fs.read(ino(fs, handles, at)?, *off, &mut buf)?;

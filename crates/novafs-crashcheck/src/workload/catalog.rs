@@ -387,6 +387,22 @@ pub fn catalog() -> Vec<Workload> {
             ],
         ),
         w(
+            // An atomic mapping's msync (NOVA §4.5): the file shows every
+            // store of it or none, at each crash point of the commit.
+            "atomic_msync",
+            vec![Op::create("/f"), Op::write("/f", 0, 5 * 4096 + 100, 26)],
+            vec![
+                Op::MappedWrite {
+                    at: "/f".into(),
+                    stores: vec![(10, 100, 27), (2 * 4096 - 50, 200, 28), (4 * 4096, 4096, 29)],
+                },
+                Op::MappedWrite {
+                    at: "/f".into(),
+                    stores: vec![(5 * 4096, 300, 30), (0, 3 * 4096, 31)],
+                },
+            ],
+        ),
+        w(
             // A removed directory someone still holds stays, empty and
             // with no links, until released (or a crash reclaims it).
             "rmdir_open_dir",

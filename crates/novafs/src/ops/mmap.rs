@@ -407,6 +407,19 @@ pub(crate) fn rewritten(ctx: &Ctx, mmaps: &Mmaps, st: &InodeState, bytes: Range<
     }
 }
 
+/// The `n` bytes a read of `st` at `off` found in `buf`, with the stores
+/// its atomic mappings hold and have not synced laid over them
+/// (`mmap_atomic::overlay`).
+pub(crate) fn pending(mmaps: &Mmaps, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<()> {
+    if !mmaps.any() || buf.is_empty() {
+        return Ok(());
+    }
+    match mmaps.replicas_of(st.meta.attr.ino) {
+        Some(r) => mmap_atomic::overlay(&r, off, buf),
+        None => Ok(()),
+    }
+}
+
 /// Seals file pages `range` of `st` and commits that they are protected.
 fn seal_committed(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, range: Range<u64>) -> Result<()> {
     if let Some(span) = seal(ctx, mmaps, st, range)? {

@@ -20,6 +20,9 @@
 //!   them to fresh data pages with non-temporal stores and commits them
 //!   with one tail store ([`file::write_pages`]: copy-on-write, as a
 //!   write(2) of the same pages). Unmapping commits as msync does.
+//! - read(2) returns the bytes of dirty pages ([`overlay`]): the stores
+//!   are visible at once, as through a page cache, and durable only at
+//!   msync.
 //! - A change to the file by a call (write, truncate, fallocate) while a
 //!   page is loaded: a clean replica is dropped (the next access loads the
 //!   new bytes), a dirty one gets the changed bytes and keeps the rest of
@@ -291,6 +294,21 @@ impl Fault for View {
             }
         }
     }
+}
+
+/// What a read of `buf.len()` bytes at `off` returns where atomic mappings
+/// hold stores not yet synced: their bytes, as a page cache's dirty pages
+/// would be read (module docs).
+pub(crate) fn overlay(r: &Replicas, off: u64, buf: &mut [u8]) -> Result<()> {
+    let end = off + buf.len() as u64;
+    let state = r.state.lock();
+    for &pg in state.dirty.range(off / PAGE_SIZE..end.div_ceil(PAGE_SIZE)) {
+        let lo = off.max(pg * PAGE_SIZE);
+        let hi = end.min((pg + 1) * PAGE_SIZE);
+        let into = &mut buf[(lo - off) as usize..(hi - off) as usize];
+        r.file.read_exact_at(into, lo).map_err(replica_io)?;
+    }
+    Ok(())
 }
 
 /// After a call changed bytes `bytes` of inode `st` (write, truncate,

@@ -480,6 +480,25 @@ impl Model {
                 }
                 Expect::Written(*len as usize)
             }
+            Op::MappedWrite { at, stores } => {
+                let id = self.target(at)?;
+                let Body::File(bytes) = self.file_body(id)? else {
+                    return Ok(Expect::Skip);
+                };
+                let size = bytes.size;
+                let mut stored = false;
+                for &(off, len, seed) in stores {
+                    let end = off.saturating_add(len).min(size);
+                    if off < end {
+                        bytes.write(off, &op::data(seed, len)[..(end - off) as usize]);
+                        stored = true;
+                    }
+                }
+                if stored {
+                    self.touch(id);
+                }
+                Expect::Ok
+            }
             Op::Read { at, off, len } => {
                 let id = self.target(at)?;
                 let Body::File(bytes) = self.file_body(id)? else {

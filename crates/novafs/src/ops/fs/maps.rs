@@ -33,10 +33,12 @@ impl Fs {
     /// reach the file only at [`Mapping::sync`] (msync) or when the mapping
     /// ends, every page stored to since the last sync in one commit. After
     /// a crash the file holds what the last completed sync committed,
-    /// never part of one. Every atomic mapping of a file sees the others'
-    /// stores; write(2), truncation and hole punching show in them at once
-    /// (a page stored to keeps its other pending bytes). Works on every
-    /// kind of region.
+    /// never part of one; a snapshot holds what the last sync before it
+    /// committed. Reads ([`Fs::read`]) and every atomic mapping of the file
+    /// see the stores at once, as through a page cache; write(2),
+    /// truncation and hole punching show in the mappings at once (a page
+    /// stored to keeps its other pending bytes). Works on every kind of
+    /// region.
     pub fn mmap_atomic(&self, ino: Ino, offset: u64, npages: usize, writable: bool) -> Result<Mapping<'_>> {
         let release = Box::new(move |ino| self.release_handle(ino));
         self.map_releasing(ino, (offset, npages), writable, MapKind::Atomic, release)

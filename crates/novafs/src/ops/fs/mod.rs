@@ -742,6 +742,7 @@ impl Fs {
         let st = cell.state.read();
         alive(&st)?;
         let n = file::read(&self.ctx, &st, off, buf)?;
+        mmap::pending(&self.mmaps, &st, off, &mut buf[..n])?;
         let due = self.atime_due_for(&st.meta.attr, now_ns());
         drop(st);
         if due {
