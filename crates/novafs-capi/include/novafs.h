@@ -29,6 +29,15 @@ struct statx;
 // fault; by default each page is faulted in on its first use.
 #define NOVAFS_PREFAULT 2
 
+// `novafs_mount` flag: MAP_SHARED mappings (`novafs_mmap`) are atomic
+// (NOVA §4.5): the program stores to DRAM replicas of the pages, and
+// each `novafs_msync` (and `novafs_munmap`) commits every page stored to
+// since the last one in one copy-on-write commit, so that a crash shows
+// the file as of one msync, never part of one. Reads see the stores at
+// once. Without it, mappings are DAX: the file's own pages, stores
+// durable once flushed, a crash may show some of them.
+#define NOVAFS_MMAP_ATOMIC 4
+
 // A mounted image (or a snapshot of one, read-only): the file system and
 // this process's descriptors, working directory and umask on it.
 typedef struct Novafs Novafs;
@@ -62,7 +71,8 @@ int novafs_format(const char *image, uint64_t size);
 uint64_t novafs_minimum_size(void);
 
 // Mounts the image at `image` in this process (`flags`: 0, or
-// NOVAFS_RDONLY and NOVAFS_PREFAULT or'ed), recovering it first if it was not unmounted cleanly.
+// NOVAFS_RDONLY, NOVAFS_PREFAULT and NOVAFS_MMAP_ATOMIC or'ed),
+// recovering it first if it was not unmounted cleanly.
 // The process's credentials and umask are taken now (see
 // `novafs_refresh_credentials`). Returns the handle, or NULL with the
 // errno in `*err` (EBUSY: mounted elsewhere, by a daemon or another
@@ -316,7 +326,8 @@ int novafs_munmap(const struct Novafs *fs, void *addr, uintptr_t len);
 
 // msync(2): the pages of the mapping holding `addr` stored to since the
 // last msync are sealed (checksums, parity) and persistent (the stores
-// themselves are durable once flushed, MS_SYNC or not). 0 or -errno.
+// themselves are durable once flushed, MS_SYNC or not); of an atomic
+// mapping, committed to the file all at once. 0 or -errno.
 int novafs_msync(const struct Novafs *fs, void *addr, uintptr_t _len, int _flags);
 
 // Takes a snapshot named `name` of the whole file system. 0 or -errno

@@ -57,6 +57,15 @@ pub const NOVAFS_RDONLY: c_int = 1;
 /// fault; by default each page is faulted in on its first use.
 pub const NOVAFS_PREFAULT: c_int = 2;
 
+/// `novafs_mount` flag: MAP_SHARED mappings (`novafs_mmap`) are atomic
+/// (NOVA §4.5): the program stores to DRAM replicas of the pages, and
+/// each `novafs_msync` (and `novafs_munmap`) commits every page stored to
+/// since the last one in one copy-on-write commit, so that a crash shows
+/// the file as of one msync, never part of one. Reads see the stores at
+/// once. Without it, mappings are DAX: the file's own pages, stores
+/// durable once flushed, a crash may show some of them.
+pub const NOVAFS_MMAP_ATOMIC: c_int = 4;
+
 /// A mounted image (or a snapshot of one, read-only): the file system and
 /// this process's descriptors, working directory and umask on it.
 pub struct Novafs {
@@ -134,7 +143,8 @@ pub extern "C" fn novafs_minimum_size() -> u64 {
 }
 
 /// Mounts the image at `image` in this process (`flags`: 0, or
-/// NOVAFS_RDONLY and NOVAFS_PREFAULT or'ed), recovering it first if it was not unmounted cleanly.
+/// NOVAFS_RDONLY, NOVAFS_PREFAULT and NOVAFS_MMAP_ATOMIC or'ed),
+/// recovering it first if it was not unmounted cleanly.
 /// The process's credentials and umask are taken now (see
 /// `novafs_refresh_credentials`). Returns the handle, or NULL with the
 /// errno in `*err` (EBUSY: mounted elsewhere, by a daemon or another
@@ -155,7 +165,11 @@ pub unsafe extern "C" fn novafs_mount(image: *const c_char, flags: c_int, err: *
         let region: Arc<dyn Region> = Arc::new(MmapRegion::open(path, &map).map_err(pm_errno)?);
         let opts = MountOptions::default().read_only(flags & NOVAFS_RDONLY != 0);
         let fs = Fs::open(region, opts)?;
-        Ok(Novafs::new(Arc::new(fs)))
+        let handle = Novafs::new(Arc::new(fs));
+        if flags & NOVAFS_MMAP_ATOMIC != 0 {
+            handle.posix.set_map_kind(core_fs::MapKind::Atomic);
+        }
+        Ok(handle)
     });
     // SAFETY: the crate's contract.
     unsafe { new_handle(mounted, err) }

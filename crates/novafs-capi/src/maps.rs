@@ -1,5 +1,6 @@
 //! mmap(2), munmap(2), msync(2): a file's persistent-memory pages in the
-//! process (DAX), loads and stores straight to the file.
+//! process (DAX), loads and stores straight to the file; or, with
+//! NOVAFS_MMAP_ATOMIC, replicas of them that msync commits atomically.
 
 use std::ffi::{c_int, c_void};
 
@@ -54,7 +55,8 @@ pub unsafe extern "C" fn novafs_munmap(fs: *const Novafs, addr: *mut c_void, len
 
 /// msync(2): the pages of the mapping holding `addr` stored to since the
 /// last msync are sealed (checksums, parity) and persistent (the stores
-/// themselves are durable once flushed, MS_SYNC or not). 0 or -errno.
+/// themselves are durable once flushed, MS_SYNC or not); of an atomic
+/// mapping, committed to the file all at once. 0 or -errno.
 #[no_mangle]
 pub unsafe extern "C" fn novafs_msync(fs: *const Novafs, addr: *mut c_void, _len: usize, _flags: c_int) -> c_int {
     // SAFETY: the crate's contract.

@@ -21,9 +21,9 @@ use novafs_bench::target::LibraryTarget;
 use novafs_bench::workload::{micro, time_mounts, Micro, SetShape};
 use pm::{MapOptions, MmapRegion, Prefault, Protection, Region, WriteProtect};
 
-use crate::bench_snapshots;
 use crate::image::{explain, parse_size};
 use crate::info::bytes;
+use crate::{bench_mmap, bench_snapshots};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -70,6 +70,13 @@ pub struct Args {
     /// (rounds interleaved), and the manifests' DRAM.
     #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection"])]
     snapshots: bool,
+    /// Instead of the full run, measure the library's two kinds of mmap
+    /// (issue 26), rounds interleaved: atomic (NOVA §4.5) against DAX
+    /// (NOVA-Fortis §3.3) msync latency with 1, 16 and 256 dirty pages,
+    /// mapped store and load throughput against write and read calls, and
+    /// each kind's fault latency.
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "snapshots"])]
+    mmap: bool,
     /// With --snapshots: seconds between snapshots.
     #[arg(long, default_value_t = 10.0)]
     snapshot_every: f64,
@@ -119,6 +126,14 @@ pub fn run(args: &Args) -> Result<()> {
             secs: if args.quick { 5.0 } else { args.fileserver_secs },
             every: if args.quick { 1.0 } else { args.snapshot_every },
             files: if args.quick { 500 } else { 2_000 },
+        });
+    }
+    if args.mmap {
+        return bench_mmap::run(&bench_mmap::Plan {
+            image: &args.image,
+            size: args.size,
+            eadr: args.eadr,
+            rounds,
         });
     }
     let opts = MapOptions {

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use novafs::PAGE_SIZE;
+use novafs::{Fs, Mapping, PAGE_SIZE};
 use novafs_bench::backend::{Backend, Remount};
 use novafs_bench::personality::{self, Counters, Personality, Until};
 use novafs_bench::stats::summarize;
@@ -39,18 +39,23 @@ pub struct Plan<'a> {
     pub files: u64,
 }
 
-/// A fresh library target on a region file at `image`.
-fn target(plan: &Plan, image: &Path) -> Result<LibraryTarget> {
+/// A fresh region file of `size` bytes at `image`, prefaulted and without
+/// write protection (`bench --snapshots` and `bench --mmap`).
+pub(crate) fn region(image: &Path, size: u64, eadr: bool) -> Result<MmapRegion> {
     let opts = MapOptions {
-        eadr: plan.eadr,
+        eadr,
         protect: WriteProtect::Off,
         // Measure the file system, not first-touch page faults.
         prefault: Prefault::Now,
         ..MapOptions::default()
     };
     let _ = std::fs::remove_file(image);
-    let region = MmapRegion::create(image, plan.size, &opts).map_err(|e| explain(image, e))?;
-    let region: Arc<dyn Region> = Arc::new(region);
+    MmapRegion::create(image, size, &opts).map_err(|e| explain(image, e))
+}
+
+/// A fresh library target on a region file at `image`.
+fn target(plan: &Plan, image: &Path) -> Result<LibraryTarget> {
+    let region: Arc<dyn Region> = Arc::new(region(image, plan.size, plan.eadr)?);
     LibraryTarget::on_region(region)
 }
 
@@ -112,23 +117,13 @@ fn mmap_latency(plan: &Plan) -> Result<()> {
     );
     println!("|---|---|---|---|---|");
     let mut n_snap = 0;
-    let touch = |n: usize, byte: u8| -> Result<f64> {
-        let t = Instant::now();
-        for p in 0..n {
-            m.store(p * page, &[byte])?;
-        }
-        Ok(t.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64)
-    };
     for n in [0usize, 100, 1000, 8000] {
         let (mut snap, mut first, mut cow) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..5 {
-            m.sync()?; // every page protected and clean: the next store faults
-            first.push(touch(n, 1)?);
-            let t = Instant::now();
-            fs.take_snapshot(format!("m{n_snap}").as_bytes())?;
-            snap.push(t.elapsed().as_secs_f64() * 1e6);
-            cow.push(touch(n, 2)?);
-            fs.delete_snapshot(format!("m{n_snap}").as_bytes())?;
+            let f = dax_faults(fs, &m, n, &format!("m{n_snap}"))?;
+            first.push(f.first);
+            snap.push(f.snapshot);
+            cow.push(f.cow);
             n_snap += 1;
         }
         fs.wait_reclaimed();
@@ -148,6 +143,42 @@ fn mmap_latency(plan: &Plan) -> Result<()> {
     drop(m);
     drop(lib);
     Ok(())
+}
+
+/// One round of the DAX fault measurement over the first `pages` pages of
+/// the writable DAX mapping `m` (`bench --snapshots` and `bench --mmap`).
+pub(crate) struct DaxFaults {
+    /// µs a page: the first store after a sync (its unprotect entry
+    /// committed, the page made writable).
+    pub(crate) first: f64,
+    /// µs the snapshot took, write-protecting those pages.
+    pub(crate) snapshot: f64,
+    /// µs a page: the store after the snapshot, copied on write (§3.3).
+    pub(crate) cow: f64,
+}
+
+/// Syncs `m`, stores to each of its first `pages` pages, takes snapshot
+/// `name`, stores to them again and deletes the snapshot (the caller waits
+/// for its pages to be reclaimed when it likes: [`Fs::wait_reclaimed`]).
+pub(crate) fn dax_faults(fs: &Fs, m: &Mapping, pages: usize, name: &str) -> Result<DaxFaults> {
+    m.sync()?; // every page protected and clean: the next store faults
+    let first = store_each_page(m, pages, 1)?;
+    let t = Instant::now();
+    fs.take_snapshot(name.as_bytes())?;
+    let snapshot = t.elapsed().as_secs_f64() * 1e6;
+    let cow = store_each_page(m, pages, 2)?;
+    fs.delete_snapshot(name.as_bytes())?;
+    Ok(DaxFaults { first, snapshot, cow })
+}
+
+/// Stores `byte` to the first byte of each of the first `n` pages of `m`;
+/// µs a page.
+pub(crate) fn store_each_page(m: &Mapping, n: usize, byte: u8) -> Result<f64> {
+    let t = Instant::now();
+    for p in 0..n {
+        m.store(p * PAGE_SIZE as usize, &[byte])?;
+    }
+    Ok(t.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64)
 }
 
 /// Mount time with snapshots whose manifests hold something: after a

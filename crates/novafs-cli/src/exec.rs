@@ -46,6 +46,12 @@ pub struct Args {
     // Taken even empty, to be refused in one line as every bad PREFIX is.
     #[arg(long, value_name = "PREFIX", value_parser = OsStringValueParser::new().map(PathBuf::from))]
     at: PathBuf,
+    /// What COMMAND's MAP_SHARED mappings of the image's files are:
+    /// atomic (the default: stores reach the file at msync or munmap, all
+    /// at once, NOVA §4.5) or dax (the file's own pages: stores durable
+    /// once flushed, without atomicity). Sets NOVAFS_MMAP.
+    #[arg(long, value_name = "KIND", value_parser = ["atomic", "dax"])]
+    mmap: Option<String>,
     /// The program (searched in PATH) and its arguments.
     #[arg(
         required = true,
@@ -104,6 +110,9 @@ fn prepare(args: &Args) -> Result<Command> {
         .env("NOVAFS_PREFIX", &prefix)
         .env("NOVAFS_BIN", &exe)
         .env("NOVAFS_RUN_DIR", run_dir);
+    if let Some(kind) = &args.mmap {
+        cmd.env("NOVAFS_MMAP", kind);
+    }
     // Served by a daemon already: the shim is a client of its mount. A
     // mount named by our own environment but gone is not passed on.
     for handed_down in ["NOVAFS_MOUNT", "NOVAFS_MOUNT_FD", "NOVAFS_CLIENTS", "NOVAFS_CLIENTS_FD"] {

@@ -60,10 +60,17 @@ impl Setup {
 
     /// The same, run by the novafs executable `novafs` on `image`.
     fn exec_by(&self, novafs: &Path, image: &Path, args: &[&str]) -> Command {
+        self.exec_with(novafs, image, &[], args)
+    }
+
+    /// The same with exec's options `opts` (before `--`).
+    fn exec_with(&self, novafs: &Path, image: &Path, opts: &[&str], args: &[&str]) -> Command {
         let mut c = Command::new(novafs);
         c.args(["exec", "--image"])
             .arg(image)
-            .args(["--at", "/srv/data", "--"])
+            .args(["--at", "/srv/data"])
+            .args(opts)
+            .arg("--")
             .args(args)
             .env("NOVAFS_PRELOAD", &self.shim)
             .env("NOVAFS_RUN_DIR", self.dir.path().join("run"));
@@ -315,4 +322,32 @@ fn exec_outlives_sigint_and_sigquit_and_reports_the_command() {
     stdin.write_all(b"go\n").expect("write");
     drop(stdin);
     assert_eq!(child.wait().expect("wait").code(), Some(3));
+}
+
+/// `--mmap KIND` reaches the shim as NOVAFS_MMAP; without it the shim's
+/// default (atomic) holds; another kind is refused before anything runs.
+#[test]
+fn exec_passes_the_mmap_kind_on() {
+    let s = setup();
+    let show = |kind: Option<&str>| {
+        let opts = kind.map_or(vec![], |k| vec!["--mmap", k]);
+        let mut c = s.exec_with(
+            Path::new(NOVAFS),
+            &s.image,
+            &opts,
+            &["sh", "-c", "echo ${NOVAFS_MMAP-unset}"],
+        );
+        output(c.env_remove("NOVAFS_MMAP"))
+    };
+    for (kind, want) in [(None, "unset\n"), (Some("dax"), "dax\n"), (Some("atomic"), "atomic\n")] {
+        let out = show(kind);
+        assert!(out.status.success(), "{kind:?}: {out:?}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    }
+    let out = show(Some("private"));
+    assert_eq!((out.status.code(), out.stdout.len()), (Some(2), 0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("invalid value 'private' for '--mmap <KIND>'"),
+        "{out:?}"
+    );
 }

@@ -56,6 +56,8 @@ pub struct Posix {
     umask: AtomicU32,
     /// The mappings made through [`Posix::mmap`].
     maps: calls::maps::Maps,
+    /// What a MAP_SHARED mapping is ([`Posix::set_map_kind`]).
+    map_kind: parking_lot::Mutex<novafs::MapKind>,
 }
 
 /// Which file a call names: a path (from `at`, following a symbolic link
@@ -78,7 +80,15 @@ impl Posix {
             cred: RwLock::new(cred),
             umask: AtomicU32::new(umask & 0o777),
             maps: Default::default(),
+            map_kind: Default::default(),
         }
+    }
+
+    /// What a MAP_SHARED mapping made from now on is: DAX (the file's own
+    /// pages, the default here) or atomic (replicas committed at msync,
+    /// NOVA §4.5).
+    pub fn set_map_kind(&self, kind: novafs::MapKind) {
+        *self.map_kind.lock() = kind;
     }
 
     /// The file system itself (snapshots, scrub, statistics).

@@ -183,13 +183,19 @@ fn mount_here(image: &CStr) -> Owner {
         ));
     }
     let mut err = 0;
-    // SAFETY: a NUL-terminated path and a valid output pointer.
     // NOVAFS_PREFAULT=now: the page tables built before main (a benchmark
     // that should not count first-touch faults of an emulated image).
-    let flags = match std::env::var("NOVAFS_PREFAULT").as_deref() {
+    let mut flags = match std::env::var("NOVAFS_PREFAULT").as_deref() {
         Ok("now") => capi::NOVAFS_PREFAULT,
         _ => 0,
     };
+    // NOVAFS_MMAP: what a MAP_SHARED mapping is (PRELOAD.md "mmap").
+    match std::env::var("NOVAFS_MMAP").as_deref() {
+        Ok("atomic") | Err(_) => flags |= capi::NOVAFS_MMAP_ATOMIC,
+        Ok("dax") => {}
+        Ok(other) => refuse(&format!("NOVAFS_MMAP={other}: use atomic or dax")),
+    }
+    // SAFETY: a NUL-terminated path and a valid output pointer.
     let fs = unsafe { capi::novafs_mount(image.as_ptr(), flags, &mut err) };
     if fs.is_null() {
         let why = std::io::Error::from_raw_os_error(err);

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
+pub mod exec;
 pub mod mount_helpers;
 
 pub const NOVAFS: &str = env!("CARGO_BIN_EXE_novafs");

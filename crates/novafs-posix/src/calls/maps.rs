@@ -1,11 +1,14 @@
 //! mmap, munmap and msync: a file's persistent-memory pages mapped into
 //! the process (DAX, NOVA-Fortis §3.3), no page cache and no copy; loads
-//! and stores reach the file. A mapping holds its file open, as on Linux.
+//! and stores reach the file. Or, for MAP_SHARED when the process chose
+//! it ([`Posix::set_map_kind`]), atomic mappings (NOVA §4.5): replicas
+//! whose stores msync commits all at once. A mapping holds its file open,
+//! as on Linux.
 //! Only whole mappings are unmapped (a part is EINVAL), and a private
 //! writable mapping, which would need copies of the pages, is not served
 //! (EOPNOTSUPP): the atomic kind of mmap will decide how it is done.
 
-use novafs::{Mapping, PAGE_SIZE};
+use novafs::{MapKind, Mapping, PAGE_SIZE};
 
 use crate::errno::{Errno, Result};
 use crate::fd::Fd;
@@ -34,9 +37,10 @@ impl Posix {
             return Err(Errno(libc::EINVAL));
         }
         let npages = len.div_ceil(PAGE_SIZE as usize);
-        let mapping = self
-            .fs
-            .mmap_shared(open.ino, (off, npages), write, novafs::MapKind::Dax)?;
+        // A read-only private mapping never changes the file: DAX pages
+        // serve it without copies, whatever the kind chosen for shared ones.
+        let kind = if shared { *self.map_kind.lock() } else { MapKind::Dax };
+        let mapping = self.fs.mmap_shared(open.ino, (off, npages), write, kind)?;
         let addr = mapping.as_ptr() as usize;
         self.maps.lock().insert(addr, mapping);
         Ok(addr)
