@@ -613,7 +613,9 @@ impl<'fs> Mapping<'fs> {
                 (sealed, &s.mmaps)
             }
             Pages::Atomic { view, mmaps, .. } => {
-                let committed = self.sync();
+                // A read-only mapping leaves the pages others stored to
+                // for their own sync or unmap.
+                let committed = if view.writable { self.sync() } else { Ok(()) };
                 view.detach();
                 (committed, mmaps)
             }

@@ -153,7 +153,7 @@ pub(crate) struct View {
     id: u64,
     pgoff: u64,
     pub(crate) npages: usize,
-    writable: bool,
+    pub(crate) writable: bool,
 }
 
 static NEXT_VIEW: AtomicU64 = AtomicU64::new(1);
