@@ -187,12 +187,14 @@ struct Bench<'fs> {
     store_atomic: Mapping<'fs>,
     store_dax: Mapping<'fs>,
     store_write: Ino,
-    /// Load throughput: a 16 MiB file mapped read-only both ways (and read
-    /// by calls), and one mapped afresh each round.
+    /// Load throughput: a 16 MiB file for each kind (a file is mapped
+    /// one way at a time), one mapped read-only and faulted in, one mapped
+    /// afresh each round; and one read by calls.
     load_atomic: Mapping<'fs>,
     load_dax: Mapping<'fs>,
-    warm: Ino,
-    cold: Ino,
+    cold_atomic: Ino,
+    cold_dax: Ino,
+    load_read: Ino,
     /// Faults: DAX first store and copy-on-write; atomic write-protect;
     /// atomic replica loads on a file mapped afresh each round.
     fault_dax: Mapping<'fs>,
@@ -215,7 +217,7 @@ impl<'fs> Bench<'fs> {
         let (msync_atomic, msync_dax) = (file(fs, "msync-atomic", small)?, file(fs, "msync-dax", small)?);
         let (store_atomic, store_dax) = (file(fs, "store-atomic", BIG)?, file(fs, "store-dax", BIG)?);
         let (fault_atomic, fault_dax) = (file(fs, "fault-atomic", fault)?, file(fs, "fault-dax", fault)?);
-        let warm = file(fs, "load-warm", BIG)?;
+        let (load_atomic, load_dax) = (file(fs, "load-atomic", BIG)?, file(fs, "load-dax", BIG)?);
         let b = Bench {
             fs,
             msync_atomic: fs.mmap_atomic(msync_atomic, 0, SMALL_PAGES, true)?,
@@ -224,10 +226,11 @@ impl<'fs> Bench<'fs> {
             store_atomic: fs.mmap_atomic(store_atomic, 0, BIG / PS, true)?,
             store_dax: fs.mmap(store_dax, 0, BIG / PS, true)?,
             store_write: file(fs, "store-write", BIG)?,
-            load_atomic: fs.mmap_atomic(warm, 0, BIG / PS, false)?,
-            load_dax: fs.mmap(warm, 0, BIG / PS, false)?,
-            warm,
-            cold: file(fs, "load-cold", BIG)?,
+            load_atomic: fs.mmap_atomic(load_atomic, 0, BIG / PS, false)?,
+            load_dax: fs.mmap(load_dax, 0, BIG / PS, false)?,
+            cold_atomic: file(fs, "load-cold-atomic", BIG)?,
+            cold_dax: file(fs, "load-cold-dax", BIG)?,
+            load_read: file(fs, "load-read", BIG)?,
             fault_dax: fs.mmap(fault_dax, 0, FAULT_PAGES, true)?,
             fault_atomic: fs.mmap_atomic(fault_atomic, 0, FAULT_PAGES, true)?,
             fault_cold: file(fs, "fault-cold", fault)?,
@@ -335,13 +338,17 @@ impl<'fs> Bench<'fs> {
                 Kind::Atomic => (
                     "atomic mmap",
                     &self.load_atomic,
-                    self.fs.mmap_atomic(self.cold, 0, BIG / PS, false)?,
+                    self.fs.mmap_atomic(self.cold_atomic, 0, BIG / PS, false)?,
                 ),
-                Kind::Dax => ("DAX mmap", &self.load_dax, self.fs.mmap(self.cold, 0, BIG / PS, false)?),
+                Kind::Dax => (
+                    "DAX mmap",
+                    &self.load_dax,
+                    self.fs.mmap(self.cold_dax, 0, BIG / PS, false)?,
+                ),
                 Kind::Calls(len) => {
                     let t = Instant::now();
                     for off in (0..BIG).step_by(len) {
-                        self.fs.read(self.warm, off as u64, &mut buf[..len])?;
+                        self.fs.read(self.load_read, off as u64, &mut buf[..len])?;
                     }
                     table.add(
                         measure,

@@ -434,7 +434,12 @@ fn mmap_refuses_what_linux_refuses() {
     assert!(matches!(fs.mmap(ROOT_INO, 0, 1, false), Err(Error::Invalid(_))));
     fs.set_flags(ino, novafs::probe::layout::FLAG_APPEND).unwrap();
     assert!(matches!(fs.mmap(ino, 0, 1, true), Err(Error::NotPermitted)));
-    assert!(fs.mmap(ino, 0, 1, false).is_ok(), "read-only is allowed");
+    let held = fs.mmap(ino, 0, 1, false).expect("read-only is allowed");
+    assert!(
+        matches!(fs.mmap_atomic(ino, 0, 1, false), Err(Error::Busy(_))),
+        "one kind of mapping a file at a time"
+    );
+    drop(held);
     // A heap region has no file to map from.
     let heap = common::fresh(16, 1);
     let hfs = common::mount(&heap);

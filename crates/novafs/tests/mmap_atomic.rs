@@ -178,6 +178,12 @@ fn atomic_mmap_needs_no_file_behind_the_region_and_refuses_append_only_files() {
     let fs = mount(&region);
     let ino = file_with(&fs, "f", b"x");
     assert!(matches!(fs.mmap(ino, 0, 1, false), Err(Error::NotSupported(_))));
+    let held = fs.mmap_atomic(ino, 0, 1, false).unwrap();
+    assert!(
+        matches!(fs.mmap(ino, 0, 1, false), Err(Error::Busy(_))),
+        "one kind of mapping a file at a time"
+    );
+    drop(held);
     drop(fs.mmap_atomic(ino, 0, 1, true).unwrap());
     fs.set_flags(ino, novafs::probe::layout::FLAG_APPEND).unwrap();
     assert!(matches!(fs.mmap_atomic(ino, 0, 1, true), Err(Error::NotPermitted)));

@@ -485,6 +485,15 @@ impl<'fs> Mapping<'fs> {
         writable: bool,
         kind: MapKind,
     ) -> Result<Mapping<'fs>> {
+        // One kind at a time per file: a DAX store reaches the file behind
+        // the replicas' backs, and an msync would overwrite it.
+        let other = match kind {
+            MapKind::Dax => mmaps.replicas_of(ino).is_some(),
+            MapKind::Atomic => !mmaps.of_inode(ino).is_empty(),
+        };
+        if other {
+            return Err(Error::Busy("the file is mapped with the other kind of mmap"));
+        }
         let pages = match kind {
             MapKind::Dax => Pages::Dax(Shared::map(ctx, mmaps, cell, ino, (pgoff, npages), writable)?),
             MapKind::Atomic => {
