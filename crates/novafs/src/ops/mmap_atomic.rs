@@ -127,23 +127,43 @@ impl Replicas {
 }
 
 impl ReplicaState {
-    /// Sets every mapping's protection of file page `pg` to `to` where it
-    /// is mapped at all (`None` unmaps it everywhere).
-    fn protect_everywhere(&mut self, pg: u64, to: Prot) -> Result<()> {
+    /// Sets every mapping's protection of the file pages of `runs` to `to`
+    /// where they are mapped at all (`None` unmaps them everywhere): one
+    /// mprotect or unmapping per run of pages that change.
+    fn protect_everywhere(&mut self, runs: &[Range<u64>], to: Prot) -> Result<()> {
         for v in &mut self.views {
-            let Some(p) = pg.checked_sub(v.pgoff).filter(|&p| p < v.prot.len() as u64) else {
-                continue;
-            };
-            let p = p as usize;
-            match (v.prot[p], to) {
-                (Prot::None, _) => continue,
-                (_, Prot::None) => v.window.zap(p, 1)?,
-                (_, _) => v.window.protect(p, 1, to == Prot::Write)?,
+            let end = v.pgoff + v.prot.len() as u64;
+            for run in runs {
+                let (lo, hi) = (run.start.max(v.pgoff), run.end.min(end));
+                let changing: Vec<u64> = (lo..hi)
+                    .filter(|&pg| {
+                        !matches!(v.prot[(pg - v.pgoff) as usize], Prot::None) && v.prot[(pg - v.pgoff) as usize] != to
+                    })
+                    .collect();
+                for sub in runs_of(&changing) {
+                    let (p, n) = ((sub.start - v.pgoff) as usize, (sub.end - sub.start) as usize);
+                    match to {
+                        Prot::None => v.window.zap(p, n)?,
+                        _ => v.window.protect(p, n, to == Prot::Write)?,
+                    }
+                    v.prot[p..p + n].fill(to);
+                }
             }
-            v.prot[p] = to;
         }
         Ok(())
     }
+}
+
+/// Ascending distinct pages as runs of consecutive ones.
+fn runs_of(pages: &[u64]) -> Vec<Range<u64>> {
+    let mut runs: Vec<Range<u64>> = Vec::new();
+    for &pg in pages {
+        match runs.last_mut() {
+            Some(r) if r.end == pg => r.end += 1,
+            _ => runs.push(pg..pg + 1),
+        }
+    }
+    runs
 }
 
 /// One atomic mapping: the fault handler of its window.
@@ -237,24 +257,26 @@ impl View {
             return Ok(());
         };
         // No store reaches a page between its copy and the commit.
-        for &pg in &dirty {
-            state.protect_everywhere(pg, Prot::Read)?;
-        }
+        state.protect_everywhere(&runs_of(&dirty), Prot::Read)?;
+        // A page wholly past the end was truncated since: its stores go,
+        // as stores past EOF do (`rewritten` drops such pages already).
         let size = st.meta.attr.size;
-        let mut bytes = vec![0u8; dirty.len() * PS];
-        let mut pages = Vec::with_capacity(dirty.len());
-        for (&pg, buf) in dirty.iter().zip(bytes.chunks_mut(PS)) {
-            let start = pg * PAGE_SIZE;
-            if start >= size {
-                continue; // truncated since: the store is dropped, as past EOF
-            }
-            r.file.read_exact_at(buf, start).map_err(replica_io)?;
-            // Bytes past the end of the file stay zeros on the media.
-            let keep = (size - start).min(PAGE_SIZE) as usize;
-            buf[keep..].fill(0);
-            pages.push(pg);
+        let live: Vec<u64> = dirty.iter().copied().filter(|&pg| pg * PAGE_SIZE < size).collect();
+        let mut bytes = vec![0u8; live.len() * PS];
+        let mut at = 0;
+        for run in runs_of(&live) {
+            let len = (run.end - run.start) as usize * PS;
+            r.file
+                .read_exact_at(&mut bytes[at..at + len], run.start * PAGE_SIZE)
+                .map_err(replica_io)?;
+            at += len;
         }
-        let pages: Vec<(u64, &[u8])> = pages.iter().copied().zip(bytes.chunks(PS)).collect();
+        if let Some(&end_pg) = live.last() {
+            // Bytes past the end of the file stay zeros on the media.
+            let keep = (size - end_pg * PAGE_SIZE).min(PAGE_SIZE) as usize;
+            bytes[(live.len() - 1) * PS + keep..].fill(0);
+        }
+        let pages: Vec<(u64, &[u8])> = live.iter().copied().zip(bytes.chunks(PS)).collect();
         let span = first..last + 1;
         (dax.before)(st, span.clone())?;
         file::write_pages(&self.ctx, st, &pages)?;
@@ -323,6 +345,7 @@ pub(crate) fn rewritten(ctx: &Ctx, r: &Replicas, st: &InodeState, bytes: Range<u
     let mut state = r.state.lock();
     let pages = bytes.start / PAGE_SIZE..bytes.end.div_ceil(PAGE_SIZE);
     let loaded: Vec<u64> = state.loaded.range(pages).copied().collect();
+    let mut unload = Vec::new();
     for pg in loaded {
         let start = pg * PAGE_SIZE;
         if start < size && state.dirty.contains(&pg) {
@@ -331,9 +354,12 @@ pub(crate) fn rewritten(ctx: &Ctx, r: &Replicas, st: &InodeState, bytes: Range<u
             let mut buf = vec![0u8; (hi - lo) as usize];
             r.read_file(ctx, st, lo, &mut buf)?;
             r.file.write_all_at(&buf, lo).map_err(replica_io)?;
-            continue;
+        } else {
+            unload.push(pg);
         }
-        state.protect_everywhere(pg, Prot::None)?;
+    }
+    state.protect_everywhere(&runs_of(&unload), Prot::None)?;
+    for pg in unload {
         state.loaded.remove(&pg);
         state.dirty.remove(&pg);
     }
