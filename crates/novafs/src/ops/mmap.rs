@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::lock::{Mutex, Rank, RwLock, RwLockWriteGuard};
-use crate::mmap_atomic::{self, DaxHooks, Replicas, View};
+use crate::mmap_atomic::{self, DaxHooks, Replicas, View, FAULT_AROUND};
 use pm::{Fault, Window};
 
 use crate::alloc::Budget;
@@ -216,12 +216,33 @@ impl Shared {
             }
             let block = map.lookup(pg);
             let mut state = self.state.lock();
+            // Fault-around, as the kernel's: the pages that follow in the
+            // file and on the media (or a run of holes) come in the same
+            // mapping, read-only; a page mapped writable is left alone.
+            let last = (self.npages - page)
+                .min(FAULT_AROUND)
+                .min((st.meta.attr.size.div_ceil(PAGE_SIZE) - pg) as usize);
+            let mut n = 1;
+            while n < last && !state.writable.contains(&(page + n)) && !map.lost().contains(pg + n as u64) {
+                let next = map.lookup(pg + n as u64);
+                let follows = match (block, next) {
+                    (Some(b), Some(x)) => x == b + n as u64 * PAGE_SIZE,
+                    (None, None) => true,
+                    _ => false,
+                };
+                if !follows {
+                    break;
+                }
+                n += 1;
+            }
             let window = state.window.as_ref().ok_or(Error::NotFound)?;
             match block {
-                Some(block) => window.map(page, block, 1, false)?,
-                None => window.map_zero(page, 1)?,
+                Some(block) => window.map(page, block, n, false)?,
+                None => window.map_zero(page, n)?,
             }
-            state.blocks[page] = block.unwrap_or(0);
+            for i in 0..n {
+                state.blocks[page + i] = block.map_or(0, |b| b + i as u64 * PAGE_SIZE);
+            }
             return Ok(());
         }
         if !self.writable {

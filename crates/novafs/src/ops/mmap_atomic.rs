@@ -56,6 +56,11 @@ use crate::lock::{Mutex, Rank};
 
 const PS: usize = PAGE_SIZE as usize;
 
+/// Pages a read fault maps at most, of either kind of mapping (the
+/// kernel's fault-around: 64 KiB): a program reading through a mapping
+/// takes one fault per run instead of one per page.
+pub(crate) const FAULT_AROUND: usize = 16;
+
 /// The replica pages of one inode, shared by its atomic mappings.
 pub(crate) struct Replicas {
     pub(crate) ino: Ino,
@@ -111,11 +116,13 @@ impl Replicas {
         })
     }
 
-    /// Copies file page `pg` (zeros past the end) into its replica.
-    fn load(&self, ctx: &Ctx, st: &InodeState, pg: u64) -> Result<()> {
-        let mut page = [0u8; PS];
-        self.read_file(ctx, st, pg * PAGE_SIZE, &mut page)?;
-        self.file.write_all_at(&page, pg * PAGE_SIZE).map_err(replica_io)
+    /// Copies file pages `pages` (zeros past the end) into their replicas.
+    fn load(&self, ctx: &Ctx, st: &InodeState, pages: Range<u64>) -> Result<()> {
+        let mut buf = vec![0u8; (pages.end - pages.start) as usize * PS];
+        self.read_file(ctx, st, pages.start * PAGE_SIZE, &mut buf)?;
+        self.file
+            .write_all_at(&buf, pages.start * PAGE_SIZE)
+            .map_err(replica_io)
     }
 
     /// The file's bytes at `off` into `buf`, zeros past its end.
@@ -224,24 +231,34 @@ impl View {
             return Err(Error::Invalid("access past the end of the mapped file"));
         }
         let mut state = r.state.lock();
-        if !state.loaded.contains(&pg) {
-            r.load(&self.ctx, &st, pg)?;
-            state.loaded.insert(pg);
+        let ReplicaState {
+            loaded, dirty, views, ..
+        } = &mut *state;
+        let v = views.iter_mut().find(|v| v.id == self.id).ok_or(Error::NotFound)?;
+        // A store maps its own page; a load, the run of unmapped pages
+        // from it (fault-around), loading those no replica holds yet.
+        let n = if write {
+            1
+        } else {
+            let last = (self.npages - page)
+                .min(FAULT_AROUND)
+                .min((st.meta.attr.size.div_ceil(PAGE_SIZE) - pg) as usize);
+            (1..last).find(|&i| v.prot[page + i] != Prot::None).unwrap_or(last)
+        };
+        let run: Vec<u64> = (pg..pg + n as u64).filter(|p| !loaded.contains(p)).collect();
+        for missing in runs_of(&run) {
+            r.load(&self.ctx, &st, missing)?;
         }
+        loaded.extend(run);
         if write {
-            state.dirty.insert(pg);
+            dirty.insert(pg);
         }
         let to = if write { Prot::Write } else { Prot::Read };
-        let v = state
-            .views
-            .iter_mut()
-            .find(|v| v.id == self.id)
-            .ok_or(Error::NotFound)?;
         match v.prot[page] {
-            Prot::None => v.window.map(page, pg * PAGE_SIZE, 1, write)?,
+            Prot::None => v.window.map(page, pg * PAGE_SIZE, n, write)?,
             _ => v.window.protect(page, 1, write)?,
         }
-        v.prot[page] = to;
+        v.prot[page..page + n].fill(to);
         Ok(())
     }
 
