@@ -585,3 +585,33 @@ fn tune_checks_the_room_for_its_copy_and_removes_a_stale_one() {
          img\n"
     );
 }
+
+#[test]
+fn bench_mmap_prints_every_measure_of_both_kinds_and_removes_its_images() {
+    let dir = scratch();
+    let img = path(&dir, "mmap.img");
+    let o = novafs(&["bench", "--mmap", "--rounds", "1", "--size", "256M", "--image", &img]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("| measure | kind | median | min–max | unit |"), "{out}");
+    for row in [
+        "| msync, 1 dirty page | atomic mmap: msync | ",
+        "| msync, 256 dirty pages | DAX mmap: msync | ",
+        "| load 16 MiB | atomic mmap, first touch | ",
+        "| fault | atomic: first store after msync (write-protect) | ",
+        "| fault | DAX: copy-on-write (after a snapshot) | ",
+    ] {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no {row}: {out}"));
+        let median: f64 = line[row.len()..].split(" | ").next().unwrap().parse().unwrap();
+        assert!(median > 0.0, "{line}");
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "the bench left {left:?}");
+}
