@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use common::same;
 use novafs::{Error, FormatOptions, Fs, MountOptions, ScrubOptions, SetAttr, ROOT_INO};
 use pm::{MapOptions, MmapRegion, Region};
 
@@ -287,11 +288,7 @@ fn snapshots_of_a_mapped_file_hold_a_prefix_of_the_stores() {
 /// finds nothing to repair. Seeds vary with NOVAFS_MMAP_SEED.
 #[test]
 fn random_mapped_workloads_match_a_model() {
-    let base: u64 = std::env::var("NOVAFS_MMAP_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20261126);
-    for seed in base..base + 6 {
+    for seed in common::mmap_seeds(20261126) {
         model_run(seed, 300);
     }
 }
@@ -325,35 +322,10 @@ fn model_run(seed: u64, steps: usize) {
                     }
                     model[off..off + len].copy_from_slice(&bytes);
                 }
-                4 => {
-                    let off = rng.below((PAGES * PS) as u64 - 100) as usize;
-                    let len = 1 + rng.below(5000) as usize;
-                    let len = len.min(PAGES * PS - off);
-                    let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-                    fs.write(ino, off as u64, &bytes).unwrap();
-                    if model.len() < off + len {
-                        model.resize(off + len, 0);
-                    }
-                    model[off..off + len].copy_from_slice(&bytes);
-                }
-                5 => {
-                    let new = rng.below((PAGES * PS) as u64) as usize;
-                    fs.setattr(ino, &SetAttr::default().size(new as u64)).unwrap();
-                    model.resize(new, 0);
-                }
-                6 if size > PS => {
-                    let off = rng.below(size as u64 - 1);
-                    let len = 1 + rng.below(3 * PS as u64);
-                    fs.fallocate(
-                        ino,
-                        novafs::FALLOC_FL_PUNCH_HOLE | novafs::FALLOC_FL_KEEP_SIZE,
-                        off,
-                        len,
-                    )
-                    .unwrap();
-                    let end = (off + len).min(size as u64) as usize;
-                    model[off as usize..end].fill(0);
-                }
+                k @ 4..=6 => match common::random_change(&fs, ino, &mut rng, k - 4, (size, PAGES * PS)) {
+                    Some(change) => change.apply(&mut model),
+                    None => continue,
+                },
                 7 => {
                     if rng.below(2) == 0 { a.sync() } else { b.sync() }.unwrap();
                 }
@@ -410,18 +382,6 @@ fn check(fs: &Fs, ino: u64, model: &[u8], snaps: &[(String, Vec<u8>)], ctx: &str
         );
     }
     scrub_clean(fs);
-}
-
-/// Equal contents, or a panic naming the first byte that differs.
-fn same(got: &[u8], want: &[u8], ctx: &str) {
-    if got != want {
-        let at = got.iter().zip(want).position(|(a, b)| a != b);
-        panic!(
-            "{ctx}: {} bytes where {} are expected, first difference at {at:?}",
-            got.len(),
-            want.len()
-        );
-    }
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_fsck_clean, fresh, mount, read_all};
+use common::{assert_fsck_clean, fresh, mount, read_all, same};
 use novafs::{Error, Fs, MapKind, SetAttr, ROOT_INO};
 use pm::Region;
 
@@ -197,11 +197,7 @@ fn atomic_mmap_needs_no_file_behind_the_region_and_refuses_append_only_files() {
 /// synced). Seeds vary with NOVAFS_MMAP_SEED.
 #[test]
 fn random_atomic_workloads_match_a_model() {
-    let base: u64 = std::env::var("NOVAFS_MMAP_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20261127);
-    for seed in base..base + 6 {
+    for seed in common::mmap_seeds(20261127) {
         model_run(seed, 300);
     }
 }
@@ -235,38 +231,13 @@ fn model_run(seed: u64, steps: usize) {
                     }
                     shown[off..off + len].copy_from_slice(&bytes);
                 }
-                4 => {
-                    let off = rng.below((PAGES * PS) as u64 - 100) as usize;
-                    let len = (1 + rng.below(5000) as usize).min(PAGES * PS - off);
-                    let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
-                    fs.write(ino, off as u64, &bytes).unwrap();
-                    for v in [&mut file, &mut shown] {
-                        if v.len() < off + len {
-                            v.resize(off + len, 0);
-                        }
-                        v[off..off + len].copy_from_slice(&bytes);
+                k @ 4..=6 => match common::random_change(&fs, ino, &mut rng, k - 4, (size, PAGES * PS)) {
+                    Some(change) => {
+                        change.apply(&mut file);
+                        change.apply(&mut shown);
                     }
-                }
-                5 => {
-                    let new = rng.below((PAGES * PS) as u64) as usize;
-                    fs.setattr(ino, &SetAttr::default().size(new as u64)).unwrap();
-                    file.resize(new, 0);
-                    shown.resize(new, 0);
-                }
-                6 if size > PS => {
-                    let off = rng.below(size as u64 - 1);
-                    let len = 1 + rng.below(3 * PS as u64);
-                    fs.fallocate(
-                        ino,
-                        novafs::FALLOC_FL_PUNCH_HOLE | novafs::FALLOC_FL_KEEP_SIZE,
-                        off,
-                        len,
-                    )
-                    .unwrap();
-                    let end = (off + len).min(size as u64) as usize;
-                    file[off as usize..end].fill(0);
-                    shown[off as usize..end].fill(0);
-                }
+                    None => continue,
+                },
                 7 => {
                     // A sync commits the pages its mapping covers.
                     let from = if rng.below(2) == 0 {
@@ -319,17 +290,5 @@ fn check(fs: &Fs, ino: u64, file: &[u8], snaps: &[(String, Vec<u8>)], ctx: &str)
     for (name, want) in snaps {
         let view = fs.open_snapshot(name.as_bytes()).unwrap();
         same(&read_all(&view, ino), want, &format!("{ctx}: snapshot {name}"));
-    }
-}
-
-/// Equal contents, or a panic naming the first byte that differs.
-fn same(got: &[u8], want: &[u8], ctx: &str) {
-    if got != want {
-        let at = got.iter().zip(want).position(|(a, b)| a != b);
-        panic!(
-            "{ctx}: {} bytes where {} are expected, first difference at {at:?}",
-            got.len(),
-            want.len()
-        );
     }
 }

@@ -45,3 +45,86 @@ pub fn assert_fsck_clean(region: &Arc<dyn Region>) {
     let rep = novafs::fsck::check(region.clone(), &|_, _| {}).unwrap();
     assert!(rep.is_clean(), "fsck problems: {:#?}", rep.problems);
 }
+
+/// A change to a file through the file system, as the mapped-file model
+/// tests make them among their stores: what [`random_change`] did, to be
+/// replayed on the models.
+pub enum FileChange {
+    Write(usize, Vec<u8>),
+    Resize(usize),
+    /// Bytes `from..to` read as zeros (a hole punched).
+    Zero(usize, usize),
+}
+
+impl FileChange {
+    pub fn apply(&self, model: &mut Vec<u8>) {
+        match self {
+            FileChange::Write(off, bytes) => {
+                let end = off + bytes.len();
+                if model.len() < end {
+                    model.resize(end, 0);
+                }
+                model[*off..end].copy_from_slice(bytes);
+            }
+            FileChange::Resize(new) => model.resize(*new, 0),
+            FileChange::Zero(from, to) => model[*from..*to].fill(0),
+        }
+    }
+}
+
+/// Makes change `kind` to file `ino` of `size` bytes, within its first
+/// `limit` bytes: 0 a write, 1 a truncation, 2 a hole punched (None when
+/// the file is a page or less).
+pub fn random_change(
+    fs: &Fs,
+    ino: u64,
+    rng: &mut novafs_rng::SplitMix,
+    kind: u64,
+    (size, limit): (usize, usize),
+) -> Option<FileChange> {
+    const PS: usize = novafs::PAGE_SIZE as usize;
+    Some(match kind {
+        0 => {
+            let off = rng.below(limit as u64 - 100) as usize;
+            let len = (1 + rng.below(5000) as usize).min(limit - off);
+            let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+            fs.write(ino, off as u64, &bytes).unwrap();
+            FileChange::Write(off, bytes)
+        }
+        1 => {
+            let new = rng.below(limit as u64) as usize;
+            fs.setattr(ino, &novafs::SetAttr::default().size(new as u64)).unwrap();
+            FileChange::Resize(new)
+        }
+        _ if size > PS => {
+            let off = rng.below(size as u64 - 1);
+            let len = 1 + rng.below(3 * PS as u64);
+            let mode = novafs::FALLOC_FL_PUNCH_HOLE | novafs::FALLOC_FL_KEEP_SIZE;
+            fs.fallocate(ino, mode, off, len).unwrap();
+            FileChange::Zero(off as usize, (off + len).min(size as u64) as usize)
+        }
+        _ => return None,
+    })
+}
+
+/// Equal contents, or a panic naming the first byte that differs.
+pub fn same(got: &[u8], want: &[u8], ctx: &str) {
+    if got != want {
+        let at = got.iter().zip(want).position(|(a, b)| a != b);
+        panic!(
+            "{ctx}: {} bytes where {} are expected, first difference at {at:?}",
+            got.len(),
+            want.len()
+        );
+    }
+}
+
+/// The seeds a mapped-file model test runs: six from NOVAFS_MMAP_SEED, or
+/// from `default`.
+pub fn mmap_seeds(default: u64) -> std::ops::Range<u64> {
+    let base = std::env::var("NOVAFS_MMAP_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default);
+    base..base + 6
+}
