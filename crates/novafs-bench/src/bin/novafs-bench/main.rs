@@ -100,6 +100,20 @@ struct Args {
     benchmarks_md: Option<PathBuf>,
 }
 
+/// The heading of BENCHMARKS.md's part written by other commands, which
+/// `--benchmarks-md` keeps.
+const KEPT: &str = "## Measured by other commands";
+
+/// The harness's new BENCHMARKS.md `new`, followed by what other commands
+/// wrote in the `old` one from [`KEPT`] on.
+fn with_kept(mut new: String, old: &str) -> String {
+    if let Some(at) = old.find(KEPT) {
+        new.push('\n');
+        new.push_str(&old[at..]);
+    }
+    new
+}
+
 fn main() -> Result<()> {
     let args = Args::parse();
     let run_started = std::time::Instant::now();
@@ -361,7 +375,8 @@ fn main() -> Result<()> {
         // Links relative to the repository root instead of to `out`.
         let dir = args.out.display().to_string();
         b.push_str(&md.replacen("# ", "## ", 1).replace("](", &format!("]({dir}/")));
-        std::fs::write(bm, b).with_context(|| format!("write {}", bm.display()))?;
+        let old = std::fs::read_to_string(bm).unwrap_or_default();
+        std::fs::write(bm, with_kept(b, &old)).with_context(|| format!("write {}", bm.display()))?;
         eprintln!("{} updated", bm.display());
     }
     Ok(())
@@ -426,4 +441,19 @@ fn full_panels(r: &fullfs::FullRun) -> Vec<plot::LinePanel> {
             ],
         },
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rewrite_keeps_what_other_commands_measured() {
+        let old = "# Benchmarks\nold run\n\n## Measured by other commands\n\nmmap table\n";
+        assert_eq!(
+            with_kept("# Benchmarks\nnew run\n".into(), old),
+            "# Benchmarks\nnew run\n\n## Measured by other commands\n\nmmap table\n"
+        );
+        assert_eq!(with_kept("new\n".into(), "no such part"), "new\n");
+    }
 }
