@@ -33,6 +33,10 @@ pub(crate) enum Rank {
     /// An inode's DRAM state (`cache::Cell::state`); an operation on
     /// several takes them in inode-number order (`cache::Locked`).
     Inode,
+    /// `mmap::Mmaps::making`: one new mapping at a time, so that the check
+    /// that a file is mapped with one kind only holds until the mapping
+    /// is registered.
+    MmapMaking,
     /// An inode's atomic-mmap replicas (`mmap_atomic`): under its lock,
     /// before any DAX mapping's page state (an msync zaps DAX pages).
     MmapReplica,

@@ -61,6 +61,8 @@ pub(crate) struct Mmaps {
     live: Mutex<Vec<Weak<Shared>>>,
     /// The replica pages of each inode with atomic mappings (`mmap_atomic`).
     replicas: Mutex<Vec<Weak<Replicas>>>,
+    /// Held while a mapping is made (`Mapping::new`).
+    making: Mutex<()>,
     /// Live mappings of both kinds: writers skip every mmap step while
     /// there are none.
     mapped: AtomicUsize,
@@ -72,6 +74,7 @@ impl Default for Mmaps {
             faults: RwLock::new(Rank::MmapFaults, ()),
             live: Mutex::new(Rank::MmapList, Vec::new()),
             replicas: Mutex::new(Rank::MmapList, Vec::new()),
+            making: Mutex::new(Rank::MmapMaking, ()),
             mapped: AtomicUsize::new(0),
         }
     }
@@ -507,7 +510,9 @@ impl<'fs> Mapping<'fs> {
         kind: MapKind,
     ) -> Result<Mapping<'fs>> {
         // One kind at a time per file: a DAX store reaches the file behind
-        // the replicas' backs, and an msync would overwrite it.
+        // the replicas' backs, and an msync would overwrite it. Checked
+        // and registered under `making`.
+        let _making = mmaps.making.lock();
         let other = match kind {
             MapKind::Dax => mmaps.replicas_of(ino).is_some(),
             MapKind::Atomic => !mmaps.of_inode(ino).is_empty(),
