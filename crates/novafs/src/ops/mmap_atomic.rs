@@ -12,7 +12,9 @@
 //! PM's, and the replicas take no space from the file system.
 //!
 //! - A page is *loaded* at its first access: its file bytes (zeros past
-//!   the end of the file) copied into the replica, then mapped read-only.
+//!   the end of the file) copied into the replica, then mapped read-only
+//!   (a load fault brings the unmapped pages after it along, up to
+//!   [`FAULT_AROUND`]).
 //! - A store to a read-only page faults; the page becomes *dirty* and
 //!   writable in the mapping that stored.
 //! - msync ([`commit`]) write-protects the dirty pages in every mapping
