@@ -605,6 +605,35 @@ mod tests {
         line
     }
 
+    /// `connect`, again while the server turns it away, until its request
+    /// is held (`held` grows): a thread that has answered may not have
+    /// ended yet, and counts against the bound until it has.
+    fn connect_held(path: &Path, held: &AtomicUsize) -> BufReader<UnixStream> {
+        let start = Instant::now();
+        loop {
+            let before = held.load(Ordering::SeqCst);
+            let mut conn = connect(path);
+            conn.get_ref()
+                .set_read_timeout(Some(Duration::from_millis(10)))
+                .expect("timeout");
+            loop {
+                assert!(start.elapsed() < Duration::from_secs(60), "never held");
+                if held.load(Ordering::SeqCst) > before {
+                    conn.get_ref().set_read_timeout(None).expect("timeout");
+                    return conn;
+                }
+                let mut reply = String::new();
+                match conn.read_line(&mut reply) {
+                    Ok(_) if reply == BUSY => break,
+                    Ok(_) => panic!("unexpected reply {reply:?}"),
+                    Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {}
+                    Err(e) => panic!("read: {e}"),
+                }
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
     /// Waits for `cond`; the bound only catches a hang, so it is generous:
     /// threads of a loaded machine (CI beside builds) can wait seconds.
     fn wait_until(what: &str, cond: impl Fn() -> bool) {
@@ -665,8 +694,8 @@ mod tests {
 
         release.store(false, Ordering::SeqCst);
         let before = held.load(Ordering::SeqCst);
-        let (mut e, mut f) = (connect(&path), connect(&path));
-        wait_until("two more held", || held.load(Ordering::SeqCst) == before + 2);
+        let (mut e, mut f) = (connect_held(&path, &held), connect_held(&path, &held));
+        assert_eq!(held.load(Ordering::SeqCst), before + 2);
         assert_eq!(Arc::strong_count(&shared), 2);
         server.stop();
         assert_eq!(Arc::strong_count(&shared), 1, "a thread outlived stop");
