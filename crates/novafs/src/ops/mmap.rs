@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::lock::{Mutex, Rank, RwLock, RwLockWriteGuard};
-use crate::mmap_atomic::{self, DaxHooks, Replicas, View, FAULT_AROUND};
+use crate::mmap_atomic::{self, DaxHooks, Replicas, View};
 use pm::{Fault, Window};
 
 use crate::alloc::Budget;
@@ -222,9 +222,7 @@ impl Shared {
             // Fault-around, as the kernel's: the pages that follow in the
             // file and on the media (or a run of holes) come in the same
             // mapping, read-only; a page mapped writable is left alone.
-            let last = (self.npages - page)
-                .min(FAULT_AROUND)
-                .min((st.meta.attr.size.div_ceil(PAGE_SIZE) - pg) as usize);
+            let last = mmap_atomic::fault_around_limit(self.npages, page, st.meta.attr.size, pg);
             let mut n = 1;
             while n < last && !state.writable.contains(&(page + n)) && !map.lost().contains(pg + n as u64) {
                 let next = map.lookup(pg + n as u64);

@@ -63,6 +63,15 @@ const PS: usize = PAGE_SIZE as usize;
 /// takes one fault per run instead of one per page.
 pub(crate) const FAULT_AROUND: usize = 16;
 
+/// How many pages a read fault on window page `page` (file page `pg`, below
+/// the end of a file of `size` bytes) of an `npages`-page window may map:
+/// up to the window's end, [`FAULT_AROUND`] and the page holding the last
+/// byte, whichever comes first. Both kinds of mapping fault around so.
+pub(crate) fn fault_around_limit(npages: usize, page: usize, size: u64, pg: u64) -> usize {
+    let to_eof = size.div_ceil(PAGE_SIZE) - pg;
+    (npages - page).min(FAULT_AROUND).min(to_eof as usize)
+}
+
 /// The replica pages of one inode, shared by its atomic mappings.
 pub(crate) struct Replicas {
     pub(crate) ino: Ino,
@@ -242,9 +251,7 @@ impl View {
         let n = if write {
             1
         } else {
-            let last = (self.npages - page)
-                .min(FAULT_AROUND)
-                .min((st.meta.attr.size.div_ceil(PAGE_SIZE) - pg) as usize);
+            let last = fault_around_limit(self.npages, page, st.meta.attr.size, pg);
             (1..last).find(|&i| v.prot[page + i] != Prot::None).unwrap_or(last)
         };
         let run: Vec<u64> = (pg..pg + n as u64).filter(|p| !loaded.contains(p)).collect();
@@ -383,4 +390,21 @@ pub(crate) fn rewritten(ctx: &Ctx, r: &Replicas, st: &InodeState, bytes: Range<u
         state.dirty.remove(&pg);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fault_around_stops_at_the_window_end_the_cap_or_the_last_page() {
+        let big = 1 << 40;
+        assert_eq!(fault_around_limit(100, 10, big, 10), FAULT_AROUND);
+        assert_eq!(fault_around_limit(100, 97, big, 97), 3, "the window's end");
+        // A partial last page counts: bytes 0..=2*PS reach into page 2.
+        assert_eq!(fault_around_limit(100, 0, 2 * PAGE_SIZE + 1, 0), 3);
+        assert_eq!(fault_around_limit(100, 5, 8 * PAGE_SIZE, 7), 1, "the last page alone");
+        // A window from file page 4: window page 0 is file page 4.
+        assert_eq!(fault_around_limit(3, 0, 10 * PAGE_SIZE, 4), 3);
+    }
 }
