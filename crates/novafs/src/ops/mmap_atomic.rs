@@ -153,21 +153,39 @@ impl ReplicaState {
             let end = v.pgoff + v.prot.len() as u64;
             for run in runs {
                 let (lo, hi) = (run.start.max(v.pgoff), run.end.min(end));
-                let changing: Vec<u64> = (lo..hi)
-                    .filter(|&pg| {
-                        !matches!(v.prot[(pg - v.pgoff) as usize], Prot::None) && v.prot[(pg - v.pgoff) as usize] != to
-                    })
-                    .collect();
-                for sub in runs_of(&changing) {
-                    let (p, n) = ((sub.start - v.pgoff) as usize, (sub.end - sub.start) as usize);
-                    match to {
-                        Prot::None => v.window.zap(p, n)?,
-                        _ => v.window.protect(p, n, to == Prot::Write)?,
+                if lo >= hi {
+                    continue;
+                }
+                let (lo, hi) = ((lo - v.pgoff) as usize, (hi - v.pgoff) as usize);
+                // Window pages that change, gathered from `from`; a page
+                // that does not (or the run's end) flushes them.
+                let mut from = None;
+                for p in lo..=hi {
+                    let changes = p < hi && v.prot[p] != Prot::None && v.prot[p] != to;
+                    match (changes, from) {
+                        (true, None) => from = Some(p),
+                        (false, Some(start)) => {
+                            v.set(start..p, to)?;
+                            from = None;
+                        }
+                        _ => {}
                     }
-                    v.prot[p..p + n].fill(to);
                 }
             }
         }
+        Ok(())
+    }
+}
+
+impl ViewPages {
+    /// Maps window pages `pages` as `to`, which they are not (unmaps them
+    /// for `None`).
+    fn set(&mut self, pages: Range<usize>, to: Prot) -> Result<()> {
+        match to {
+            Prot::None => self.window.zap(pages.start, pages.len())?,
+            _ => self.window.protect(pages.start, pages.len(), to == Prot::Write)?,
+        }
+        self.prot[pages].fill(to);
         Ok(())
     }
 }
