@@ -297,11 +297,17 @@ impl Shared {
                 block
             }
             _ => {
-                // Copy-on-write (§3.3), or a hole filled. Every mapping
-                // drops the old page first; the copy's source is sealed,
-                // so the snapshot keeps it with whole checksums.
+                // Copy-on-write (§3.3), or a hole filled. Every other
+                // mapping drops the old page first; this one maps the new
+                // page over it (`resolve`), one remap instead of two: its
+                // copy of the old page is read-only (the store faulted),
+                // and reads the bytes the copy gets until then. The copy's
+                // source is sealed, so the snapshot keeps it with whole
+                // checksums.
                 for s in self.mmaps.of_inode(self.ino) {
-                    s.zap(pg..pg + 1)?;
+                    if !std::ptr::eq(&*s, self) {
+                        s.zap(pg..pg + 1)?;
+                    }
                 }
                 if let Some((old, _)) = current {
                     if st.meta.unprotected.contains_key(&pg) {
