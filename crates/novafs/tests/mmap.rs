@@ -313,7 +313,10 @@ fn model_run(seed: u64, steps: usize) {
                 0..=3 if size > 0 => {
                     // A store within the file (past it would kill us).
                     let off = rng.below(size as u64) as usize;
-                    let len = (1 + rng.below(700) as usize).min(size - off);
+                    // Now and then a long one: its pages fault in order
+                    // (write-ahead runs, copy-on-write runs).
+                    let most = if rng.below(4) == 0 { 3 * PS as u64 } else { 700 };
+                    let len = (1 + rng.below(most) as usize).min(size - off);
                     let bytes: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
                     if off >= 4 * PS && rng.below(2) == 0 {
                         b.store(off - 4 * PS, &bytes).unwrap();
@@ -405,4 +408,82 @@ fn mmap_refuses_what_linux_refuses() {
     let hfs = common::mount(&heap);
     let h = file_with(&hfs, "f", b"x");
     assert!(matches!(hfs.mmap(h, 0, 1, false), Err(Error::NotSupported(_))));
+}
+
+/// Write-ahead: stores in page order fault once a run of pages, whose
+/// runs double up to 16, both in place and copying on write after a
+/// snapshot; stores out of order fault once a page, and a hole is filled
+/// only where a store lands.
+#[test]
+fn stores_in_page_order_fault_once_a_run() {
+    const N: usize = 64;
+    let img = Image::new("ahead");
+    let fs = img.mount();
+    let data = pattern(6, N * PS);
+    let ino = file_with(&fs, "f", &data);
+    let m = fs.mmap(ino, 0, N, true).unwrap();
+    let mut want = data.clone();
+    let mut got = vec![0u8; N * PS];
+    m.load(0, &mut got).unwrap();
+    let store_each = |order: &[usize], byte: u8, want: &mut Vec<u8>| -> u64 {
+        let before = m.faults();
+        for &p in order {
+            m.store(p * PS + 9, &[byte]).unwrap();
+            want[p * PS + 9] = byte;
+        }
+        m.faults() - before
+    };
+    let in_order: Vec<usize> = (0..N).collect();
+    // Runs of 1, 2, 4, 8, 16, 16, 16, then the one page left.
+    assert_eq!(store_each(&in_order, 1, &mut want), 8, "in place, in order");
+    m.sync().unwrap();
+    assert_eq!(read(&fs, ino, 0, N * PS), want);
+    let scattered: Vec<usize> = (0..N).map(|i| i * 7 % N).collect();
+    assert_eq!(
+        store_each(&scattered, 2, &mut want),
+        N as u64,
+        "out of order: a page a fault"
+    );
+    m.sync().unwrap();
+    scrub_clean(&fs);
+
+    fs.take_snapshot(b"s").unwrap();
+    assert_eq!(store_each(&in_order, 3, &mut want), 8, "copy-on-write, in order");
+    assert_eq!(
+        fs.statfs().snapshot_blocks,
+        N as u64,
+        "every old page is the snapshot's"
+    );
+    m.sync().unwrap();
+    assert_eq!(read(&fs, ino, 0, N * PS), want);
+    {
+        let view = fs.open_snapshot(b"s").unwrap();
+        let mut old = data.clone();
+        for p in 0..N {
+            old[p * PS + 9] = 2;
+        }
+        assert_eq!(
+            read(&view, ino, 0, N * PS),
+            old,
+            "the snapshot keeps the pages as they were"
+        );
+    }
+    drop(m);
+    scrub_clean(&fs);
+
+    // A sparse file: each store fills its own hole, none ahead.
+    let sparse = file_with(&fs, "sparse", &[]);
+    fs.setattr(sparse, &SetAttr::default().size((N * PS) as u64)).unwrap();
+    let m = fs.mmap(sparse, 0, N, true).unwrap();
+    for p in 0..4 {
+        m.store(p * PS, b"x").unwrap();
+    }
+    let sectors = (4 * PS / 512) as u64;
+    assert_eq!(fs.getattr(sparse).unwrap().blocks, sectors, "four stores, four pages");
+    drop(m);
+    fs.unmount().unwrap();
+    common::assert_fsck_clean(&img.region());
+    let fs = img.mount();
+    assert_eq!(read(&fs, ino, 0, N * PS), want, "after a remount");
+    scrub_clean(&fs);
 }

@@ -128,6 +128,11 @@ impl Window {
         self.pages
     }
 
+    /// How many faults on it its handler has resolved.
+    pub fn faults(&self) -> u64 {
+        imp::faults(self.slot)
+    }
+
     fn check(&self, page: usize, npages: usize) -> Result<*mut libc::c_void, PmError> {
         if npages == 0 || page.checked_add(npages).is_none_or(|end| end > self.pages) {
             return Err(PmError::OutOfBounds {
@@ -305,7 +310,7 @@ mod imp {
     use std::io;
     use std::mem;
     use std::ptr;
-    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering};
     use std::sync::{Arc, Mutex, OnceLock};
 
     use libc::{c_int, siginfo_t};
@@ -332,6 +337,8 @@ mod imp {
     /// window, which keeps `overlaps` off the file system's read and
     /// write paths).
     static USED: AtomicUsize = AtomicUsize::new(0);
+    /// Faults each slot's handler has resolved.
+    static FAULTS: [AtomicU64; SLOTS] = [const { AtomicU64::new(0) }; SLOTS];
     /// Each slot's handler, for the service thread.
     static HANDLERS: Mutex<Vec<Option<Arc<dyn Fault>>>> = Mutex::new(Vec::new());
     /// The write end of the service's pipe; -1 until it runs.
@@ -369,6 +376,7 @@ mod imp {
         }
         let slot = handlers.iter().position(Option::is_none)?;
         handlers[slot] = Some(handler);
+        FAULTS[slot].store(0, Ordering::Relaxed);
         RANGES[slot].start.store(start, Ordering::Release);
         RANGES[slot].end.store(start + len, Ordering::Release);
         USED.fetch_max(slot + 1, Ordering::Release);
@@ -379,6 +387,10 @@ mod imp {
         RANGES[slot].end.store(0, Ordering::Release);
         RANGES[slot].start.store(0, Ordering::Release);
         HANDLERS.lock().unwrap_or_else(|p| p.into_inner())[slot] = None;
+    }
+
+    pub(super) fn faults(slot: usize) -> u64 {
+        FAULTS[slot].load(Ordering::Relaxed)
     }
 
     /// The slots in use so far. Async-signal-safe.
@@ -521,9 +533,13 @@ mod imp {
             let handler = find(addr).and_then(|slot| {
                 let handlers = HANDLERS.lock().unwrap_or_else(|p| p.into_inner());
                 let start = RANGES[slot].start.load(Ordering::Acquire);
-                handlers[slot].clone().map(|h| (h, (addr - start) / WINDOW_PAGE))
+                handlers[slot].clone().map(|h| (slot, h, (addr - start) / WINDOW_PAGE))
             });
-            handler.is_some_and(|(h, page)| h.fault(page, write))
+            handler.is_some_and(|(slot, h, page)| {
+                let ok = h.fault(page, write);
+                FAULTS[slot].fetch_add(u64::from(ok), Ordering::Relaxed);
+                ok
+            })
         };
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(resolve)).unwrap_or(false)
     }
@@ -695,6 +711,9 @@ mod imp {
         Some(0)
     }
     pub(super) fn unregister(_: usize) {}
+    pub(super) fn faults(_: usize) -> u64 {
+        0
+    }
     pub(super) fn overlaps(_: usize, _: usize) -> bool {
         false
     }
@@ -754,6 +773,7 @@ mod tests {
         // SAFETY: page 1 is mapped; the store faults and is retried.
         unsafe { p.add(WINDOW_PAGE + 5).write_volatile(9) };
         assert_eq!(cow.faults.load(Ordering::SeqCst), 1);
+        assert_eq!(w.faults(), 1, "the window counts what its handler resolved");
         // SAFETY: as above; page 1 is now writable, no second fault.
         unsafe { p.add(WINDOW_PAGE + 6).write_volatile(10) };
         assert_eq!(cow.faults.load(Ordering::SeqCst), 1);

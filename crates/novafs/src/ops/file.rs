@@ -264,19 +264,28 @@ pub(crate) fn write_pages(ctx: &Ctx, st: &mut InodeState, pages: &[(u64, &[u8])]
     })
 }
 
-/// A fresh data page for file page `pg`, for a DAX mapping to store to
-/// (`mmap`): a copy of its page (copy-on-write: a snapshot keeps the old
-/// one) or zeros for a hole, committed with `extra` entries in one tail
-/// store. Returns the new page.
-pub(crate) fn materialize(ctx: &Ctx, st: &mut InodeState, pg: u64, now: i64, extra: Vec<Entry>) -> Result<u64> {
+/// Fresh data pages for file pages `pg..pg + npages`, for a DAX mapping
+/// to store to (`mmap`): copies of their pages (copy-on-write: a snapshot
+/// keeps the old ones) or zeros for a hole, committed with `extra` entries
+/// in one tail store. Returns the new page of each file page.
+pub(crate) fn materialize(
+    ctx: &Ctx,
+    st: &mut InodeState,
+    (pg, npages): (u64, u64),
+    now: i64,
+    extra: Vec<Entry>,
+) -> Result<Vec<u64>> {
     let size = st.meta.attr.size;
-    with_pages(ctx, 1, Budget::Normal, |extents, held| {
+    with_pages(ctx, npages, Budget::Normal, |extents, held| {
         fill_pages(ctx, file_map(st)?, pg, extents, |_, _| true)?;
-        let block = extents[0].off;
+        let blocks = extents
+            .iter()
+            .flat_map(|e| (0..e.npages).map(move |i| e.off + i * PAGE_SIZE))
+            .collect();
         let mut entries = entries_for(ctx, pg, extents, size, now);
         entries.extend(extra);
-        commit_kept(ctx, st, Budget::Normal, &entries, held)?; // R1 covers the copy.
-        Ok(block)
+        commit_kept(ctx, st, Budget::Normal, &entries, held)?; // R1 covers the copies.
+        Ok(blocks)
     })
 }
 
