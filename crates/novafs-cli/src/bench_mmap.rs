@@ -21,7 +21,7 @@ use novafs_bench::stats::summarize;
 use novafs_bench::target::LibraryTarget;
 use pm::Region;
 
-use crate::bench_snapshots::{dax_faults, region, store_each_page};
+use crate::bench_snapshots::{dax_faults, in_order, out_of_order, region, store_pages};
 
 const PS: usize = PAGE_SIZE as usize;
 const MIB: usize = 1 << 20;
@@ -98,7 +98,8 @@ fn measure(plan: &Plan) -> Result<()> {
         "store/load 16 MiB: in 1 MiB copies (Mapping::store/load) or calls. \"pages mapped\": every page was \
          faulted in before the round; \"first touch\": a mapping made afresh (untimed), each page's first load \
          a fault. A store after an msync faults (DAX: unprotect entry committed, caveat DAXor; atomic: \
-         write-protect), then a second pass stores with no fault."
+         write-protect), then a second pass stores with no fault. DAX stores in page order fault once a run of \
+         pages (write-ahead: runs of 1, 2, 4, 8, then 16); out of order (a stride of 7 pages), once a page."
     );
     Ok(())
 }
@@ -237,7 +238,7 @@ impl<'fs> Bench<'fs> {
         };
         // Every page mapped once: the rounds measure the steady state.
         for m in [&b.msync_atomic, &b.msync_dax, &b.fault_atomic, &b.fault_dax] {
-            store_each_page(m, m.len() / PS, 0x44)?;
+            store_pages(m, &in_order(m.len() / PS), 0x44)?;
             m.sync()?;
         }
         let mut buf = vec![0x55u8; MIB];
@@ -378,10 +379,28 @@ impl<'fs> Bench<'fs> {
         for kind in order(round, &[Kind::Atomic, Kind::Dax]) {
             match kind {
                 Kind::Dax => {
-                    let f = dax_faults(self.fs, &self.fault_dax, FAULT_PAGES, &format!("bench-mmap-{round}"))?;
-                    self.fs.wait_reclaimed();
-                    table.add(measure, "DAX: first store (after msync)", "µs", f.first);
-                    table.add(measure, "DAX: copy-on-write (after a snapshot)", "µs", f.cow);
+                    for (how, order) in [
+                        ("in page order", in_order(FAULT_PAGES)),
+                        ("out of order", out_of_order(FAULT_PAGES)),
+                    ] {
+                        let f = dax_faults(self.fs, &self.fault_dax, &order, &format!("bench-mmap-{round}"))?;
+                        self.fs.wait_reclaimed();
+                        let (first, cow) = f.faults;
+                        table.add(
+                            measure,
+                            &format!("DAX: first store (after msync), {how}"),
+                            "µs a page",
+                            f.first,
+                        );
+                        table.add(measure, &format!("DAX: first store, {how}"), "faults a page", first);
+                        table.add(
+                            measure,
+                            &format!("DAX: copy-on-write (after a snapshot), {how}"),
+                            "µs a page",
+                            f.cow,
+                        );
+                        table.add(measure, &format!("DAX: copy-on-write, {how}"), "faults a page", cow);
+                    }
                 }
                 Kind::Calls(_) => {}
                 Kind::Atomic => {
@@ -393,7 +412,7 @@ impl<'fs> Bench<'fs> {
                     }
                     let load = micros(t.elapsed()) / FAULT_PAGES as f64;
                     cold.close()?;
-                    let protect = store_each_page(&self.fault_atomic, FAULT_PAGES, (round % 251) as u8)?;
+                    let protect = store_pages(&self.fault_atomic, &in_order(FAULT_PAGES), (round % 251) as u8)?;
                     self.fault_atomic.sync()?;
                     table.add(measure, "atomic: first load (replica load)", "µs", load);
                     table.add(

@@ -120,7 +120,7 @@ fn mmap_latency(plan: &Plan) -> Result<()> {
     for n in [0usize, 100, 1000, 8000] {
         let (mut snap, mut first, mut cow) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..5 {
-            let f = dax_faults(fs, &m, n, &format!("m{n_snap}"))?;
+            let f = dax_faults(fs, &m, &out_of_order(n), &format!("m{n_snap}"))?;
             first.push(f.first);
             snap.push(f.snapshot);
             cow.push(f.cow);
@@ -145,8 +145,9 @@ fn mmap_latency(plan: &Plan) -> Result<()> {
     Ok(())
 }
 
-/// One round of the DAX fault measurement over the first `pages` pages of
-/// the writable DAX mapping `m` (`bench --snapshots` and `bench --mmap`).
+/// One round of the DAX fault measurement over pages of the writable DAX
+/// mapping `m`, stored to in a given order (`bench --snapshots` and
+/// `bench --mmap`).
 pub(crate) struct DaxFaults {
     /// µs a page: the first store after a sync (its unprotect entry
     /// committed, the page made writable).
@@ -155,30 +156,56 @@ pub(crate) struct DaxFaults {
     pub(crate) snapshot: f64,
     /// µs a page: the store after the snapshot, copied on write (§3.3).
     pub(crate) cow: f64,
+    /// Faults a page of the first stores and of the copies on write: 1
+    /// when each store faults, less when one fault brings in a run
+    /// (write-ahead).
+    pub(crate) faults: (f64, f64),
 }
 
-/// Syncs `m`, stores to each of its first `pages` pages, takes snapshot
-/// `name`, stores to them again and deletes the snapshot (the caller waits
-/// for its pages to be reclaimed when it likes: [`Fs::wait_reclaimed`]).
-pub(crate) fn dax_faults(fs: &Fs, m: &Mapping, pages: usize, name: &str) -> Result<DaxFaults> {
+/// Syncs `m`, stores to each of pages `order` in that order, takes
+/// snapshot `name`, stores to them again and deletes the snapshot (the
+/// caller waits for its pages to be reclaimed when it likes:
+/// [`Fs::wait_reclaimed`]).
+pub(crate) fn dax_faults(fs: &Fs, m: &Mapping, order: &[usize], name: &str) -> Result<DaxFaults> {
     m.sync()?; // every page protected and clean: the next store faults
-    let first = store_each_page(m, pages, 1)?;
+    let per_page = |faults: u64| faults as f64 / order.len().max(1) as f64;
+    let before = m.faults();
+    let first = store_pages(m, order, 1)?;
+    let first_faults = per_page(m.faults() - before);
     let t = Instant::now();
     fs.take_snapshot(name.as_bytes())?;
     let snapshot = t.elapsed().as_secs_f64() * 1e6;
-    let cow = store_each_page(m, pages, 2)?;
+    let before = m.faults();
+    let cow = store_pages(m, order, 2)?;
+    let cow_faults = per_page(m.faults() - before);
     fs.delete_snapshot(name.as_bytes())?;
-    Ok(DaxFaults { first, snapshot, cow })
+    Ok(DaxFaults {
+        first,
+        snapshot,
+        cow,
+        faults: (first_faults, cow_faults),
+    })
 }
 
-/// Stores `byte` to the first byte of each of the first `n` pages of `m`;
-/// µs a page.
-pub(crate) fn store_each_page(m: &Mapping, n: usize, byte: u8) -> Result<f64> {
+/// Pages `0..n` in page order.
+pub(crate) fn in_order(n: usize) -> Vec<usize> {
+    (0..n).collect()
+}
+
+/// Pages `0..n` each once, no two in a row neighbours (a stride of 7, for
+/// `n` no multiple of 7): every store faults alone.
+pub(crate) fn out_of_order(n: usize) -> Vec<usize> {
+    (0..n).map(|i| i * 7 % n).collect()
+}
+
+/// Stores `byte` to the first byte of each of pages `order` of `m`, in
+/// that order; µs a page.
+pub(crate) fn store_pages(m: &Mapping, order: &[usize], byte: u8) -> Result<f64> {
     let t = Instant::now();
-    for p in 0..n {
+    for &p in order {
         m.store(p * PAGE_SIZE as usize, &[byte])?;
     }
-    Ok(t.elapsed().as_secs_f64() * 1e6 / n.max(1) as f64)
+    Ok(t.elapsed().as_secs_f64() * 1e6 / order.len().max(1) as f64)
 }
 
 /// Mount time with snapshots whose manifests hold something: after a
