@@ -172,6 +172,40 @@ fn calls_that_change_the_file_show_in_the_mapping() {
     assert_fsck_clean(&region);
 }
 
+/// Stores past the end of the file, in its last page, are dropped as a
+/// kernel's are: a sync commits zeros there, and when a write extends the
+/// file over them, the gap reads as zeros through the mapping and read(2)
+/// alike, and stays zeros on the media after the next sync.
+#[test]
+fn stores_past_the_end_never_reach_the_file() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let ino = file_with(&fs, "f", &pattern(5, 100));
+    let m = fs.mmap_atomic(ino, 0, 1, true).unwrap();
+    m.store(500, b"past the end").unwrap();
+    m.sync().unwrap();
+    assert_eq!(
+        read_all(&fs, ino),
+        pattern(5, 100),
+        "the sync kept the size and its bytes"
+    );
+    fs.write(ino, 1000, b"extended").unwrap();
+    let mut want = pattern(5, 100);
+    want.resize(1000, 0);
+    want.extend_from_slice(b"extended");
+    assert_eq!(read_all(&fs, ino), want, "read(2): the gap is zeros");
+    assert_eq!(load(&m, want.len()), want, "the mapping: the gap is zeros");
+    m.store(0, b"X").unwrap();
+    want[0] = b'X';
+    m.sync().unwrap();
+    assert_eq!(read_all(&fs, ino), want, "the next sync commits no stale byte");
+    drop(m);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    assert_eq!(read_all(&fs, ino), want, "after a remount");
+}
+
 #[test]
 fn atomic_mmap_needs_no_file_behind_the_region_and_refuses_append_only_files() {
     let region = fresh(16, 1); // a heap region: DAX mmap has nothing to map
