@@ -29,6 +29,7 @@ mod protect;
 mod record;
 mod sigbus;
 pub mod stripe;
+mod track;
 mod window;
 
 pub use badblocks::{BadBlocks, SIDECAR_SUFFIX};

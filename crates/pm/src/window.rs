@@ -48,6 +48,7 @@ use std::io;
 use std::os::fd::{AsRawFd, BorrowedFd, OwnedFd};
 use std::sync::Arc;
 
+use crate::track::Tracker;
 use crate::PmError;
 
 /// The page size windows map in.
@@ -81,6 +82,8 @@ pub struct Window {
     fd: OwnedFd,
     sync: bool,
     slot: usize,
+    /// Records stores to writable pages (`Window::tracking`).
+    tracker: Option<Tracker>,
 }
 
 // SAFETY: the range is owned by this value until Drop; the methods only
@@ -115,7 +118,41 @@ impl Window {
             fd,
             sync: src.sync,
             slot,
+            tracker: None,
         })
+    }
+
+    /// As [`Window::new`], and the kernel records every store to the
+    /// pages it maps writable, with no fault ([`Window::written`] lists
+    /// them): an error where the kernel cannot (before Linux 6.7, or
+    /// userfaultfd refused).
+    pub fn tracking(src: MapSource<'_>, pages: usize, handler: Arc<dyn Fault>) -> Result<Window, PmError> {
+        let tracker = Tracker::new().map_err(os)?;
+        let mut w = Window::new(src, pages, handler)?;
+        w.tracker = Some(tracker);
+        Ok(w)
+    }
+
+    /// Whether the kernel records this window's stores.
+    pub fn tracks(&self) -> bool {
+        self.tracker.is_some()
+    }
+
+    /// The window pages among `page..page + npages` (all mapped writable
+    /// when tracking) stored to since they were mapped or last listed; a
+    /// store after this call is listed next time. Empty without tracking.
+    pub fn written(&self, page: usize, npages: usize) -> Result<Vec<usize>, PmError> {
+        let at = self.check(page, npages)? as usize;
+        let Some(t) = &self.tracker else {
+            return Ok(Vec::new());
+        };
+        let mut runs = Vec::new();
+        t.written(at, npages * WINDOW_PAGE, &mut runs).map_err(os)?;
+        let base = self.base as usize;
+        Ok(runs
+            .into_iter()
+            .flat_map(|(lo, hi)| (lo - base) / WINDOW_PAGE..(hi - base) / WINDOW_PAGE)
+            .collect())
     }
 
     /// The first byte of the window.
@@ -171,7 +208,10 @@ impl Window {
         if got == libc::MAP_FAILED {
             return Err(os(io::Error::last_os_error()));
         }
-        Ok(())
+        match &self.tracker {
+            Some(t) if writable => t.track(at as usize, npages * WINDOW_PAGE).map_err(os),
+            _ => Ok(()),
+        }
     }
 
     /// Maps zeros, read-only and private, at window pages `page..`: a hole
@@ -868,5 +908,60 @@ mod tests {
         *crowd.window.lock().unwrap() = None;
         drop(w);
         let _ = std::fs::remove_file(&dir);
+    }
+
+    /// Maps each faulting page writable, counting the faults.
+    struct MapWritable {
+        window: Mutex<Option<Arc<Window>>>,
+    }
+
+    impl Fault for MapWritable {
+        fn fault(&self, page: usize, _write: bool) -> bool {
+            let w = self.window.lock().unwrap().clone().unwrap();
+            w.map(page, (page * WINDOW_PAGE) as u64, 1, true).is_ok()
+        }
+    }
+
+    #[test]
+    fn a_tracking_window_lists_the_pages_stored_to_without_a_fault() {
+        let file = anonymous_file(c"pm-track-test").unwrap();
+        file.set_len(8 * WINDOW_PAGE as u64).unwrap();
+        let src = MapSource {
+            fd: std::os::fd::AsFd::as_fd(&file),
+            sync: false,
+        };
+        let handler = Arc::new(MapWritable {
+            window: Mutex::new(None),
+        });
+        let w = match Window::tracking(src, 8, handler.clone()) {
+            Ok(w) => Arc::new(w),
+            // Before Linux 6.7 there is nothing to test; CI's kernel has it.
+            Err(e) if std::env::var_os("CI").is_none() => return eprintln!("no write tracking here: {e}"),
+            Err(e) => panic!("CI's kernel tracks writes: {e}"),
+        };
+        *handler.window.lock().unwrap() = Some(w.clone());
+        assert!(w.tracks());
+        w.map(0, 0, 8, true).unwrap();
+        assert_eq!(w.written(0, 8).unwrap(), Vec::<usize>::new(), "nothing stored yet");
+        w.store(WINDOW_PAGE + 3, b"one").unwrap();
+        w.store(5 * WINDOW_PAGE, b"five").unwrap();
+        w.store(6 * WINDOW_PAGE - 1, b"56").unwrap();
+        assert_eq!(w.faults(), 0, "the kernel recorded the stores itself");
+        assert_eq!(w.written(0, 8).unwrap(), vec![1, 5, 6], "\"56\" spans pages 5 and 6");
+        assert_eq!(
+            w.written(0, 8).unwrap(),
+            Vec::<usize>::new(),
+            "listing marks them again"
+        );
+        w.store(4 * WINDOW_PAGE, b"again").unwrap();
+        assert_eq!(w.written(0, 8).unwrap(), vec![4]);
+        // A page mapped anew over an old one is tracked from scratch.
+        w.map(2, 2 * WINDOW_PAGE as u64, 1, true).unwrap();
+        w.store(2 * WINDOW_PAGE, b"two").unwrap();
+        assert_eq!(w.written(0, 8).unwrap(), vec![2]);
+        let mut b = [0u8; 4];
+        std::os::unix::fs::FileExt::read_exact_at(&file, &mut b, 5 * WINDOW_PAGE as u64).unwrap();
+        assert_eq!(&b, b"five", "the stores reached the file");
+        *handler.window.lock().unwrap() = None;
     }
 }
