@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 
 use common::{assert_fsck_clean, fresh, mount, read_all, same};
-use novafs::{Error, Fs, MapKind, SetAttr, ROOT_INO};
+use novafs::{Error, Fs, MapKind, MountOptions, SetAttr, ROOT_INO};
 use pm::Region;
 
 const PS: usize = 4096;
@@ -32,10 +32,38 @@ fn load(m: &novafs::Mapping<'_>, len: usize) -> Vec<u8> {
 /// Drops `fs` without unmounting (its mappings forgotten by the caller,
 /// never synced) and mounts the image again: the crash scan runs.
 fn crash(region: &Arc<dyn Region>, fs: Fs) -> Fs {
+    crash_as(region, fs, false)
+}
+
+/// [`crash`], mounting with `mmap_store_faults` as given.
+fn crash_as(region: &Arc<dyn Region>, fs: Fs, store_faults: bool) -> Fs {
     drop(fs);
-    let fs = mount(region);
+    let fs = mount_as(region, store_faults);
     assert!(!fs.mount_report().clean);
     fs
+}
+
+/// A mount whose atomic mappings find stores by faults (`store_faults`)
+/// or by the kernel's write tracking.
+fn mount_as(region: &Arc<dyn Region>, store_faults: bool) -> Fs {
+    Fs::open(region.clone(), MountOptions::default().mmap_store_faults(store_faults)).unwrap()
+}
+
+/// Whether this kernel tracks writes for atomic mappings: where it does
+/// not, the tests of tracking have nothing to test (and CI's kernel has
+/// it, so there it is a failure).
+fn kernel_tracks_writes(fs: &Fs, ino: u64) -> bool {
+    let m = fs.mmap_atomic(ino, 0, 1, true).unwrap();
+    let mut b = [0u8];
+    m.load(0, &mut b).unwrap();
+    let before = m.faults();
+    m.store(0, &b).unwrap();
+    let tracked = m.faults() == before;
+    assert!(tracked || std::env::var_os("CI").is_none(), "CI's kernel tracks writes");
+    if !tracked {
+        eprintln!("this kernel does not track writes: nothing to test");
+    }
+    tracked
 }
 
 #[test]
@@ -206,6 +234,105 @@ fn stores_past_the_end_never_reach_the_file() {
     assert_eq!(read_all(&fs, ino), want, "after a remount");
 }
 
+/// Where the kernel tracks writes, a store after a sync takes no fault of
+/// ours, and the sync still commits exactly the pages stored to; with
+/// `mmap_store_faults`, each such store faults once.
+#[test]
+fn stores_after_a_sync_fault_only_without_write_tracking() {
+    for store_faults in [false, true] {
+        let region = fresh(64, 2);
+        let fs = mount_as(&region, store_faults);
+        let data = pattern(7, 8 * PS);
+        let ino = file_with(&fs, "f", &data);
+        if !store_faults && !kernel_tracks_writes(&fs, ino) {
+            continue;
+        }
+        let m = fs.mmap_atomic(ino, 0, 8, true).unwrap();
+        assert_eq!(load(&m, 8 * PS), data);
+        let before = m.faults();
+        let mut want = data.clone();
+        for p in [1, 3, 6] {
+            m.store(p * PS + 5, b"stored").unwrap();
+            want[p * PS + 5..p * PS + 11].copy_from_slice(b"stored");
+        }
+        let stores_faulted = m.faults() - before;
+        assert_eq!(
+            stores_faulted,
+            if store_faults { 3 } else { 0 },
+            "store faults {store_faults}"
+        );
+        assert_eq!(read_all(&fs, ino), want, "read(2) sees the stores at once");
+        fs.take_snapshot(b"before").unwrap();
+        m.sync().unwrap();
+        fs.take_snapshot(b"after").unwrap();
+        let snap = |name: &[u8]| read_all(&fs.open_snapshot(name).unwrap(), ino);
+        assert_eq!(snap(b"before"), data);
+        assert_eq!(snap(b"after"), want);
+        // After the sync: a store to a synced page is found again, and a
+        // sync with none commits nothing.
+        m.store(3 * PS, b"again").unwrap();
+        want[3 * PS..3 * PS + 5].copy_from_slice(b"again");
+        m.sync().unwrap();
+        let mtime = fs.getattr(ino).unwrap().mtime;
+        m.sync().unwrap();
+        assert_eq!(fs.getattr(ino).unwrap().mtime, mtime, "nothing to commit");
+        drop(m);
+        assert_eq!(read_all(&fs, ino), want);
+        fs.unmount().unwrap();
+        assert_fsck_clean(&region);
+    }
+}
+
+/// A thread stores i to page 0 and then to page 5, again and again, while
+/// another syncs and snapshots: every sync commits the replicas as of one
+/// moment, so no snapshot holds page 5's i without page 0's.
+#[test]
+fn a_sync_commits_a_prefix_of_a_concurrent_threads_stores() {
+    for store_faults in [false, true] {
+        let region = fresh(64, 2);
+        let fs = mount_as(&region, store_faults);
+        let ino = file_with(&fs, "f", &vec![0u8; 8 * PS]);
+        let m = fs.mmap_atomic(ino, 0, 8, true).unwrap();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    i += 1;
+                    m.store(0, &i.to_le_bytes()).unwrap();
+                    m.store(5 * PS, &i.to_le_bytes()).unwrap();
+                }
+            });
+            // Stops the writer however the rounds end, a failed assertion
+            // included (the scope waits for it before the panic goes on).
+            struct Stop<'a>(&'a std::sync::atomic::AtomicBool);
+            impl Drop for Stop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            let _stop = Stop(&stop);
+            for round in 0..200 {
+                m.sync().unwrap();
+                let name = format!("s{round}");
+                fs.take_snapshot(name.as_bytes()).unwrap();
+                let held = read_all(&fs.open_snapshot(name.as_bytes()).unwrap(), ino);
+                let at = |off: usize| u64::from_le_bytes(held[off..off + 8].try_into().unwrap());
+                assert!(
+                    at(5 * PS) <= at(0),
+                    "store faults {store_faults}, round {round}: page 5 has {} before page 0's {}",
+                    at(5 * PS),
+                    at(0)
+                );
+                fs.delete_snapshot(name.as_bytes()).unwrap();
+            }
+        });
+        drop(m);
+        fs.unmount().unwrap();
+        assert_fsck_clean(&region);
+    }
+}
+
 #[test]
 fn atomic_mmap_needs_no_file_behind_the_region_and_refuses_append_only_files() {
     let region = fresh(16, 1); // a heap region: DAX mmap has nothing to map
@@ -232,16 +359,18 @@ fn atomic_mmap_needs_no_file_behind_the_region_and_refuses_append_only_files() {
 #[test]
 fn random_atomic_workloads_match_a_model() {
     for seed in common::mmap_seeds(20261127) {
-        model_run(seed, 300);
+        // Stores found by the kernel's write tracking, and by faults.
+        model_run(seed, 300, false);
+        model_run(seed, 300, true);
     }
 }
 
-fn model_run(seed: u64, steps: usize) {
+fn model_run(seed: u64, steps: usize, store_faults: bool) {
     const PAGES: usize = 16;
     const B_FROM: usize = 4; // b maps pages 4.. of the file
     let region = fresh(64, 2);
     let mut rng = novafs_rng::SplitMix::from_state(seed);
-    let mut fs = mount(&region);
+    let mut fs = mount_as(&region, store_faults);
     let ino = file_with(&fs, "f", &pattern(seed as u8, 5 * PS));
     let mut file = pattern(seed as u8, 5 * PS);
     let mut shown = file.clone();
@@ -252,7 +381,7 @@ fn model_run(seed: u64, steps: usize) {
         let b = fs.mmap_atomic(ino, (B_FROM * PS) as u64, PAGES - B_FROM, true).unwrap();
         for step in 0..steps {
             let size = file.len();
-            let ctx = format!("seed {seed} step {step} crash {crashes}");
+            let ctx = format!("seed {seed} store faults {store_faults} step {step} crash {crashes}");
             match rng.below(12) {
                 0..=3 if size > 0 => {
                     let off = rng.below(size as u64) as usize;
@@ -294,7 +423,7 @@ fn model_run(seed: u64, steps: usize) {
                 }
                 10 if crashes < 2 && step > steps / 2 => {
                     std::mem::forget((a, b));
-                    fs = crash(&region, fs);
+                    fs = crash_as(&region, fs, store_faults);
                     crashes += 1;
                     shown = file.clone();
                     check(&fs, ino, &file, &snaps, &ctx);
@@ -308,7 +437,13 @@ fn model_run(seed: u64, steps: usize) {
         }
         drop((a, b));
         // Unmapping committed everything.
-        check(&fs, ino, &shown, &snaps, &format!("seed {seed} end"));
+        check(
+            &fs,
+            ino,
+            &shown,
+            &snaps,
+            &format!("seed {seed} store faults {store_faults} end"),
+        );
         break;
     }
     for (name, _) in &snaps {

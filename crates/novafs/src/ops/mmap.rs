@@ -77,11 +77,25 @@ pub(crate) struct Mmaps {
     /// Live mappings of both kinds: writers skip every mmap step while
     /// there are none.
     mapped: AtomicUsize,
+    /// Atomic mappings find stores by faults, not the kernel's write
+    /// tracking (`MountOptions::mmap_store_faults`).
+    store_faults: bool,
+}
+
+impl Mmaps {
+    /// The mappings of a mount; `store_faults` as the mount option says.
+    pub(crate) fn new(store_faults: bool) -> Mmaps {
+        Mmaps {
+            store_faults,
+            ..Mmaps::default()
+        }
+    }
 }
 
 impl Default for Mmaps {
     fn default() -> Self {
         Mmaps {
+            store_faults: false,
             faults: RwLock::new(Rank::MmapFaults, ()),
             live: Mutex::new(Rank::MmapList, Vec::new()),
             replicas: Mutex::new(Rank::MmapList, Vec::new()),
@@ -610,7 +624,8 @@ impl<'fs> Mapping<'fs> {
             MapKind::Dax => Pages::Dax(Shared::map(ctx, mmaps, cell, ino, (pgoff, npages), writable)?),
             MapKind::Atomic => {
                 let replicas = mmaps.replicas_for(ino, &cell)?;
-                let (view, window) = View::new(ctx, replicas, (pgoff, npages), writable)?;
+                let track = !mmaps.store_faults;
+                let (view, window) = View::new(ctx, replicas, (pgoff, npages), (writable, track))?;
                 Pages::Atomic {
                     view,
                     window,

@@ -15,13 +15,26 @@
 //!   the end of the file) copied into the replica, then mapped read-only
 //!   (a load fault brings the unmapped pages after it along, up to
 //!   [`FAULT_AROUND`]).
-//! - A store to a read-only page faults; the page becomes *dirty* and
-//!   writable in the mapping that stored.
-//! - msync ([`commit`]) write-protects the dirty pages in every mapping
-//!   (a store now waits in its fault until the commit is done), copies
-//!   them to fresh data pages with non-temporal stores and commits them
-//!   with one tail store ([`file::write_pages`]: copy-on-write, as a
-//!   write(2) of the same pages). Unmapping commits as msync does.
+//! - Which pages the program stored to (*dirty* pages), two ways:
+//!   - *write tracking*, where the kernel has it (Linux 6.7): a writable
+//!     mapping's window maps every page writable and the kernel records
+//!     each page's first store itself (`pm::Window::tracking`: a
+//!     userfaultfd in asynchronous write-protect mode, no fault of ours,
+//!     about 1 µs); a look (`PAGEMAP_SCAN`) lists the pages stored to and
+//!     records again from there ([`ReplicaState::sweep`]);
+//!   - *store faults*, elsewhere or with `MountOptions::mmap_store_faults`:
+//!     pages are mapped read-only, a store faults (a signal's round trip,
+//!     about 5 µs on the test host) and the page becomes dirty and
+//!     writable in the mapping that stored.
+//! - msync ([`commit`]) copies the dirty pages as of one moment, so that
+//!   the commit holds a prefix of every thread's stores: store-fault
+//!   pages are write-protected first (a store waits in its fault until
+//!   the commit is done); tracked pages are looked at, copied, and looked
+//!   at again, and a copy no store overlapped is taken (stores that keep
+//!   overlapping have the range held read-only instead). The copy goes to
+//!   fresh data pages with non-temporal stores, committed with one tail
+//!   store ([`file::write_pages`]: copy-on-write, as a write(2) of the
+//!   same pages). Unmapping commits as msync does.
 //! - read(2) returns the bytes of dirty pages ([`overlay`]): the stores
 //!   are visible at once, as through a page cache, and durable only at
 //!   msync.
@@ -149,35 +162,110 @@ impl ReplicaState {
     /// where they are mapped at all (`None` unmaps them everywhere): one
     /// mprotect or unmapping per run of pages that change.
     fn protect_everywhere(&mut self, runs: &[Range<u64>], to: Prot) -> Result<()> {
-        for v in &mut self.views {
-            let end = v.pgoff + v.prot.len() as u64;
-            for run in runs {
-                let (lo, hi) = (run.start.max(v.pgoff), run.end.min(end));
-                if lo >= hi {
+        self.set_pages(runs, |_| true, |p| p != Prot::None && p != to, to)
+            .map(drop)
+    }
+
+    /// Maps as `to` the pages of file pages `runs` whose protection
+    /// `want`s, in the windows `views` takes: one call a run of them.
+    /// Whether there was any.
+    fn set_pages(
+        &mut self,
+        runs: &[Range<u64>],
+        views: impl Fn(&ViewPages) -> bool,
+        want: impl Fn(Prot) -> bool + Copy,
+        to: Prot,
+    ) -> Result<bool> {
+        let mut any = false;
+        for v in self.views.iter_mut().filter(|v| views(v)) {
+            for range in runs {
+                let Some(pages) = v.pages_of(range) else {
                     continue;
-                }
-                let (lo, hi) = ((lo - v.pgoff) as usize, (hi - v.pgoff) as usize);
-                // Window pages that change, gathered from `from`; a page
-                // that does not (or the run's end) flushes them.
-                let mut from = None;
-                for p in lo..=hi {
-                    let changes = p < hi && v.prot[p] != Prot::None && v.prot[p] != to;
-                    match (changes, from) {
-                        (true, None) => from = Some(p),
-                        (false, Some(start)) => {
-                            v.set(start..p, to)?;
-                            from = None;
-                        }
-                        _ => {}
-                    }
+                };
+                for run in v.runs(pages, want) {
+                    v.set(run, to)?;
+                    any = true;
                 }
             }
         }
-        Ok(())
+        Ok(any)
+    }
+
+    /// Adds to `dirty` the pages of file pages `range` stored to through
+    /// tracking windows since the last look (module docs); a store after
+    /// it shows next time.
+    fn sweep(&mut self, range: Range<u64>) -> Result<usize> {
+        let ReplicaState { views, dirty, .. } = self;
+        let mut found = 0;
+        for v in views.iter().filter(|v| v.window.tracks()) {
+            let Some(pages) = v.pages_of(&range) else {
+                continue;
+            };
+            // Mapped pages only: a look at an unmapped one fails.
+            for run in v.runs(pages, |p| p != Prot::None) {
+                let written = v.window.written(run.start, run.len())?;
+                found += written.len();
+                dirty.extend(written.into_iter().map(|p| v.pgoff + p as u64));
+            }
+        }
+        Ok(found)
+    }
+
+    /// Holds back the stores of tracking windows to the pages of file
+    /// pages `range` that were stored to, and marks those pages dirty: a
+    /// look at the written pages, then each of them made read-only, again
+    /// until a look finds no page written that is still writable. Every
+    /// store before one that is held is then held too, whatever the order
+    /// of the program's stores (a page stored to before another was made
+    /// read-only shows in the next look); a store to a page not held comes
+    /// after all of them, and waits for the next msync. Rounds are few
+    /// (one page set a look, unless threads keep storing to new pages);
+    /// past `HOLD_ROUNDS`, the whole range is held.
+    fn hold_tracked(&mut self, range: Range<u64>) -> Result<()> {
+        for _ in 0..HOLD_ROUNDS {
+            self.sweep(range.clone())?;
+            let dirty: Vec<u64> = self.dirty.range(range.clone()).copied().collect();
+            if !self.set_tracked(&runs_of(&dirty), Prot::Write, Prot::Read)? {
+                return Ok(());
+            }
+        }
+        self.set_tracked(std::slice::from_ref(&range), Prot::Write, Prot::Read)?;
+        self.sweep(range).map(drop)
+    }
+
+    /// In every tracking window, maps the pages of file pages `runs` that
+    /// are `from` as `to`; whether any was. Write → Read holds stores
+    /// back while a commit or a change looks at the replicas, Read →
+    /// Write lets them go.
+    fn set_tracked(&mut self, runs: &[Range<u64>], from: Prot, to: Prot) -> Result<bool> {
+        self.set_pages(runs, |v| v.window.tracks(), |p| p == from, to)
     }
 }
 
+/// Looks at the written pages before [`ReplicaState::hold_tracked`] holds
+/// the whole range back.
+const HOLD_ROUNDS: usize = 4;
+
 impl ViewPages {
+    /// The window pages that file pages `range` cover, if any.
+    fn pages_of(&self, range: &Range<u64>) -> Option<Range<usize>> {
+        let end = self.pgoff + self.prot.len() as u64;
+        let (lo, hi) = (range.start.max(self.pgoff), range.end.min(end));
+        (lo < hi).then(|| (lo - self.pgoff) as usize..(hi - self.pgoff) as usize)
+    }
+
+    /// The runs of window pages among `pages` whose protection `want`s.
+    fn runs(&self, pages: Range<usize>, want: impl Fn(Prot) -> bool) -> Vec<Range<usize>> {
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        for p in pages.filter(|&p| want(self.prot[p])) {
+            match runs.last_mut() {
+                Some(r) if r.end == p => r.end += 1,
+                _ => runs.push(p..p + 1),
+            }
+        }
+        runs
+    }
+
     /// Maps window pages `pages` as `to`, which they are not (unmaps them
     /// for `None`).
     fn set(&mut self, pages: Range<usize>, to: Prot) -> Result<()> {
@@ -214,13 +302,21 @@ pub(crate) struct View {
 
 static NEXT_VIEW: AtomicU64 = AtomicU64::new(1);
 
+/// What an msync commits: the dirty pages, those below the end of the
+/// file, and their bytes.
+struct Pending {
+    dirty: Vec<u64>,
+    live: Vec<u64>,
+    bytes: Vec<u8>,
+}
+
 impl View {
     /// Maps `npages` pages from file page `pgoff` through `replicas`.
     pub(crate) fn new(
         ctx: &Arc<Ctx>,
         replicas: Arc<Replicas>,
         (pgoff, npages): (u64, usize),
-        writable: bool,
+        (writable, track): (bool, bool),
     ) -> Result<(Arc<View>, Arc<Window>)> {
         let end = (pgoff + npages as u64) * PAGE_SIZE;
         if replicas.file.metadata().map_err(replica_io)?.len() < end {
@@ -238,7 +334,18 @@ impl View {
             fd: replicas.file.as_fd(),
             sync: false,
         };
-        let window = Arc::new(Window::new(src, npages, view.clone())?);
+        // A writable mapping's stores are recorded by the kernel where it
+        // can (module docs), else each page's first store faults.
+        let tracked = match track && writable {
+            true => Window::tracking(src, npages, view.clone())
+                .inspect_err(|e| tracing::debug!(error = %e, "no write tracking: stores fault"))
+                .ok(),
+            false => None,
+        };
+        let window = match tracked {
+            Some(w) => Arc::new(w),
+            None => Arc::new(Window::new(src, npages, view.clone())?),
+        };
         replicas.state.lock().views.push(ViewPages {
             id: view.id,
             window: window.clone(),
@@ -280,10 +387,16 @@ impl View {
         if write {
             dirty.insert(pg);
         }
-        let to = if write { Prot::Write } else { Prot::Read };
+        // A tracking window maps every page writable: the kernel records
+        // the stores.
+        let to = if write || v.window.tracks() {
+            Prot::Write
+        } else {
+            Prot::Read
+        };
         match v.prot[page] {
-            Prot::None => v.window.map(page, pg * PAGE_SIZE, n, write)?,
-            _ => v.window.protect(page, 1, write)?,
+            Prot::None => v.window.map(page, pg * PAGE_SIZE, n, to == Prot::Write)?,
+            _ => v.window.protect(page, 1, to == Prot::Write)?,
         }
         v.prot[page..page + n].fill(to);
         Ok(())
@@ -296,12 +409,54 @@ impl View {
         let r = &*self.replicas;
         let mut state = r.state.lock();
         let range = self.pgoff..self.pgoff + self.npages as u64;
+        let mut held = false;
+        let committed = self
+            .stable_copy(st, &mut state, range.clone(), &mut held)
+            .and_then(|copy| self.commit_copy(st, &mut state, copy, dax));
+        if held {
+            state.set_tracked(&[range], Prot::Read, Prot::Write)?;
+        }
+        committed
+    }
+
+    /// The dirty pages of file pages `range` and their bytes as of one
+    /// moment, so that the commit holds a prefix of every thread's stores.
+    /// A faulting window's dirty pages are made read-only before the copy
+    /// (a store to one waits in its fault until the commit is done). A
+    /// tracking window's pages are looked at, copied, and looked at again:
+    /// a copy no store overlapped is one moment's, and costs no mprotect;
+    /// when stores keep overlapping (other threads storing meanwhile), the
+    /// range is held back read-only (`held`) and copied once more.
+    fn stable_copy(
+        &self,
+        st: &InodeState,
+        state: &mut ReplicaState,
+        range: Range<u64>,
+        held: &mut bool,
+    ) -> Result<Pending> {
+        for _ in 0..HOLD_ROUNDS {
+            state.sweep(range.clone())?;
+            let copy = self.copy_dirty(st, state, range.clone())?;
+            if state.sweep(range.clone())? == 0 {
+                return Ok(copy);
+            }
+        }
+        state.set_tracked(std::slice::from_ref(&range), Prot::Write, Prot::Read)?;
+        *held = true;
+        state.sweep(range.clone())?;
+        self.copy_dirty(st, state, range)
+    }
+
+    /// The dirty pages of `range` and their bytes now, zeros past the end
+    /// of the file; faulting windows' copies of them read-only first.
+    fn copy_dirty(&self, st: &InodeState, state: &mut ReplicaState, range: Range<u64>) -> Result<Pending> {
         let dirty: Vec<u64> = state.dirty.range(range).copied().collect();
-        let (Some(&first), Some(&last)) = (dirty.first(), dirty.last()) else {
-            return Ok(());
-        };
-        // No store reaches a page between its copy and the commit.
-        state.protect_everywhere(&runs_of(&dirty), Prot::Read)?;
+        state.set_pages(
+            &runs_of(&dirty),
+            |v| !v.window.tracks(),
+            |p| p == Prot::Write,
+            Prot::Read,
+        )?;
         // A page wholly past the end was truncated since: its stores go,
         // as stores past EOF do (`rewritten` drops such pages already).
         let size = st.meta.attr.size;
@@ -310,7 +465,8 @@ impl View {
         let mut at = 0;
         for run in runs_of(&live) {
             let len = (run.end - run.start) as usize * PS;
-            r.file
+            self.replicas
+                .file
                 .read_exact_at(&mut bytes[at..at + len], run.start * PAGE_SIZE)
                 .map_err(replica_io)?;
             at += len;
@@ -320,6 +476,21 @@ impl View {
             let keep = (size - end_pg * PAGE_SIZE).min(PAGE_SIZE) as usize;
             bytes[(live.len() - 1) * PS + keep..].fill(0);
         }
+        Ok(Pending { dirty, live, bytes })
+    }
+
+    /// Commits `copy` in one write of its pages; they are clean after.
+    fn commit_copy(
+        &self,
+        st: &mut InodeState,
+        state: &mut ReplicaState,
+        copy: Pending,
+        dax: DaxHooks<'_>,
+    ) -> Result<()> {
+        let Pending { dirty, live, bytes } = copy;
+        let (Some(&first), Some(&last)) = (dirty.first(), dirty.last()) else {
+            return Ok(());
+        };
         let pages: Vec<(u64, &[u8])> = live.iter().copied().zip(bytes.chunks(PS)).collect();
         let span = first..last + 1;
         (dax.before)(st, span.clone())?;
@@ -367,8 +538,10 @@ impl Fault for View {
 /// would be read (module docs).
 pub(crate) fn overlay(r: &Replicas, off: u64, buf: &mut [u8]) -> Result<()> {
     let end = off + buf.len() as u64;
-    let state = r.state.lock();
-    for &pg in state.dirty.range(off / PAGE_SIZE..end.div_ceil(PAGE_SIZE)) {
+    let mut state = r.state.lock();
+    let pages = off / PAGE_SIZE..end.div_ceil(PAGE_SIZE);
+    state.sweep(pages.clone())?;
+    for &pg in state.dirty.range(pages) {
         let lo = off.max(pg * PAGE_SIZE);
         let hi = end.min((pg + 1) * PAGE_SIZE);
         let into = &mut buf[(lo - off) as usize..(hi - off) as usize];
@@ -385,8 +558,20 @@ pub(crate) fn rewritten(ctx: &Ctx, r: &Replicas, st: &InodeState, bytes: Range<u
     if bytes.is_empty() {
         return Ok(());
     }
-    let size = st.meta.attr.size;
     let mut state = r.state.lock();
+    let pages = bytes.start / PAGE_SIZE..bytes.end.div_ceil(PAGE_SIZE);
+    // As in `View::commit`: no tracked store lands between the look for
+    // them and the replicas' change.
+    let followed = state
+        .hold_tracked(pages.clone())
+        .and_then(|()| follow(ctx, r, st, &mut state, bytes));
+    state.set_tracked(&[pages], Prot::Read, Prot::Write)?;
+    followed
+}
+
+/// [`rewritten`], tracked stores held back.
+fn follow(ctx: &Ctx, r: &Replicas, st: &InodeState, state: &mut ReplicaState, bytes: Range<u64>) -> Result<()> {
+    let size = st.meta.attr.size;
     let pages = bytes.start / PAGE_SIZE..bytes.end.div_ceil(PAGE_SIZE);
     let loaded: Vec<u64> = state.loaded.range(pages).copied().collect();
     let mut unload = Vec::new();

@@ -65,6 +65,12 @@ pub struct MountOptions {
     /// a FUSE front end that asks the kernel not to send opens and
     /// releases, so that an open costs no request.
     pub lookups_hold_files: bool,
+    /// Atomic mappings learn which pages a program stored to from a
+    /// write-protect fault at each page's first store after an msync,
+    /// not from the kernel's write tracking (userfaultfd's asynchronous
+    /// write-protect mode, Linux 6.7; used by default where the kernel
+    /// has it, and these faults where it has not).
+    pub mmap_store_faults: bool,
 }
 
 impl MountOptions {
@@ -79,6 +85,9 @@ impl MountOptions {
         no_dir_atime: bool,
         /// Lets the kernel's references keep unlinked files, or not.
         lookups_hold_files: bool,
+        /// Makes atomic mappings find stores by faults, or by the kernel's
+        /// write tracking where it has it.
+        mmap_store_faults: bool,
     );
 }
 
@@ -255,7 +264,7 @@ impl Fs {
             lookups_hold_files: opts.lookups_hold_files,
             report,
             view: None,
-            mmaps: Arc::default(),
+            mmaps: Arc::new(Mmaps::new(opts.mmap_store_faults)),
             freed: AtomicU64::new(0),
             freeing: AtomicUsize::new(0),
         })
