@@ -598,7 +598,7 @@ fn bench_mmap_prints_every_measure_of_both_kinds_and_removes_its_images() {
         "| msync, 1 dirty page | atomic mmap: msync | ",
         "| msync, 256 dirty pages | DAX mmap: msync | ",
         "| load 16 MiB | atomic mmap, first touch | ",
-        "| fault | atomic: first store after msync (write-protect) | ",
+        "| fault | atomic: first store after msync | ",
         "| fault | DAX: copy-on-write (after a snapshot), out of order | ",
     ] {
         assert!(median(&out, row) > 0.0, "{row}");
