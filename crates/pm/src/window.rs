@@ -392,7 +392,7 @@ mod imp {
     /// Each pool stack's size: a fault may commit (log, allocator,
     /// tracing), far deeper than a signal stack's few KiB. Reserved, not
     /// committed (`MAP_NORESERVE`): only the pages a fault touches count.
-    const STACK_BYTES: usize = 256 * 1024;
+    const STACK_BYTES: usize = 1 << 20;
     /// The pool's first byte, 0 when there is none; stack `i` is the
     /// `STACK_BYTES` above a guard page at `i * (STACK_BYTES + page)`.
     static POOL: AtomicUsize = AtomicUsize::new(0);
