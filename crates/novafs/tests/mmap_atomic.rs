@@ -333,6 +333,52 @@ fn a_sync_commits_a_prefix_of_a_concurrent_threads_stores() {
     }
 }
 
+/// Twelve threads, more than the signal handler has stacks, store at once
+/// through one atomic mapping, each to its own pages (loads faulting them
+/// in, stores found by tracking or by faults); one sync commits them all.
+#[test]
+fn many_threads_store_at_once() {
+    const THREADS: usize = 12;
+    const EACH: usize = 8;
+    for store_faults in [false, true] {
+        let region = fresh(64, 2);
+        let fs = mount_as(&region, store_faults);
+        let data = pattern(9, THREADS * EACH * PS);
+        let ino = file_with(&fs, "f", &data);
+        let m = fs.mmap_atomic(ino, 0, THREADS * EACH, true).unwrap();
+        let mut want = data.clone();
+        for round in 1..=3u8 {
+            std::thread::scope(|s| {
+                for t in 0..THREADS {
+                    let m = &m;
+                    s.spawn(move || {
+                        for i in 0..EACH {
+                            let p = t + i * THREADS;
+                            m.store(p * PS + t, &[round; 32]).unwrap();
+                        }
+                    });
+                }
+            });
+            for t in 0..THREADS {
+                for i in 0..EACH {
+                    let p = t + i * THREADS;
+                    want[p * PS + t..p * PS + t + 32].fill(round);
+                }
+            }
+            m.sync().unwrap();
+            fs.take_snapshot(format!("r{round}").as_bytes()).unwrap();
+            let held = read_all(&fs.open_snapshot(format!("r{round}").as_bytes()).unwrap(), ino);
+            assert_eq!(
+                held, want,
+                "store faults {store_faults}, round {round}: the sync has every store"
+            );
+        }
+        drop(m);
+        fs.unmount().unwrap();
+        assert_fsck_clean(&region);
+    }
+}
+
 #[test]
 fn atomic_mmap_needs_no_file_behind_the_region_and_refuses_append_only_files() {
     let region = fresh(16, 1); // a heap region: DAX mmap has nothing to map
