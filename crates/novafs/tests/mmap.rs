@@ -21,9 +21,13 @@ struct Image(PathBuf);
 
 impl Image {
     fn new(name: &str) -> Image {
+        Image::sized(name, 64 << 20)
+    }
+
+    fn sized(name: &str, bytes: u64) -> Image {
         let path = PathBuf::from(format!("/dev/shm/novafs-mmap-test-{}-{name}", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let region: Arc<dyn Region> = Arc::new(MmapRegion::create(&path, 64 << 20, &options()).unwrap());
+        let region: Arc<dyn Region> = Arc::new(MmapRegion::create(&path, bytes, &options()).unwrap());
         Fs::format(region, &FormatOptions::default()).unwrap();
         Image(path)
     }
@@ -414,6 +418,60 @@ fn mmap_refuses_what_linux_refuses() {
 /// runs double up to 16, both in place and copying on write after a
 /// snapshot; stores out of order fault once a page, and a hole is filled
 /// only where a store lands.
+/// Kernel mappings in the whole process (lines of /proc/self/maps).
+fn process_vmas() -> usize {
+    std::fs::read_to_string("/proc/self/maps").unwrap().lines().count()
+}
+
+/// A file written back to front has no two neighbouring pages next to each
+/// other on the media: mapped, each page is a kernel mapping of its own,
+/// and more of them than the kernel allows a process (65,530 by default)
+/// once killed the program near page 65,000. Loads, stores and copies on
+/// write over all of it now work, and the process stays well under the
+/// limit.
+#[test]
+fn a_scattered_file_larger_than_the_kernels_mapping_limit_maps_whole() {
+    const PAGES: usize = 70_001; // no multiple of 7 (the stride below)
+    let limit: usize = std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(
+        PAGES > limit,
+        "the test needs more scattered pages ({PAGES}) than vm.max_map_count ({limit})"
+    );
+    let img = Image::sized("scattered", 1 << 30);
+    let fs = img.mount();
+    let ino = fs.create(ROOT_INO, b"scattered", 0o644, 0, 0).unwrap().ino;
+    let page_of = |i: usize| [(i % 251) as u8; PS];
+    for i in (0..PAGES).rev() {
+        fs.write(ino, (i * PS) as u64, &page_of(i)).unwrap();
+    }
+    let m = fs.mmap(ino, 0, PAGES, true).unwrap();
+    let mut b = [0u8; 2];
+    for i in 0..PAGES {
+        m.load(i * PS, &mut b).unwrap();
+        assert_eq!(b, [(i % 251) as u8; 2], "page {i}");
+    }
+    let most = process_vmas();
+    for i in (0..PAGES).rev() {
+        m.store(i * PS, &[1]).unwrap();
+    }
+    fs.take_snapshot(b"before").unwrap();
+    for i in 0..PAGES {
+        m.store((i * 7 % PAGES) * PS + 1, &[2]).unwrap();
+    }
+    let most = most.max(process_vmas());
+    assert!(most < limit * 3 / 4, "{most} mappings of {limit} allowed");
+    m.sync().unwrap();
+    drop(m);
+    for i in 0..PAGES {
+        assert_eq!(read(&fs, ino, (i * PS) as u64, 3), [1, 2, (i % 251) as u8], "page {i}");
+    }
+    scrub_clean(&fs);
+}
+
 #[test]
 fn stores_in_page_order_fault_once_a_run() {
     const N: usize = 64;

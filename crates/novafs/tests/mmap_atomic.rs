@@ -283,6 +283,115 @@ fn stores_after_a_sync_fault_only_without_write_tracking() {
     }
 }
 
+/// Kernel mappings allowed a process (`vm.max_map_count`).
+fn kernel_mapping_limit() -> usize {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// Without write tracking a store fault makes its own page writable, so
+/// stores to every other page of a large mapping alternate writable and
+/// read-only pages, a kernel mapping each: more of them than the kernel
+/// allows a process once killed the program. All of them reach the file
+/// at sync.
+#[test]
+fn stores_to_every_other_page_of_a_mapping_past_the_kernels_limit_all_sync() {
+    const PAGES: usize = 70_001;
+    assert!(
+        PAGES > kernel_mapping_limit(),
+        "the test needs more pages than vm.max_map_count"
+    );
+    let region = fresh(1024, 2);
+    let fs = mount_as(&region, true);
+    let mut want = pattern(3, PAGES * PS);
+    let ino = file_with(&fs, "f", &want);
+    let m = fs.mmap_atomic(ino, 0, PAGES, true).unwrap();
+    let mut b = [0u8];
+    for p in 0..PAGES {
+        m.load(p * PS, &mut b).unwrap();
+    }
+    for p in (0..PAGES).step_by(2) {
+        m.store(p * PS + 9, &[0xee]).unwrap();
+        want[p * PS + 9] = 0xee;
+    }
+    m.sync().unwrap();
+    drop(m);
+    assert!(read_all(&fs, ino) == want, "every store synced, nothing else changed");
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// Never faulted: a window that only holds kernel mappings.
+struct Untouched;
+
+impl pm::Fault for Untouched {
+    fn fault(&self, _page: usize, _write: bool) -> bool {
+        false
+    }
+}
+
+/// Another part of the process holding `n` kernel mappings: every other
+/// page of a window over a file in memory.
+fn crowd(n: usize) -> (pm::Window, std::fs::File) {
+    use std::os::fd::AsFd;
+    let file = pm::anonymous_file(c"novafs-test-crowd").unwrap();
+    file.set_len((n * PS) as u64).unwrap();
+    let src = pm::MapSource {
+        fd: file.as_fd(),
+        sync: false,
+    };
+    let w = pm::Window::new(src, n, Arc::new(Untouched)).unwrap();
+    for p in (1..n).step_by(2) {
+        w.map(p, (p * PS) as u64, 1, false).unwrap();
+    }
+    (w, file)
+}
+
+/// While the process holds so many kernel mappings that a mapping must
+/// unmap pages to map more, a tracked page stored to (no fault) and then
+/// unmapped keeps its stores for the next sync: the page is held and
+/// looked at before it goes.
+#[test]
+fn stores_to_pages_a_crowded_tracking_mapping_unmaps_all_sync() {
+    const PAGES: usize = 8192;
+    let region = fresh(128, 2);
+    let fs = mount(&region);
+    let mut want = pattern(5, PAGES * PS);
+    let ino = file_with(&fs, "f", &want);
+    if !kernel_tracks_writes(&fs, ino) {
+        return;
+    }
+    let (held, _file) = crowd(kernel_mapping_limit() * 3 / 5);
+    let m = fs.mmap_atomic(ino, 0, PAGES, true).unwrap();
+    let mut b = [0u8];
+    // Runs of 16 pages mapped (fault-around) with gaps of 16 between.
+    for p in (0..PAGES).step_by(32) {
+        m.load(p * PS, &mut b).unwrap();
+        for q in p..p + 16 {
+            m.store(q * PS + 1, &[0xab]).unwrap();
+            want[q * PS + 1] = 0xab;
+        }
+    }
+    let before = m.faults();
+    for p in 0..PAGES {
+        m.load(p * PS, &mut b).unwrap();
+    }
+    let refaults = m.faults() - before;
+    assert!(
+        refaults > (PAGES / 32) as u64,
+        "{refaults} faults: pages were unmapped and faulted back"
+    );
+    m.sync().unwrap();
+    drop(m);
+    drop(held);
+    assert!(read_all(&fs, ino) == want, "every store synced, nothing else changed");
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
 /// A thread stores i to page 0 and then to page 5, again and again, while
 /// another syncs and snapshots: every sync commits the replicas as of one
 /// moment, so no snapshot holds page 5's i without page 0's.

@@ -30,6 +30,7 @@ mod record;
 mod sigbus;
 pub mod stripe;
 mod track;
+mod vmas;
 mod window;
 
 pub use badblocks::{BadBlocks, SIDECAR_SUFFIX};

@@ -52,7 +52,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use crate::lock::{Mutex, Rank, RwLock, RwLockWriteGuard};
-use crate::mmap_atomic::{self, DaxHooks, Replicas, View, FAULT_AROUND};
+use crate::mmap_atomic::{self, DaxHooks, Hand, Replicas, View, FAULT_AROUND};
 use pm::{Fault, Window};
 
 use crate::alloc::Budget;
@@ -171,6 +171,36 @@ struct PageState {
     /// fault wanted (write-ahead, `resolve`).
     next_store: usize,
     ahead: usize,
+    /// Where `make_room` unmaps next.
+    hand: Hand,
+}
+
+impl PageState {
+    /// Unmaps pages of this mapping while the windows are crowded
+    /// ([`Hand`]), never those of `keep`: their next access faults them
+    /// back in. A writable page's bytes are the file's, and its unprotect
+    /// entry stays: its next store only maps it again.
+    fn make_room(&mut self, keep: Range<usize>) -> Result<()> {
+        let PageState {
+            window,
+            writable,
+            blocks,
+            hand,
+            ..
+        } = self;
+        let Some(w) = window.clone() else {
+            return Ok(());
+        };
+        hand.make_room(&w, blocks.len(), keep, |part| {
+            w.zap(part.start, part.len())?;
+            let dropped: Vec<usize> = writable.range(part.clone()).copied().collect();
+            for p in dropped {
+                writable.remove(&p);
+            }
+            blocks[part].fill(0);
+            Ok(())
+        })
+    }
 }
 
 impl Fault for Shared {
@@ -217,6 +247,7 @@ impl Shared {
                     blocks: vec![0; npages],
                     next_store: usize::MAX,
                     ahead: 0,
+                    hand: Hand::default(),
                 },
             ),
         });
@@ -267,6 +298,7 @@ impl Shared {
                 }
                 n += 1;
             }
+            state.make_room(page..page + n)?;
             let window = state.window.as_ref().ok_or(Error::NotFound)?;
             match block {
                 Some(block) => window.map(page, block, n, false)?,
@@ -302,6 +334,7 @@ impl Shared {
         };
         let blocks = self.writable_run(&mut st, pg, limit)?;
         let mut state = self.state.lock();
+        state.make_room(page..page + blocks.len())?;
         let PageState {
             window,
             writable,

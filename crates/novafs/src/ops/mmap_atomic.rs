@@ -85,6 +85,52 @@ pub(crate) fn fault_around_limit(npages: usize, page: usize, size: u64, pg: u64)
     (npages - page).min(FAULT_AROUND).min(to_eof as usize)
 }
 
+/// A clock hand over one mapping's pages, for either kind of mapping to
+/// unmap some while the process's windows hold too many kernel mappings
+/// (`Window::crowded`: a scattered file costs one a page, and past the
+/// kernel's limit every mmap of the process fails).
+#[derive(Debug, Default)]
+pub(crate) struct Hand(usize);
+
+impl Hand {
+    /// Pages dropped at a time.
+    const BATCH: usize = 64;
+    /// Batches one fault drops at most: the work a fault adds stays small
+    /// when what crowds the windows is another's.
+    const MOST: usize = 16;
+    /// Kernel mappings a window may keep however crowded the windows are:
+    /// a few runs are not what crowds them.
+    const FEW: usize = 64;
+
+    /// While the windows are crowded and `w` holds more than a few
+    /// mappings, calls `drop_pages` on the next batch of its `n` pages from
+    /// the hand on, leaving out `keep`: the pages a fault is about to map.
+    pub(crate) fn make_room(
+        &mut self,
+        w: &Window,
+        n: usize,
+        keep: Range<usize>,
+        mut drop_pages: impl FnMut(Range<usize>) -> Result<()>,
+    ) -> Result<()> {
+        for _ in 0..Self::MOST.min(n.div_ceil(Self::BATCH)) {
+            if !w.crowded() || w.mappings() <= Self::FEW {
+                break;
+            }
+            let batch = self.0..(self.0 + Self::BATCH).min(n);
+            self.0 = if batch.end == n { 0 } else { batch.end };
+            for part in [
+                batch.start..batch.end.min(keep.start),
+                batch.start.max(keep.end)..batch.end,
+            ] {
+                if !part.is_empty() {
+                    drop_pages(part)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// The replica pages of one inode, shared by its atomic mappings.
 pub(crate) struct Replicas {
     pub(crate) ino: Ino,
@@ -106,6 +152,7 @@ struct ViewPages {
     window: Arc<Window>,
     pgoff: u64,
     prot: Vec<Prot>,
+    hand: Hand,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -209,6 +256,37 @@ impl ReplicaState {
             }
         }
         Ok(found)
+    }
+
+    /// Unmaps pages of view `id` while the windows are crowded ([`Hand`]),
+    /// never those of `keep`. A tracked page is made read-only and looked
+    /// at first, so that no store to it goes unrecorded; the bytes stay in
+    /// the replica, and a page stored to stays dirty.
+    fn make_room(&mut self, id: u64, keep: Range<usize>) -> Result<()> {
+        let Some(i) = self.views.iter().position(|v| v.id == id) else {
+            return Ok(());
+        };
+        let (mut hand, window, n) = {
+            let v = &mut self.views[i];
+            (std::mem::take(&mut v.hand), v.window.clone(), v.prot.len())
+        };
+        let done = hand.make_room(&window, n, keep, |part| {
+            let v = &mut self.views[i];
+            let files = v.pgoff + part.start as u64..v.pgoff + part.end as u64;
+            if window.tracks() {
+                for run in v.runs(part.clone(), |p| p == Prot::Write) {
+                    v.set(run, Prot::Read)?;
+                }
+                self.sweep(files)?;
+            }
+            let v = &mut self.views[i];
+            for run in v.runs(part, |p| p != Prot::None) {
+                v.set(run, Prot::None)?;
+            }
+            Ok(())
+        });
+        self.views[i].hand = hand;
+        done
     }
 
     /// Holds back the stores of tracking windows to the pages of file
@@ -351,6 +429,7 @@ impl View {
             window: window.clone(),
             pgoff,
             prot: vec![Prot::None; npages],
+            hand: Hand::default(),
         });
         Ok((view, window))
     }
@@ -367,6 +446,7 @@ impl View {
             return Err(Error::Invalid("access past the end of the mapped file"));
         }
         let mut state = r.state.lock();
+        state.make_room(self.id, page..(page + FAULT_AROUND).min(self.npages))?;
         let ReplicaState {
             loaded, dirty, views, ..
         } = &mut *state;
