@@ -297,6 +297,42 @@ fn random_mapped_workloads_match_a_model() {
     }
 }
 
+/// The model again, and loads and stores checked, where every fault
+/// unmaps the mapping's other pages (as past the kernel's mapping limit).
+#[test]
+fn the_model_holds_where_every_fault_unmaps_the_rest() {
+    common::run_where_every_fault_unmaps_the_rest(&[
+        "random_mapped_workloads_match_a_model",
+        "faults_unmap_the_rest_where_windows_keep_no_mapping",
+    ]);
+}
+
+#[test]
+#[ignore = "run by the_model_holds_where_every_fault_unmaps_the_rest, with NOVAFS_WINDOW_VMAS=0"]
+fn faults_unmap_the_rest_where_windows_keep_no_mapping() {
+    const PAGES: usize = 64;
+    let img = Image::new("no-mapping-kept");
+    let fs = img.mount();
+    let mut want = pattern(1, PAGES * PS);
+    let ino = file_with(&fs, "f", &want);
+    let m = fs.mmap(ino, 0, PAGES, true).unwrap();
+    let mut got = vec![0u8; PAGES * PS];
+    m.load(0, &mut got).unwrap();
+    let first = m.faults();
+    m.load(0, &mut got).unwrap();
+    assert!(m.faults() > first, "the pages were unmapped, and faulted back in");
+    same(&got, &want, "loads");
+    fs.take_snapshot(b"s").unwrap();
+    for p in (0..PAGES).rev() {
+        m.store(p * PS + 3, &[0xcd]).unwrap();
+        want[p * PS + 3] = 0xcd;
+    }
+    m.sync().unwrap();
+    drop(m);
+    same(&read(&fs, ino, 0, PAGES * PS), &want, "the stores, copied on write");
+    scrub_clean(&fs);
+}
+
 fn model_run(seed: u64, steps: usize) {
     const PAGES: usize = 16;
     let img = Image::new(&format!("model-{seed}"));
@@ -414,10 +450,6 @@ fn mmap_refuses_what_linux_refuses() {
     assert!(matches!(hfs.mmap(h, 0, 1, false), Err(Error::NotSupported(_))));
 }
 
-/// Write-ahead: stores in page order fault once a run of pages, whose
-/// runs double up to 16, both in place and copying on write after a
-/// snapshot; stores out of order fault once a page, and a hole is filled
-/// only where a store lands.
 /// Kernel mappings in the whole process (lines of /proc/self/maps).
 fn process_vmas() -> usize {
     std::fs::read_to_string("/proc/self/maps").unwrap().lines().count()
@@ -472,6 +504,10 @@ fn a_scattered_file_larger_than_the_kernels_mapping_limit_maps_whole() {
     scrub_clean(&fs);
 }
 
+/// Write-ahead: stores in page order fault once a run of pages, whose
+/// runs double up to 16, both in place and copying on write after a
+/// snapshot; stores out of order fault once a page, and a hole is filled
+/// only where a store lands.
 #[test]
 fn stores_in_page_order_fault_once_a_run() {
     const N: usize = 64;

@@ -520,6 +520,49 @@ fn random_atomic_workloads_match_a_model() {
     }
 }
 
+/// The model again, and tracked stores checked, where every fault unmaps
+/// the mapping's other pages (as past the kernel's mapping limit).
+#[test]
+fn the_model_holds_where_every_fault_unmaps_the_rest() {
+    common::run_where_every_fault_unmaps_the_rest(&[
+        "random_atomic_workloads_match_a_model",
+        "faults_unmap_the_rest_where_windows_keep_no_mapping",
+    ]);
+}
+
+#[test]
+#[ignore = "run by the_model_holds_where_every_fault_unmaps_the_rest, with NOVAFS_WINDOW_VMAS=0"]
+fn faults_unmap_the_rest_where_windows_keep_no_mapping() {
+    const PAGES: usize = 64;
+    for store_faults in [false, true] {
+        let region = fresh(64, 2);
+        let fs = mount_as(&region, store_faults);
+        let mut want = pattern(2, PAGES * PS);
+        let ino = file_with(&fs, "f", &want);
+        let m = fs.mmap_atomic(ino, 0, PAGES, true).unwrap();
+        let mut got = vec![0u8; PAGES * PS];
+        m.load(0, &mut got).unwrap();
+        // Stores with no fault where tracked; then every page faults
+        // again, unmapping the stored ones.
+        for p in 0..PAGES {
+            m.store(p * PS + 7, &[0x5a]).unwrap();
+            want[p * PS + 7] = 0x5a;
+        }
+        let first = m.faults();
+        m.load(0, &mut got).unwrap();
+        assert!(m.faults() > first, "the pages were unmapped, and faulted back in");
+        assert!(got == want, "loads see the stores");
+        m.sync().unwrap();
+        drop(m);
+        assert!(
+            read_all(&fs, ino) == want,
+            "every store synced (store faults {store_faults})"
+        );
+        fs.unmount().unwrap();
+        assert_fsck_clean(&region);
+    }
+}
+
 fn model_run(seed: u64, steps: usize, store_faults: bool) {
     const PAGES: usize = 16;
     const B_FROM: usize = 4; // b maps pages 4.. of the file

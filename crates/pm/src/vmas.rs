@@ -133,22 +133,35 @@ impl Drop for Layout {
 /// VMAs held by all windows of the process.
 static IN_USE: AtomicUsize = AtomicUsize::new(0);
 
-/// Whether the windows together hold more VMAs than their half of the
-/// kernel's limit.
+/// Whether the windows together hold more VMAs than their share.
 pub(crate) fn crowded() -> bool {
     IN_USE.load(Ordering::Relaxed) > budget()
 }
 
-/// Half of `vm.max_map_count` (read once; the kernel's default when it
-/// cannot be read).
+/// VMAs a window keeps however crowded the windows are: a few runs are
+/// not what crowds them (a quarter of the share when that is smaller).
+pub(crate) fn few() -> usize {
+    64.min(budget() / 4)
+}
+
+/// The windows' share of the kernel's mappings: `NOVAFS_WINDOW_VMAS` when
+/// set (a program holding many mappings itself may want a smaller share;
+/// 0 makes every fault unmap what it can, which tests use), else half of
+/// `vm.max_map_count` (the kernel's default when it cannot be read). Read
+/// once.
 fn budget() -> usize {
     static BUDGET: OnceLock<usize> = OnceLock::new();
     *BUDGET.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        let set = std::env::var("NOVAFS_WINDOW_VMAS")
             .ok()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .unwrap_or(65_530)
-            / 2
+            .and_then(|v| v.trim().parse().ok());
+        set.unwrap_or_else(|| {
+            std::fs::read_to_string("/proc/sys/vm/max_map_count")
+                .ok()
+                .and_then(|s| s.trim().parse::<usize>().ok())
+                .unwrap_or(65_530)
+                / 2
+        })
     })
 }
 

@@ -98,13 +98,12 @@ impl Hand {
     /// Batches one fault drops at most: the work a fault adds stays small
     /// when what crowds the windows is another's.
     const MOST: usize = 16;
-    /// Kernel mappings a window may keep however crowded the windows are:
-    /// a few runs are not what crowds them.
-    const FEW: usize = 64;
 
-    /// While the windows are crowded and `w` holds more than a few
-    /// mappings, calls `drop_pages` on the next batch of its `n` pages from
-    /// the hand on, leaving out `keep`: the pages a fault is about to map.
+    /// While `w` is crowded, calls `drop_pages` on the next batch of its
+    /// `n` pages from the hand on, leaving out `keep` (the pages a fault is
+    /// about to map) and the page on either side: one access may straddle
+    /// two pages, and dropping the one it faulted on first would make it
+    /// fault there again, for ever.
     pub(crate) fn make_room(
         &mut self,
         w: &Window,
@@ -112,8 +111,9 @@ impl Hand {
         keep: Range<usize>,
         mut drop_pages: impl FnMut(Range<usize>) -> Result<()>,
     ) -> Result<()> {
+        let keep = keep.start.saturating_sub(1)..keep.end + 1;
         for _ in 0..Self::MOST.min(n.div_ceil(Self::BATCH)) {
-            if !w.crowded() || w.mappings() <= Self::FEW {
+            if !w.crowded() {
                 break;
             }
             let batch = self.0..(self.0 + Self::BATCH).min(n);

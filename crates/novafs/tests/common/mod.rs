@@ -128,3 +128,49 @@ pub fn mmap_seeds(default: u64) -> std::ops::Range<u64> {
         .unwrap_or(default);
     base..base + 6
 }
+
+/// Runs each of `tests` (names in this test binary, ignored ones too) in a
+/// child process whose windows may keep no kernel mapping a fault does not
+/// need (`NOVAFS_WINDOW_VMAS=0`): each fault of a mapping there unmaps the
+/// mapping's other pages, as it would past the kernel's mapping limit.
+/// Panics unless each ran and passed within five minutes (a fault that
+/// unmapped the page an access needs next would retry for ever).
+pub fn run_where_every_fault_unmaps_the_rest(tests: &[&str]) {
+    use std::io::Read;
+    for name in tests {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", name, "--include-ignored", "--test-threads", "1"])
+            .env("NOVAFS_WINDOW_VMAS", "0")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Read while it runs, so that a full pipe cannot stop it.
+        let drain = |mut r: Box<dyn Read + Send>| {
+            std::thread::spawn(move || {
+                let mut s = String::new();
+                r.read_to_string(&mut s).unwrap();
+                s
+            })
+        };
+        let out = drain(Box::new(child.stdout.take().unwrap()));
+        let err = drain(Box::new(child.stderr.take().unwrap()));
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("{name} with NOVAFS_WINDOW_VMAS=0 still running after 5 minutes");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let (stdout, stderr) = (out.join().unwrap(), err.join().unwrap());
+        assert!(
+            status.success() && stdout.contains("test result: ok. 1 passed"),
+            "{name} with NOVAFS_WINDOW_VMAS=0:\n{stdout}\n{stderr}"
+        );
+    }
+}

@@ -304,11 +304,12 @@ impl Window {
         Ok(())
     }
 
-    /// Whether the windows of the process hold so many kernel mappings
-    /// that an owner should unmap some pages before it maps more
-    /// (`vmas`: past the kernel's limit every mmap of the process fails).
+    /// Whether the windows of the process hold so many kernel mappings,
+    /// and this one more than a few, that its owner should unmap some of
+    /// its pages before it maps more (`vmas`: past the kernel's limit every
+    /// mmap of the process fails).
     pub fn crowded(&self) -> bool {
-        vmas::crowded()
+        vmas::crowded() && self.mappings() > vmas::few()
     }
 
     /// The kernel mappings (VMAs) this window holds now.
