@@ -195,6 +195,17 @@ impl ReplicaState {
     /// tracking windows since the last look (module docs); a store after
     /// it shows next time.
     fn sweep(&mut self, range: Range<u64>) -> Result<usize> {
+        self.look(range, false)
+    }
+
+    /// [`Self::sweep`] of the pages not dirty yet: what a read needs. A
+    /// dirty page stays so until a commit, whose own sweeps take the
+    /// stores this one leaves.
+    fn sweep_clean(&mut self, range: Range<u64>) -> Result<usize> {
+        self.look(range, true)
+    }
+
+    fn look(&mut self, range: Range<u64>, skip_dirty: bool) -> Result<usize> {
         let ReplicaState { views, dirty, .. } = self;
         let mut found = 0;
         for v in views.iter().filter(|v| v.window.tracks()) {
@@ -202,7 +213,10 @@ impl ReplicaState {
                 continue;
             };
             // Mapped pages only: a look at an unmapped one fails.
-            for run in v.runs(pages, |p| p != Prot::None) {
+            let runs = runs_of(
+                pages.filter(|&p| v.prot[p] != Prot::None && !(skip_dirty && dirty.contains(&(v.pgoff + p as u64)))),
+            );
+            for run in runs {
                 let written = v.window.written(run.start, run.len())?;
                 found += written.len();
                 dirty.extend(written.into_iter().map(|p| v.pgoff + p as u64));
@@ -538,7 +552,9 @@ pub(crate) fn overlay(r: &Replicas, off: u64, buf: &mut [u8]) -> Result<()> {
     let end = off + buf.len() as u64;
     let mut state = r.state.lock();
     let pages = off / PAGE_SIZE..end.div_ceil(PAGE_SIZE);
-    state.sweep(pages.clone())?;
+    // A look costs a system call (most of a 4 KiB read's time); pages
+    // already dirty are read from their replicas whatever it finds.
+    state.sweep_clean(pages.clone())?;
     for &pg in state.dirty.range(pages) {
         let lo = off.max(pg * PAGE_SIZE);
         let hi = end.min((pg + 1) * PAGE_SIZE);
