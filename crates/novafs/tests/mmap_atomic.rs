@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_fsck_clean, fresh, mount, read_all, same};
+use common::{assert_fsck_clean, fresh, mount, read_all, same, store_from_threads};
 use novafs::{Error, Fs, MapKind, MountOptions, SetAttr, ROOT_INO};
 use pm::Region;
 
@@ -398,23 +398,7 @@ fn many_threads_store_at_once() {
         let m = fs.mmap_atomic(ino, 0, THREADS * EACH, true).unwrap();
         let mut want = data.clone();
         for round in 1..=3u8 {
-            std::thread::scope(|s| {
-                for t in 0..THREADS {
-                    let m = &m;
-                    s.spawn(move || {
-                        for i in 0..EACH {
-                            let p = t + i * THREADS;
-                            m.store(p * PS + t, &[round; 32]).unwrap();
-                        }
-                    });
-                }
-            });
-            for t in 0..THREADS {
-                for i in 0..EACH {
-                    let p = t + i * THREADS;
-                    want[p * PS + t..p * PS + t + 32].fill(round);
-                }
-            }
+            store_from_threads(&m, (THREADS, EACH), (round, 32), &mut want);
             m.sync().unwrap();
             fs.take_snapshot(format!("r{round}").as_bytes()).unwrap();
             let held = read_all(&fs.open_snapshot(format!("r{round}").as_bytes()).unwrap(), ino);
