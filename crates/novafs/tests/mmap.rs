@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use common::same;
+use common::{same, store_from_threads};
 use novafs::{Error, FormatOptions, Fs, MountOptions, ScrubOptions, SetAttr, ROOT_INO};
 use pm::{MapOptions, MmapRegion, Region};
 
@@ -597,38 +597,14 @@ fn many_threads_fault_at_once() {
     let data = pattern(8, THREADS * EACH * PS);
     let ino = file_with(&fs, "f", &data);
     let m = fs.mmap(ino, 0, THREADS * EACH, true).unwrap();
-    let store_all = |byte: u8| {
-        std::thread::scope(|s| {
-            for t in 0..THREADS {
-                let m = &m;
-                s.spawn(move || {
-                    // Thread t's pages are t, t + THREADS, ...: interleaved,
-                    // so one thread's run ahead covers others' pages.
-                    for i in 0..EACH {
-                        let p = t + i * THREADS;
-                        m.store(p * PS + t, &[byte; 64]).unwrap();
-                    }
-                });
-            }
-        });
-    };
     let mut want = data.clone();
-    let mut apply = |byte: u8| {
-        for t in 0..THREADS {
-            for i in 0..EACH {
-                let p = t + i * THREADS;
-                want[p * PS + t..p * PS + t + 64].fill(byte);
-            }
-        }
-        want.clone()
-    };
-    store_all(1);
-    let first = apply(1);
+    store_from_threads(&m, (THREADS, EACH), (1, 64), &mut want);
+    let first = want.clone();
     m.sync().unwrap();
     assert_eq!(read(&fs, ino, 0, first.len()), first, "in place");
     fs.take_snapshot(b"s").unwrap();
-    store_all(2);
-    let second = apply(2);
+    store_from_threads(&m, (THREADS, EACH), (2, 64), &mut want);
+    let second = want;
     m.sync().unwrap();
     assert_eq!(read(&fs, ino, 0, second.len()), second, "copied on write");
     {

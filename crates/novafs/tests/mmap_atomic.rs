@@ -7,7 +7,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{assert_fsck_clean, fresh, mount, read_all, same};
+use common::{assert_fsck_clean, fresh, mount, read_all, same, store_from_threads};
 use novafs::{Error, Fs, MapKind, MountOptions, SetAttr, ROOT_INO};
 use pm::Region;
 
@@ -392,6 +392,56 @@ fn stores_to_pages_a_crowded_tracking_mapping_unmaps_all_sync() {
     assert_fsck_clean(&region);
 }
 
+/// A read looks for tracked stores only on pages not dirty yet: it must
+/// still see every store, to a page that is dirty (read from its replica
+/// without a look), to a clean page beside it, and to a page a sync made
+/// clean again; and a sync still commits the stores no read looked for.
+#[test]
+fn reads_see_stores_to_dirty_clean_and_resynced_pages() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let data = pattern(3, 3 * PS);
+    let ino = file_with(&fs, "f", &data);
+    if !kernel_tracks_writes(&fs, ino) {
+        return;
+    }
+    let m = fs.mmap_atomic(ino, 0, 3, true).unwrap();
+    assert_eq!(load(&m, 3 * PS), data);
+    let mut want = data.clone();
+    // Stores through `m` and into `want`; what the file should read now.
+    let mut store = |at: usize, bytes: &[u8]| {
+        m.store(at, bytes).unwrap();
+        want[at..at + bytes.len()].copy_from_slice(bytes);
+        want.clone()
+    };
+    let w = store(PS + 1, b"one");
+    assert_eq!(read_all(&fs, ino), w, "page 1 found dirty");
+    let w = store(PS + 100, b"two");
+    assert_eq!(read_all(&fs, ino), w, "dirty page 1 again");
+    store(7, b"zero");
+    let w = store(2 * PS + 9, b"two");
+    assert_eq!(read_all(&fs, ino), w, "clean pages 0 and 2 beside it");
+    let now = store(PS + 95, b"alone");
+    let mut one = vec![0u8; 10];
+    fs.read(ino, PS as u64 + 95, &mut one).unwrap();
+    assert_eq!(one, now[PS + 95..PS + 105], "a read of the dirty page alone");
+    let synced = store(PS + 200, b"unread");
+    m.sync().unwrap();
+    assert_eq!(read_all(&fs, ino), synced);
+    let last = store(PS + 300, b"after");
+    assert_eq!(
+        read_all(&fs, ino),
+        last,
+        "page 1, clean again after the sync, is looked at"
+    );
+    m.close().unwrap();
+    fs.unmount().unwrap();
+    let fs = mount(&region);
+    assert_eq!(read_all(&fs, ino), last, "the syncs committed every store");
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
 /// A thread stores i to page 0 and then to page 5, again and again, while
 /// another syncs and snapshots: every sync commits the replicas as of one
 /// moment, so no snapshot holds page 5's i without page 0's.
@@ -457,23 +507,7 @@ fn many_threads_store_at_once() {
         let m = fs.mmap_atomic(ino, 0, THREADS * EACH, true).unwrap();
         let mut want = data.clone();
         for round in 1..=3u8 {
-            std::thread::scope(|s| {
-                for t in 0..THREADS {
-                    let m = &m;
-                    s.spawn(move || {
-                        for i in 0..EACH {
-                            let p = t + i * THREADS;
-                            m.store(p * PS + t, &[round; 32]).unwrap();
-                        }
-                    });
-                }
-            });
-            for t in 0..THREADS {
-                for i in 0..EACH {
-                    let p = t + i * THREADS;
-                    want[p * PS + t..p * PS + t + 32].fill(round);
-                }
-            }
+            store_from_threads(&m, (THREADS, EACH), (round, 32), &mut want);
             m.sync().unwrap();
             fs.take_snapshot(format!("r{round}").as_bytes()).unwrap();
             let held = read_all(&fs.open_snapshot(format!("r{round}").as_bytes()).unwrap(), ino);

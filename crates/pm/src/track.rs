@@ -12,6 +12,10 @@
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+use crate::PmError;
 
 /// `_IOWR(0xAA, nr, size)`.
 const fn uffd_iowr(nr: u64, size: u64) -> u64 {
@@ -98,13 +102,71 @@ const SCAN_RUNS: usize = 64;
 /// The kernel's record of stores to registered ranges.
 pub(crate) struct Tracker {
     uffd: OwnedFd,
-    pagemap: File,
+    pagemap: &'static File,
+}
+
+/// `/proc/self/pagemap` as opened by process `pid`.
+struct Pagemap {
+    pid: u32,
+    file: File,
+}
+
+/// The process's pagemap, opened by its first tracker and shared by all:
+/// null until then. Never freed, so a reference to it lives forever.
+static PAGEMAP: AtomicPtr<Pagemap> = AtomicPtr::new(ptr::null_mut());
+
+/// This process's `/proc/self/pagemap`, opened once. Lock-free, so a child
+/// forked while another thread opens it cannot deadlock; and a child's
+/// "self" is not its parent's, so it opens its own.
+fn pagemap() -> Result<&'static File, PmError> {
+    let pid = std::process::id();
+    let mut cur = PAGEMAP.load(Ordering::Acquire);
+    // SAFETY: a non-null pointer is a leaked Box, never freed.
+    if let Some(p) = unsafe { cur.as_ref() }.filter(|p| p.pid == pid) {
+        return Ok(&p.file);
+    }
+    let file = File::open("/proc/self/pagemap").map_err(|source| PmError::Io {
+        path: "/proc/self/pagemap".into(),
+        source,
+    })?;
+    let mine = Box::into_raw(Box::new(Pagemap { pid, file }));
+    loop {
+        match PAGEMAP.compare_exchange(cur, mine, Ordering::AcqRel, Ordering::Acquire) {
+            // A parent's value replaced here stays leaked: an inherited
+            // tracker may still use it.
+            // SAFETY: `mine` is published, so never freed.
+            Ok(_) => return Ok(unsafe { &(*mine).file }),
+            Err(now) => {
+                // SAFETY: as above, a published pointer is never freed.
+                match unsafe { now.as_ref() }.filter(|p| p.pid == pid) {
+                    Some(p) => {
+                        // SAFETY: `mine` was never published.
+                        drop(unsafe { Box::from_raw(mine) });
+                        return Ok(&p.file);
+                    }
+                    None => cur = now,
+                }
+            }
+        }
+    }
 }
 
 impl Tracker {
     /// A tracker, or the reason the kernel offers none (older than 6.7,
-    /// or userfaultfd refused).
-    pub(crate) fn new() -> io::Result<Tracker> {
+    /// userfaultfd refused, or no pagemap to scan).
+    pub(crate) fn new() -> Result<Tracker, PmError> {
+        let uffd = Self::uffd().map_err(|source| PmError::Io {
+            path: "userfaultfd".into(),
+            source,
+        })?;
+        Ok(Tracker {
+            uffd,
+            pagemap: pagemap()?,
+        })
+    }
+
+    /// A userfaultfd with asynchronous write-protect.
+    fn uffd() -> io::Result<OwnedFd> {
         // SAFETY: the system call takes flags only and returns a new
         // descriptor or -1.
         let fd = unsafe {
@@ -124,8 +186,7 @@ impl Tracker {
             ioctls: 0,
         };
         ioctl(uffd.as_raw_fd(), UFFDIO_API, &mut api)?;
-        let pagemap = File::open("/proc/self/pagemap")?;
-        Ok(Tracker { uffd, pagemap })
+        Ok(uffd)
     }
 
     /// Registers `[start, start + len)` (one new mapping, shared memory)
@@ -194,4 +255,14 @@ fn ioctl<T>(fd: libc::c_int, request: u64, arg: &mut T) -> io::Result<libc::c_in
         return Err(io::Error::last_os_error());
     }
     Ok(got)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn trackers_share_one_pagemap() {
+        let a = super::pagemap().unwrap();
+        let b = super::pagemap().unwrap();
+        assert!(std::ptr::eq(a, b), "opened once per process");
+    }
 }

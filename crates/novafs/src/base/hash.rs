@@ -2,7 +2,7 @@
 //! are trusted integers, so the DoS resistance of SipHash buys nothing and
 //! costs a visible share of every lookup.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// Fibonacci hashing of one u64 (other writes fold bytes in the same way).
@@ -30,6 +30,9 @@ impl Hasher for U64Hasher {
 
 /// A HashMap keyed by u64 with [`U64Hasher`].
 pub(crate) type U64Map<V> = HashMap<u64, V, BuildHasherDefault<U64Hasher>>;
+
+/// A HashSet of u64 with [`U64Hasher`].
+pub(crate) type U64Set = HashSet<u64, BuildHasherDefault<U64Hasher>>;
 
 #[cfg(test)]
 mod tests {

@@ -13,9 +13,9 @@
 //! is rebuilt from parity and the other seven strips and must then match a
 //! checksum. Two bad strips in a page make that page EIO.
 
-use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::hash::U64Set;
 use crate::lock::{Mutex, Rank};
 use pm::{PmError, Region};
 
@@ -64,7 +64,7 @@ fn csum_bytes(c: &[u32; STRIPS_PER_PAGE]) -> [u8; CSUM_BYTES as usize] {
 /// they are, and scrub leaves them alone, until they are resealed.
 #[derive(Debug)]
 pub(crate) struct Stale {
-    pages: Mutex<HashSet<u64>>,
+    pages: Mutex<U64Set>,
     /// The set's size, read without its lock on every read of a page.
     count: AtomicUsize,
 }
@@ -72,7 +72,7 @@ pub(crate) struct Stale {
 impl Default for Stale {
     fn default() -> Self {
         Stale {
-            pages: Mutex::new(Rank::Strips, HashSet::new()),
+            pages: Mutex::new(Rank::Strips, U64Set::default()),
             count: AtomicUsize::new(0),
         }
     }

@@ -53,7 +53,7 @@
 
 use std::collections::BTreeSet;
 use std::fs::File;
-use std::ops::Range;
+use std::ops::{Add, Range};
 use std::os::fd::AsFd;
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -242,6 +242,17 @@ impl ReplicaState {
     /// tracking windows since the last look (module docs); a store after
     /// it shows next time.
     fn sweep(&mut self, range: Range<u64>) -> Result<usize> {
+        self.look(range, false)
+    }
+
+    /// [`Self::sweep`] of the pages not dirty yet: what a read needs. A
+    /// dirty page stays so until a commit, whose own sweeps take the
+    /// stores this one leaves.
+    fn sweep_clean(&mut self, range: Range<u64>) -> Result<usize> {
+        self.look(range, true)
+    }
+
+    fn look(&mut self, range: Range<u64>, skip_dirty: bool) -> Result<usize> {
         let ReplicaState { views, dirty, .. } = self;
         let mut found = 0;
         for v in views.iter().filter(|v| v.window.tracks()) {
@@ -249,7 +260,10 @@ impl ReplicaState {
                 continue;
             };
             // Mapped pages only: a look at an unmapped one fails.
-            for run in v.runs(pages, |p| p != Prot::None) {
+            let runs = runs_of(
+                pages.filter(|&p| v.prot[p] != Prot::None && !(skip_dirty && dirty.contains(&(v.pgoff + p as u64)))),
+            );
+            for run in runs {
                 let written = v.window.written(run.start, run.len())?;
                 found += written.len();
                 dirty.extend(written.into_iter().map(|p| v.pgoff + p as u64));
@@ -303,7 +317,7 @@ impl ReplicaState {
         for _ in 0..HOLD_ROUNDS {
             self.sweep(range.clone())?;
             let dirty: Vec<u64> = self.dirty.range(range.clone()).copied().collect();
-            if !self.set_tracked(&runs_of(&dirty), Prot::Write, Prot::Read)? {
+            if !self.set_tracked(&runs_of(dirty.iter().copied()), Prot::Write, Prot::Read)? {
                 return Ok(());
             }
         }
@@ -334,14 +348,7 @@ impl ViewPages {
 
     /// The runs of window pages among `pages` whose protection `want`s.
     fn runs(&self, pages: Range<usize>, want: impl Fn(Prot) -> bool) -> Vec<Range<usize>> {
-        let mut runs: Vec<Range<usize>> = Vec::new();
-        for p in pages.filter(|&p| want(self.prot[p])) {
-            match runs.last_mut() {
-                Some(r) if r.end == p => r.end += 1,
-                _ => runs.push(p..p + 1),
-            }
-        }
-        runs
+        runs_of(pages.filter(|&p| want(self.prot[p])))
     }
 
     /// Maps window pages `pages` as `to`, which they are not (unmaps them
@@ -356,13 +363,18 @@ impl ViewPages {
     }
 }
 
-/// Ascending distinct pages as runs of consecutive ones.
-fn runs_of(pages: &[u64]) -> Vec<Range<u64>> {
-    let mut runs: Vec<Range<u64>> = Vec::new();
-    for &pg in pages {
+/// Ascending distinct pages (file or window pages) as runs of
+/// consecutive ones.
+fn runs_of<T>(pages: impl IntoIterator<Item = T>) -> Vec<Range<T>>
+where
+    T: Copy + PartialEq + Add<Output = T> + From<u8>,
+{
+    let mut runs: Vec<Range<T>> = Vec::new();
+    for pg in pages {
+        let next = pg + T::from(1);
         match runs.last_mut() {
-            Some(r) if r.end == pg => r.end += 1,
-            _ => runs.push(pg..pg + 1),
+            Some(r) if r.end == pg => r.end = next,
+            _ => runs.push(pg..next),
         }
     }
     runs
@@ -460,7 +472,7 @@ impl View {
             (1..last).find(|&i| v.prot[page + i] != Prot::None).unwrap_or(last)
         };
         let run: Vec<u64> = (pg..pg + n as u64).filter(|p| !loaded.contains(p)).collect();
-        for missing in runs_of(&run) {
+        for missing in runs_of(run.iter().copied()) {
             r.load(&self.ctx, &st, missing)?;
         }
         loaded.extend(run);
@@ -532,7 +544,7 @@ impl View {
     fn copy_dirty(&self, st: &InodeState, state: &mut ReplicaState, range: Range<u64>) -> Result<Pending> {
         let dirty: Vec<u64> = state.dirty.range(range).copied().collect();
         state.set_pages(
-            &runs_of(&dirty),
+            &runs_of(dirty.iter().copied()),
             |v| !v.window.tracks(),
             |p| p == Prot::Write,
             Prot::Read,
@@ -543,7 +555,7 @@ impl View {
         let live: Vec<u64> = dirty.iter().copied().filter(|&pg| pg * PAGE_SIZE < size).collect();
         let mut bytes = vec![0u8; live.len() * PS];
         let mut at = 0;
-        for run in runs_of(&live) {
+        for run in runs_of(live.iter().copied()) {
             let len = (run.end - run.start) as usize * PS;
             self.replicas
                 .file
@@ -620,7 +632,9 @@ pub(crate) fn overlay(r: &Replicas, off: u64, buf: &mut [u8]) -> Result<()> {
     let end = off + buf.len() as u64;
     let mut state = r.state.lock();
     let pages = off / PAGE_SIZE..end.div_ceil(PAGE_SIZE);
-    state.sweep(pages.clone())?;
+    // A look costs a system call (most of a 4 KiB read's time); pages
+    // already dirty are read from their replicas whatever it finds.
+    state.sweep_clean(pages.clone())?;
     for &pg in state.dirty.range(pages) {
         let lo = off.max(pg * PAGE_SIZE);
         let hi = end.min((pg + 1) * PAGE_SIZE);
@@ -667,7 +681,7 @@ fn follow(ctx: &Ctx, r: &Replicas, st: &InodeState, state: &mut ReplicaState, by
             unload.push(pg);
         }
     }
-    state.protect_everywhere(&runs_of(&unload), Prot::None)?;
+    state.protect_everywhere(&runs_of(unload.iter().copied()), Prot::None)?;
     for pg in unload {
         state.loaded.remove(&pg);
         state.dirty.remove(&pg);
@@ -689,5 +703,12 @@ mod tests {
         assert_eq!(fault_around_limit(100, 5, 8 * PAGE_SIZE, 7), 1, "the last page alone");
         // A window from file page 4: window page 0 is file page 4.
         assert_eq!(fault_around_limit(3, 0, 10 * PAGE_SIZE, 4), 3);
+    }
+
+    #[test]
+    fn runs_of_joins_consecutive_pages_only() {
+        assert_eq!(runs_of(Vec::<u64>::new()), vec![]);
+        assert_eq!(runs_of([3u64, 4, 5, 7, 9, 10]), vec![3..6, 7..8, 9..11]);
+        assert_eq!(runs_of((0usize..6).filter(|p| p % 3 != 2)), vec![0..2, 3..5]);
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use novafs::{FormatOptions, Fs, MountOptions};
+use novafs::{FormatOptions, Fs, Mapping, MountOptions};
 use pm::{MemRegion, Region};
 
 /// A freshly formatted heap region of `mib` MiB with `shards` shards.
@@ -172,5 +172,29 @@ pub fn run_where_every_fault_unmaps_the_rest(tests: &[&str]) {
             status.success() && stdout.contains("test result: ok. 1 passed"),
             "{name} with NOVAFS_WINDOW_VMAS=0:\n{stdout}\n{stderr}"
         );
+    }
+}
+
+/// `threads` threads store at once through `m`, `len` bytes of `byte`
+/// each time: thread t at byte t of its `each` pages t, t + threads, ...
+/// Interleaved, so that one thread's faults (and their write-ahead) meet
+/// the others' pages. `want` gets the same stores.
+pub fn store_from_threads(m: &Mapping<'_>, (threads, each): (usize, usize), (byte, len): (u8, usize), want: &mut [u8]) {
+    const PS: usize = novafs::PAGE_SIZE as usize;
+    let at = move |t: usize, i: usize| (t + i * threads) * PS + t;
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            s.spawn(move || {
+                let bytes = vec![byte; len];
+                for i in 0..each {
+                    m.store(at(t, i), &bytes).unwrap();
+                }
+            });
+        }
+    });
+    for t in 0..threads {
+        for i in 0..each {
+            want[at(t, i)..at(t, i) + len].fill(byte);
+        }
     }
 }

@@ -132,7 +132,7 @@ impl Window {
     /// them): an error where the kernel cannot (before Linux 6.7, or
     /// userfaultfd refused).
     pub fn tracking(src: MapSource<'_>, pages: usize, handler: Arc<dyn Fault>) -> Result<Window, PmError> {
-        let tracker = Tracker::new().map_err(os)?;
+        let tracker = Tracker::new()?;
         let mut w = Window::new(src, pages, handler)?;
         w.tracker = Some(tracker);
         Ok(w)
