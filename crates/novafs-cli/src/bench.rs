@@ -18,7 +18,7 @@ use novafs_bench::backend::Backend;
 use novafs_bench::memory;
 use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
-use novafs_bench::workload::{micro, time_mounts, Micro, SetShape};
+use novafs_bench::workload::{micro, time_mounts, Micro, PhaseJournal, SetShape};
 use pm::{MapOptions, MmapRegion, Prefault, Protection, Region, WriteProtect};
 
 use crate::image::{explain, parse_size};
@@ -100,6 +100,21 @@ const ROWS: [Row; 6] = [
 /// Median, min and max of one value over the rounds.
 fn summary(v: &[f64]) -> Result<Summary> {
     summarize(v).context("no rounds ran")
+}
+
+/// Medians over `runs` of row `row`'s journal bytes and fences per
+/// operation ([`ROWS`] follows `Micro`'s phases); `None` if not counted.
+fn journal_medians(runs: &[Micro], row: usize) -> Result<Option<(f64, f64)>> {
+    let Some(phases) = runs
+        .iter()
+        .map(|m| m.journal.map(|j| j[row]))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let bytes = summary(&phases.iter().map(PhaseJournal::bytes_per_op).collect::<Vec<_>>())?;
+    let fences = summary(&phases.iter().map(PhaseJournal::fences_per_op).collect::<Vec<_>>())?;
+    Ok(Some((bytes.median, fences.median)))
 }
 
 pub fn run(args: &Args) -> Result<()> {
@@ -185,11 +200,15 @@ pub fn run(args: &Args) -> Result<()> {
             "region: {kind}; flush: {flush}{}\n",
             if args.eadr { " (eADR: fences only)" } else { "" }
         );
-        println!("| operation | median µs/op | min–max µs/op | target |");
-        println!("|---|---|---|---|");
-        for (name, f, target) in ROWS {
+        println!("| operation | median µs/op | min–max µs/op | journal B/op | journal fences/op | target |");
+        println!("|---|---|---|---|---|---|");
+        for (row, (name, f, target)) in ROWS.into_iter().enumerate() {
             let s = summary(&all.iter().map(f).collect::<Vec<_>>())?;
-            println!("| {name} | {:.3} | {:.3}–{:.3} | {target} |", s.median, s.min, s.max);
+            let (bytes, fences) = journal_medians(&all, row)?.context("the library counts its journal")?;
+            println!(
+                "| {name} | {:.3} | {:.3}–{:.3} | {bytes:.1} | {fences:.2} | {target} |",
+                s.median, s.min, s.max
+            );
         }
         println!(
             "\nDRAM: {:.0} bytes per empty file, {:.1} bytes per data page",

@@ -417,6 +417,9 @@ impl Backend for LibraryTarget {
     fn stat(&self, dir: &Ino, name: &str) -> Result<u64> {
         Ok(self.fs()?.lookup(*dir, name.as_bytes())?.size)
     }
+    fn journal_stats(&self) -> Option<novafs::JournalStats> {
+        self.fs().ok().map(Fs::journal_stats)
+    }
 }
 
 impl Target for LibraryTarget {
@@ -698,6 +701,13 @@ mod tests {
         // `novafs bench` runs it in the root; every file goes again.
         let m = crate::workload::micro(&t, &ROOT_INO, 5, 3).expect("micro in the root");
         assert!(m.read > 0.0 && m.unlink > 0.0, "{m:?}");
+        // A create and an unlink are one transaction each; appends, reads
+        // and overwrites of one file never use the journal.
+        let j = m.journal.expect("the library counts its journal");
+        assert_eq!(j.map(|p| p.ops), [5, 15, 15, 15, 15, 5]);
+        assert_eq!(j.map(|p| p.stats.txns), [5, 0, 0, 0, 0, 5]);
+        assert_eq!(j.map(|p| p.fences_per_op()), [3.0, 0.0, 0.0, 0.0, 0.0, 3.0]);
+        assert!(j[0].bytes_per_op() > 0.0 && j[1].bytes_per_op() == 0.0, "{j:?}");
         let mut names = 0;
         t.fs()
             .expect("mounted")

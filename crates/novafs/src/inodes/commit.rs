@@ -473,7 +473,7 @@ impl<'c> Multi<'c> {
         self.updates.extend(updates);
     }
 
-    /// Commits (journal.rs steps 2–4) and returns the transaction's proof.
+    /// Commits (journal/mod.rs steps 2–4) and returns the transaction's proof.
     pub(crate) fn commit(self) -> Result<Durable> {
         self.txn.commit(self.ctx.region(), &self.updates)
     }

@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::file;
 use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
+use crate::journal::JournalStats;
 use crate::layout::{
     Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_SIZE, PAGE_SIZE,
 };
@@ -352,6 +353,12 @@ impl Fs {
             thorough_pages: g.thorough_pages.load(Ordering::Relaxed),
             thorough_runs: g.thorough_runs.load(Ordering::Relaxed),
         }
+    }
+
+    /// What the metadata journal wrote and fenced on this mount (FGM
+    /// §IV-B's journal writes; `journal::stats` says what counts).
+    pub fn journal_stats(&self) -> JournalStats {
+        self.ctx.journal().stats()
     }
 
     /// Inode `ino`'s cache cell. Repairs count themselves where they happen

@@ -34,6 +34,10 @@
 //! operation, and recovery, which replays from the head every transaction
 //! that passes, checkpointing each before replaying the next. Records are
 //! redo images, so replay is idempotent.
+//!
+//! Every commit counts what it writes and its fences (`stats`).
+
+mod stats;
 
 use std::sync::Arc;
 
@@ -49,6 +53,8 @@ use crate::layout::{
 };
 use crate::replica::{readable, Mirrored};
 use crate::superblock::bounds_of;
+pub use stats::JournalStats;
+use stats::{Cost, Counters};
 
 /// One metadata update: `bytes` become the contents at region offset `addr`.
 #[derive(Clone, Debug)]
@@ -109,6 +115,8 @@ struct Shard {
 pub(crate) struct Journal {
     shards: Vec<Mutex<Shard>>,
     ring_size: u64,
+    /// Each shard's accounting.
+    counters: Box<[Counters]>,
 }
 
 fn header_off(sb: &Superblock, shard: u64) -> u64 {
@@ -120,15 +128,16 @@ fn ring_off(sb: &Superblock, shard: u64) -> u64 {
 }
 
 /// Writes `bytes` into the ring at counter position `pos`, wrapping.
-fn ring_write(region: &dyn Region, ring: u64, size: u64, pos: u64, bytes: &[u8]) -> Result<()> {
+fn ring_write(region: &dyn Region, ring: u64, size: u64, pos: u64, bytes: &[u8], cost: &mut Cost) -> Result<()> {
     let at = pos % size;
     let first = (size - at).min(bytes.len() as u64) as usize;
     region.write(ring + at, &bytes[..first])?;
-    region.flush(ring + at, first as u64)?;
+    cost.flush(region, ring + at, first as u64)?;
     if first < bytes.len() {
         region.write(ring, &bytes[first..])?;
-        region.flush(ring, (bytes.len() - first) as u64)?;
+        cost.flush(region, ring, (bytes.len() - first) as u64)?;
     }
+    cost.journal += bytes.len() as u64;
     Ok(())
 }
 
@@ -143,14 +152,24 @@ fn ring_read(region: &dyn Region, ring: u64, size: u64, pos: u64, buf: &mut [u8]
     Ok(())
 }
 
-fn apply(region: &dyn Region, u: &Update) -> Result<()> {
+fn apply(region: &dyn Region, u: &Update, cost: &mut Cost) -> Result<()> {
     if u.bytes.len() == 8 && u.addr.is_multiple_of(8) {
         let v = u64::from_le_bytes(u.bytes[..8].try_into().unwrap_or_default());
         region.store_u64(u.addr, v)?;
     } else {
         region.write(u.addr, &u.bytes)?;
     }
-    region.flush(u.addr, u.bytes.len() as u64)?;
+    cost.flush(region, u.addr, u.bytes.len() as u64)?;
+    cost.applied += u.bytes.len() as u64;
+    Ok(())
+}
+
+/// Checkpoint: `head := end`, one 8-byte store, durable (R5).
+fn checkpoint(region: &dyn Region, header: u64, end: u64, cost: &mut Cost) -> Result<()> {
+    region.store_u64(header + JOURNAL_HEAD_FIELD, end)?;
+    cost.flush(region, header + JOURNAL_HEAD_FIELD, 8)?;
+    cost.fence(region);
+    cost.checkpoint += 8;
     Ok(())
 }
 
@@ -197,6 +216,7 @@ pub(crate) struct Txn<'a> {
     shard: MutexGuard<'a, Shard>,
     index: u64,
     ring_size: u64,
+    counters: &'a Counters,
 }
 
 /// Which transaction: its shard and ring position, so a log append made
@@ -238,12 +258,17 @@ fn single_word(updates: &[Update]) -> Option<&Update> {
 }
 
 /// A single aligned word needs no journal: it is its own commit (what
-/// links a new inode-table chunk, too).
+/// links a new inode-table chunk, too; not counted in [`JournalStats`]).
 pub(crate) fn commit_word(region: &dyn Region, u: &Update) -> Result<Durable> {
-    region.fence(); // R1: what the word commits is persistent first.
-    apply(region, u)?;
-    region.fence(); // R5
+    word(region, u, &mut Cost::default())?;
     Ok(Durable { txn: None })
+}
+
+fn word(region: &dyn Region, u: &Update, cost: &mut Cost) -> Result<()> {
+    cost.fence(region); // R1: what the word commits is persistent first.
+    apply(region, u, cost)?;
+    cost.fence(region); // R5
+    Ok(())
 }
 
 impl Txn<'_> {
@@ -265,9 +290,12 @@ impl Txn<'_> {
     /// Commits `updates` (steps 2–4 of the protocol above).
     pub(crate) fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
         let id = self.id();
+        let mut cost = Cost::default();
         if let Some(u) = single_word(updates) {
             // Its first fence makes every checked range persistent (R1).
-            return commit_word(region, u).map(|_| Durable { txn: Some(id) });
+            word(region, u, &mut cost)?;
+            self.counters.add(&cost, false);
+            return Ok(Durable { txn: Some(id) });
         }
         let shard = &mut *self.shard;
         debug_assert!(
@@ -282,14 +310,14 @@ impl Txn<'_> {
             return Err(Error::Invalid("journal transaction larger than the ring"));
         }
         let end = shard.head + shard.buf.len() as u64;
-        ring_write(region, shard.ring, self.ring_size, shard.head, &shard.buf)?;
+        ring_write(region, shard.ring, self.ring_size, shard.head, &shard.buf, &mut cost)?;
         // R2: records, TxnInfo and every checked range persistent: this is
         // the commit point (see the module comment).
-        region.fence();
+        cost.fence(region);
         for u in updates {
-            apply(region, u)?;
+            apply(region, u, &mut cost)?;
         }
-        region.fence(); // R2: in-place updates persistent before the checkpoint.
+        cost.fence(region); // R2: in-place updates persistent before the checkpoint.
 
         // Checkpoint: one 8-byte store, durable before the operation
         // returns (R5). A later
@@ -298,8 +326,9 @@ impl Txn<'_> {
         // recovery could replay it after the later one and roll back words
         // they share. The fence costs little: releasing the shard (a
         // locked instruction) would wait for the flush anyway.
-        region.commit_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
+        checkpoint(region, shard.header, end, &mut cost)?;
         shard.head = end;
+        self.counters.add(&cost, true);
         Ok(Durable { txn: Some(id) })
     }
 }
@@ -324,16 +353,26 @@ impl Journal {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Journal {
+            counters: shards.iter().map(|_| Counters::default()).collect(),
             shards,
             ring_size: sb.journal_ring_size,
         })
+    }
+
+    /// What every commit since the open wrote and fenced.
+    pub(crate) fn stats(&self) -> JournalStats {
+        stats::sum(&self.counters)
     }
 
     /// Applies `updates` atomically: after a crash either all or none are
     /// visible.
     pub(crate) fn commit(&self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
         if let Some(u) = single_word(updates) {
-            return commit_word(region, u); // Without taking a shard.
+            // Without taking a shard; counted on this thread's.
+            let mut cost = Cost::default();
+            word(region, u, &mut cost)?;
+            self.counters[current_shard(self.counters.len())].add(&cost, false);
+            return Ok(Durable { txn: None });
         }
         self.begin().commit(region, updates)
     }
@@ -352,6 +391,7 @@ impl Journal {
             shard,
             index: index as u64,
             ring_size: self.ring_size,
+            counters: &self.counters[index],
         }
     }
 
@@ -402,7 +442,7 @@ impl Journal {
                 }
                 done.repaired += from_replica.len() as u64;
                 for u in &txn.updates {
-                    apply(&*meta, u)?;
+                    apply(&*meta, u, &mut Cost::default())?;
                 }
                 // Replayed updates (and primaries rewritten from their
                 // replicas) persistent, then checkpointed before the next
@@ -507,7 +547,14 @@ fn restore_header(region: &dyn Region, off: u64, ring_size: u64) -> Result<bool>
 /// a second crash before the next transaction overwrites it would let
 /// recovery replay it.
 fn forget_uncommitted(region: &dyn Region, ring: u64, size: u64, pos: u64) -> Result<()> {
-    ring_write(region, ring, size, pos, &[0; size_of::<JournalRecord>()])?;
+    ring_write(
+        region,
+        ring,
+        size,
+        pos,
+        &[0; size_of::<JournalRecord>()],
+        &mut Cost::default(),
+    )?;
     region.fence(); // R2: forgotten before anything later can satisfy its checks.
     Ok(())
 }
@@ -740,6 +787,54 @@ mod tests {
             read_txn(&reader(&ring), 0, RING, 100).unwrap().is_none(),
             "record beyond the region"
         );
+    }
+
+    #[test]
+    fn a_commit_counts_its_ring_bytes_in_place_bytes_lines_and_fences() {
+        use zerocopy::FromZeros;
+        let region = pm::MemRegion::new(4 * PAGE_SIZE);
+        let mut sb = Superblock::new_zeroed();
+        sb.shards = 1;
+        sb.journal_headers_off = 0;
+        sb.journal_rings_off = PAGE_SIZE;
+        sb.journal_ring_size = RING;
+        let journal = Journal::open(&region, &sb).unwrap();
+        let home = 3 * PAGE_SIZE;
+        let updates = [
+            Update::word(home, 7),
+            Update {
+                addr: home + 100,
+                bytes: vec![1; 20],
+            },
+        ];
+        let mut txn = journal.begin();
+        txn.depends_on(&[Check::of(home + 512, &[0; 64])]);
+        let _ = txn.commit(&region, &updates).unwrap();
+        // Records: 16 + 8, 16 + 20 padded to 40, a check 16 + 4 padded to
+        // 24; TxnInfo 32: 120 bytes from ring offset 0, two lines. In
+        // place: 8 + 20 bytes, one line each. Checkpoint: one line.
+        let one = JournalStats {
+            txns: 1,
+            words: 0,
+            journal_bytes: 120,
+            applied_bytes: 28,
+            checkpoint_bytes: 8,
+            flushes: 2 + 2 + 1,
+            fences: 3,
+        };
+        assert_eq!(journal.stats(), one);
+        assert_eq!(region.load_u64(JOURNAL_HEAD_FIELD).unwrap(), 120, "checkpointed");
+        // A single word: no ring, no checkpoint; a fence before and after.
+        let _ = journal.commit(&region, &[Update::word(home + 8, 9)]).unwrap();
+        let word = JournalStats {
+            words: 1,
+            applied_bytes: 8,
+            flushes: 1,
+            fences: 2,
+            ..JournalStats::default()
+        };
+        assert_eq!(journal.stats().since(&one), word);
+        assert_eq!(journal.stats().bytes(), 120 + 28 + 8 + 8);
     }
 
     #[test]
