@@ -215,6 +215,7 @@ mod layering {
             "logs",
             concat!(
                 include_str!("logs/journal/stats.rs"),
+                include_str!("logs/journal/blocks.rs"),
                 include_str!("logs/journal/mod.rs")
             ),
         ),

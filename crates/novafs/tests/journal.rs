@@ -59,3 +59,41 @@ fn create_append_and_unlink_count_exactly_what_their_commits_write() {
         (1, 3 * WORD_RECORD + CHECK_RECORD + TXN_INFO, 3 * 8, 3)
     );
 }
+
+#[test]
+fn the_block_baseline_journals_whole_blocks_and_leaves_a_clean_image() {
+    let region = fresh(64, 1);
+    let fs = novafs::Fs::open(
+        region.clone(),
+        novafs::MountOptions::default().bench_block_journal(true),
+    )
+    .unwrap();
+    let dir = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    let before = fs.journal_stats();
+    let f = fs.create(dir.ino, b"f", 0o644, 0, 0).unwrap();
+    let created = fs.journal_stats().since(&before);
+    // The same three words as the fine-grained create, all in one block
+    // of the inode table (one shard): descriptor, that block, commit
+    // block; a fence more than fine-grained, between the copies and the
+    // commit block.
+    assert_eq!(
+        created,
+        JournalStats {
+            txns: 1,
+            words: 0,
+            journal_bytes: 3 * 4096,
+            applied_bytes: 3 * 8,
+            checkpoint_bytes: 8,
+            flushes: 3 + 1,
+            fences: 4,
+        }
+    );
+    fs.write(f.ino, 0, b"kept").unwrap();
+    fs.rename(dir.ino, b"f", ROOT_INO, b"g", 0).unwrap();
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    let g = fs.lookup(ROOT_INO, b"g").unwrap();
+    assert_eq!(read_all(&fs, g.ino), b"kept");
+    assert!(names(&fs, dir.ino).is_empty());
+}

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use novafs::{FormatOptions, Fs, Ino, StatFs, ROOT_INO};
+use novafs::{FormatOptions, Fs, Ino, MountOptions, StatFs, ROOT_INO};
 use novafs_ops::{Observed, Op, Runner};
 use pm::{MapOptions, MmapRegion, Prefault, Region};
 
@@ -306,7 +306,18 @@ impl LibraryTarget {
     /// A fresh file system on `region`, formatted with `format` (`novafs
     /// bench --compare-replicas` formats one without metadata replicas).
     pub fn on_region_with(region: Arc<dyn Region>, format: FormatOptions) -> Result<LibraryTarget> {
-        let mut runner = Runner::new(region, format);
+        LibraryTarget::on_region_mounted(region, format, MountOptions::default())
+    }
+
+    /// A fresh file system on `region`, formatted with `format` and
+    /// mounted with `mount` (`novafs bench --compare-journal` mounts one
+    /// with the block-granular journal).
+    pub fn on_region_mounted(
+        region: Arc<dyn Region>,
+        format: FormatOptions,
+        mount: MountOptions,
+    ) -> Result<LibraryTarget> {
+        let mut runner = Runner::new(region, format).mount_with(mount);
         runner.apply(&Op::Mkfs).context("format")?;
         runner.apply(&Op::Mount).context("mount")?;
         Ok(LibraryTarget { runner, _work: None })

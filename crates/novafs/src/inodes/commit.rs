@@ -105,6 +105,13 @@ impl Ctx {
         Ctx { region, bounds, ..self }
     }
 
+    /// The same context journaling whole blocks: the benchmarks'
+    /// block-granular baseline (`journal::blocks`).
+    pub(crate) fn with_block_journal(mut self) -> Ctx {
+        self.journal.use_blocks();
+        self
+    }
+
     /// Nothing may be written, not even a repair (read-only mount, fsck).
     pub(crate) fn read_only(&self) -> bool {
         self.read_only

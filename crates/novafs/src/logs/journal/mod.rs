@@ -35,9 +35,14 @@
 //! that passes, checkpointing each before replaying the next. Records are
 //! redo images, so replay is idempotent.
 //!
-//! Every commit counts what it writes and its fences (`stats`).
+//! Every commit counts what it writes and its fences (`stats`). A
+//! benchmark can journal whole blocks instead (`blocks`), to measure what
+//! fine-grained journaling saves.
 
+mod blocks;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
@@ -117,6 +122,8 @@ pub(crate) struct Journal {
     ring_size: u64,
     /// Each shard's accounting.
     counters: Box<[Counters]>,
+    /// Journal whole blocks: the benchmarks' baseline (`blocks`).
+    blocks: bool,
 }
 
 fn header_off(sb: &Superblock, shard: u64) -> u64 {
@@ -217,6 +224,7 @@ pub(crate) struct Txn<'a> {
     index: u64,
     ring_size: u64,
     counters: &'a Counters,
+    blocks: bool,
 }
 
 /// Which transaction: its shard and ring position, so a log append made
@@ -305,6 +313,11 @@ impl Txn<'_> {
                 .all(|c| u.addr + u.bytes.len() as u64 <= c.addr || c.addr + u64::from(c.len) <= u.addr)),
             "an update targets a range its transaction checks"
         );
+        if self.blocks {
+            blocks::commit(shard, self.ring_size, region, updates, &mut cost)?;
+            self.counters.add(&cost, true);
+            return Ok(Durable { txn: Some(id) });
+        }
         encode_into(&mut shard.buf, updates, &shard.checks, shard.head);
         if shard.buf.len() as u64 > self.ring_size {
             return Err(Error::Invalid("journal transaction larger than the ring"));
@@ -356,7 +369,14 @@ impl Journal {
             counters: shards.iter().map(|_| Counters::default()).collect(),
             shards,
             ring_size: sb.journal_ring_size,
+            blocks: false,
         })
+    }
+
+    /// From now on, journals transactions as whole blocks: the benchmarks'
+    /// block-granular baseline, which nothing recovers (`blocks`).
+    pub(crate) fn use_blocks(&mut self) {
+        self.blocks = true;
     }
 
     /// What every commit since the open wrote and fenced.
@@ -392,6 +412,7 @@ impl Journal {
             index: index as u64,
             ring_size: self.ring_size,
             counters: &self.counters[index],
+            blocks: self.blocks,
         }
     }
 
@@ -702,208 +723,4 @@ fn copy_replica_over_primary(data: &dyn Region, bounds: Bounds, addr: u64, len: 
         tracing::info!(addr, len, "journal-checked metadata taken from its replica");
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const RING: u64 = 4096;
-
-    /// A ring held in memory, read with wrap-around like the real one.
-    fn reader(ring: &[u8]) -> impl Fn(u64, &mut [u8]) -> Result<()> + '_ {
-        move |pos, buf| {
-            for (i, b) in buf.iter_mut().enumerate() {
-                *b = ring[((pos + i as u64) % RING) as usize];
-            }
-            Ok(())
-        }
-    }
-
-    fn ring_with(txns: &[(&[Update], &[Check])], start: u64) -> Vec<u8> {
-        let mut ring = vec![0u8; RING as usize];
-        let mut pos = start;
-        for (updates, checks) in txns {
-            let mut buf = Vec::new();
-            encode_into(&mut buf, updates, checks, pos);
-            for (i, b) in buf.iter().enumerate() {
-                ring[((pos + i as u64) % RING) as usize] = *b;
-            }
-            pos += buf.len() as u64;
-        }
-        ring
-    }
-
-    #[test]
-    fn transactions_round_trip_across_the_ring_end() {
-        let t1 = [
-            Update::word(64, 7),
-            Update {
-                addr: 100,
-                bytes: vec![1, 2, 3],
-            },
-        ];
-        let c1 = [Check {
-            addr: 512,
-            len: 64,
-            crc: 0xdead_beef,
-        }];
-        let t2 = [Update::word(8, 9)];
-        let start = RING - 40; // The first transaction wraps.
-        let ring = ring_with(&[(&t1, &c1), (&t2, &[])], start);
-        let read = reader(&ring);
-        let a = read_txn(&read, start, RING, 4096).unwrap().unwrap();
-        assert_eq!(a.updates.len(), 2);
-        assert_eq!(a.updates[1].bytes, vec![1, 2, 3]);
-        assert_eq!(a.checks, c1);
-        let b = read_txn(&read, a.end, RING, 4096).unwrap().unwrap();
-        assert_eq!(
-            (b.updates[0].addr, b.updates[0].bytes.clone()),
-            (8, 9u64.to_le_bytes().to_vec())
-        );
-        assert!(b.checks.is_empty());
-        assert!(
-            read_txn(&read, b.end, RING, 4096).unwrap().is_none(),
-            "zeroed ring after the last"
-        );
-    }
-
-    #[test]
-    fn damaged_misplaced_or_out_of_bounds_transactions_are_not_committed() {
-        let t = [Update::word(64, 7), Update::word(128, 8)];
-        let ring = ring_with(&[(&t, &[])], 0);
-        assert!(read_txn(&reader(&ring), 0, RING, 4096).unwrap().is_some());
-        for flip in [0, 8, 20, 40] {
-            let mut bad = ring.clone();
-            bad[flip] ^= 1;
-            assert!(
-                read_txn(&reader(&bad), 0, RING, 4096).unwrap().is_none(),
-                "bit flip at {flip}"
-            );
-        }
-        // The same bytes found one lap later belong to an older transaction.
-        assert!(read_txn(&reader(&ring), RING, RING, 4096).unwrap().is_none());
-        assert!(
-            read_txn(&reader(&ring), 0, RING, 100).unwrap().is_none(),
-            "record beyond the region"
-        );
-    }
-
-    #[test]
-    fn a_commit_counts_its_ring_bytes_in_place_bytes_lines_and_fences() {
-        use zerocopy::FromZeros;
-        let region = pm::MemRegion::new(4 * PAGE_SIZE);
-        let mut sb = Superblock::new_zeroed();
-        sb.shards = 1;
-        sb.journal_headers_off = 0;
-        sb.journal_rings_off = PAGE_SIZE;
-        sb.journal_ring_size = RING;
-        let journal = Journal::open(&region, &sb).unwrap();
-        let home = 3 * PAGE_SIZE;
-        let updates = [
-            Update::word(home, 7),
-            Update {
-                addr: home + 100,
-                bytes: vec![1; 20],
-            },
-        ];
-        let mut txn = journal.begin();
-        txn.depends_on(&[Check::of(home + 512, &[0; 64])]);
-        let _ = txn.commit(&region, &updates).unwrap();
-        // Records: 16 + 8, 16 + 20 padded to 40, a check 16 + 4 padded to
-        // 24; TxnInfo 32: 120 bytes from ring offset 0, two lines. In
-        // place: 8 + 20 bytes, one line each. Checkpoint: one line.
-        let one = JournalStats {
-            txns: 1,
-            words: 0,
-            journal_bytes: 120,
-            applied_bytes: 28,
-            checkpoint_bytes: 8,
-            flushes: 2 + 2 + 1,
-            fences: 3,
-        };
-        assert_eq!(journal.stats(), one);
-        assert_eq!(region.load_u64(JOURNAL_HEAD_FIELD).unwrap(), 120, "checkpointed");
-        // A single word: no ring, no checkpoint; a fence before and after.
-        let _ = journal.commit(&region, &[Update::word(home + 8, 9)]).unwrap();
-        let word = JournalStats {
-            words: 1,
-            applied_bytes: 8,
-            flushes: 1,
-            fences: 2,
-            ..JournalStats::default()
-        };
-        assert_eq!(journal.stats().since(&one), word);
-        assert_eq!(journal.stats().bytes(), 120 + 28 + 8 + 8);
-    }
-
-    #[test]
-    fn a_damaged_head_replays_nothing_and_counting_on_cannot_overflow() {
-        let region = pm::MemRegion::new(8192);
-        for damaged in [MAX_HEAD, u64::MAX - 3, u64::MAX, 12345] {
-            region.store_u64(64 + JOURNAL_HEAD_FIELD, damaged).unwrap();
-            let head = load_head(&region, 64, RING).unwrap();
-            assert_eq!(head % RING, (damaged % RING) & !7, "the same ring position's word");
-            assert!(
-                head_is_whole(head) && head_is_whole(head + (1 << 60)),
-                "room to count on"
-            );
-            assert!(head >= 1 << 61, "a count no transaction reached");
-        }
-        region.store_u64(64 + JOURNAL_HEAD_FIELD, 12344).unwrap();
-        assert_eq!(load_head(&region, 64, RING).unwrap(), 12344);
-    }
-
-    #[test]
-    fn checks_compare_the_media_with_what_was_written() {
-        let region = pm::MemRegion::new(8192);
-        let bytes = [5u8; 64];
-        region.write(4096, &bytes).unwrap();
-        let good = Check {
-            addr: 4096,
-            len: 64,
-            crc: crc32c::crc32c(&bytes),
-        };
-        let plain = Bounds {
-            data_start: 4096,
-            data_end: 8192,
-            replicas: false,
-            dead_zone_pages: 0,
-            stale: false,
-        };
-        assert_eq!(checks_hold(&region, &region, plain, &[good]).unwrap(), Some(vec![]));
-        region.write(4100, &[6]).unwrap();
-        assert_eq!(checks_hold(&region, &region, plain, &[good]).unwrap(), None);
-    }
-
-    #[test]
-    fn a_check_that_fails_in_the_primary_holds_in_its_replica() {
-        let mem = std::sync::Arc::new(pm::MemRegion::new(24 * PAGE_SIZE));
-        let bounds = Bounds {
-            data_start: 4 * PAGE_SIZE,
-            data_end: 20 * PAGE_SIZE,
-            replicas: true,
-            dead_zone_pages: 2,
-            stale: false,
-        };
-        let meta = Mirrored::view(mem.clone(), bounds);
-        let addr = 5 * PAGE_SIZE + 200;
-        let bytes = [7u8; 100];
-        meta.write(addr, &bytes).unwrap();
-        let c = Check::of(addr, &bytes);
-        assert_eq!(checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(), Some(vec![]));
-        // A scribble reads back: only the checksum finds it.
-        mem.write(addr + 70, &[0xee; 8]).unwrap();
-        assert_eq!(
-            checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(),
-            Some(vec![(addr, 100)])
-        );
-        copy_replica_over_primary(&*mem, bounds, addr, 100).unwrap();
-        assert_eq!(checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(), Some(vec![]));
-        // Both copies wrong: not committed.
-        let m = bounds.mirror(addr).unwrap();
-        mem.write(addr, &[1]).unwrap();
-        mem.write(m + 99, &[1]).unwrap();
-        assert_eq!(checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(), None);
-    }
 }
