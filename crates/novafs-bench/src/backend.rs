@@ -36,6 +36,11 @@ pub trait Backend: Sync {
     fn requests(&self) -> Result<Option<Requests>> {
         Ok(None)
     }
+    /// What novafs's metadata journal has written and fenced so far;
+    /// `None` where the target does not count it (all but the library).
+    fn journal_stats(&self) -> Option<novafs::JournalStats> {
+        None
+    }
 }
 
 /// A target whose file system can be unmounted and mounted again with its

@@ -280,6 +280,29 @@ pub struct Micro {
     pub overwrite: f64,
     pub overwrite_512: f64,
     pub unlink: f64,
+    /// The journal's work in each phase, in the order of the fields above,
+    /// on a target that counts it (the library).
+    pub journal: Option<[PhaseJournal; 6]>,
+}
+
+/// What novafs's journal did in one phase of [`micro`] (FGM §IV-B's
+/// journal writes), and how many operations the phase timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PhaseJournal {
+    pub stats: novafs::JournalStats,
+    pub ops: u64,
+}
+
+impl PhaseJournal {
+    /// Bytes written to the journal per operation.
+    pub fn bytes_per_op(&self) -> f64 {
+        self.stats.journal_bytes as f64 / self.ops.max(1) as f64
+    }
+
+    /// The journal's store fences per operation.
+    pub fn fences_per_op(&self) -> f64 {
+        self.stats.fences as f64 / self.ops.max(1) as f64
+    }
 }
 
 /// (a) NOVA §5.2's microbenchmark in `dir`: create `files` files, append
@@ -291,11 +314,23 @@ pub struct Micro {
 pub fn micro<B: Backend>(b: &B, dir: &B::Dir, files: u64, appends: u64) -> Result<Micro> {
     let page = vec![0x5Au8; PAGE];
     let names: Vec<String> = (0..files).map(|i| format!("f{i}")).collect();
+    // Each phase's journal work, untimed opens included (they write none).
+    let mut last = b.journal_stats();
+    let mut phases = Vec::with_capacity(6);
+    let mut phase_done = |ops: u64| {
+        let now = b.journal_stats();
+        phases.push(now.zip(last).map(|(now, last)| PhaseJournal {
+            stats: now.since(&last),
+            ops,
+        }));
+        last = now;
+    };
     let t = Instant::now();
     for n in &names {
         drop(b.create(dir, n)?);
     }
     let create = us_per_op(t.elapsed(), files);
+    phase_done(files);
     let mut spent = Duration::ZERO;
     for n in &names {
         let f = b.open(dir, n)?;
@@ -307,6 +342,7 @@ pub fn micro<B: Backend>(b: &B, dir: &B::Dir, files: u64, appends: u64) -> Resul
         spent += t.elapsed();
     }
     let append = us_per_op(spent, files * appends);
+    phase_done(files * appends);
     let mut buf = vec![0u8; PAGE];
     let mut spent = Duration::ZERO;
     for n in &names {
@@ -318,13 +354,18 @@ pub fn micro<B: Backend>(b: &B, dir: &B::Dir, files: u64, appends: u64) -> Resul
         spent += t.elapsed();
     }
     let read = us_per_op(spent, files * appends);
+    phase_done(files * appends);
     let overwrite = rewrite(b, dir, &names, appends, 0, &page)?;
+    phase_done(files * appends);
     let overwrite_512 = rewrite(b, dir, &names, appends, 1024, &page[..512])?;
+    phase_done(files * appends);
     let t = Instant::now();
     for n in &names {
         b.unlink(dir, n)?;
     }
     let unlink = us_per_op(t.elapsed(), files);
+    phase_done(files);
+    let journal = phases.into_iter().collect::<Option<Vec<_>>>();
     Ok(Micro {
         create,
         append,
@@ -332,6 +373,7 @@ pub fn micro<B: Backend>(b: &B, dir: &B::Dir, files: u64, appends: u64) -> Resul
         overwrite,
         overwrite_512,
         unlink,
+        journal: journal.and_then(|v| v.try_into().ok()),
     })
 }
 

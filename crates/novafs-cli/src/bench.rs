@@ -3,9 +3,11 @@
 //! fsync, then delete) plus 4 KiB reads on its library target, on a real
 //! mapped region with real flushes, and reports medians and ranges over
 //! several rounds, the DRAM the indexes use per file and per data page, and
-//! mount times after a clean unmount and after a crash. `--protect MODE`
-//! and `--compare-replicas` instead compare two library configurations
-//! side by side.
+//! mount times after a clean unmount and after a crash, and what the
+//! metadata journal writes per operation. `--protect MODE`,
+//! `--compare-replicas`, `--compare-data-protection` and
+//! `--compare-journal` instead compare two library configurations side by
+//! side.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,12 +15,12 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use novafs::PAGE_SIZE;
-use novafs::{FormatOptions, StatFs, ROOT_INO};
+use novafs::{FormatOptions, MountOptions, StatFs, ROOT_INO};
 use novafs_bench::backend::Backend;
 use novafs_bench::memory;
 use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
-use novafs_bench::workload::{micro, time_mounts, Micro, SetShape};
+use novafs_bench::workload::{micro, time_mounts, Micro, PhaseJournal, SetShape};
 use pm::{MapOptions, MmapRegion, Prefault, Protection, Region, WriteProtect};
 
 use crate::image::{explain, parse_size};
@@ -64,6 +66,13 @@ pub struct Args {
     /// the protection takes in storage.
     #[arg(long)]
     compare_data_protection: bool,
+    /// Instead of the full run, compare the microbenchmark with the
+    /// fine-grained journal against block-granular journaling (JBD2's
+    /// whole 4 KiB blocks between descriptor and commit blocks; a
+    /// benchmark-only mode), rounds interleaved: latency, journal bytes
+    /// and fences per operation (FGM §IV).
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "snapshots", "mmap"])]
+    compare_journal: bool,
     /// Instead of the full run, measure snapshots (NOVA-Fortis §3): the
     /// latency of taking one as the file system grows, fileserver
     /// throughput with one every --snapshot-every seconds against none
@@ -102,6 +111,21 @@ fn summary(v: &[f64]) -> Result<Summary> {
     summarize(v).context("no rounds ran")
 }
 
+/// Medians over `runs` of row `row`'s journal bytes and fences per
+/// operation ([`ROWS`] follows `Micro`'s phases); `None` if not counted.
+fn journal_medians(runs: &[Micro], row: usize) -> Result<Option<(f64, f64)>> {
+    let Some(phases) = runs
+        .iter()
+        .map(|m| m.journal.map(|j| j[row]))
+        .collect::<Option<Vec<_>>>()
+    else {
+        return Ok(None);
+    };
+    let bytes = summary(&phases.iter().map(PhaseJournal::bytes_per_op).collect::<Vec<_>>())?;
+    let fences = summary(&phases.iter().map(PhaseJournal::fences_per_op).collect::<Vec<_>>())?;
+    Ok(Some((bytes.median, fences.median)))
+}
+
 pub fn run(args: &Args) -> Result<()> {
     let (files, rounds) = if args.quick {
         (1_000, 3)
@@ -116,6 +140,9 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if args.compare_data_protection {
         return compare(args, files, rounds, &data_protection());
+    }
+    if args.compare_journal {
+        return compare(args, files, rounds, &journaling());
     }
     if args.snapshots {
         return bench_snapshots::run(&bench_snapshots::Plan {
@@ -185,11 +212,15 @@ pub fn run(args: &Args) -> Result<()> {
             "region: {kind}; flush: {flush}{}\n",
             if args.eadr { " (eADR: fences only)" } else { "" }
         );
-        println!("| operation | median µs/op | min–max µs/op | target |");
-        println!("|---|---|---|---|");
-        for (name, f, target) in ROWS {
+        println!("| operation | median µs/op | min–max µs/op | journal B/op | journal fences/op | target |");
+        println!("|---|---|---|---|---|---|");
+        for (row, (name, f, target)) in ROWS.into_iter().enumerate() {
             let s = summary(&all.iter().map(f).collect::<Vec<_>>())?;
-            println!("| {name} | {:.3} | {:.3}–{:.3} | {target} |", s.median, s.min, s.max);
+            let (bytes, fences) = journal_medians(&all, row)?.context("the library counts its journal")?;
+            println!(
+                "| {name} | {:.3} | {:.3}–{:.3} | {bytes:.1} | {fences:.2} | {target} |",
+                s.median, s.min, s.max
+            );
         }
         println!(
             "\nDRAM: {:.0} bytes per empty file, {:.1} bytes per data page",
@@ -212,6 +243,8 @@ struct Config {
     name: &'static str,
     protect: WriteProtect,
     format: FormatOptions,
+    /// Mounted with the block-granular journal (benchmark only).
+    block_journal: bool,
 }
 
 /// Two configurations side by side, the second measured against the first.
@@ -223,6 +256,9 @@ struct Comparison {
     /// Also measure what the second takes in storage beyond the first,
     /// against the paper's figure in percent.
     storage: Option<f64>,
+    /// Report the journal's bytes and fences per operation of each side
+    /// instead of the latency ratios' targets.
+    journal: bool,
 }
 
 /// `--protect MODE`: an unprotected region against one under `mode`.
@@ -231,11 +267,13 @@ fn protection(mode: WriteProtect) -> Comparison {
         name,
         protect,
         format: FormatOptions::default(),
+        block_journal: false,
     };
     Comparison {
         configs: [config("unprotected", WriteProtect::Off), config("protected", mode)],
         targets: [None; 6],
         storage: None,
+        journal: false,
     }
 }
 
@@ -247,12 +285,14 @@ fn replicas() -> Comparison {
         name,
         protect: WriteProtect::Off,
         format: FormatOptions::default().meta_replicas(meta_replicas),
+        block_journal: false,
     };
     Comparison {
         configs: [config("without replicas", false), config("with replicas", true)],
         targets: [Some(1.40), Some(1.25), None, None, None, None],
         // NOVA-Fortis's storage overhead of metadata replicas.
         storage: Some(2.1),
+        journal: false,
     }
 }
 
@@ -265,12 +305,32 @@ fn data_protection() -> Comparison {
         name,
         protect: WriteProtect::Off,
         format: FormatOptions::default().meta_replicas(on).data_csum(on).data_parity(on),
+        block_journal: false,
     };
     Comparison {
         configs: [config("unprotected", false), config("fully protected", true)],
         targets: [None, Some(1.40), Some(1.40), None, None, None],
         // NOVA-Fortis's total storage overhead of its protection (§5.5).
         storage: Some(14.8),
+        journal: false,
+    }
+}
+
+/// `--compare-journal`: the fine-grained journal (FGM §III) against
+/// block-granular journaling of the same transactions (JBD2's format,
+/// FGM Figure 4), both on mkfs's default format.
+fn journaling() -> Comparison {
+    let config = |name, block_journal| Config {
+        name,
+        protect: WriteProtect::Off,
+        format: FormatOptions::default(),
+        block_journal,
+    };
+    Comparison {
+        configs: [config("fine-grained", false), config("block-granular", true)],
+        targets: [None; 6],
+        storage: None,
+        journal: true,
     }
 }
 
@@ -318,7 +378,10 @@ fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, images: &[P
     );
     println!("{}", a.media);
     for side in &sides {
-        println!("{}: {}", side.config.name, describe(side));
+        println!("{}: {}", side.config.name, describe(side, cmp.journal));
+    }
+    if cmp.journal {
+        return journal_table(&sides, &runs);
     }
     let with_targets = cmp.targets.iter().any(Option::is_some);
     let (target_head, target_rule) = if with_targets { (" target |", "---|") } else { ("", "") };
@@ -367,7 +430,8 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
         region.flush_kind(),
         if args.eadr { " (eADR: fences only)" } else { "" }
     );
-    let lib = LibraryTarget::on_region_with(Arc::new(region), config.format.clone())?;
+    let mount = MountOptions::default().bench_block_journal(config.block_journal);
+    let lib = LibraryTarget::on_region_mounted(Arc::new(region), config.format.clone(), mount)?;
     let fresh = lib.statfs()?;
     Ok(Side {
         config,
@@ -379,13 +443,66 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
 }
 
 /// A configuration in words: its write protection, metadata replicas and
-/// data protection.
-fn describe(side: &Side) -> String {
+/// data protection, and with `journal` what its journal writes.
+fn describe(side: &Side, journal: bool) -> String {
+    let journal = match (journal, side.config.block_journal) {
+        (false, _) => "",
+        (true, false) => "; journal: the modified metadata and a TxnInfo (FGM §III-B)",
+        (true, true) => "; journal: a descriptor, each 4 KiB block updated, a commit block (JBD2)",
+    };
     format!(
-        "write protection {}, {}",
+        "write protection {}, {}{journal}",
         side.protection,
         crate::info::protection(&side.config.format)
     )
+}
+
+/// `--compare-journal`'s table: per operation, both sides' latency,
+/// journal bytes and fences (medians over the rounds), and the bytes the
+/// fine-grained journal saves; then the saving over every operation.
+fn journal_table(sides: &[Side], runs: &[Vec<Micro>; 2]) -> Result<()> {
+    let [a, b] = [&sides[0], &sides[1]].map(|s| s.config.name);
+    println!(
+        "\n| operation | {a} µs/op | {b} µs/op | {a} journal B/op | {b} journal B/op | bytes saved | \
+         {a} fences/op | {b} fences/op |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    for (row, (name, f, _)) in ROWS.into_iter().enumerate() {
+        let [x, y] = [&runs[0], &runs[1]].map(|v| summary(&v.iter().map(f).collect::<Vec<_>>()));
+        let [jx, jy] = [&runs[0], &runs[1]].map(|v| journal_medians(v, row));
+        let ((bx, fx), (by, fy)) = (
+            jx?.context("the library counts its journal")?,
+            jy?.context("the library counts its journal")?,
+        );
+        println!(
+            "| {name} | {:.3} | {:.3} | {bx:.1} | {by:.1} | {} | {fx:.2} | {fy:.2} |",
+            x?.median,
+            y?.median,
+            saved(bx, by)
+        );
+    }
+    let total = |v: &[Micro]| -> u64 {
+        v.iter()
+            .flat_map(|m| m.journal.into_iter().flatten())
+            .map(|p| p.stats.journal_bytes)
+            .sum()
+    };
+    let (ta, tb) = (total(&runs[0]), total(&runs[1]));
+    println!(
+        "\njournal bytes over every round and operation: {ta} {a}, {tb} {b}: {} fewer (the paper: 90–99%)",
+        saved(ta as f64, tb as f64)
+    );
+    Ok(())
+}
+
+/// How much less `fine` is than `block`, in percent; "—" when `block`
+/// journals nothing.
+fn saved(fine: f64, block: f64) -> String {
+    if block > 0.0 {
+        format!("{:.1}%", 100.0 * (1.0 - fine / block))
+    } else {
+        "—".to_string()
+    }
 }
 
 /// Pages in use.

@@ -354,26 +354,39 @@ fn bench_prints_its_table_dram_and_mount_times_and_removes_its_image() {
         "novafs library benchmark: 20 files x 2 appends of 4 KiB, 3 rounds"
     );
     assert!(lines[1].starts_with("region: "), "{out}");
-    assert_eq!(lines[3], "| operation | median µs/op | min–max µs/op | target |");
-    let rows: Vec<(&str, &str)> = lines[5..11]
+    assert_eq!(
+        lines[3],
+        "| operation | median µs/op | min–max µs/op | journal B/op | journal fences/op | target |"
+    );
+    let rows: Vec<(&str, &str, &str)> = lines[5..11]
         .iter()
         .map(|l| {
             let cells: Vec<&str> = l.split(" | ").collect();
-            (cells[0].trim_start_matches("| "), cells[3].trim_end_matches(" |"))
+            (
+                cells[0].trim_start_matches("| "),
+                cells[4],
+                cells[5].trim_end_matches(" |"),
+            )
         })
         .collect();
+    // A create and an unlink are one journal transaction each (three
+    // fences: commit, in place, checkpoint); one file's appends, reads and
+    // overwrites commit by its log's tail alone (NOVA §3.2).
     assert_eq!(
         rows,
         [
-            ("create", "≤ 2.0"),
-            ("append 4 KiB + fsync", "≤ 1.2"),
-            ("read 4 KiB (sequential in each file)", "≤ 0.6"),
-            ("overwrite 4 KiB + fsync", "—"),
-            ("overwrite 512 B + fsync", "—"),
-            ("unlink (16 pages)", "≤ 2.0"),
+            ("create", "3.00", "≤ 2.0"),
+            ("append 4 KiB + fsync", "0.00", "≤ 1.2"),
+            ("read 4 KiB (sequential in each file)", "0.00", "≤ 0.6"),
+            ("overwrite 4 KiB + fsync", "0.00", "—"),
+            ("overwrite 512 B + fsync", "0.00", "—"),
+            ("unlink (16 pages)", "3.00", "≤ 2.0"),
         ],
         "{out}"
     );
+    let bytes = |row: usize| lines[row].split(" | ").nth(3).unwrap().parse::<f64>().unwrap();
+    assert!(bytes(5) > 0.0 && bytes(10) > 0.0, "{out}");
+    assert_eq!((bytes(6), bytes(7), bytes(8), bytes(9)), (0.0, 0.0, 0.0, 0.0), "{out}");
     assert!(
         lines[12].starts_with("DRAM: ") && lines[12].ends_with(" bytes per data page"),
         "{out}"
@@ -584,6 +597,80 @@ fn tune_checks_the_room_for_its_copy_and_removes_a_stale_one() {
          exit 0\n\
          img\n"
     );
+}
+
+#[test]
+fn bench_compares_fine_grained_with_block_granular_journaling_and_removes_its_images() {
+    let dir = scratch();
+    let img = path(&dir, "journal.img");
+    let args = [
+        "bench",
+        "--compare-journal",
+        "--files",
+        "20",
+        "--appends",
+        "2",
+        "--rounds",
+        "2",
+        "--size",
+        "256M",
+        "--image",
+        &img,
+    ];
+    let o = novafs(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "block-granular against fine-grained: 20 files x 2 appends of 4 KiB, 2 rounds interleaved"
+    );
+    assert_eq!(
+        lines[5],
+        "| operation | fine-grained µs/op | block-granular µs/op | fine-grained journal B/op | \
+         block-granular journal B/op | bytes saved | fine-grained fences/op | block-granular fences/op |"
+    );
+    let rows: Vec<Vec<&str>> = lines[7..13]
+        .iter()
+        .map(|l| l.trim_matches(|c| c == '|' || c == ' ').split(" | ").collect())
+        .collect();
+    let names: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+    assert_eq!(
+        names,
+        [
+            "create",
+            "append 4 KiB + fsync",
+            "read 4 KiB (sequential in each file)",
+            "overwrite 4 KiB + fsync",
+            "overwrite 512 B + fsync",
+            "unlink (16 pages)",
+        ],
+        "{out}"
+    );
+    let num = |cell: &str| cell.parse::<f64>().unwrap();
+    for row in [&rows[0], &rows[5]] {
+        // Fine-grained: records and a TxnInfo, well under a block; block-
+        // granular: a descriptor, at least one block, a commit block.
+        let (fine, block) = (num(row[3]), num(row[4]));
+        assert!(fine > 0.0 && fine < 1024.0, "{out}");
+        assert!(block >= 3.0 * 4096.0, "{out}");
+        assert!(num(row[5].trim_end_matches('%')) >= 90.0, "{out}");
+        assert_eq!((row[6], row[7]), ("3.00", "4.00"), "{out}");
+    }
+    for row in &rows[1..5] {
+        assert_eq!(&row[3..], ["0.0", "0.0", "—", "0.00", "0.00"], "{out}");
+    }
+    assert!(
+        lines[14].starts_with("journal bytes over every round and operation: ")
+            && lines[14].ends_with(" fewer (the paper: 90–99%)"),
+        "{out}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "the bench left {left:?}");
 }
 
 #[test]

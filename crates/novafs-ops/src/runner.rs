@@ -76,6 +76,8 @@ struct Handle {
 pub struct Runner {
     region: Arc<dyn Region>,
     format: FormatOptions,
+    /// What [`Op::Mount`] mounts with.
+    mount: MountOptions,
     fs: Option<Fs>,
     handles: Vec<Handle>,
 }
@@ -87,9 +89,16 @@ impl Runner {
         Runner {
             region,
             format,
+            mount: MountOptions::default(),
             fs: None,
             handles: Vec::new(),
         }
+    }
+
+    /// The same runner, [`Op::Mount`] mounting with `opts` instead of the
+    /// defaults.
+    pub fn mount_with(self, opts: MountOptions) -> Runner {
+        Runner { mount: opts, ..self }
     }
 
     pub fn region(&self) -> &Arc<dyn Region> {
@@ -105,7 +114,7 @@ impl Runner {
     /// remount release them all.
     pub fn apply(&mut self, op: &Op) -> Result<Observed, OpError> {
         match op {
-            Op::Mount => return self.mount(MountOptions::default()),
+            Op::Mount => return self.mount(self.mount),
             Op::MountReadOnly => return self.mount(MountOptions::default().read_only(true)),
             Op::MountUnprotected => return self.mount(MountOptions::default().meta_replicas(MetaReplicas::Skipped)),
             Op::Unmount => {

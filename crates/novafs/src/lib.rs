@@ -164,6 +164,7 @@ pub use fs::{
 };
 pub use health::HealthCounts;
 pub use inode::{Attr, FileType, Ino, ROOT_INO};
+pub use journal::JournalStats;
 pub use layout::{DEFAULT_DEAD_ZONE, FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP, MAX_FILE_SIZE, PAGE_SIZE};
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
 pub use mmap::{MapKind, Mapping};
@@ -208,7 +209,16 @@ mod layering {
         ("replica", 2, "media", include_str!("media/replica.rs")),
         ("health", 2, "media", include_str!("media/health.rs")),
         ("strips", 2, "media", include_str!("media/strips.rs")),
-        ("journal", 3, "logs", include_str!("logs/journal.rs")),
+        (
+            "journal",
+            3,
+            "logs",
+            concat!(
+                include_str!("logs/journal/stats.rs"),
+                include_str!("logs/journal/blocks.rs"),
+                include_str!("logs/journal/mod.rs")
+            ),
+        ),
         (
             "log",
             4,

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use novafs::{FormatOptions, Fs, Ino, StatFs, ROOT_INO};
+use novafs::{FormatOptions, Fs, Ino, MountOptions, StatFs, ROOT_INO};
 use novafs_ops::{Observed, Op, Runner};
 use pm::{MapOptions, MmapRegion, Prefault, Region};
 
@@ -306,7 +306,18 @@ impl LibraryTarget {
     /// A fresh file system on `region`, formatted with `format` (`novafs
     /// bench --compare-replicas` formats one without metadata replicas).
     pub fn on_region_with(region: Arc<dyn Region>, format: FormatOptions) -> Result<LibraryTarget> {
-        let mut runner = Runner::new(region, format);
+        LibraryTarget::on_region_mounted(region, format, MountOptions::default())
+    }
+
+    /// A fresh file system on `region`, formatted with `format` and
+    /// mounted with `mount` (`novafs bench --compare-journal` mounts one
+    /// with the block-granular journal).
+    pub fn on_region_mounted(
+        region: Arc<dyn Region>,
+        format: FormatOptions,
+        mount: MountOptions,
+    ) -> Result<LibraryTarget> {
+        let mut runner = Runner::new(region, format).mount_with(mount);
         runner.apply(&Op::Mkfs).context("format")?;
         runner.apply(&Op::Mount).context("mount")?;
         Ok(LibraryTarget { runner, _work: None })
@@ -416,6 +427,9 @@ impl Backend for LibraryTarget {
     }
     fn stat(&self, dir: &Ino, name: &str) -> Result<u64> {
         Ok(self.fs()?.lookup(*dir, name.as_bytes())?.size)
+    }
+    fn journal_stats(&self) -> Option<novafs::JournalStats> {
+        self.fs().ok().map(Fs::journal_stats)
     }
 }
 
@@ -698,6 +712,13 @@ mod tests {
         // `novafs bench` runs it in the root; every file goes again.
         let m = crate::workload::micro(&t, &ROOT_INO, 5, 3).expect("micro in the root");
         assert!(m.read > 0.0 && m.unlink > 0.0, "{m:?}");
+        // A create and an unlink are one transaction each; appends, reads
+        // and overwrites of one file never use the journal.
+        let j = m.journal.expect("the library counts its journal");
+        assert_eq!(j.map(|p| p.ops), [5, 15, 15, 15, 15, 5]);
+        assert_eq!(j.map(|p| p.stats.txns), [5, 0, 0, 0, 0, 5]);
+        assert_eq!(j.map(|p| p.fences_per_op()), [3.0, 0.0, 0.0, 0.0, 0.0, 3.0]);
+        assert!(j[0].bytes_per_op() > 0.0 && j[1].bytes_per_op() == 0.0, "{j:?}");
         let mut names = 0;
         t.fs()
             .expect("mounted")

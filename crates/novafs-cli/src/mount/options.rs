@@ -197,6 +197,8 @@ mod tests {
         assert!(parse_options(&["threads=0".into()]).is_err());
         let e = parse_options(&["data=journal".into()]).expect_err("unknown");
         assert!(e.to_string().contains("unknown mount option 'data=journal'"));
+        // The block-granular journal is the benchmark's alone.
+        assert!(parse_options(&["bench_block_journal".into()]).is_err());
         // fstab's and mount(8)'s own, and what strict mode already gives.
         let o = parse_options(&["defaults,nofail,x-systemd.automount,sync,noatime".into()]).expect("accepted");
         assert!(!o.read_only);

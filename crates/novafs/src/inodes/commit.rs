@@ -105,6 +105,13 @@ impl Ctx {
         Ctx { region, bounds, ..self }
     }
 
+    /// The same context journaling whole blocks: the benchmarks'
+    /// block-granular baseline (`journal::blocks`).
+    pub(crate) fn with_block_journal(mut self) -> Ctx {
+        self.journal.use_blocks();
+        self
+    }
+
     /// Nothing may be written, not even a repair (read-only mount, fsck).
     pub(crate) fn read_only(&self) -> bool {
         self.read_only
@@ -473,7 +480,7 @@ impl<'c> Multi<'c> {
         self.updates.extend(updates);
     }
 
-    /// Commits (journal.rs steps 2–4) and returns the transaction's proof.
+    /// Commits (journal/mod.rs steps 2–4) and returns the transaction's proof.
     pub(crate) fn commit(self) -> Result<Durable> {
         self.txn.commit(self.ctx.region(), &self.updates)
     }

@@ -511,7 +511,7 @@ pub const SNAPSHOT_LIST_OFF: u64 = RESERVED_INODES_OFF + INODE_SIZE;
 /// Per-shard journal header (one cache line each). `head` is a
 /// monotonically increasing byte counter, position = counter % ring size:
 /// where the next transaction goes, every earlier one being checkpointed.
-/// A transaction commits by its checksums, not by a tail store (journal.rs).
+/// A transaction commits by its checksums, not by a tail store (journal/mod.rs).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct JournalHeader {

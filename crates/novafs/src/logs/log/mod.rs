@@ -687,7 +687,7 @@ impl Log {
     /// made durable (R5). The proof returned lets them be freed (R3).
     pub(crate) fn unlink_pages(&mut self, region: &dyn Region, inode_off: u64, dead: &[usize]) -> Result<Unlinked> {
         // R2: a pending journal checkpoint becomes durable before these
-        // in-place pointer updates (journal.rs step 4).
+        // in-place pointer updates (journal/mod.rs step 4).
         region.fence();
         let mut keep = Vec::with_capacity(self.pages.len() - dead.len());
         let mut gap = false;

@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::file;
 use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
+use crate::journal::JournalStats;
 use crate::layout::{
     Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_SIZE, PAGE_SIZE,
 };
@@ -71,6 +72,12 @@ pub struct MountOptions {
     /// write-protect mode, Linux 6.7; used by default where the kernel
     /// has it, and these faults where it has not).
     pub mmap_store_faults: bool,
+    /// Benchmark only (`novafs bench --compare-journal`): journal every
+    /// transaction as whole 4 KiB blocks with descriptor and commit
+    /// blocks, as JBD2 does, to measure what fine-grained journaling saves
+    /// (FGM §IV). Nothing recovers that journal: a crash can leave a
+    /// transaction half applied. No mount command offers it.
+    pub bench_block_journal: bool,
 }
 
 impl MountOptions {
@@ -88,6 +95,8 @@ impl MountOptions {
         /// Makes atomic mappings find stores by faults, or by the kernel's
         /// write tracking where it has it.
         mmap_store_faults: bool,
+        /// Benchmark only: journals whole blocks, which nothing recovers.
+        bench_block_journal: bool,
     );
 }
 
@@ -251,7 +260,10 @@ impl Fs {
     /// Mounts the file system on `region`, recovering after a crash.
     pub fn open(region: Arc<dyn Region>, opts: MountOptions) -> Result<Fs> {
         let (ctx, sb, report) = recovery::mount(region, opts.read_only, opts.meta_replicas)?;
-        let ctx = Arc::new(ctx);
+        let ctx = Arc::new(match opts.bench_block_journal {
+            true => ctx.with_block_journal(),
+            false => ctx,
+        });
         Ok(Fs {
             reclaimer: (!opts.read_only).then(|| Reclaimer::start(ctx.clone())),
             ctx,
@@ -352,6 +364,12 @@ impl Fs {
             thorough_pages: g.thorough_pages.load(Ordering::Relaxed),
             thorough_runs: g.thorough_runs.load(Ordering::Relaxed),
         }
+    }
+
+    /// What the metadata journal wrote and fenced on this mount (FGM
+    /// §IV-B's journal writes; `journal::stats` says what counts).
+    pub fn journal_stats(&self) -> JournalStats {
+        self.ctx.journal().stats()
     }
 
     /// Inode `ino`'s cache cell. Repairs count themselves where they happen

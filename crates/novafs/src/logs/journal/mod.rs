@@ -34,6 +34,15 @@
 //! operation, and recovery, which replays from the head every transaction
 //! that passes, checkpointing each before replaying the next. Records are
 //! redo images, so replay is idempotent.
+//!
+//! Every commit counts what it writes and its fences (`stats`). A
+//! benchmark can journal whole blocks instead (`blocks`), to measure what
+//! fine-grained journaling saves.
+
+mod blocks;
+mod stats;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 
@@ -49,6 +58,8 @@ use crate::layout::{
 };
 use crate::replica::{readable, Mirrored};
 use crate::superblock::bounds_of;
+pub use stats::JournalStats;
+use stats::{Cost, Counters};
 
 /// One metadata update: `bytes` become the contents at region offset `addr`.
 #[derive(Clone, Debug)]
@@ -109,6 +120,10 @@ struct Shard {
 pub(crate) struct Journal {
     shards: Vec<Mutex<Shard>>,
     ring_size: u64,
+    /// Each shard's accounting.
+    counters: Box<[Counters]>,
+    /// Journal whole blocks: the benchmarks' baseline (`blocks`).
+    blocks: bool,
 }
 
 fn header_off(sb: &Superblock, shard: u64) -> u64 {
@@ -120,15 +135,16 @@ fn ring_off(sb: &Superblock, shard: u64) -> u64 {
 }
 
 /// Writes `bytes` into the ring at counter position `pos`, wrapping.
-fn ring_write(region: &dyn Region, ring: u64, size: u64, pos: u64, bytes: &[u8]) -> Result<()> {
+fn ring_write(region: &dyn Region, ring: u64, size: u64, pos: u64, bytes: &[u8], cost: &mut Cost) -> Result<()> {
     let at = pos % size;
     let first = (size - at).min(bytes.len() as u64) as usize;
     region.write(ring + at, &bytes[..first])?;
-    region.flush(ring + at, first as u64)?;
+    cost.flush(region, ring + at, first as u64)?;
     if first < bytes.len() {
         region.write(ring, &bytes[first..])?;
-        region.flush(ring, (bytes.len() - first) as u64)?;
+        cost.flush(region, ring, (bytes.len() - first) as u64)?;
     }
+    cost.journal += bytes.len() as u64;
     Ok(())
 }
 
@@ -143,14 +159,24 @@ fn ring_read(region: &dyn Region, ring: u64, size: u64, pos: u64, buf: &mut [u8]
     Ok(())
 }
 
-fn apply(region: &dyn Region, u: &Update) -> Result<()> {
+fn apply(region: &dyn Region, u: &Update, cost: &mut Cost) -> Result<()> {
     if u.bytes.len() == 8 && u.addr.is_multiple_of(8) {
         let v = u64::from_le_bytes(u.bytes[..8].try_into().unwrap_or_default());
         region.store_u64(u.addr, v)?;
     } else {
         region.write(u.addr, &u.bytes)?;
     }
-    region.flush(u.addr, u.bytes.len() as u64)?;
+    cost.flush(region, u.addr, u.bytes.len() as u64)?;
+    cost.applied += u.bytes.len() as u64;
+    Ok(())
+}
+
+/// Checkpoint: `head := end`, one 8-byte store, durable (R5).
+fn checkpoint(region: &dyn Region, header: u64, end: u64, cost: &mut Cost) -> Result<()> {
+    region.store_u64(header + JOURNAL_HEAD_FIELD, end)?;
+    cost.flush(region, header + JOURNAL_HEAD_FIELD, 8)?;
+    cost.fence(region);
+    cost.checkpoint += 8;
     Ok(())
 }
 
@@ -197,6 +223,8 @@ pub(crate) struct Txn<'a> {
     shard: MutexGuard<'a, Shard>,
     index: u64,
     ring_size: u64,
+    counters: &'a Counters,
+    blocks: bool,
 }
 
 /// Which transaction: its shard and ring position, so a log append made
@@ -238,12 +266,17 @@ fn single_word(updates: &[Update]) -> Option<&Update> {
 }
 
 /// A single aligned word needs no journal: it is its own commit (what
-/// links a new inode-table chunk, too).
+/// links a new inode-table chunk, too; not counted in [`JournalStats`]).
 pub(crate) fn commit_word(region: &dyn Region, u: &Update) -> Result<Durable> {
-    region.fence(); // R1: what the word commits is persistent first.
-    apply(region, u)?;
-    region.fence(); // R5
+    word(region, u, &mut Cost::default())?;
     Ok(Durable { txn: None })
+}
+
+fn word(region: &dyn Region, u: &Update, cost: &mut Cost) -> Result<()> {
+    cost.fence(region); // R1: what the word commits is persistent first.
+    apply(region, u, cost)?;
+    cost.fence(region); // R5
+    Ok(())
 }
 
 impl Txn<'_> {
@@ -265,9 +298,12 @@ impl Txn<'_> {
     /// Commits `updates` (steps 2–4 of the protocol above).
     pub(crate) fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
         let id = self.id();
+        let mut cost = Cost::default();
         if let Some(u) = single_word(updates) {
             // Its first fence makes every checked range persistent (R1).
-            return commit_word(region, u).map(|_| Durable { txn: Some(id) });
+            word(region, u, &mut cost)?;
+            self.counters.add(&cost, false);
+            return Ok(Durable { txn: Some(id) });
         }
         let shard = &mut *self.shard;
         debug_assert!(
@@ -277,19 +313,24 @@ impl Txn<'_> {
                 .all(|c| u.addr + u.bytes.len() as u64 <= c.addr || c.addr + u64::from(c.len) <= u.addr)),
             "an update targets a range its transaction checks"
         );
+        if self.blocks {
+            blocks::commit(shard, self.ring_size, region, updates, &mut cost)?;
+            self.counters.add(&cost, true);
+            return Ok(Durable { txn: Some(id) });
+        }
         encode_into(&mut shard.buf, updates, &shard.checks, shard.head);
         if shard.buf.len() as u64 > self.ring_size {
             return Err(Error::Invalid("journal transaction larger than the ring"));
         }
         let end = shard.head + shard.buf.len() as u64;
-        ring_write(region, shard.ring, self.ring_size, shard.head, &shard.buf)?;
+        ring_write(region, shard.ring, self.ring_size, shard.head, &shard.buf, &mut cost)?;
         // R2: records, TxnInfo and every checked range persistent: this is
         // the commit point (see the module comment).
-        region.fence();
+        cost.fence(region);
         for u in updates {
-            apply(region, u)?;
+            apply(region, u, &mut cost)?;
         }
-        region.fence(); // R2: in-place updates persistent before the checkpoint.
+        cost.fence(region); // R2: in-place updates persistent before the checkpoint.
 
         // Checkpoint: one 8-byte store, durable before the operation
         // returns (R5). A later
@@ -298,8 +339,9 @@ impl Txn<'_> {
         // recovery could replay it after the later one and roll back words
         // they share. The fence costs little: releasing the shard (a
         // locked instruction) would wait for the flush anyway.
-        region.commit_u64(shard.header + JOURNAL_HEAD_FIELD, end)?;
+        checkpoint(region, shard.header, end, &mut cost)?;
         shard.head = end;
+        self.counters.add(&cost, true);
         Ok(Durable { txn: Some(id) })
     }
 }
@@ -324,16 +366,33 @@ impl Journal {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok(Journal {
+            counters: shards.iter().map(|_| Counters::default()).collect(),
             shards,
             ring_size: sb.journal_ring_size,
+            blocks: false,
         })
+    }
+
+    /// From now on, journals transactions as whole blocks: the benchmarks'
+    /// block-granular baseline, which nothing recovers (`blocks`).
+    pub(crate) fn use_blocks(&mut self) {
+        self.blocks = true;
+    }
+
+    /// What every commit since the open wrote and fenced.
+    pub(crate) fn stats(&self) -> JournalStats {
+        stats::sum(&self.counters)
     }
 
     /// Applies `updates` atomically: after a crash either all or none are
     /// visible.
     pub(crate) fn commit(&self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
         if let Some(u) = single_word(updates) {
-            return commit_word(region, u); // Without taking a shard.
+            // Without taking a shard; counted on this thread's.
+            let mut cost = Cost::default();
+            word(region, u, &mut cost)?;
+            self.counters[current_shard(self.counters.len())].add(&cost, false);
+            return Ok(Durable { txn: None });
         }
         self.begin().commit(region, updates)
     }
@@ -352,6 +411,8 @@ impl Journal {
             shard,
             index: index as u64,
             ring_size: self.ring_size,
+            counters: &self.counters[index],
+            blocks: self.blocks,
         }
     }
 
@@ -402,7 +463,7 @@ impl Journal {
                 }
                 done.repaired += from_replica.len() as u64;
                 for u in &txn.updates {
-                    apply(&*meta, u)?;
+                    apply(&*meta, u, &mut Cost::default())?;
                 }
                 // Replayed updates (and primaries rewritten from their
                 // replicas) persistent, then checkpointed before the next
@@ -507,7 +568,14 @@ fn restore_header(region: &dyn Region, off: u64, ring_size: u64) -> Result<bool>
 /// a second crash before the next transaction overwrites it would let
 /// recovery replay it.
 fn forget_uncommitted(region: &dyn Region, ring: u64, size: u64, pos: u64) -> Result<()> {
-    ring_write(region, ring, size, pos, &[0; size_of::<JournalRecord>()])?;
+    ring_write(
+        region,
+        ring,
+        size,
+        pos,
+        &[0; size_of::<JournalRecord>()],
+        &mut Cost::default(),
+    )?;
     region.fence(); // R2: forgotten before anything later can satisfy its checks.
     Ok(())
 }
@@ -655,160 +723,4 @@ fn copy_replica_over_primary(data: &dyn Region, bounds: Bounds, addr: u64, len: 
         tracing::info!(addr, len, "journal-checked metadata taken from its replica");
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const RING: u64 = 4096;
-
-    /// A ring held in memory, read with wrap-around like the real one.
-    fn reader(ring: &[u8]) -> impl Fn(u64, &mut [u8]) -> Result<()> + '_ {
-        move |pos, buf| {
-            for (i, b) in buf.iter_mut().enumerate() {
-                *b = ring[((pos + i as u64) % RING) as usize];
-            }
-            Ok(())
-        }
-    }
-
-    fn ring_with(txns: &[(&[Update], &[Check])], start: u64) -> Vec<u8> {
-        let mut ring = vec![0u8; RING as usize];
-        let mut pos = start;
-        for (updates, checks) in txns {
-            let mut buf = Vec::new();
-            encode_into(&mut buf, updates, checks, pos);
-            for (i, b) in buf.iter().enumerate() {
-                ring[((pos + i as u64) % RING) as usize] = *b;
-            }
-            pos += buf.len() as u64;
-        }
-        ring
-    }
-
-    #[test]
-    fn transactions_round_trip_across_the_ring_end() {
-        let t1 = [
-            Update::word(64, 7),
-            Update {
-                addr: 100,
-                bytes: vec![1, 2, 3],
-            },
-        ];
-        let c1 = [Check {
-            addr: 512,
-            len: 64,
-            crc: 0xdead_beef,
-        }];
-        let t2 = [Update::word(8, 9)];
-        let start = RING - 40; // The first transaction wraps.
-        let ring = ring_with(&[(&t1, &c1), (&t2, &[])], start);
-        let read = reader(&ring);
-        let a = read_txn(&read, start, RING, 4096).unwrap().unwrap();
-        assert_eq!(a.updates.len(), 2);
-        assert_eq!(a.updates[1].bytes, vec![1, 2, 3]);
-        assert_eq!(a.checks, c1);
-        let b = read_txn(&read, a.end, RING, 4096).unwrap().unwrap();
-        assert_eq!(
-            (b.updates[0].addr, b.updates[0].bytes.clone()),
-            (8, 9u64.to_le_bytes().to_vec())
-        );
-        assert!(b.checks.is_empty());
-        assert!(
-            read_txn(&read, b.end, RING, 4096).unwrap().is_none(),
-            "zeroed ring after the last"
-        );
-    }
-
-    #[test]
-    fn damaged_misplaced_or_out_of_bounds_transactions_are_not_committed() {
-        let t = [Update::word(64, 7), Update::word(128, 8)];
-        let ring = ring_with(&[(&t, &[])], 0);
-        assert!(read_txn(&reader(&ring), 0, RING, 4096).unwrap().is_some());
-        for flip in [0, 8, 20, 40] {
-            let mut bad = ring.clone();
-            bad[flip] ^= 1;
-            assert!(
-                read_txn(&reader(&bad), 0, RING, 4096).unwrap().is_none(),
-                "bit flip at {flip}"
-            );
-        }
-        // The same bytes found one lap later belong to an older transaction.
-        assert!(read_txn(&reader(&ring), RING, RING, 4096).unwrap().is_none());
-        assert!(
-            read_txn(&reader(&ring), 0, RING, 100).unwrap().is_none(),
-            "record beyond the region"
-        );
-    }
-
-    #[test]
-    fn a_damaged_head_replays_nothing_and_counting_on_cannot_overflow() {
-        let region = pm::MemRegion::new(8192);
-        for damaged in [MAX_HEAD, u64::MAX - 3, u64::MAX, 12345] {
-            region.store_u64(64 + JOURNAL_HEAD_FIELD, damaged).unwrap();
-            let head = load_head(&region, 64, RING).unwrap();
-            assert_eq!(head % RING, (damaged % RING) & !7, "the same ring position's word");
-            assert!(
-                head_is_whole(head) && head_is_whole(head + (1 << 60)),
-                "room to count on"
-            );
-            assert!(head >= 1 << 61, "a count no transaction reached");
-        }
-        region.store_u64(64 + JOURNAL_HEAD_FIELD, 12344).unwrap();
-        assert_eq!(load_head(&region, 64, RING).unwrap(), 12344);
-    }
-
-    #[test]
-    fn checks_compare_the_media_with_what_was_written() {
-        let region = pm::MemRegion::new(8192);
-        let bytes = [5u8; 64];
-        region.write(4096, &bytes).unwrap();
-        let good = Check {
-            addr: 4096,
-            len: 64,
-            crc: crc32c::crc32c(&bytes),
-        };
-        let plain = Bounds {
-            data_start: 4096,
-            data_end: 8192,
-            replicas: false,
-            dead_zone_pages: 0,
-            stale: false,
-        };
-        assert_eq!(checks_hold(&region, &region, plain, &[good]).unwrap(), Some(vec![]));
-        region.write(4100, &[6]).unwrap();
-        assert_eq!(checks_hold(&region, &region, plain, &[good]).unwrap(), None);
-    }
-
-    #[test]
-    fn a_check_that_fails_in_the_primary_holds_in_its_replica() {
-        let mem = std::sync::Arc::new(pm::MemRegion::new(24 * PAGE_SIZE));
-        let bounds = Bounds {
-            data_start: 4 * PAGE_SIZE,
-            data_end: 20 * PAGE_SIZE,
-            replicas: true,
-            dead_zone_pages: 2,
-            stale: false,
-        };
-        let meta = Mirrored::view(mem.clone(), bounds);
-        let addr = 5 * PAGE_SIZE + 200;
-        let bytes = [7u8; 100];
-        meta.write(addr, &bytes).unwrap();
-        let c = Check::of(addr, &bytes);
-        assert_eq!(checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(), Some(vec![]));
-        // A scribble reads back: only the checksum finds it.
-        mem.write(addr + 70, &[0xee; 8]).unwrap();
-        assert_eq!(
-            checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(),
-            Some(vec![(addr, 100)])
-        );
-        copy_replica_over_primary(&*mem, bounds, addr, 100).unwrap();
-        assert_eq!(checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(), Some(vec![]));
-        // Both copies wrong: not committed.
-        let m = bounds.mirror(addr).unwrap();
-        mem.write(addr, &[1]).unwrap();
-        mem.write(m + 99, &[1]).unwrap();
-        assert_eq!(checks_hold(&*meta, &*mem, bounds, &[c]).unwrap(), None);
-    }
 }
