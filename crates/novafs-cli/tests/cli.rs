@@ -327,27 +327,35 @@ fn fsck_refuses_an_image_in_use() {
     assert_eq!(std::fs::read(&img).unwrap(), before, "image untouched");
 }
 
-#[test]
-fn bench_prints_its_table_dram_and_mount_times_and_removes_its_image() {
-    let dir = scratch();
-    let img = path(&dir, "bench.img");
-    let args = [
-        "bench",
+/// `novafs bench` with `form` (none for the full run) on 20 files of 2
+/// appends, `rounds` rounds, a 256 MiB scratch image `img` (room for the
+/// DRAM measurement's 64 MiB file, and for both inode tables of every
+/// shard on a machine with many CPUs): its output, once it succeeded.
+fn small_bench(form: &[&str], rounds: &str, img: &str) -> String {
+    let mut args = vec!["bench"];
+    args.extend_from_slice(form);
+    args.extend([
         "--files",
         "20",
         "--appends",
         "2",
         "--rounds",
-        "3",
-        // Room for the DRAM measurement's 64 MiB file.
+        rounds,
         "--size",
         "256M",
         "--image",
-        &img,
-    ];
+        img,
+    ]);
     let o = novafs(&args);
     assert!(o.status.success(), "{}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+#[test]
+fn bench_prints_its_table_dram_and_mount_times_and_removes_its_image() {
+    let dir = scratch();
+    let img = path(&dir, "bench.img");
+    let out = small_bench(&[], "3", &img);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
@@ -402,24 +410,7 @@ fn bench_prints_its_table_dram_and_mount_times_and_removes_its_image() {
 fn bench_compares_replicas_side_by_side_with_targets_and_storage() {
     let dir = scratch();
     let img = path(&dir, "cmp.img");
-    let args = [
-        "bench",
-        "--compare-replicas",
-        "--files",
-        "20",
-        "--appends",
-        "2",
-        "--rounds",
-        "2",
-        // Room for both inode tables of every shard on a machine with many CPUs.
-        "--size",
-        "256M",
-        "--image",
-        &img,
-    ];
-    let o = novafs(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = small_bench(&["--compare-replicas"], "2", &img);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
@@ -603,23 +594,7 @@ fn tune_checks_the_room_for_its_copy_and_removes_a_stale_one() {
 fn bench_compares_fine_grained_with_block_granular_journaling_and_removes_its_images() {
     let dir = scratch();
     let img = path(&dir, "journal.img");
-    let args = [
-        "bench",
-        "--compare-journal",
-        "--files",
-        "20",
-        "--appends",
-        "2",
-        "--rounds",
-        "2",
-        "--size",
-        "256M",
-        "--image",
-        &img,
-    ];
-    let o = novafs(&args);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let out = String::from_utf8_lossy(&o.stdout);
+    let out = small_bench(&["--compare-journal"], "2", &img);
     let lines: Vec<&str> = out.lines().collect();
     assert_eq!(
         lines[0],
