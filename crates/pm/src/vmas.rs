@@ -24,12 +24,15 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-/// A page no mapping backs (the window's `PROT_NONE` reservation).
-const NONE: u64 = u64::MAX;
+/// A page no mapping backs (the window's `PROT_NONE` reservation): zero,
+/// so that a new window's table is untouched memory until it maps.
+const NONE: u64 = 0;
 /// A page of zeros (anonymous, read-only): a hole read before any store.
-const ZERO: u64 = u64::MAX - 1;
-/// Low bit of a file page's entry: mapped writable. Offsets are page
-/// aligned, so the bit is free.
+const ZERO: u64 = 2;
+/// A file page's entry is its offset plus one page (never below it, so
+/// never `NONE` or `ZERO`), its low bit set when mapped writable (offsets
+/// are page aligned, so the bit is free).
+const FILE: u64 = crate::WINDOW_PAGE as u64;
 const WRITABLE: u64 = 1;
 
 /// What backs one window page, as the kernel sees it for merging.
@@ -48,7 +51,7 @@ impl Backing {
         match self {
             Backing::None => NONE,
             Backing::Zero => ZERO,
-            Backing::File { off, writable } => off | if writable { WRITABLE } else { 0 },
+            Backing::File { off, writable } => (off + FILE) | if writable { WRITABLE } else { 0 },
         }
     }
 }
@@ -57,7 +60,7 @@ impl Backing {
 fn joins(a: u64, b: u64) -> bool {
     match (a, b) {
         (NONE, NONE) | (ZERO, ZERO) => true,
-        _ if a >= ZERO || b >= ZERO => false,
+        _ if a < FILE || b < FILE => false,
         _ => {
             a & WRITABLE == b & WRITABLE
                 && (a & !WRITABLE).checked_add(crate::WINDOW_PAGE as u64) == Some(b & !WRITABLE)
@@ -108,7 +111,7 @@ impl Layout {
             NONE => Backing::None,
             ZERO => Backing::Zero,
             e => Backing::File {
-                off: e & !WRITABLE,
+                off: (e & !WRITABLE) - FILE,
                 writable: e & WRITABLE != 0,
             },
         }
@@ -254,7 +257,7 @@ mod tests {
                     3 => w.zap(page, n).unwrap(),
                     _ => {
                         // mprotect only where a file is mapped, as owners do.
-                        let mapped = w.layout().pages[page..page + n].iter().all(|&e| e < ZERO);
+                        let mapped = w.layout().pages[page..page + n].iter().all(|&e| e >= FILE);
                         if mapped {
                             w.protect(page, n, next(2) == 1).unwrap();
                         }
