@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 pub mod backend;
+pub mod fgm;
 pub mod fio;
 pub mod fullfs;
 pub mod memory;

@@ -25,7 +25,7 @@ use pm::{MapOptions, MmapRegion, Prefault, Protection, Region, WriteProtect};
 
 use crate::image::{explain, parse_size};
 use crate::info::bytes;
-use crate::{bench_mmap, bench_snapshots};
+use crate::{bench_fgm, bench_mmap, bench_snapshots};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -73,6 +73,19 @@ pub struct Args {
     /// and fences per operation (FGM §IV).
     #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "snapshots", "mmap"])]
     compare_journal: bool,
+    /// Instead of the full run, compare the fine-grained journal against
+    /// block-granular journaling on FGM's workloads (§IV-A: varmail,
+    /// fileserver, FileMicro_writefsync, PostMark), rounds interleaved:
+    /// throughput, journal bytes and fences per operation.
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "snapshots", "mmap"])]
+    fgm: bool,
+    /// With --fgm: seconds of each workload per round and side.
+    #[arg(long, default_value_t = 3.0)]
+    fgm_secs: f64,
+    /// With --fgm: files of varmail's and fileserver's file sets and of
+    /// PostMark's pool.
+    #[arg(long, default_value_t = 2_000)]
+    fgm_files: u64,
     /// Instead of the full run, measure snapshots (NOVA-Fortis §3): the
     /// latency of taking one as the file system grows, fileserver
     /// throughput with one every --snapshot-every seconds against none
@@ -143,6 +156,26 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if args.compare_journal {
         return compare(args, files, rounds, &journaling());
+    }
+    if args.fgm {
+        let plan = bench_fgm::Plan {
+            rounds,
+            secs: if args.quick { 1.0 } else { args.fgm_secs },
+            files: args.fgm_files,
+            // The paper's 1 GB file, scaled: room for both its fourfold
+            // growth and the other workloads' files.
+            big_file: (args.size / 16).min(64 << 20),
+        };
+        return with_sides(args, &journaling(), |sides| {
+            let [a, b] = [&sides[0], &sides[1]];
+            let mut about = vec![a.media.clone()];
+            about.extend(
+                sides
+                    .iter()
+                    .map(|s| format!("{}: {}", s.config.name, describe(s, true))),
+            );
+            bench_fgm::run([(a.config.name, &a.lib), (b.config.name, &b.lib)], &about, &plan)
+        });
     }
     if args.snapshots {
         return bench_snapshots::run(&bench_snapshots::Plan {
@@ -346,22 +379,29 @@ struct Side<'a> {
 }
 
 /// The microbenchmark on both configurations of `cmp`, side by side:
-/// rounds interleaved, the order swapped every round; each on its own
-/// scratch image, removed afterwards.
+/// rounds interleaved, the order swapped every round.
 fn compare(args: &Args, files: u64, rounds: usize, cmp: &Comparison) -> Result<()> {
+    with_sides(args, cmp, |sides| measure(args, files, rounds, cmp, sides))
+}
+
+/// `body` on both configurations of `cmp`, each mapped and formatted on
+/// its own scratch image, removed afterwards.
+fn with_sides(args: &Args, cmp: &Comparison, body: impl FnOnce(&[Side]) -> Result<()>) -> Result<()> {
     let images = [args.image.clone(), args.image.with_extension("2.img")];
-    let result = measure(args, files, rounds, cmp, &images);
+    let result = (|| {
+        let mut sides = Vec::new();
+        for (config, image) in cmp.configs.iter().zip(&images) {
+            sides.push(open_side(args, config, image)?);
+        }
+        body(&sides)
+    })();
     for image in &images {
         let _ = std::fs::remove_file(image);
     }
     result
 }
 
-fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, images: &[PathBuf; 2]) -> Result<()> {
-    let mut sides = Vec::new();
-    for (config, image) in cmp.configs.iter().zip(images) {
-        sides.push(open_side(args, config, image)?);
-    }
+fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, sides: &[Side]) -> Result<()> {
     let bar = ProgressBar::new(rounds as u64);
     let mut runs: [Vec<Micro>; 2] = Default::default();
     for round in 0..rounds {
@@ -377,11 +417,11 @@ fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, images: &[P
         b.config.name, a.config.name, args.appends
     );
     println!("{}", a.media);
-    for side in &sides {
+    for side in sides {
         println!("{}: {}", side.config.name, describe(side, cmp.journal));
     }
     if cmp.journal {
-        return journal_table(&sides, &runs);
+        return journal_table(sides, &runs);
     }
     let with_targets = cmp.targets.iter().any(Option::is_some);
     let (target_head, target_rule) = if with_targets { (" target |", "---|") } else { ("", "") };
@@ -402,7 +442,7 @@ fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, images: &[P
         println!("| {name} | {x:.3} | {y:.3} | {ratio:.2} |{target}");
     }
     if let Some(paper) = cmp.storage {
-        storage(&sides, files, args.appends, paper)?;
+        storage(sides, files, args.appends, paper)?;
     }
     Ok(())
 }
@@ -497,7 +537,7 @@ fn journal_table(sides: &[Side], runs: &[Vec<Micro>; 2]) -> Result<()> {
 
 /// How much less `fine` is than `block`, in percent; "—" when `block`
 /// journals nothing.
-fn saved(fine: f64, block: f64) -> String {
+pub(crate) fn saved(fine: f64, block: f64) -> String {
     if block > 0.0 {
         format!("{:.1}%", 100.0 * (1.0 - fine / block))
     } else {

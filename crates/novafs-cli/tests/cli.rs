@@ -692,3 +692,64 @@ fn median(out: &str, row: &str) -> f64 {
         .unwrap_or_else(|| panic!("no {row}: {out}"));
     line[row.len()..].split(" | ").next().unwrap().parse().unwrap()
 }
+
+#[test]
+fn bench_fgm_runs_every_workload_on_both_journals_and_removes_its_images() {
+    let dir = scratch();
+    let img = path(&dir, "fgm.img");
+    let out = small_bench(&["--fgm", "--fgm-secs", "0.1", "--fgm-files", "20"], "1", &img);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "block-granular against fine-grained: FGM §IV-A workloads, 0.1 s each per round and side, \
+         1 rounds interleaved, one thread",
+        "{out}"
+    );
+    assert_eq!(
+        lines[4],
+        "20 files in varmail's and fileserver's sets and PostMark's pool; FileMicro_writefsync appends \
+         4 KiB to a 16 MiB file, fsync every 32",
+        "{out}"
+    );
+    assert_eq!(
+        lines[6],
+        "| workload | operation | fine-grained ops/s | block-granular ops/s | fine-grained journal B/op | \
+         block-granular journal B/op | bytes saved | fine-grained fences/op | block-granular fences/op |"
+    );
+    let rows: Vec<Vec<&str>> = lines[8..]
+        .iter()
+        .map(|l| l.trim_matches(|c| c == '|' || c == ' ').split(" | ").collect())
+        .collect();
+    let names: Vec<(&str, &str)> = rows.iter().map(|r| (r[0], r[1])).collect();
+    assert_eq!(
+        names,
+        [
+            ("varmail", "flowop"),
+            ("fileserver", "flowop"),
+            ("FileMicro_writefsync", "4 KiB append"),
+            ("postmark", "transaction"),
+        ],
+        "{out}"
+    );
+    let num = |cell: &str| cell.parse::<f64>().unwrap();
+    for row in &rows {
+        assert!(num(row[2]) > 0.0 && num(row[3]) > 0.0, "{out}");
+        let (fine, block) = (num(row[4]), num(row[5]));
+        if row[0] == "FileMicro_writefsync" {
+            // Appends commit through the inode log's tail, not the journal.
+            assert_eq!(&row[4..], ["0.0", "0.0", "—", "0.00", "0.00"], "{out}");
+        } else {
+            // Creates and deletes journal: a block each way, records and a
+            // TxnInfo the fine-grained way.
+            assert!(fine > 0.0 && block > fine, "{out}");
+            assert!(num(row[6].trim_end_matches('%')) >= 90.0, "{out}");
+            assert!(num(row[8]) > num(row[7]), "{out}");
+        }
+    }
+    let left: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "the bench left {left:?}");
+}
