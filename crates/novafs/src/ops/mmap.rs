@@ -181,25 +181,25 @@ impl PageState {
     /// back in. A writable page's bytes are the file's, and its unprotect
     /// entry stays: its next store only maps it again.
     fn make_room(&mut self, keep: Range<usize>) -> Result<()> {
-        let PageState {
-            window,
-            writable,
-            blocks,
-            hand,
-            ..
-        } = self;
-        let Some(w) = window.clone() else {
+        let Some(w) = self.window.clone() else {
             return Ok(());
         };
-        hand.make_room(&w, blocks.len(), keep, |part| {
-            w.zap(part.start, part.len())?;
-            let dropped: Vec<usize> = writable.range(part.clone()).copied().collect();
-            for p in dropped {
-                writable.remove(&p);
-            }
-            blocks[part].fill(0);
-            Ok(())
-        })
+        let mut hand = std::mem::take(&mut self.hand);
+        let n = self.blocks.len();
+        let done = hand.make_room(&w, n, keep, |part| self.drop_pages(part));
+        self.hand = hand;
+        done
+    }
+
+    /// Unmaps window pages `pages`: not writable, mapping nothing, until
+    /// they fault in again.
+    fn drop_pages(&mut self, pages: Range<usize>) -> Result<()> {
+        if let Some(w) = &self.window {
+            w.zap(pages.start, pages.len())?;
+        }
+        self.writable.retain(|p| !pages.contains(p));
+        self.blocks[pages].fill(0);
+        Ok(())
     }
 }
 
@@ -462,13 +462,7 @@ impl Shared {
         let Some(pages) = self.window_pages(&range) else {
             return Ok(());
         };
-        let mut state = self.state.lock();
-        if let Some(w) = &state.window {
-            w.zap(pages.start, pages.len())?;
-        }
-        state.writable.retain(|p| !pages.contains(p));
-        state.blocks[pages].fill(0);
-        Ok(())
+        self.state.lock().drop_pages(pages)
     }
 
     /// Makes this mapping's writable pages among window pages `pages`

@@ -227,20 +227,22 @@ impl Window {
     /// Maps zeros, read-only and private, at window pages `page..`: a hole
     /// of the file, read before anything is stored there (a store faults).
     pub fn map_zero(&self, page: usize, npages: usize) -> Result<(), PmError> {
-        let at = self.check(page, npages)?;
-        let mut layout = self.layout();
-        anonymous(at.cast(), npages * WINDOW_PAGE, libc::PROT_READ)?;
-        layout.set(page..page + npages, |_, _| Backing::Zero);
-        Ok(())
+        self.anonymous_pages(page, npages, libc::PROT_READ, Backing::Zero)
     }
 
     /// Unmaps window pages `page..`: their next access faults, and the
     /// handler maps whatever the file holds there then.
     pub fn zap(&self, page: usize, npages: usize) -> Result<(), PmError> {
+        self.anonymous_pages(page, npages, libc::PROT_NONE, Backing::None)
+    }
+
+    /// Maps anonymous memory of protection `prot` at window pages
+    /// `page..`, recorded as `backing`.
+    fn anonymous_pages(&self, page: usize, npages: usize, prot: libc::c_int, backing: Backing) -> Result<(), PmError> {
         let at = self.check(page, npages)?;
         let mut layout = self.layout();
-        anonymous(at.cast(), npages * WINDOW_PAGE, libc::PROT_NONE)?;
-        layout.set(page..page + npages, |_, _| Backing::None);
+        anonymous(at.cast(), npages * WINDOW_PAGE, prot)?;
+        layout.set(page..page + npages, |_, _| backing);
         Ok(())
     }
 
