@@ -94,6 +94,7 @@
 //! | 6 | `inodes` | `inode` | an inode's DRAM state, replayed from its log |
 //! | 7 | `inodes` | `commit` | the shared context and the commit paths, which alone make the proofs that publishing and freeing need |
 //! | 8 | `logs`, `inodes`, `snapshots` | `gc`, `cache`, `reclaim` | fast and thorough log GC (NOVA §4.6); the inode cache; the background reclaimer of deleted snapshots (Fortis §3.2) |
+//! | 8 | `ops` | `relaxed` | relaxed mode's in-place overwrites and setattrs (Fortis §4.6), under journal intents |
 //! | 9 | `ops` | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
 //! | 10 | `ops` | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 10 | `ops` | `access` | who may do what: Linux's permission checks (mode, ACL, capabilities; deleting, renaming, xattrs), for callers without a kernel in between |
@@ -149,7 +150,7 @@ use logs::{gc, journal, log};
 use media::geometry;
 use media::{health, layout, replica, strips, superblock};
 pub use ops::fs;
-use ops::{access, file, mmap, mmap_atomic, namespace, setattr, xattr};
+use ops::{access, file, mmap, mmap_atomic, namespace, relaxed, setattr, xattr};
 #[cfg(feature = "tools")]
 pub use protect::inject;
 use protect::scrub;
@@ -243,6 +244,7 @@ mod layering {
         ("gc", 8, "logs", include_str!("logs/gc.rs")),
         ("cache", 8, "inodes", include_str!("inodes/cache.rs")),
         ("reclaim", 8, "snapshots", include_str!("snapshots/reclaim.rs")),
+        ("relaxed", 8, "ops", include_str!("ops/relaxed.rs")),
         ("file", 9, "ops", include_str!("ops/file.rs")),
         ("xattr", 9, "ops", include_str!("ops/xattr.rs")),
         ("namespace", 10, "ops", include_str!("ops/namespace.rs")),

@@ -140,6 +140,11 @@ pub(crate) struct Meta {
     /// File pages mapped writable (DAX mmap, caveat DAXor): their data
     /// pages' checksums may be stale. Page → its MMAP_UNPROTECT entry.
     pub unprotected: BTreeMap<u64, u64>,
+    /// The log's newest entry when it is one relaxed mode may change in
+    /// place (`relaxed`): a setattr, or a write entry that maps pages
+    /// (which then all stay its own: nothing newer superseded them). Such
+    /// an entry is live, so GC keeps its page.
+    pub newest: Option<u64>,
 }
 
 /// Log entries decoded and checked against the inode they belong to.
@@ -157,6 +162,7 @@ impl Meta {
             last_setattr: None,
             last_link: None,
             unprotected: BTreeMap::new(),
+            newest: None,
         }
     }
 
@@ -192,6 +198,7 @@ impl Meta {
         };
         // What this entry supersedes dies in its epoch.
         log.applying(hdr.epoch);
+        self.newest = None;
         match etype {
             EntryType::Write => {
                 let e: WriteEntry = decode(bytes)?;
@@ -222,6 +229,7 @@ impl Meta {
                 }
                 map.apply_write(log, off, e.pgoff, e.block, u64::from(e.npages), freed);
                 self.protect(log, e.pgoff..e.pgoff + u64::from(e.npages));
+                self.newest = (e.block != 0).then_some(off);
                 self.attr.size = e.size;
                 self.attr.mtime = e.mtime;
                 self.attr.ctime = e.mtime;
@@ -258,6 +266,7 @@ impl Meta {
                 self.attr.atime = e.atime;
                 self.attr.mtime = e.mtime;
                 self.attr.ctime = e.ctime;
+                self.newest = Some(off);
                 // A shrinking setattr stays live until thorough GC: dropping it
                 // while older write entries remain would resurrect their pages.
                 if !shrinks {

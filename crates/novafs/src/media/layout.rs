@@ -512,14 +512,21 @@ pub const SNAPSHOT_LIST_OFF: u64 = RESERVED_INODES_OFF + INODE_SIZE;
 /// monotonically increasing byte counter, position = counter % ring size:
 /// where the next transaction goes, every earlier one being checkpointed.
 /// A transaction commits by its checksums, not by a tail store (journal/mod.rs).
+/// `intent` is 0, or the data page a relaxed-mode overwrite is changing in
+/// place with `INTENT_VALID` set (journal/intent.rs): recovery reseals it.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct JournalHeader {
     pub head: u64,
-    pub reserved: [u64; 7],
+    pub intent: u64,
+    pub reserved: [u64; 6],
 }
 const _: () = assert!(size_of::<JournalHeader>() == 64);
 pub const JOURNAL_HEAD_FIELD: u64 = std::mem::offset_of!(JournalHeader, head) as u64;
+pub const JOURNAL_INTENT_FIELD: u64 = std::mem::offset_of!(JournalHeader, intent) as u64;
+const _: () = assert!(JOURNAL_HEAD_FIELD == 0 && JOURNAL_INTENT_FIELD == 8);
+/// The low bit of a pending intent (a page address has its low 12 bits 0).
+pub const INTENT_VALID: u64 = 1;
 
 /// A journal record (fine-grained journaling §III-A: only the modified
 /// metadata is journaled). RECORD_UPDATE: `len` new bytes for region offset

@@ -141,6 +141,53 @@ impl Strips {
         self.put_sums(r, i, &page_sums(&buf))
     }
 
+    /// Relaxed mode (Fortis §4.6): bytes `at..` of data page `page` become
+    /// `bytes` in place. `old` holds the strips they touch as they were
+    /// (read checked, from strip `at / STRIP` on, whole strips). Writes the
+    /// bytes, both checksum copies of those strips, and the parity patched
+    /// by their difference (old ⊕ new), all flushed, not fenced: the
+    /// caller's intent names the page first (`journal::intent`) and its
+    /// commit's fence makes them durable together (R2).
+    pub fn overwrite(&self, r: &dyn Region, page: u64, at: usize, bytes: &[u8], old: &[u8]) -> Result<()> {
+        if !self.enabled() {
+            return Ok(r.write_nt(page + at as u64, bytes)?);
+        }
+        // Everything that can fail (a bad argument, an unreadable parity
+        // strip) fails before the first byte changes.
+        let i = self.index(page)?;
+        let lo = at / STRIP;
+        let mut new = old.to_vec();
+        let start = at - lo * STRIP;
+        new.get_mut(start..start + bytes.len())
+            .filter(|_| old.len().is_multiple_of(STRIP))
+            .ok_or(Error::Invalid("an in-place overwrite's old strips do not cover it"))?
+            .copy_from_slice(bytes);
+        let crcs: Vec<u8> = new
+            .chunks_exact(STRIP)
+            .flat_map(|s| strip_crc(s).to_le_bytes())
+            .collect();
+        let parity_at = self.parity + i * STRIP_SIZE;
+        let mut parity = [0u8; STRIP];
+        if self.parity != 0 {
+            r.read(parity_at, &mut parity)?;
+            for (o, n) in old.chunks_exact(STRIP).zip(new.chunks_exact(STRIP)) {
+                for ((p, a), b) in parity.iter_mut().zip(o).zip(n) {
+                    *p ^= a ^ b;
+                }
+            }
+        }
+        r.write_nt(page + at as u64, bytes)?;
+        if self.csum[0] != 0 {
+            for area in self.csum {
+                put(r, area + i * CSUM_BYTES + 4 * lo as u64, &crcs)?;
+            }
+        }
+        if self.parity != 0 {
+            put(r, parity_at, &parity)?;
+        }
+        Ok(())
+    }
+
     /// Writes (flushed, not fenced) both checksum copies and the parity of
     /// page index `i`.
     fn put_sums(&self, r: &dyn Region, i: u64, sums: &pm::stripe::PageSums) -> Result<()> {

@@ -16,6 +16,7 @@ use crate::inode::{setattr_entry, Attr, Body, InodeState};
 use crate::layout::{EntryType, WriteEntry, FLAG_APPEND, FLAG_IMMUTABLE, MAX_FILE_SIZE, PAGE_SIZE};
 use crate::log::Entry;
 use crate::pagemap::FileMap;
+use crate::relaxed;
 use crate::time::now_ns;
 
 const PS: usize = PAGE_SIZE as usize;
@@ -168,7 +169,8 @@ fn with_pages<'a, T>(
     f(&extents, held)
 }
 
-/// Copy-on-write of `data` at `off` (NOVA §4.4).
+/// Copy-on-write of `data` at `off` (NOVA §4.4), or in relaxed mode an
+/// overwrite in place where it may (`relaxed`).
 pub(crate) fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Result<usize> {
     file_map(st)?;
     // chattr +i: no change; +a: appends only.
@@ -183,6 +185,9 @@ pub(crate) fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Re
         .checked_add(data.len() as u64)
         .filter(|&e| e <= MAX_FILE_SIZE)
         .ok_or(Error::FileTooBig)?;
+    if let Some(n) = relaxed::overwrite(ctx, st, off, data)? {
+        return Ok(n);
+    }
     let first = off / PAGE_SIZE;
     let last = (end - 1) / PAGE_SIZE;
     let old_size = st.meta.attr.size;

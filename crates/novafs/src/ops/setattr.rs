@@ -11,6 +11,7 @@ use crate::file;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState};
 use crate::layout::{FLAG_APPEND, FLAG_IMMUTABLE, INODE_FLAGS, MAX_FILE_SIZE, PAGE_SIZE};
 use crate::mmap::{self, Mmaps};
+use crate::relaxed;
 use crate::setters::setters;
 use crate::time::now_ns;
 use crate::xattr;
@@ -124,6 +125,9 @@ pub(crate) fn setattr(ctx: &Ctx, mmaps: &Mmaps, st: &mut InodeState, ino: Ino, s
         let (e, pages) = xattr::chmod(ctx, st, a.perm, a.ctime)?.into_parts();
         entries.extend(e);
         held.merge(pages);
+    }
+    if entries.is_empty() && a.size == old.size && relaxed::setattr(ctx, st, &a)? {
+        return Ok(st.attr());
     }
     entries.push(setattr_entry(ctx.epoch(), &a));
     // A shrink frees space: it may use the reserve (alloc.rs `Budget`).

@@ -35,11 +35,16 @@
 //! that passes, checkpointing each before replaying the next. Records are
 //! redo images, so replay is idempotent.
 //!
+//! A relaxed-mode overwrite names the data page it changes in place in
+//! the shard's header line first, and its transaction clears it
+//! (`intent`).
+//!
 //! Every commit counts what it writes and its fences (`stats`). A
 //! benchmark can journal whole blocks instead (`blocks`), to measure what
 //! fine-grained journaling saves.
 
 mod blocks;
+mod intent;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -225,6 +230,10 @@ pub(crate) struct Txn<'a> {
     ring_size: u64,
     counters: &'a Counters,
     blocks: bool,
+    /// What it has written and fenced so far (an intent, `intent`).
+    cost: Cost,
+    /// It stored an intent, which its commit clears.
+    intent: bool,
 }
 
 /// Which transaction: its shard and ring position, so a log append made
@@ -295,10 +304,19 @@ impl Txn<'_> {
         }
     }
 
-    /// Commits `updates` (steps 2–4 of the protocol above).
+    /// Commits `updates` (steps 2–4 of the protocol above), and clears
+    /// the transaction's intent with them.
     pub(crate) fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
         let id = self.id();
-        let mut cost = Cost::default();
+        let mut cost = std::mem::take(&mut self.cost);
+        let with_clearing: Vec<Update>;
+        let updates = match self.clearing() {
+            Some(clear) => {
+                with_clearing = updates.iter().cloned().chain([clear]).collect();
+                &with_clearing[..]
+            }
+            None => updates,
+        };
         if let Some(u) = single_word(updates) {
             // Its first fence makes every checked range persistent (R1).
             word(region, u, &mut cost)?;
@@ -413,11 +431,13 @@ impl Journal {
             ring_size: self.ring_size,
             counters: &self.counters[index],
             blocks: self.blocks,
+            cost: Cost::default(),
+            intent: false,
         }
     }
 
     /// Whether any shard holds a committed transaction that recovery would
-    /// replay. Reads only, so it is safe on a mounted image.
+    /// replay, or an intent it would reseal. Reads only, so it is safe on a mounted image.
     pub(crate) fn pending(region: &Arc<dyn Region>, sb: &Superblock) -> Result<bool> {
         let bounds = bounds_of(sb);
         let meta = Mirrored::view(region.clone(), bounds);
@@ -429,7 +449,7 @@ impl Journal {
                 }
             }
         }
-        Ok(false)
+        intent::any_pending(&*meta, sb)
     }
 
     /// Replays the committed transactions of every shard of the image on
@@ -445,7 +465,7 @@ impl Journal {
         let mut done = Replay::default();
         for i in 0..u64::from(sb.shards) {
             let hdr = header_off(sb, i);
-            done.headers += u64::from(restore_header(&*meta, hdr, sb.journal_ring_size)?);
+            done.headers += u64::from(restore_header(&*meta, hdr, sb)?);
             let head = load_head(&*meta, hdr, sb.journal_ring_size)?;
             let mut pos = head;
             while let Some(txn) = txn_at(&*meta, sb, i, pos)? {
@@ -477,6 +497,7 @@ impl Journal {
                 done.replayed += 1;
             }
         }
+        done.resealed = intent::reseal_pending(&*meta, &**region, sb)?;
         Ok(done)
     }
 }
@@ -491,6 +512,8 @@ pub(crate) struct Replay {
     pub repaired: u64,
     /// Damaged header lines rewritten ([`damaged_headers`]).
     pub headers: u64,
+    /// Data pages a relaxed write was changing in place, resealed (`intent`).
+    pub resealed: u64,
 }
 
 /// Heads past this are damage: 2^62 bytes of transactions never happen.
@@ -518,8 +541,8 @@ fn load_head(region: &dyn Region, header: u64, ring_size: u64) -> Result<u64> {
 }
 
 /// What is wrong with each shard's header line, in words: a head no run
-/// of transactions reaches, or reserved words that are not zero (nothing
-/// writes them). Damage either way: [`Journal::recover`] rewrites the line.
+/// of transactions reaches, an intent that names no data page, or
+/// reserved words that are not zero (nothing writes them). Damage either way: [`Journal::recover`] rewrites the line.
 /// A format 1 image kept a tail in the line: its first mount rewrites it.
 pub(crate) fn damaged_headers(region: &dyn Region, sb: &Superblock) -> Result<Vec<String>> {
     let mut out = Vec::new();
@@ -531,7 +554,10 @@ pub(crate) fn damaged_headers(region: &dyn Region, sb: &Superblock) -> Result<Ve
         if !head_is_whole(hdr.head) {
             out.push(format!("journal head of shard {i} is damaged ({:#x})", hdr.head));
         }
-        if hdr.reserved != [0; 7] {
+        if !intent::is_whole(&hdr, sb) {
+            out.push(format!("journal intent of shard {i} is damaged ({:#x})", hdr.intent));
+        }
+        if hdr.reserved != [0; 6] {
             out.push(format!("journal header of shard {i} has damaged reserved words"));
         }
     }
@@ -545,16 +571,19 @@ fn read_header(region: &dyn Region, off: u64) -> Result<JournalHeader> {
 }
 
 /// Rewrites the header line at `off` if it is damaged ([`damaged_headers`]):
-/// the head [`load_head`] continues from, reserved words zero. Returns
-/// whether it did.
-fn restore_header(region: &dyn Region, off: u64, ring_size: u64) -> Result<bool> {
+/// the head [`load_head`] continues from, a whole intent kept (a damaged
+/// one cleared: which page it named is lost), reserved words zero.
+/// Returns whether it did.
+fn restore_header(region: &dyn Region, off: u64, sb: &Superblock) -> Result<bool> {
     let hdr = read_header(region, off)?;
-    if head_is_whole(hdr.head) && hdr.reserved == [0; 7] {
+    let intent_whole = intent::is_whole(&hdr, sb);
+    if head_is_whole(hdr.head) && intent_whole && hdr.reserved == [0; 6] {
         return Ok(false);
     }
     let whole = JournalHeader {
-        head: load_head(region, off, ring_size)?,
-        reserved: [0; 7],
+        head: load_head(region, off, sb.journal_ring_size)?,
+        intent: if intent_whole { hdr.intent } else { 0 },
+        reserved: [0; 6],
     };
     region.write(off, whole.as_bytes())?;
     region.flush(off, size_of::<JournalHeader>() as u64)?;
