@@ -84,7 +84,7 @@
 //! |---|---|---|---|
 //! | 0 | `base` | `error`, `hash`, `time`, `lock`, `setters` | utilities; the core's locks and their one order; the option structs' setters |
 //! | 1 | `media` | `layout` | every on-media structure, declared once (FORMAT.md) |
-//! | 2 | `media` | `superblock`, `replica`, `health`, `strips` | the superblock and its replica (Fortis §4.2); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3) |
+//! | 2 | `media` | `superblock`, `replica`, `health`, `strips`, `consistency` | the superblock and its replica (Fortis §4.2); the mirroring view metadata is written through (Fortis §4.2, §4.4); repair and loss counters; data checksums and parity (Fortis §4.3); the strict and relaxed modes' names and superblock codes (Fortis §4.6) |
 //! | 2 | `alloc` | `alloc` | the page allocator (NOVA §4.1): range sets, pools, mirror pairs, the reserve |
 //! | 3 | `media` | `geometry` | an image's format and state in public terms (what `novafs info` prints) |
 //! | 3 | `logs` | `journal` | per-shard fine-grained journals (NOVA §4.2; fine-grained journaling §III) |
@@ -148,7 +148,7 @@ use inodes::{cache, commit, inode};
 use logs::{gc, journal, log};
 #[cfg(feature = "tools")]
 use media::geometry;
-use media::{health, layout, replica, strips, superblock};
+use media::{consistency, health, layout, replica, strips, superblock};
 pub use ops::fs;
 use ops::{access, file, mmap, mmap_atomic, namespace, relaxed, setattr, xattr};
 #[cfg(feature = "tools")]
@@ -157,6 +157,7 @@ use protect::scrub;
 use snapshots::{reclaim, snapshot};
 
 pub use access::{Access, Caps, Cred};
+pub use consistency::{Consistency, ParseConsistencyError};
 pub use error::{Corruption, Error, Result, Structure};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use fs::{
@@ -210,6 +211,7 @@ mod layering {
         ("replica", 2, "media", include_str!("media/replica.rs")),
         ("health", 2, "media", include_str!("media/health.rs")),
         ("strips", 2, "media", include_str!("media/strips.rs")),
+        ("consistency", 2, "media", include_str!("media/consistency.rs")),
         (
             "journal",
             3,

@@ -10,6 +10,7 @@ use zerocopy::IntoBytes;
 
 use crate::alloc::Budget;
 use crate::commit::{Ctx, Parts};
+use crate::consistency::Consistency;
 use crate::dir::{dentry, DentrySpec};
 use crate::error::{Error, Result};
 use crate::health::Health;
@@ -48,6 +49,9 @@ pub struct FormatOptions {
     /// RAID-4 parity strip per data page (Fortis §4.3); both on by default.
     pub data_csum: bool,
     pub data_parity: bool,
+    /// The consistency mode mounts take unless they say otherwise
+    /// (NOVA-Fortis §4.6); strict by default.
+    pub consistency: Consistency,
 }
 
 impl FormatOptions {
@@ -66,6 +70,8 @@ impl FormatOptions {
         data_csum: bool,
         /// Keeps parity of file data, or not.
         data_parity: bool,
+        /// Sets the consistency mode mounts take by default.
+        consistency: Consistency,
     );
 
     /// The incompatible feature bits these options set.
@@ -91,6 +97,7 @@ impl Default for FormatOptions {
             dead_zone: DEFAULT_DEAD_ZONE,
             data_csum: true,
             data_parity: true,
+            consistency: Consistency::Strict,
         }
     }
 }
@@ -187,7 +194,8 @@ pub(crate) fn format(region: Arc<dyn Region>, opts: &FormatOptions) -> Result<()
         csum_off: g.csum,
         parity_off: g.parity,
         data_repairs: 0,
-        reserved: [0; 23],
+        consistency: opts.consistency.code(),
+        reserved: [0; 22],
         csum: 0,
         pad: 0,
     };

@@ -15,6 +15,7 @@ use zerocopy::IntoBytes;
 
 use crate::alloc::{Budget, PageAllocator};
 use crate::commit::{Ctx, Fate, Parts};
+use crate::consistency::Consistency;
 use crate::error::{corrupt, Error, Result};
 use crate::file;
 use crate::health::Health;
@@ -24,9 +25,9 @@ use crate::journal::Journal;
 use crate::layout::Bounds;
 use crate::layout::{
     decode, AllocStateHeader, Inode, SavedKept, Superblock, ALLOC_STATE_MAGIC, ALLOC_STATE_MAGIC_V1, CHUNK_PAGES,
-    CHUNK_SIZE, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_FREE, INODE_LIVE, INODE_SIZE,
-    INODE_STATE_OFF, LOG_NEXT_OFF, MMAP_PROTECT, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF, RESERVED_INODES_OFF,
-    STATE_CLEAN, STATE_MOUNTED, VERSION,
+    CHUNK_SIZE, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_RELAXED, FEATURE_INCOMPAT_REPLICAS_STALE, INODE_FREE,
+    INODE_LIVE, INODE_SIZE, INODE_STATE_OFF, LOG_NEXT_OFF, MMAP_PROTECT, PAGE_SHIFT, PAGE_SIZE, RECOVERY_INODE_OFF,
+    RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED, VERSION,
 };
 use crate::replica::{sync, Mirrored};
 use crate::snapshot::{Kept, Snapshots};
@@ -64,15 +65,21 @@ pub enum MetaReplicas {
 }
 
 /// Mounts: superblock (replica fallback), journal replay, then the saved
-/// allocator state or a parallel scan. Returns the context and superblock.
+/// allocator state or a parallel scan. Returns the context, in
+/// `consistency` mode (None: the image's default), and the superblock.
 pub(crate) fn mount(
     region: Arc<dyn Region>,
     read_only: bool,
     replicas: MetaReplicas,
+    consistency: Option<Consistency>,
 ) -> Result<(Ctx, Superblock, MountReport)> {
     let t0 = Instant::now();
     let r = &*region;
     let (mut sb, repaired) = read_superblock(r)?;
+    // An unknown default is refused even when the mount names its mode:
+    // the superblock is not what this novafs wrote.
+    let default = Consistency::of(&sb)?;
+    let consistency = consistency.unwrap_or(default);
     let mut report = MountReport {
         superblock_repaired: repaired,
         ..MountReport::default()
@@ -90,10 +97,20 @@ pub(crate) fn mount(
     if skip {
         sb.features_incompat |= FEATURE_INCOMPAT_REPLICAS_STALE;
     }
+    // A relaxed mount may leave data-write intents in the journal headers
+    // (Fortis §4.6): the bit that makes a novafs that does not know them
+    // refuse the image is durable before this mount writes anything else
+    // (R4, as for REPLICAS_STALE). A strict mount keeps a bit a crashed
+    // relaxed one left: only a clean unmount clears it (`save_clean`).
+    let mark_relaxed =
+        consistency == Consistency::Relaxed && !read_only && sb.features_incompat & FEATURE_INCOMPAT_RELAXED == 0;
+    if mark_relaxed {
+        sb.features_incompat |= FEATURE_INCOMPAT_RELAXED;
+    }
     // Rule R4 keeps one good copy only if both copies agree before every
     // update: a replica torn or left stale by a crash is rewritten now,
     // before this mount changes the primary.
-    if (repaired || skip || !replica_matches(r, &sb)) && !read_only {
+    if (repaired || skip || mark_relaxed || !replica_matches(r, &sb)) && !read_only {
         if repaired {
             tracing::warn!("primary superblock damaged; restored from the replica");
         }
@@ -129,9 +146,9 @@ pub(crate) fn mount(
             let bounds = bounds_of(&sb);
             ctx_fresh = ctx_fresh.with_meta(Mirrored::view(region.clone(), bounds), bounds);
         }
-        return finish(ctx_fresh, sb, report, read_only, t0);
+        return finish(ctx_fresh.with_consistency(consistency), sb, report, read_only, t0);
     }
-    finish(ctx, sb, report, read_only, t0)
+    finish(ctx.with_consistency(consistency), sb, report, read_only, t0)
 }
 
 fn finish(
@@ -141,6 +158,8 @@ fn finish(
     read_only: bool,
     t0: Instant,
 ) -> Result<(Ctx, Superblock, MountReport)> {
+    // Fortis §4.6: no write goes relaxed before the bit that covers it.
+    debug_assert!(!ctx.relaxed() || sb.features_incompat & FEATURE_INCOMPAT_RELAXED != 0);
     if !read_only {
         // A primary superblock restored from its replica is not counted:
         // damage cannot be told from a crash during its update (R4).
@@ -293,11 +312,14 @@ fn read_chain(r: &dyn Region, bounds: Bounds, head: u64, len: u64) -> Result<Vec
 }
 
 /// Clean unmount (NOVA §4.7): save the allocators to the recovery chain,
-/// then mark the superblock clean (primary, then replica: R4).
+/// then mark the superblock clean (primary, then replica: R4). Every write
+/// is done, so no data-write intent is left (Fortis §4.6): the
+/// RELAXED bit goes with the same superblock update.
 pub(crate) fn save_clean(ctx: &Ctx, sb: &mut Superblock) -> Result<()> {
     save_state(ctx, sb)?;
     ctx.health().stamp(sb);
     sb.state = STATE_CLEAN;
+    sb.features_incompat &= !FEATURE_INCOMPAT_RELAXED;
     write_superblock(ctx.region(), sb)
 }
 

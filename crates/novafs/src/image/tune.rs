@@ -1,5 +1,7 @@
 //! `novafs tune`: turns protection features of an unmounted image on or
-//! off. Metadata replicas decide where metadata may live (a primary low,
+//! off, or changes the consistency mode its mounts take by default
+//! ([`set_consistency`]: one superblock word, no rebuild). Metadata
+//! replicas decide where metadata may live (a primary low,
 //! its mirror high, the dead zone between: Fortis §4.4), so an image made
 //! without them cannot simply start keeping them: its log pages and inode
 //! tables sit anywhere, often where a mirror must go. Tuning therefore
@@ -15,6 +17,7 @@ use std::sync::Arc;
 
 use pm::Region;
 
+use crate::consistency::Consistency;
 use crate::error::{Error, Result};
 use crate::fs::{Fs, MountOptions, SetAttr, SEEK_DATA, SEEK_HOLE};
 use crate::fsck;
@@ -111,6 +114,8 @@ pub fn rebuild(
             dead_zone: features.dead_zone,
             data_csum: features.data_csum,
             data_parity: features.data_parity,
+            // The mounted source refused an unknown mode.
+            consistency: Consistency::of(&sb)?,
         },
     )?;
     let dst = Fs::open(to.clone(), MountOptions::default())?;
@@ -136,6 +141,28 @@ pub fn rebuild(
         ));
     }
     Ok(rebuilt)
+}
+
+/// Records `mode` as the consistency mode mounts of the cleanly unmounted
+/// image on `region` take by default (NOVA-Fortis §4.6), and returns the
+/// one it replaces. Only the superblock changes (both copies, primary
+/// first: R4): the modes share one format. An image that is mounted, or
+/// was not cleanly unmounted, is refused: a mount's superblock updates
+/// would undo the change, and a crashed relaxed mount's intents are for
+/// the next mount to reseal.
+pub fn set_consistency(region: &dyn Region, mode: Consistency) -> Result<Consistency> {
+    let (mut sb, _) = read_superblock(region)?;
+    if sb.state != STATE_CLEAN {
+        return Err(Error::Invalid(
+            "the image is mounted, or was not cleanly unmounted: unmount it (or mount and unmount it, or run fsck --repair) first",
+        ));
+    }
+    let was = Consistency::of(&sb)?;
+    if was != mode {
+        sb.consistency = mode.code();
+        write_superblock(region, &mut sb)?;
+    }
+    Ok(was)
 }
 
 /// Copies every inode reachable from the root of `src` into the empty

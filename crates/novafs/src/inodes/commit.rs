@@ -19,6 +19,7 @@ use std::sync::Arc;
 use pm::Region;
 
 use crate::alloc::{Budget, Freed, PageAllocator, Reserved, Unreferenced};
+use crate::consistency::Consistency;
 use crate::error::{corrupt, Error, Result};
 use crate::health::Health;
 use crate::inode::InodeState;
@@ -57,6 +58,9 @@ pub(crate) struct Ctx {
     strips: Strips,
     /// Data pages DAX mappings leave unprotected (`mmap`).
     stale: Stale,
+    /// The mount's consistency mode (NOVA-Fortis §4.6), as the mount
+    /// chose it: strict until the mount says otherwise.
+    consistency: Consistency,
 }
 
 /// What a context holds besides its regions, as mkfs and the mount build
@@ -96,7 +100,26 @@ impl Ctx {
             health: parts.health,
             strips: parts.strips,
             stale: Stale::default(),
+            consistency: Consistency::Strict,
         }
+    }
+
+    /// The same context in `consistency` mode (the mount's choice, or the
+    /// image's default).
+    pub(crate) fn with_consistency(self, consistency: Consistency) -> Ctx {
+        Ctx { consistency, ..self }
+    }
+
+    /// The mount's consistency mode, read-only or not.
+    pub(crate) fn consistency(&self) -> Consistency {
+        self.consistency
+    }
+
+    /// Writes go relaxed (NOVA-Fortis §4.6: file data overwritten in
+    /// place): the mount is relaxed and read-write. The superblock's
+    /// RELAXED bit is durable before any such write (`recovery::mount`).
+    pub(crate) fn relaxed(&self) -> bool {
+        self.consistency == Consistency::Relaxed && !self.read_only
     }
 
     /// The same context writing metadata through `region`, laid out as

@@ -2,9 +2,11 @@
 //! in terms a tool prints (`novafs info`): the superblock itself stays
 //! inside the crate, its layout free to change with the format.
 
+use crate::consistency::Consistency;
 use crate::health::HealthCounts;
 use crate::layout::{
-    Superblock, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_REPLICAS_STALE, PAGE_SIZE, STATE_CLEAN,
+    Superblock, FEATURE_INCOMPAT_META_REPLICA, FEATURE_INCOMPAT_RELAXED, FEATURE_INCOMPAT_REPLICAS_STALE, PAGE_SIZE,
+    STATE_CLEAN,
 };
 
 /// What an image's superblock says about it (`inspect` reads it).
@@ -32,6 +34,12 @@ pub struct Geometry {
     pub data_csum: bool,
     /// File data has a parity strip per page (Fortis §4.3).
     pub data_parity: bool,
+    /// The consistency mode mounts take by default (Fortis §4.6); else
+    /// the code the superblock holds instead, which mounts refuse.
+    pub consistency: Result<Consistency, u64>,
+    /// A relaxed mount is in use, or crashed and left data-write intents
+    /// that the next mount reseals (the RELAXED feature bit).
+    pub relaxed_mount: bool,
     /// What redundancy repaired and what was lost since mkfs.
     pub health: HealthCounts,
     /// When mkfs made the image, and when it was last mounted
@@ -58,6 +66,8 @@ impl Geometry {
             dead_zone: sb.dead_zone_pages * PAGE_SIZE,
             data_csum: sb.csum_off[0] != 0,
             data_parity: sb.parity_off != 0,
+            consistency: Consistency::from_code(sb.consistency).ok_or(sb.consistency),
+            relaxed_mount: incompat & FEATURE_INCOMPAT_RELAXED != 0,
             health: HealthCounts::of(sb),
             created_ns: sb.created_ns,
             mounted_ns: sb.mounted_ns,

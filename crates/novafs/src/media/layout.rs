@@ -82,14 +82,25 @@ pub const FEATURE_INCOMPAT_MMAP: u64 = 1 << 6;
 /// know them would take them for damage and free the file whose other
 /// bytes `fsck --repair` kept. Set, durably, before the first.
 pub const FEATURE_INCOMPAT_LOST: u64 = 1 << 7;
+/// A relaxed mount (NOVA-Fortis §4.6) is in use, or crashed: a relaxed
+/// mount may have left data-write intents in the journal headers, which a
+/// novafs that does not know them would not reseal. Set, durably, by
+/// every read-write relaxed mount before it writes anything else; cleared
+/// by the clean unmount.
+pub const FEATURE_INCOMPAT_RELAXED: u64 = 1 << 8;
 pub const FEATURES_INCOMPAT_SUPPORTED: u64 = FEATURE_INCOMPAT_META_REPLICA
     | FEATURE_INCOMPAT_LOST
+    | FEATURE_INCOMPAT_RELAXED
     | FEATURE_INCOMPAT_SNAPSHOTS
     | FEATURE_INCOMPAT_MMAP
     | FEATURE_INCOMPAT_REPLICAS_STALE
     | FEATURE_INCOMPAT_XATTR
     | FEATURE_INCOMPAT_DATA_CSUM
     | FEATURE_INCOMPAT_DATA_PARITY;
+/// Superblock `consistency` values: the mode a mount takes unless told
+/// otherwise (NOVA-Fortis §4.6). Images made before the field have 0.
+pub const CONSISTENCY_STRICT: u64 = 0;
+pub const CONSISTENCY_RELAXED: u64 = 1;
 /// Default dead zone between a metadata page and its replica (Fortis §4.4).
 pub const DEFAULT_DEAD_ZONE: u64 = 1 << 20;
 
@@ -139,11 +150,15 @@ pub struct Superblock {
     pub parity_off: u64,
     /// Data strips rebuilt or checksum copies rewritten since mkfs.
     pub data_repairs: u64,
-    pub reserved: [u64; 23],
+    /// The default consistency mode of mounts: CONSISTENCY_STRICT or
+    /// CONSISTENCY_RELAXED; any other value is refused at mount.
+    pub consistency: u64,
+    pub reserved: [u64; 22],
     pub csum: u32,
     pub pad: u32,
 }
 const _: () = assert!(size_of::<Superblock>() == 440);
+const _: () = assert!(std::mem::offset_of!(Superblock, consistency) == 248);
 const _: () = assert!(std::mem::offset_of!(Superblock, csum) == 432);
 
 impl Superblock {

@@ -3,8 +3,10 @@
 
 use std::sync::Arc;
 
+use novafs::probe::layout::{Superblock, PAGE_SIZE};
 use novafs::{FormatOptions, Fs, Mapping, MountOptions};
 use pm::{MemRegion, Region};
+use zerocopy::{FromBytes, IntoBytes};
 
 /// A freshly formatted heap region of `mib` MiB with `shards` shards.
 pub fn fresh(mib: u64, shards: u32) -> Arc<dyn Region> {
@@ -15,6 +17,19 @@ pub fn fresh(mib: u64, shards: u32) -> Arc<dyn Region> {
 
 pub fn mount(region: &Arc<dyn Region>) -> Fs {
     Fs::open(region.clone(), MountOptions::default()).unwrap()
+}
+
+/// Edits both superblock copies with `edit` and gives each its checksum
+/// again: a superblock novafs did not write, but one no checksum catches.
+pub fn rewrite_superblocks(mem: &dyn Region, edit: impl Fn(&mut Superblock)) {
+    for off in [0, mem.len() - PAGE_SIZE] {
+        let mut buf = vec![0u8; size_of::<Superblock>()];
+        mem.read(off, &mut buf).unwrap();
+        let mut sb = Superblock::read_from_bytes(&buf).unwrap();
+        edit(&mut sb);
+        sb.csum = sb.compute_csum();
+        mem.write(off, sb.as_bytes()).unwrap();
+    }
 }
 
 /// Reads a whole file.

@@ -22,6 +22,7 @@ use crate::lock::{Mutex, Rank};
 
 use crate::cache::Cache;
 use crate::commit::Ctx;
+use crate::consistency::Consistency;
 use crate::error::Result;
 use crate::health::HealthCounts;
 use crate::inode::{Body, FileType, Ino, InodeState, ROOT_INO};
@@ -30,8 +31,8 @@ use crate::journal::{damaged_headers, Journal};
 use crate::layout::Bounds;
 use crate::layout::{
     decode, ftype_of_mode, DentryHead, EntryHeader, EntryType, CHUNK_PAGES, CHUNK_SIZE, DENTRY_HEAD_SIZE,
-    ENTRY_INVALID, FEATURE_INCOMPAT_SNAPSHOTS, INODE_FREE, INODE_LIVE, INODE_STATE_OFF, KEPT_INODE, PAGE_SIZE,
-    RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
+    ENTRY_INVALID, FEATURE_INCOMPAT_RELAXED, FEATURE_INCOMPAT_SNAPSHOTS, INODE_FREE, INODE_LIVE, INODE_STATE_OFF,
+    KEPT_INODE, PAGE_SIZE, RESERVED_INODES_OFF, STATE_CLEAN, STATE_MOUNTED,
 };
 use crate::log::Log;
 use crate::namespace::{Namespace, NewNode};
@@ -96,6 +97,17 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         rep.superblock_copy = true;
         rep.problems
             .push("superblock replica is damaged or stale; fsck --repair rewrites it".into());
+    }
+    if Consistency::from_code(sb.consistency).is_none() {
+        rep.problems.push(format!(
+            "the superblock records consistency mode {}, which is neither 0 (strict) nor 1 (relaxed): \
+             no mount takes the image; fsck --repair resets it to strict",
+            sb.consistency
+        ));
+    }
+    if sb.features_incompat & FEATURE_INCOMPAT_RELAXED != 0 {
+        rep.notes
+            .push("a relaxed mount is in use or crashed: the next mount reseals its data-write intents".into());
     }
     rep.clean = sb.state == STATE_CLEAN;
     let health = HealthCounts::of(&sb);
@@ -374,12 +386,24 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
         done.push("superblock replica rewritten from the primary".to_string());
     }
     done.extend(damaged_headers(r, &sb)?.into_iter().map(|d| format!("{d}: rewritten")));
+    if Consistency::from_code(sb.consistency).is_none() {
+        // Strict is the mode that assumes nothing of the writes.
+        done.push(format!(
+            "consistency mode {} in the superblock reset to strict",
+            sb.consistency
+        ));
+        sb.consistency = Consistency::Strict.code();
+    }
     // Marked in use before anything else changes, so that this mount and
     // any after a crash rebuild the allocators by scanning.
     sb.state = STATE_MOUNTED;
     write_superblock(r, &mut sb)?;
     let (replayed, salvaged) = salvage::salvage_all(region.clone())?;
-    let (ctx, _, report) = recovery::mount(region.clone(), false, MetaReplicas::AsFormatted)?;
+    // Strict: repair writes no file data in place, so it sets no RELAXED
+    // bit; one a crashed relaxed mount left stays until the clean unmount
+    // below.
+    let strict = Some(Consistency::Strict);
+    let (ctx, _, report) = recovery::mount(region.clone(), false, MetaReplicas::AsFormatted, strict)?;
     let replayed = replayed + report.journal_replayed;
     if replayed > 0 {
         done.push(format!("replayed {replayed} committed journal transaction(s)"));
@@ -423,7 +447,7 @@ pub fn repair(region: Arc<dyn Region>) -> Result<Vec<String>> {
     ctx.health().stamp(&mut sb);
     write_superblock(r, &mut sb)?;
     // A second scan returns the freed inodes' pages; then save cleanly.
-    let (ctx, mut sb, _) = recovery::mount(region.clone(), false, MetaReplicas::AsFormatted)?;
+    let (ctx, mut sb, _) = recovery::mount(region.clone(), false, MetaReplicas::AsFormatted, strict)?;
     recovery::save_clean(&ctx, &mut sb)?;
     done.push("free pages and inode slots rebuilt by a full scan and saved".to_string());
     Ok(done)

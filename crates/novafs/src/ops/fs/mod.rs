@@ -21,6 +21,7 @@ use pm::Region;
 use crate::alloc::Budget;
 use crate::cache::{alive, is_loss, Cache, Cell};
 use crate::commit::Ctx;
+use crate::consistency::Consistency;
 use crate::error::{Error, Result};
 use crate::file;
 use crate::health::HealthCounts;
@@ -78,6 +79,9 @@ pub struct MountOptions {
     /// (FGM §IV). Nothing recovers that journal: a crash can leave a
     /// transaction half applied. No mount command offers it.
     pub bench_block_journal: bool,
+    /// The consistency mode (NOVA-Fortis §4.6) of this mount; None: the
+    /// one the image records (`novafs mkfs --mode`, `novafs tune --mode`).
+    pub consistency: Option<Consistency>,
 }
 
 impl MountOptions {
@@ -97,6 +101,8 @@ impl MountOptions {
         mmap_store_faults: bool,
         /// Benchmark only: journals whole blocks, which nothing recovers.
         bench_block_journal: bool,
+        /// Sets this mount's consistency mode (None: the image's default).
+        consistency: Option<Consistency>,
     );
 }
 
@@ -194,6 +200,8 @@ pub struct StatFs {
     pub name_max: u64,
     /// Blocks (in use, counted above) that only snapshots hold.
     pub snapshot_blocks: u64,
+    /// The mount's consistency mode ([`Fs::consistency`]).
+    pub consistency: Consistency,
 }
 
 /// Log GC so far on this mount (NOVA Table 3).
@@ -259,7 +267,7 @@ impl Fs {
 
     /// Mounts the file system on `region`, recovering after a crash.
     pub fn open(region: Arc<dyn Region>, opts: MountOptions) -> Result<Fs> {
-        let (ctx, sb, report) = recovery::mount(region, opts.read_only, opts.meta_replicas)?;
+        let (ctx, sb, report) = recovery::mount(region, opts.read_only, opts.meta_replicas, opts.consistency)?;
         let ctx = Arc::new(match opts.bench_block_journal {
             true => ctx.with_block_journal(),
             false => ctx,
@@ -336,6 +344,22 @@ impl Fs {
     /// How the mount went (clean or recovered, time taken).
     pub fn mount_report(&self) -> &MountReport {
         &self.report
+    }
+
+    /// The mount's consistency mode (NOVA-Fortis §4.6): the one
+    /// [`MountOptions::consistency`] asked for, else the image's default.
+    /// A read-only mount (or a snapshot view) reports it too, though it
+    /// writes nothing.
+    pub fn consistency(&self) -> Consistency {
+        self.ctx.consistency()
+    }
+
+    /// Whether this mount's writes go relaxed: a relaxed, read-write
+    /// mount, not a snapshot view (the probe window's: `Ctx::relaxed`,
+    /// which the write path asks).
+    #[cfg(feature = "probe")]
+    pub fn writes_relaxed(&self) -> bool {
+        !self.read_only && self.ctx.relaxed()
     }
 
     /// A copy of the superblock as mounted (the probe window's: the
@@ -916,6 +940,7 @@ impl Fs {
             files_free,
             name_max: crate::layout::NAME_MAX as u64,
             snapshot_blocks: self.ctx.snapshots().held_total(),
+            consistency: self.consistency(),
         }
     }
 }
