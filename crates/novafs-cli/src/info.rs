@@ -87,6 +87,17 @@ pub fn run(path: &Path) -> Result<()> {
     };
     let parity = if g.data_parity { "parity on" } else { "no parity" };
     println!("data:         {csum}, {parity}");
+    let mode = match g.consistency {
+        Ok(mode) => format!("{mode} (default for mounts)"),
+        Err(code) => format!("unknown ({code}; mounts refuse the image: `novafs fsck --repair` resets it to strict)"),
+    };
+    if g.relaxed_mount {
+        println!(
+            "mode:         {mode}; a relaxed mount is in use or crashed (the next mount reseals its data-write intents)"
+        );
+    } else {
+        println!("mode:         {mode}");
+    }
     println!("health:       {}", g.health);
     println!("created:      {}", utc(g.created_ns));
     println!("mounts:       {} (last: {})", g.mount_count, utc(g.mounted_ns));

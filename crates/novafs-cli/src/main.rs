@@ -77,7 +77,7 @@ enum Cmd {
     Inject(inject::Args),
     /// Read everything redundancy protects and repair what it can: online on a mount point (rate-limited) or offline on an image; exit 0 when nothing is left damaged, 1 when something is, 2 when it cannot run.
     Scrub(scrub::Args),
-    /// Turn a protection feature of an unmounted IMAGE on or off (e.g. --enable meta-protection), rebuilding it beside itself.
+    /// Turn a protection feature of an unmounted IMAGE on or off (e.g. --enable meta-protection), rebuilding it beside itself; or set its default consistency mode (--mode strict|relaxed).
     Tune(tune::Args),
     /// Snapshots (NOVA-Fortis §3): create, list, delete, mount, rollback.
     #[command(subcommand)]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Result};
 use indicatif::ProgressBar;
 use novafs::DEFAULT_DEAD_ZONE;
-use novafs::{FormatOptions, Fs};
+use novafs::{Consistency, FormatOptions, Fs};
 use pm::{MapOptions, MemRegion, MmapRegion, Prefault, Region, RegionKind};
 
 use crate::image::{explain, explain_fs, parse_size};
@@ -47,6 +47,11 @@ pub struct Args {
     /// a RAID-4 parity strip that rebuilds one bad strip, Fortis §4.3).
     #[arg(long)]
     no_parity: bool,
+    /// The consistency mode mounts take unless `-o mode=` says otherwise:
+    /// strict (every write atomic) or relaxed (NOVA-Fortis §4.6: file
+    /// data overwritten in place, metadata still atomic).
+    #[arg(long, value_name = "MODE", default_value = "strict")]
+    mode: Consistency,
     image: PathBuf,
 }
 
@@ -76,7 +81,8 @@ pub fn run(args: &Args) -> Result<()> {
         .meta_replicas(!args.no_meta_replicas)
         .dead_zone(args.dead_zone)
         .data_csum(!args.no_data_checksums)
-        .data_parity(!args.no_parity);
+        .data_parity(!args.no_parity)
+        .consistency(args.mode);
     // Refused before the image is created or resized.
     if let Some(min) = minimum_size(&format).filter(|&min| size < min) {
         return Err(too_small(size, min, &format));
@@ -87,8 +93,12 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let kind = format_image(path, size, &format).inspect_err(|_| undo(path, existing.as_ref()))?;
     let replicas = crate::info::protection(&format);
+    let mode = match args.mode {
+        Consistency::Strict => String::new(),
+        mode => format!(", {mode} mode"),
+    };
     println!(
-        "novafs: formatted {} ({} MiB, {shards} shards, {replicas}, {kind})",
+        "novafs: formatted {} ({} MiB, {shards} shards, {replicas}{mode}, {kind})",
         path.display(),
         size >> 20
     );

@@ -1,5 +1,6 @@
 //! `novafs tune`: turns a protection feature of an unmounted image on or
-//! off. The image is rebuilt into a file beside it (`novafs::tune`: same
+//! off, or changes its default consistency mode (`--mode`: one superblock
+//! word, rewritten in place). For a feature the image is rebuilt into a file beside it (`novafs::tune`: same
 //! inode numbers, names, contents and times), the copy is checked and made
 //! durable, and only then renamed over the original: a failure or a crash
 //! at any point leaves the original image as it was.
@@ -10,7 +11,8 @@ use std::sync::Arc;
 
 use anyhow::{anyhow, bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
-use novafs::tune::{rebuild, Features};
+use novafs::tune::{rebuild, set_consistency, Features};
+use novafs::Consistency;
 use pm::{MapOptions, MmapRegion, Prefault, Region};
 
 use crate::image::{explain, explain_fs, open, parse_size};
@@ -38,9 +40,13 @@ pub struct Args {
     /// Turn this feature off.
     #[arg(long, value_enum, value_name = "FEATURE", group = "change")]
     disable: Option<Feature>,
+    /// Make MODE (strict or relaxed) the consistency mode mounts take
+    /// unless `-o mode=` says otherwise.
+    #[arg(long, value_name = "MODE", group = "change")]
+    mode: Option<Consistency>,
     /// With --enable meta-protection: the dead zone between a metadata
     /// page and its replica, a multiple of 4 KiB (default: 1M).
-    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "disable")]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with_all = ["disable", "mode"])]
     dead_zone: Option<u64>,
     /// An unmounted image file.
     image: PathBuf,
@@ -50,6 +56,9 @@ pub fn run(args: &Args) -> Result<()> {
     let path = args.image.as_path();
     // The exclusive lock keeps mounts and fsck away while the copy is made.
     let from = open(path, true)?;
+    if let Some(mode) = args.mode {
+        return set_mode(&*from, path, mode);
+    }
     if !std::fs::metadata(path).is_ok_and(|m| m.is_file()) {
         bail!(
             "{} is not an image file: tune rebuilds beside the image and swaps it in; copy the device to a file, tune that, and copy it back",
@@ -60,7 +69,7 @@ pub fn run(args: &Args) -> Result<()> {
     let (feature, on) = match (args.enable, args.disable) {
         (Some(f), _) => (f, true),
         (_, Some(f)) => (f, false),
-        (None, None) => bail!("say --enable FEATURE or --disable FEATURE"),
+        (None, None) => bail!("say --enable FEATURE, --disable FEATURE or --mode MODE"),
     };
     let mut wanted = now;
     match feature {
@@ -96,6 +105,24 @@ pub fn run(args: &Args) -> Result<()> {
         done.names,
         bytes_approx(done.bytes)
     );
+    Ok(())
+}
+
+/// Records `mode` as the default consistency mode of the image at `path`
+/// (mapped and locked as `from`): in place, no rebuild.
+fn set_mode(from: &dyn Region, path: &Path, mode: Consistency) -> Result<()> {
+    let was = set_consistency(from, mode).map_err(|e| match e {
+        novafs::Error::Invalid(why) => anyhow!("{}: {why}", path.display()),
+        e => explain_fs(path, e),
+    })?;
+    if was == mode {
+        println!(
+            "novafs: {} already mounts {mode} by default; nothing to do",
+            path.display()
+        );
+    } else {
+        println!("novafs: {} now mounts {mode} by default (was {was})", path.display());
+    }
     Ok(())
 }
 

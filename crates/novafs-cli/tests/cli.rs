@@ -313,6 +313,101 @@ fn tune_turns_meta_protection_on_and_off_and_refuses_what_it_cannot_do() {
     assert!(stderr(&o).contains("does not exist"), "{}", stderr(&o));
 }
 
+/// The consistency mode: mkfs records it, info shows it (and a relaxed
+/// mount in use or crashed), tune changes it in place; a bad mode is one
+/// line, and nothing is written.
+#[test]
+fn mkfs_and_tune_set_the_default_mode_and_info_shows_it() {
+    let dir = scratch();
+    let img = path(&dir, "mode.img");
+    let mode_line = |img: &str| {
+        let o = novafs(&["info", img]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let out = String::from_utf8_lossy(&o.stdout).to_string();
+        let lines: Vec<String> = out
+            .lines()
+            .filter(|l| l.starts_with("mode:"))
+            .map(String::from)
+            .collect();
+        assert_eq!(lines.len(), 1, "{out}");
+        lines[0].clone()
+    };
+    let o = novafs(&["mkfs", "--size", "64M", "--shards", "2", "--mode", "bogus", &img]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "novafs: invalid value 'bogus' for '--mode <MODE>': unknown consistency mode 'bogus': use strict or relaxed"
+    );
+    assert!(!Path::new(&img).exists(), "nothing created");
+    let o = novafs(&["mkfs", "--size", "64M", "--shards", "2", "--mode", "relaxed", &img]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(", relaxed mode, "),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    assert_eq!(mode_line(&img), "mode:         relaxed (default for mounts)");
+    assert_eq!(novafs(&["fsck", &img]).status.code(), Some(0));
+    // tune: in place, both ways, and nothing to do the second time.
+    let steps = [
+        ("strict", "now mounts strict by default (was relaxed)", "strict"),
+        ("strict", "already mounts strict by default; nothing to do", "strict"),
+        ("relaxed", "now mounts relaxed by default (was strict)", "relaxed"),
+    ];
+    for (mode, said, shown) in steps {
+        let o = novafs(&["tune", "--mode", mode, &img]);
+        assert!(o.status.success(), "{mode}: {}", stderr(&o));
+        assert_eq!(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            format!("novafs: {img} {said}")
+        );
+        assert_eq!(mode_line(&img), format!("mode:         {shown} (default for mounts)"));
+        assert_eq!(novafs(&["fsck", &img]).status.code(), Some(0), "{mode}");
+    }
+    // Refusals: a bad mode, --dead-zone beside it, an image in use.
+    let before = std::fs::read(&img).unwrap();
+    let o = novafs(&["tune", "--mode", "bogus", &img]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        stderr(&o),
+        "novafs: invalid value 'bogus' for '--mode <MODE>': unknown consistency mode 'bogus': use strict or relaxed"
+    );
+    let o = novafs(&["tune", "--mode", "strict", "--dead-zone", "64K", &img]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let o = novafs(&["tune", "--mode", "strict", "--enable", "parity", &img]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let held = pm::MmapRegion::open(Path::new(&img), &pm::MapOptions::default()).unwrap();
+    let o = novafs(&["tune", "--mode", "strict", &img]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("in use"), "{}", stderr(&o));
+    drop(held);
+    assert_eq!(std::fs::read(&img).unwrap(), before, "image untouched");
+    // A relaxed mount that crashed (mapped without the image lock, which
+    // then needs no releasing): info says so, tune waits for a mount.
+    let unlocked = pm::MapOptions {
+        lock: false,
+        ..pm::MapOptions::default()
+    };
+    let region = pm::MmapRegion::open(Path::new(&img), &unlocked).unwrap();
+    let fs = novafs::Fs::open(std::sync::Arc::new(region), novafs::MountOptions::default()).unwrap();
+    assert_eq!(fs.consistency(), novafs::Consistency::Relaxed);
+    drop(fs);
+    assert_eq!(
+        mode_line(&img),
+        "mode:         relaxed (default for mounts); a relaxed mount is in use or crashed \
+         (the next mount reseals its data-write intents)"
+    );
+    let o = novafs(&["tune", "--mode", "strict", &img]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert_eq!(
+        stderr(&o),
+        format!(
+            "novafs: {img}: the image is mounted, or was not cleanly unmounted: unmount it \
+             (or mount and unmount it, or run fsck --repair) first"
+        )
+    );
+}
+
 #[test]
 fn fsck_refuses_an_image_in_use() {
     let dir = scratch();

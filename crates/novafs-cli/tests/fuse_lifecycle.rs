@@ -211,6 +211,40 @@ fn a_busy_mount_refuses_umount_and_sigterm_detaches_until_the_last_close() {
     m.finish();
 }
 
+/// `-o mode=`: a mount in the mode it names (the image's default
+/// otherwise), the RELAXED bit shown by info while a relaxed mount lives
+/// and gone after its umount; a bad mode is one line.
+#[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
+fn a_mount_takes_the_mode_it_names_and_info_shows_a_relaxed_one_while_it_lives() {
+    require_fuse();
+    let mut m = Mount::new("64M", &["threads=1,mode=relaxed"]);
+    let mode_line = |m: &Mount| {
+        let out = ok(novafs(["info"]).arg(&m.image));
+        out.lines()
+            .find(|l| l.starts_with("mode:"))
+            .expect("a mode line")
+            .to_string()
+    };
+    fs::write(m.path("f"), "relaxed").expect("write");
+    assert_eq!(
+        mode_line(&m),
+        "mode:         strict (default for mounts); a relaxed mount is in use or crashed \
+         (the next mount reseals its data-write intents)"
+    );
+    m.umount();
+    assert_eq!(mode_line(&m), "mode:         strict (default for mounts)");
+    refused(
+        mount_cmd(&m.image, &m.mnt).args(["-o", "mode=bogus"]),
+        "mode=bogus: unknown consistency mode 'bogus': use strict or relaxed",
+    );
+    assert!(!is_mount_point(&m.mnt));
+    m.mount(&["threads=1,mode=strict"]);
+    assert_eq!(fs::read_to_string(m.path("f")).expect("read"), "relaxed");
+    assert_eq!(mode_line(&m), "mode:         strict (default for mounts)");
+    m.finish();
+}
+
 #[test]
 #[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn read_only_mounts_serve_reads_and_refuse_writes() {

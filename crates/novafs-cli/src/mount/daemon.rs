@@ -216,6 +216,7 @@ impl Daemon {
                 let mount_opts = MountOptions::default()
                     .read_only(opts.read_only)
                     .meta_replicas(opts.meta_replicas)
+                    .consistency(opts.consistency)
                     .atime(opts.atime)
                     .no_dir_atime(opts.no_dir_atime)
                     // Opens cost no FUSE request unless asked: the kernel's

@@ -81,7 +81,10 @@ pub struct MountArgs {
     /// protection keys where the CPU has them); meta_protection=on|off
     /// (require the metadata replicas, or skip writing them on this mount:
     /// faster, and the next protected mount rewrites them; default: as the
-    /// image was made).
+    /// image was made); mode=strict|relaxed (the consistency mode:
+    /// strict, every write atomic; relaxed, NOVA-Fortis §4.6, file data
+    /// overwritten in place, metadata still atomic; default: the image's,
+    /// `novafs mkfs --mode`, `novafs tune --mode`).
     ///
     /// inode_names (`.novafs-ino.<N>` in the root opens inode N, for a
     /// process that reopens files by inode number; such names are reserved

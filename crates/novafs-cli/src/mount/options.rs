@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::thread;
 
 use anyhow::{anyhow, bail, Result};
-use novafs::{Atime, MetaReplicas};
+use novafs::{Atime, Consistency, MetaReplicas};
 use pm::{Prefault, WriteProtect};
 
 /// Parsed `-o` options.
@@ -33,6 +33,8 @@ pub(super) struct Options {
     pub(super) prefault: Prefault,
     pub(super) protect: WriteProtect,
     pub(super) meta_replicas: MetaReplicas,
+    /// The consistency mode (NOVA-Fortis §4.6); None: the image's default.
+    pub(super) consistency: Option<Consistency>,
     pub(super) atime: Atime,
     pub(super) no_dir_atime: bool,
     /// Serve this snapshot of the image, read-only, instead of its live
@@ -50,7 +52,7 @@ pub(super) struct Options {
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
      threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off, \
-     inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
+     mode=strict|relaxed, inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -68,6 +70,7 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
         prefault: Prefault::OnFirstUse,
         protect: WriteProtect::default(),
         meta_replicas: MetaReplicas::AsFormatted,
+        consistency: None,
         atime: Atime::Relative,
         no_dir_atime: false,
         snapshot: None,
@@ -124,6 +127,10 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             "meta_protection=off" => o.meta_replicas = MetaReplicas::Skipped,
             _ if opt.starts_with("meta_protection=") => {
                 bail!("{opt}: use meta_protection=on or meta_protection=off")
+            }
+            _ if opt.starts_with("mode=") => {
+                let mode = opt["mode=".len()..].parse().map_err(|e| anyhow!("{opt}: {e}"))?;
+                o.consistency = Some(mode);
             }
             _ if opt.starts_with("snapshot=") => {
                 o.snapshot = Some(opt["snapshot=".len()..].to_string());
@@ -232,5 +239,22 @@ mod tests {
             e.to_string().contains("use meta_protection=on or meta_protection=off"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_consistency_mode_is_the_images_unless_named() {
+        assert_eq!(parse_options(&[String::new()]).expect("none").consistency, None);
+        let o = parse_options(&["mode=relaxed".into()]).expect("valid");
+        assert_eq!(o.consistency, Some(Consistency::Relaxed));
+        let o = parse_options(&["mode=relaxed,ro,mode=strict".into()]).expect("valid");
+        assert_eq!(o.consistency, Some(Consistency::Strict), "the last one wins");
+        for bad in ["mode=bogus", "mode=", "mode=Relaxed"] {
+            let e = parse_options(&[bad.into()]).expect_err("bad mode");
+            let word = &bad["mode=".len()..];
+            assert_eq!(
+                e.to_string(),
+                format!("{bad}: unknown consistency mode '{word}': use strict or relaxed")
+            );
+        }
     }
 }
