@@ -135,11 +135,6 @@ impl Ctx {
         self
     }
 
-    /// TEMPORARY until the mode plumbing lands.
-    pub(crate) fn relaxed(&self) -> bool {
-        !self.read_only && std::env::var_os("NOVAFS_TMP_RELAXED").is_some()
-    }
-
     /// Nothing may be written, not even a repair (read-only mount, fsck).
     pub(crate) fn read_only(&self) -> bool {
         self.read_only
