@@ -122,11 +122,15 @@ fn the_relaxed_bit_is_set_while_a_relaxed_mount_lives_and_cleared_by_its_clean_u
     );
     let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap();
     fs.write(f.ino, 0, b"bytes").unwrap();
+    fs.write(f.ino, 0, b"BY").unwrap(); // an overwrite: in place
     fs.take_snapshot(b"s").unwrap(); // another superblock update keeps it
     assert_eq!(relaxed_bit(&region), (true, true));
     fs.unmount().unwrap();
     assert_eq!(relaxed_bit(&region), (false, false), "the clean unmount clears it");
     assert_fsck_clean(&region);
+    let fs = open(&region, Some(Strict)).unwrap();
+    assert_eq!(read_all(&fs, f.ino), b"BYtes");
+    fs.unmount().unwrap();
 }
 
 #[test]
