@@ -134,8 +134,19 @@ fn sqlite(db: &std::path::Path, sql: &str) -> String {
 #[test]
 #[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn sqlite3_transactions_survive_and_integrity_check_is_ok() {
+    sqlite3_in_mode("mode=strict");
+}
+
+/// In relaxed mode SQLite's page rewrites go in place (Fortis §4.6).
+#[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
+fn sqlite3_transactions_survive_and_integrity_check_is_ok_in_relaxed_mode() {
+    sqlite3_in_mode("mode=relaxed");
+}
+
+fn sqlite3_in_mode(mode_option: &str) {
     require_fuse();
-    let mut m = Mount::new("256M", &[]);
+    let mut m = Mount::new("256M", &[mode_option]);
     for mode in ["DELETE", "WAL"] {
         let db = m.path(&format!("{mode}.db"));
         sqlite(&db, &format!("PRAGMA journal_mode={mode};"));
@@ -158,7 +169,7 @@ fn sqlite3_transactions_survive_and_integrity_check_is_ok() {
     }
     // Durable across a clean unmount and remount.
     m.umount();
-    m.mount(&[]);
+    m.mount(&[mode_option]);
     for mode in ["DELETE", "WAL"] {
         let db = m.path(&format!("{mode}.db"));
         assert_eq!(sqlite(&db, "PRAGMA integrity_check;").trim(), "ok");

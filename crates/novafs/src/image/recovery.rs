@@ -40,6 +40,9 @@ pub struct MountReport {
     /// The previous unmount was clean and its allocator state was used.
     pub clean: bool,
     pub journal_replayed: u64,
+    /// Data pages a relaxed-mode write was changing in place at a crash,
+    /// resealed (`journal::intent`).
+    pub intents_resealed: u64,
     /// Live inodes visited by the crash scan (0 after a clean unmount).
     pub scanned_inodes: u64,
     pub orphans_reclaimed: u64,
@@ -122,7 +125,9 @@ pub(crate) fn mount(
     // NOVA §4.7 step 1. Replay also runs for read-only mounts: the committed
     // transactions are part of the file system's state.
     // Through the mirroring view: a replayed update reaches both copies.
-    report.journal_replayed = Journal::recover(&region, &sb)?.replayed;
+    let replay = Journal::recover(&region, &sb)?;
+    report.journal_replayed = replay.replayed;
+    report.intents_resealed = replay.resealed;
     let ctx = open_ctx(region.clone(), &sb, read_only)?;
     // Snapshots' manifests come back with the saved state (Fortis §3.2);
     // after a crash the scan rebuilds them.

@@ -122,6 +122,12 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
         rep.notes
             .push(format!("replayed {} committed journal transaction(s)", replay.replayed));
     }
+    if replay.resealed > 0 {
+        rep.notes.push(format!(
+            "resealed {} data page(s) a relaxed-mode write was changing in place at the crash",
+            replay.resealed
+        ));
+    }
     if replay.repaired > 0 {
         // A clean image has nothing to replay: this one crashed, and a
         // crash between the copies' stores leaves the same.

@@ -1,0 +1,218 @@
+//! Relaxed mode (NOVA-Fortis §4.6) through the library: overwrites go in
+//! place and journal only the new mtime; what must stay copy-on-write
+//! does; a crash in the middle of an in-place overwrite is resealed, so
+//! reads after it check whole; and an image moves between the modes.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use novafs::inject::{self, CopyKind, Target};
+use novafs::probe::layout;
+use novafs::{Consistency, FormatOptions, Fs, MountOptions, SetAttr, ROOT_INO};
+use pm::{MemRegion, Region};
+
+const PS: usize = 4096;
+
+fn image(relaxed: bool) -> Arc<dyn Region> {
+    let region: Arc<dyn Region> = Arc::new(MemRegion::new(32 << 20));
+    let mode = if relaxed {
+        Consistency::Relaxed
+    } else {
+        Consistency::Strict
+    };
+    Fs::format(region.clone(), &FormatOptions::default().shards(2).consistency(mode)).unwrap();
+    region
+}
+
+fn mount_as(region: &Arc<dyn Region>, mode: Consistency) -> Fs {
+    Fs::open(region.clone(), MountOptions::default().consistency(Some(mode))).unwrap()
+}
+
+/// The data pages file `ino` maps, as the unmounted image says.
+fn data_pages(region: &Arc<dyn Region>, ino: u64) -> Vec<u64> {
+    inject::locate(&**region, Target::DataPage, ino)
+        .unwrap()
+        .iter()
+        .map(|l| l.copy(CopyKind::Primary).unwrap())
+        .collect()
+}
+
+fn pattern(seed: u8, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(seed))
+        .collect()
+}
+
+/// A file of `pages` pages of pattern 1, cleanly unmounted.
+fn with_file(region: &Arc<dyn Region>, pages: usize) -> (u64, Vec<u8>) {
+    let fs = mount(region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    let data = pattern(1, pages * PS);
+    fs.write(f, 0, &data).unwrap();
+    fs.unmount().unwrap();
+    (f, data)
+}
+
+#[test]
+fn overwrites_go_in_place_in_relaxed_mode_and_copy_in_strict_mode() {
+    for mode in [Consistency::Relaxed, Consistency::Strict] {
+        let region = image(mode == Consistency::Relaxed);
+        let (f, mut truth) = with_file(&region, 3);
+        let before = data_pages(&region, f);
+        let fs = mount(&region);
+        assert_eq!(fs.consistency(), mode);
+        let mtime = fs.getattr(f).unwrap().mtime;
+        let j0 = fs.journal_stats();
+        // Inside one strip, across strips, across pages, a whole page.
+        for (off, len, seed) in [(100, 7, 2), (1000, 600, 3), (PS - 300, 900, 4), (2 * PS, PS, 5)] {
+            let bytes = pattern(seed, len);
+            fs.write(f, off as u64, &bytes).unwrap();
+            truth[off..off + len].copy_from_slice(&bytes);
+        }
+        let j = fs.journal_stats().since(&j0);
+        assert_eq!(read_all(&fs, f), truth);
+        assert!(fs.getattr(f).unwrap().mtime > mtime, "{mode}: mtime did not move");
+        let mtime = fs.getattr(f).unwrap().mtime;
+        fs.unmount().unwrap();
+        let after = data_pages(&region, f);
+        if mode == Consistency::Relaxed {
+            assert_eq!(after, before, "relaxed: the pages moved");
+            // One transaction each: the mtime's and checksum's words of the
+            // newest write entry, and the intent's clearing.
+            assert_eq!(j.txns, 4, "{j:?}");
+            assert!(j.journal_bytes < 4 * 200, "{j:?}");
+        } else {
+            // Freed pages may come back, but not all in their places.
+            assert_ne!(after, before, "strict: no page moved");
+            assert_eq!(j.txns, 0, "{j:?}");
+        }
+        let fs = mount(&region);
+        assert_eq!(read_all(&fs, f), truth, "{mode}: after a remount");
+        assert_eq!(fs.getattr(f).unwrap().mtime, mtime, "{mode}: mtime after a remount");
+        fs.unmount().unwrap();
+        assert_fsck_clean(&region);
+    }
+}
+
+#[test]
+fn what_must_stay_copy_on_write_does() {
+    let region = image(true);
+    let (f, mut truth) = with_file(&region, 2);
+    let fs = mount(&region);
+    // A snapshot holds the pages: they are copied, and it keeps them.
+    fs.take_snapshot(b"s").unwrap();
+    fs.write(f, 10, b"after").unwrap();
+    truth[10..15].copy_from_slice(b"after");
+    let snap = fs.open_snapshot(b"s").unwrap();
+    assert_eq!(
+        read_all(&snap, f),
+        pattern(1, 2 * PS),
+        "the snapshot saw an in-place write"
+    );
+    drop(snap);
+    // A write that grows the file, and one into a hole.
+    fs.write(f, (2 * PS - 2) as u64, b"grow").unwrap();
+    truth.truncate(2 * PS - 2);
+    truth.extend_from_slice(b"grow");
+    fs.write(f, (5 * PS) as u64, b"hole").unwrap();
+    truth.resize(5 * PS, 0);
+    truth.extend_from_slice(b"hole");
+    assert_eq!(read_all(&fs, f), truth);
+    fs.unmount().unwrap();
+    let fs = mount(&region);
+    assert_eq!(read_all(&fs, f), truth);
+    let snap = fs.open_snapshot(b"s").unwrap();
+    assert_eq!(read_all(&snap, f), pattern(1, 2 * PS));
+    drop(snap);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn setattrs_change_the_newest_setattr_in_place() {
+    let region = image(true);
+    let fs = mount(&region);
+    let f = fs.create(ROOT_INO, b"f", 0o644, 0, 0).unwrap().ino;
+    fs.setattr(f, &SetAttr::default().mode(Some(0o600))).unwrap();
+    let j0 = fs.journal_stats();
+    fs.setattr(f, &SetAttr::default().mode(Some(0o640))).unwrap();
+    fs.setattr(f, &SetAttr::default().uid(Some(7)).gid(Some(8))).unwrap();
+    fs.setattr(f, &SetAttr::default().atime(Some(11)).mtime(Some(22)))
+        .unwrap();
+    let j = fs.journal_stats().since(&j0);
+    assert_eq!(j.txns, 3, "{j:?}");
+    let want = fs.getattr(f).unwrap();
+    assert_eq!(
+        (want.perm, want.uid, want.gid, want.atime, want.mtime),
+        (0o640, 7, 8, 11, 22)
+    );
+    drop(fs); // crash: the in-place changes are durable
+    let fs = mount(&region);
+    assert_eq!(fs.getattr(f).unwrap(), want);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// A crash while a relaxed overwrite had changed part of a page in place
+/// and not yet its checksums or parity: the intent it left makes the next
+/// mount reseal the page, which then reads as it is, and fsck finds it
+/// clean. Without the reseal the read would "repair" the page from its
+/// stale parity.
+#[test]
+fn a_crash_inside_an_in_place_overwrite_is_resealed_at_the_next_mount() {
+    let region = image(true);
+    let (f, mut truth) = with_file(&region, 1);
+    let page = data_pages(&region, f)[0];
+    let (sb, _) = novafs::probe::read_superblock(&*region).unwrap();
+    // What the overwrite stored before the crash: its intent in shard 1's
+    // header line (the journal headers keep no replica), then a torn part
+    // of its bytes.
+    let intent_word = sb.journal_headers_off + 64 + layout::JOURNAL_INTENT_FIELD;
+    region.store_u64(intent_word, page | layout::INTENT_VALID).unwrap();
+    let torn = pattern(9, 40);
+    region.write(page + 1000, &torn).unwrap();
+    truth[1000..1040].copy_from_slice(&torn);
+    let fs = mount(&region);
+    assert_eq!(fs.mount_report().intents_resealed, 1);
+    assert_eq!(region.load_u64(intent_word).unwrap(), 0, "the intent stayed");
+    assert_eq!(read_all(&fs, f), truth);
+    assert_eq!(fs.health().data_repairs, 0);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn an_image_moves_between_the_modes() {
+    let region = image(false);
+    let (f, mut truth) = with_file(&region, 2);
+    for round in 0..4u8 {
+        let mode = if round % 2 == 0 {
+            Consistency::Relaxed
+        } else {
+            Consistency::Strict
+        };
+        let fs = mount_as(&region, mode);
+        assert_eq!(fs.consistency(), mode);
+        let bytes = pattern(round + 20, 700);
+        let off = 300 + usize::from(round) * 1500;
+        fs.write(f, off as u64, &bytes).unwrap();
+        truth[off..off + 700].copy_from_slice(&bytes);
+        fs.setattr(f, &SetAttr::default().mode(Some(0o600 + u32::from(round))))
+            .unwrap();
+        assert_eq!(read_all(&fs, f), truth);
+        if round == 2 {
+            drop(fs); // a crash of a relaxed mount
+        } else {
+            fs.unmount().unwrap();
+        }
+        assert_fsck_clean(&region);
+    }
+    let fs = mount(&region);
+    assert_eq!(fs.consistency(), Consistency::Strict, "the image's default stayed");
+    assert_eq!(read_all(&fs, f), truth);
+    assert_eq!(fs.getattr(f).unwrap().perm, 0o603);
+    fs.unmount().unwrap();
+}
