@@ -558,12 +558,18 @@ mod tests {
                 m.read(DS + PAGES * PAGE_SIZE, &mut v).unwrap();
                 v
             };
-            assert!(tail(&mem) == tail(&fresh), "csum {csum} parity {parity}: redundancy differs");
+            assert!(
+                tail(&mem) == tail(&fresh),
+                "csum {csum} parity {parity}: redundancy differs"
+            );
             assert!(read_all(&mem, &s, false).unwrap() == (data.clone(), Checked::default()));
             if csum && parity {
                 mem.write(P + 2 * STRIP_SIZE + 5, &[0xEE; 30]).unwrap();
                 let rebuilt = read_all(&mem, &s, false).unwrap();
-                assert!(rebuilt == (data, Checked { repaired: 1 }), "the patched parity rebuilds no strip");
+                assert!(
+                    rebuilt == (data, Checked { repaired: 1 }),
+                    "the patched parity rebuilds no strip"
+                );
             }
         }
     }

@@ -77,11 +77,17 @@ pub(super) fn reseal_pending(meta: &dyn Region, data: &dyn Region, sb: &Superblo
         let Some(page) = page_of(read_header(meta, hdr)?.intent, sb) else {
             continue;
         };
-        strips.reseal(data, page)?;
+        // A page the media cannot read is left as it is: reads rebuild
+        // what parity can and report the rest as EIO, and the mount goes on.
+        match strips.reseal(data, page) {
+            Ok(()) => {
+                tracing::info!(page, "resealed a page a relaxed write was changing at the crash");
+                resealed += 1;
+            }
+            Err(e) => tracing::error!(page, %e, "cannot reseal a page a relaxed write was changing at the crash"),
+        }
         data.fence(); // The page's redundancy is whole before its intent goes.
         meta.commit_u64(hdr + JOURNAL_INTENT_FIELD, 0)?; // R5
-        tracing::info!(page, "resealed a page a relaxed write was changing at the crash");
-        resealed += 1;
     }
     Ok(resealed)
 }
