@@ -341,3 +341,143 @@ fn overwrites_in_place_need_no_free_space() {
         assert_fsck_clean(&region);
     }
 }
+
+fn mount_batching(region: &Arc<dyn Region>, words: usize, interval: std::time::Duration) -> Fs {
+    let batch = novafs::Batching { words, interval };
+    Fs::open(region.clone(), MountOptions::default().batch(Some(batch))).unwrap()
+}
+
+const HOUR: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// FGM's batching (§III-C1): in-place metadata changes wait in a running
+/// transaction, which commits when full, at fsync, on the timer and at a
+/// clean unmount; a crash before loses them (the mtime of overwrites in
+/// place, in-place setattrs) and nothing else: the data is there.
+#[test]
+fn batched_changes_wait_for_a_commit_and_a_crash_loses_only_them() {
+    let region = image(true);
+    let (f, mut truth) = with_file(&region, 2);
+    let fs = mount_batching(&region, 64, HOUR);
+    // Appended (the newest entry is a write entry): durable at once, and
+    // the newest entry from now on.
+    fs.setattr(f, &SetAttr::default().mode(Some(0o604))).unwrap();
+    let before = fs.getattr(f).unwrap();
+    let j0 = fs.journal_stats();
+    for i in 0..20u8 {
+        fs.write(f, u64::from(i) * 100, &[i; 50]).unwrap();
+        truth[usize::from(i) * 100..usize::from(i) * 100 + 50].fill(i);
+    }
+    fs.setattr(f, &SetAttr::default().mode(Some(0o600))).unwrap();
+    // The same entry's words each time: nothing full, nothing committed.
+    assert_eq!(fs.journal_stats().since(&j0).txns, 0);
+    let live = fs.getattr(f).unwrap();
+    assert!(live.mtime > before.mtime);
+    drop(fs); // crash
+    let fs = mount_batching(&region, 64, HOUR);
+    assert!(read_all(&fs, f) == truth, "data written in place is durable");
+    let after = fs.getattr(f).unwrap();
+    assert_eq!(
+        (after.mtime, after.perm),
+        (before.mtime, before.perm),
+        "the batch reached the media"
+    );
+    // fsync commits it, whole.
+    fs.write(f, 7, b"x").unwrap();
+    truth[7] = b'x';
+    fs.setattr(f, &SetAttr::default().mode(Some(0o640))).unwrap();
+    let j0 = fs.journal_stats();
+    fs.fsync(f).unwrap();
+    assert_eq!(fs.journal_stats().since(&j0).txns, 1);
+    let want = fs.getattr(f).unwrap();
+    drop(fs);
+    let fs = mount_batching(&region, 64, HOUR);
+    assert_eq!(fs.getattr(f).unwrap(), want);
+    // A clean unmount commits it.
+    fs.setattr(f, &SetAttr::default().uid(Some(5))).unwrap();
+    let want = fs.getattr(f).unwrap();
+    fs.unmount().unwrap();
+    let fs = mount(&region);
+    assert_eq!(fs.getattr(f).unwrap(), want);
+    assert!(read_all(&fs, f) == truth);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn a_full_running_transaction_and_the_timer_commit_it() {
+    let region = image(true);
+    let fs = mount(&region);
+    let files: Vec<u64> = (0..6)
+        .map(|i| {
+            let f = fs
+                .create(ROOT_INO, format!("f{i}").as_bytes(), 0o644, 0, 0)
+                .unwrap()
+                .ino;
+            fs.write(f, 0, &[1u8; 100]).unwrap();
+            f
+        })
+        .collect();
+    fs.unmount().unwrap();
+    // Two words an overwrite (the newest entry's checksum and mtime):
+    // four files fill eight.
+    let fs = mount_batching(&region, 8, HOUR);
+    let j0 = fs.journal_stats();
+    for &f in &files[..3] {
+        fs.write(f, 10, b"abc").unwrap();
+    }
+    assert_eq!(fs.journal_stats().since(&j0).txns, 0);
+    fs.write(files[3], 10, b"abc").unwrap();
+    assert_eq!(fs.journal_stats().since(&j0).txns, 1, "full at 8 words");
+    drop(fs);
+    // The timer.
+    let fs = mount_batching(&region, 1000, std::time::Duration::from_millis(20));
+    fs.write(files[5], 0, b"timer").unwrap();
+    let want = fs.getattr(files[5]).unwrap();
+    let t0 = std::time::Instant::now();
+    let j0 = fs.journal_stats();
+    while fs.journal_stats().since(&j0).txns == 0 {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "the timer never committed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    drop(fs);
+    let fs = mount(&region);
+    assert_eq!(fs.getattr(files[5]).unwrap(), want);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+/// A snapshot takes the running transaction's changes with it, and later
+/// ones do not reach what it keeps.
+#[test]
+fn a_snapshot_commits_the_running_transaction_first() {
+    let region = image(true);
+    let (f, _) = with_file(&region, 1);
+    let fs = mount_batching(&region, 64, HOUR);
+    fs.setattr(f, &SetAttr::default().mode(Some(0o604))).unwrap(); // appended
+    fs.setattr(f, &SetAttr::default().mode(Some(0o600))).unwrap(); // in place, batched
+    fs.take_snapshot(b"s").unwrap();
+    // The snapshot holds the entry now: appended, durable at once.
+    fs.setattr(f, &SetAttr::default().mode(Some(0o640))).unwrap();
+    let snap = fs.open_snapshot(b"s").unwrap();
+    assert_eq!(snap.getattr(f).unwrap().perm, 0o600);
+    drop(snap);
+    drop(fs); // crash
+    let fs = mount(&region);
+    assert_eq!(fs.getattr(f).unwrap().perm, 0o640);
+    assert_eq!(fs.open_snapshot(b"s").unwrap().getattr(f).unwrap().perm, 0o600);
+    fs.unmount().unwrap();
+    assert_fsck_clean(&region);
+}
+
+#[test]
+fn batching_is_refused_in_strict_mode() {
+    let region = image(false);
+    let r = Fs::open(
+        region.clone(),
+        MountOptions::default().batch(Some(novafs::Batching::default())),
+    );
+    assert!(matches!(r, Err(novafs::Error::Invalid(_))), "{:?}", r.err());
+}

@@ -217,6 +217,7 @@ impl Daemon {
                     .read_only(opts.read_only)
                     .meta_replicas(opts.meta_replicas)
                     .consistency(opts.consistency)
+                    .batch(opts.batch)
                     .atime(opts.atime)
                     .no_dir_atime(opts.no_dir_atime)
                     // Opens cost no FUSE request unless asked: the kernel's

@@ -84,7 +84,11 @@ pub struct MountArgs {
     /// image was made); mode=strict|relaxed (the consistency mode:
     /// strict, every write atomic; relaxed, NOVA-Fortis §4.6, file data
     /// overwritten in place, metadata still atomic; default: the image's,
-    /// `novafs mkfs --mode`, `novafs tune --mode`).
+    /// `novafs mkfs --mode`, `novafs tune --mode`); batch[=WORDS] and
+    /// commit=SECS (relaxed mode only: in-place metadata changes wait in a
+    /// running transaction of WORDS words, default 1024, committed when
+    /// full, every SECS seconds, default 5, and at fsync: a crash may
+    /// lose those of the last interval, FGM §III-C1).
     ///
     /// inode_names (`.novafs-ino.<N>` in the root opens inode N, for a
     /// process that reopens files by inode number; such names are reserved

@@ -2,9 +2,10 @@
 
 use std::path::PathBuf;
 use std::thread;
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
-use novafs::{Atime, Consistency, MetaReplicas};
+use novafs::{Atime, Batching, Consistency, MetaReplicas};
 use pm::{Prefault, WriteProtect};
 
 /// Parsed `-o` options.
@@ -35,6 +36,8 @@ pub(super) struct Options {
     pub(super) meta_replicas: MetaReplicas,
     /// The consistency mode (NOVA-Fortis §4.6); None: the image's default.
     pub(super) consistency: Option<Consistency>,
+    /// Relaxed mode only: batch in-place metadata changes (FGM §III-C1).
+    pub(super) batch: Option<Batching>,
     pub(super) atime: Atime,
     pub(super) no_dir_atime: bool,
     /// Serve this snapshot of the image, read-only, instead of its live
@@ -52,7 +55,7 @@ pub(super) struct Options {
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
      threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off, \
-     mode=strict|relaxed, inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
+     mode=strict|relaxed, batch[=WORDS], commit=SECS, inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -71,6 +74,7 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
         protect: WriteProtect::default(),
         meta_replicas: MetaReplicas::AsFormatted,
         consistency: None,
+        batch: None,
         atime: Atime::Relative,
         no_dir_atime: false,
         snapshot: None,
@@ -131,6 +135,29 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             _ if opt.starts_with("mode=") => {
                 let mode = opt["mode=".len()..].parse().map_err(|e| anyhow!("{opt}: {e}"))?;
                 o.consistency = Some(mode);
+            }
+            "batch" => o.batch = Some(o.batch.unwrap_or_default()),
+            _ if opt.starts_with("batch=") => {
+                let words = opt["batch=".len()..]
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&w| w > 0)
+                    .ok_or_else(|| anyhow!("{opt}: batch= takes a number of words, at least 1"))?;
+                o.batch = Some(Batching {
+                    words,
+                    ..o.batch.unwrap_or_default()
+                });
+            }
+            _ if opt.starts_with("commit=") => {
+                let secs = opt["commit=".len()..]
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| *s > 0.0 && s.is_finite())
+                    .ok_or_else(|| anyhow!("{opt}: commit= takes a number of seconds above 0"))?;
+                o.batch = Some(Batching {
+                    interval: Duration::from_secs_f64(secs),
+                    ..o.batch.unwrap_or_default()
+                });
             }
             _ if opt.starts_with("snapshot=") => {
                 o.snapshot = Some(opt["snapshot=".len()..].to_string());
@@ -255,6 +282,35 @@ mod tests {
                 e.to_string(),
                 format!("{bad}: unknown consistency mode '{word}': use strict or relaxed")
             );
+        }
+    }
+
+    #[test]
+    fn batching_takes_its_size_and_timer_and_refuses_nonsense() {
+        assert_eq!(parse_options(&[String::new()]).expect("none").batch, None);
+        let o = parse_options(&["mode=relaxed,batch".into()]).expect("valid");
+        assert_eq!(o.batch, Some(Batching::default()));
+        let o = parse_options(&["batch=64,commit=0.5".into()]).expect("valid");
+        assert_eq!(
+            o.batch,
+            Some(Batching {
+                words: 64,
+                interval: Duration::from_millis(500)
+            })
+        );
+        let o = parse_options(&["commit=2".into()]).expect("valid");
+        assert_eq!(
+            o.batch.map(|b| (b.words, b.interval)),
+            Some((1024, Duration::from_secs(2)))
+        );
+        for (bad, says) in [
+            ("batch=0", "batch= takes a number of words, at least 1"),
+            ("batch=x", "batch= takes a number of words, at least 1"),
+            ("commit=0", "commit= takes a number of seconds above 0"),
+            ("commit=-1", "commit= takes a number of seconds above 0"),
+        ] {
+            let e = parse_options(&[bad.into()]).expect_err("bad");
+            assert_eq!(e.to_string(), format!("{bad}: {says}"));
         }
     }
 }

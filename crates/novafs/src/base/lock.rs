@@ -57,6 +57,9 @@ pub(crate) enum Rank {
     CacheShard,
     /// The kernel's lookups of freed inodes (`cache::Cache`).
     CacheHeld,
+    /// Relaxed mode's running transaction (`journal::batch`), held
+    /// through its commit, so before a journal shard.
+    JournalBatch,
     /// A journal shard, held from a transaction's start to its commit.
     Journal,
     /// The inode tables' free slots: a slot claimed may need a new chunk.

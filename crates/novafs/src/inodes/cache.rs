@@ -164,7 +164,7 @@ impl Cache {
         match fate {
             Fate::Free => {
                 let (log, data) = st.take_pages();
-                ctx.alloc().release_meta(proof, &log);
+                ctx.release_log(proof, &log);
                 ctx.alloc().release(proof, &data);
                 match self.held.lock().get_mut(&ino) {
                     Some(h) => h.freed = true, // released by the last FORGET

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use pm::Region;
 
-use crate::alloc::{Budget, Freed, PageAllocator, Reserved, Unreferenced};
+use crate::alloc::{Budget, Extent, Freed, PageAllocator, Reserved, Unreferenced};
 use crate::consistency::Consistency;
 use crate::error::{corrupt, Error, Result};
 use crate::health::Health;
@@ -133,6 +133,26 @@ impl Ctx {
     pub(crate) fn with_block_journal(mut self) -> Ctx {
         self.journal.use_blocks();
         self
+    }
+
+    /// The same context collecting relaxed mode's in-place words in a
+    /// running transaction of at most `limit` words (`journal::batch`).
+    pub(crate) fn with_batch(mut self, limit: usize) -> Ctx {
+        self.journal.use_batch(limit);
+        self
+    }
+
+    /// Returns the log pages `extents` to the allocator (R3: `proof` says
+    /// nothing references them). Relaxed mode's running transaction
+    /// commits first: a word it changes may lie in one of them
+    /// (`journal::batch`). Should that commit fail, the pages stay
+    /// allocated until the next mount's scan finds them free.
+    pub(crate) fn release_log(&self, proof: &impl Unreferenced, extents: &[Extent]) {
+        if let Err(e) = self.journal.commit_running(self.region()) {
+            tracing::error!(%e, "log pages kept: the running transaction did not commit");
+            return;
+        }
+        self.alloc.release_meta(proof, extents);
     }
 
     /// Nothing may be written, not even a repair (read-only mount, fsck).

@@ -126,7 +126,7 @@ fn fast(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
         return Ok(());
     }
     let unlinked = st.log.unlink_pages(ctx.region(), st.off, &dead)?;
-    ctx.alloc().release_meta(&unlinked, &unlinked.pages);
+    ctx.release_log(&unlinked, &unlinked.pages);
     ctx.gc().fast_pages.fetch_add(dead.len() as u64, Ordering::Relaxed);
     Ok(())
 }
@@ -205,7 +205,7 @@ pub(crate) fn thorough(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     let old_pages = st.log.pages().len() as u64;
     let rec = ctx.live_record(st.off, st.meta.attr.ino)?;
     let rebuilt = InodeState::load(ctx.region(), ctx.bounds(), st.off, &rec)?;
-    ctx.alloc().release_meta(&durable, &st.log.page_extents()); // R3: the switch is durable.
+    ctx.release_log(&durable, &st.log.page_extents()); // R3: the switch is durable.
     st.log = rebuilt.log;
     st.meta = rebuilt.meta;
     ctx.gc().thorough_runs.fetch_add(1, Ordering::Relaxed);

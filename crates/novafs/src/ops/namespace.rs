@@ -305,7 +305,7 @@ impl Namespace<'_> {
             // back with `acl_pages`.
             let (log, data) = st.take_pages();
             let unborn = ctx.tables().release_unborn(ino);
-            ctx.alloc().release_meta(&unborn, &log);
+            ctx.release_log(&unborn, &log);
             ctx.alloc().release(&unborn, &data);
             return Err(e);
         }

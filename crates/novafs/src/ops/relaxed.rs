@@ -104,9 +104,15 @@ pub(crate) fn overwrite(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -
         }
         done += p.len;
     }
-    // R2: the commit's fence makes the pages' bytes and redundancy durable
-    // with the new mtime; then the intent is cleared (`journal::intent`).
-    let _durable = txn.commit(ctx.region(), &updates)?;
+    if ctx.journal().batch().is_some() {
+        // The new mtime joins the running transaction (`journal::batch`).
+        txn.end_intent(ctx.region())?;
+        ctx.journal().batch_or_commit(ctx.region(), &updates)?;
+    } else {
+        // R2: the commit's fence makes the pages' bytes and redundancy
+        // durable with the new mtime; then the intent is cleared.
+        let _durable = txn.commit(ctx.region(), &updates)?;
+    }
     st.meta.attr.mtime = now;
     st.meta.attr.ctime = now;
     Ok(Some(data.len()))
@@ -195,6 +201,9 @@ fn newest_entry(ctx: &Ctx, st: &InodeState) -> Result<Option<Newest>> {
     };
     let mut old = [0u8; SLOT];
     ctx.region().read(off, &mut old)?;
+    if let Some(batch) = ctx.journal().batch() {
+        batch.overlay(off, &mut old);
+    }
     let hdr: EntryHeader = decode(&old)?;
     let whole = hdr.slots == 1 && hdr.csum == entry_csum(&old);
     if !whole || ctx.snapshots().newest().is_some_and(|s| hdr.epoch <= s) {
@@ -230,7 +239,7 @@ pub(crate) fn setattr(ctx: &Ctx, st: &mut InodeState, a: &Attr) -> Result<bool> 
     const BODY: usize = size_of::<EntryHeader>();
     touch.bytes[BODY..].copy_from_slice(&fresh.bytes()[BODY..SLOT]);
     let updates = touch.updates();
-    let _durable = ctx.journal().commit(ctx.region(), &updates)?; // R2
+    ctx.journal().batch_or_commit(ctx.region(), &updates)?; // R2, now or with the batch
     st.meta.attr = *a;
     Ok(true)
 }

@@ -154,7 +154,7 @@ fn free_kept_inode(ctx: &Ctx, ino: Ino, off: u64) -> Result<()> {
         .journal()
         .commit(ctx.region(), &[Update::word(off + INODE_STATE_OFF, INODE_FREE)])?;
     let (log, data) = st.take_pages();
-    ctx.alloc().release_meta(&proof, &log);
+    ctx.release_log(&proof, &log);
     ctx.alloc().release(&proof, &data);
     ctx.tables().release(ino);
     Ok(())

@@ -445,6 +445,9 @@ impl Snapshots {
         check_name(name)?;
         // Lock order (`lock`): the whole gate, then the list.
         self.epochs.cut(|epoch| {
+            // Relaxed mode's running transaction changes entries of the
+            // epochs the snapshot keeps: it reaches them first.
+            journal.commit_running(region)?;
             let mut list = self.list.lock();
             if self.live.read().values().any(|s| s.name == name) {
                 return Err(Error::Exists);

@@ -56,6 +56,24 @@ impl Txn<'_> {
         Ok(())
     }
 
+    /// Ends the transaction without committing anything, for a change
+    /// whose metadata joins the running transaction (`batch`): a fence
+    /// makes the page's bytes and redundancy durable, then the intent is
+    /// cleared (durable at the next fence; until then a crash only
+    /// reseals the page again).
+    pub(crate) fn end_intent(mut self, region: &dyn Region) -> Result<()> {
+        if self.intent {
+            let mut cost = std::mem::take(&mut self.cost);
+            cost.fence(region);
+            let at = self.shard.header + JOURNAL_INTENT_FIELD;
+            region.store_u64(at, 0)?;
+            cost.flush(region, at, 8)?;
+            cost.journal += 8;
+            self.counters.add(&cost, false);
+        }
+        Ok(())
+    }
+
     /// The update that clears this transaction's intent, if it stored one:
     /// applied with the transaction's own updates, after its commit fence
     /// made the page's new bytes and redundancy durable (R2).

@@ -43,6 +43,7 @@
 //! benchmark can journal whole blocks instead (`blocks`), to measure what
 //! fine-grained journaling saves.
 
+mod batch;
 mod blocks;
 mod intent;
 mod stats;
@@ -129,6 +130,8 @@ pub(crate) struct Journal {
     counters: Box<[Counters]>,
     /// Journal whole blocks: the benchmarks' baseline (`blocks`).
     blocks: bool,
+    /// Relaxed mode's running transaction, when the mount batches (`batch`).
+    batch: Option<batch::Batch>,
 }
 
 fn header_off(sb: &Superblock, shard: u64) -> u64 {
@@ -388,6 +391,7 @@ impl Journal {
             shards,
             ring_size: sb.journal_ring_size,
             blocks: false,
+            batch: None,
         })
     }
 
@@ -395,6 +399,14 @@ impl Journal {
     /// block-granular baseline, which nothing recovers (`blocks`).
     pub(crate) fn use_blocks(&mut self) {
         self.blocks = true;
+    }
+
+    /// From now on, collects relaxed mode's in-place words in a running
+    /// transaction of at most `limit` words (`batch`), no more than the
+    /// ring holds.
+    pub(crate) fn use_batch(&mut self, limit: usize) {
+        let fits = (self.ring_size as usize - size_of::<TxnInfo>()) / (size_of::<JournalRecord>() + 8);
+        self.batch = Some(batch::Batch::new(limit.min(fits)));
     }
 
     /// What every commit since the open wrote and fenced.

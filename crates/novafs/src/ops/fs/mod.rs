@@ -7,6 +7,7 @@
 //! durable. Dropping an `Fs` without [`Fs::unmount`] is a crash: the next
 //! open recovers.
 
+mod batching;
 mod maps;
 mod names;
 mod perms;
@@ -42,6 +43,8 @@ use crate::snapshot::{EpochGuard, Snapshot};
 use crate::superblock::{copies_differ, write_superblock};
 use crate::time::now_ns;
 use crate::xattr;
+pub use batching::Batching;
+use batching::Committer;
 
 pub use crate::xattr::{XATTR_CREATE, XATTR_REPLACE};
 
@@ -82,6 +85,10 @@ pub struct MountOptions {
     /// The consistency mode (NOVA-Fortis §4.6) of this mount; None: the
     /// one the image records (`novafs mkfs --mode`, `novafs tune --mode`).
     pub consistency: Option<Consistency>,
+    /// Relaxed mode only: batch in-place metadata changes in a running
+    /// transaction ([`Batching`]); a crash may lose those of the last
+    /// commit interval (README, "Relaxed mode").
+    pub batch: Option<Batching>,
 }
 
 impl MountOptions {
@@ -103,6 +110,8 @@ impl MountOptions {
         bench_block_journal: bool,
         /// Sets this mount's consistency mode (None: the image's default).
         consistency: Option<Consistency>,
+        /// Batches a relaxed mount's in-place metadata changes, or not.
+        batch: Option<Batching>,
     );
 }
 
@@ -230,6 +239,8 @@ pub struct Fs {
     view: Option<View>,
     /// Frees what deleted snapshots leave (read-write mounts only).
     reclaimer: Option<Reclaimer>,
+    /// Commits a batching mount's running transaction on its timer.
+    _committer: Option<Committer>,
     /// DAX mappings of its files ([`Fs::mmap`]).
     mmaps: Arc<Mmaps>,
     /// Unlinked inodes freed since the mount, and being freed now
@@ -268,12 +279,23 @@ impl Fs {
     /// Mounts the file system on `region`, recovering after a crash.
     pub fn open(region: Arc<dyn Region>, opts: MountOptions) -> Result<Fs> {
         let (ctx, sb, report) = recovery::mount(region, opts.read_only, opts.meta_replicas, opts.consistency)?;
-        let ctx = Arc::new(match opts.bench_block_journal {
+        let ctx = match opts.bench_block_journal {
             true => ctx.with_block_journal(),
             false => ctx,
+        };
+        let ctx = Arc::new(match opts.batch {
+            Some(_) if ctx.consistency() != Consistency::Relaxed => {
+                return Err(Error::Invalid("batching is an option of relaxed mode"));
+            }
+            Some(b) if ctx.relaxed() => ctx.with_batch(b.words),
+            _ => ctx,
         });
         Ok(Fs {
             reclaimer: (!opts.read_only).then(|| Reclaimer::start(ctx.clone())),
+            _committer: opts
+                .batch
+                .filter(|_| ctx.relaxed())
+                .map(|b| Committer::start(ctx.clone(), b.interval)),
             ctx,
             sb: Mutex::new(Rank::Superblock, sb),
             cache: Cache::new(None),
@@ -311,6 +333,7 @@ impl Fs {
             report: MountReport::default(),
             view: Some(view),
             reclaimer: None,
+            _committer: None,
             mmaps: Arc::default(),
             freed: AtomicU64::new(0),
             freeing: AtomicUsize::new(0),
@@ -328,6 +351,7 @@ impl Fs {
         if self.read_only {
             return Ok(());
         }
+        self.ctx.journal().commit_running(self.ctx.region())?;
         // The saved state must not count as used what deletions left.
         self.wait_reclaimed();
         for cell in self.cache.cells() {
@@ -916,10 +940,13 @@ impl Fs {
         file::seek(&st, off, data)?.ok_or(Error::NoSuchOffset)
     }
 
-    /// Nothing to do: every operation is durable when it returns (strict
-    /// mode). Checks only that the inode exists.
+    /// Every operation is durable when it returns, but for a batching
+    /// relaxed mount's in-place metadata changes ([`Batching`]): their
+    /// running transaction commits, whole, as ext4's journal does at
+    /// fsync. Checks that the inode exists.
     pub fn fsync(&self, ino: Ino) -> Result<()> {
-        self.getattr(ino).map(|_| ())
+        self.getattr(ino)?;
+        self.ctx.journal().commit_running(self.ctx.region())
     }
 
     /// Space and inode counts.
