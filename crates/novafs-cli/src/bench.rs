@@ -5,9 +5,9 @@
 //! several rounds, the DRAM the indexes use per file and per data page, and
 //! mount times after a clean unmount and after a crash, and what the
 //! metadata journal writes per operation. `--protect MODE`,
-//! `--compare-replicas`, `--compare-data-protection` and
-//! `--compare-journal` instead compare two library configurations side by
-//! side.
+//! `--compare-replicas`, `--compare-data-protection`, `--compare-journal`
+//! and `--compare-modes` instead compare two library configurations side
+//! by side.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
 use novafs::PAGE_SIZE;
-use novafs::{FormatOptions, MountOptions, StatFs, ROOT_INO};
+use novafs::{Consistency, FormatOptions, MountOptions, StatFs, ROOT_INO};
 use novafs_bench::backend::Backend;
 use novafs_bench::memory;
 use novafs_bench::stats::{summarize, Summary};
@@ -79,6 +79,14 @@ pub struct Args {
     /// throughput, journal bytes and fences per operation.
     #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "snapshots", "mmap"])]
     fgm: bool,
+    /// Instead of the full run, compare the microbenchmark on a strict
+    /// mount with one on a relaxed mount (NOVA-Fortis §4.6: overwrites in
+    /// place), both on mkfs's default format, rounds interleaved: latency,
+    /// journal bytes and fences per operation. With --fgm, FGM's workloads
+    /// in the two modes instead of the fine-grained and block-granular
+    /// journals.
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "snapshots", "mmap"])]
+    compare_modes: bool,
     /// With --fgm: seconds of each workload per round and side.
     #[arg(long, default_value_t = 3.0)]
     fgm_secs: f64,
@@ -166,16 +174,21 @@ pub fn run(args: &Args) -> Result<()> {
             // growth and the other workloads' files.
             big_file: (args.size / 16).min(64 << 20),
         };
-        return with_sides(args, &journaling(), |sides| {
+        let cmp = if args.compare_modes { modes() } else { journaling() };
+        return with_sides(args, &cmp, |sides| {
             let [a, b] = [&sides[0], &sides[1]];
             let mut about = vec![a.media.clone()];
             about.extend(
                 sides
                     .iter()
-                    .map(|s| format!("{}: {}", s.config.name, describe(s, true))),
+                    .map(|s| format!("{}: {}", s.config.name, describe(s, cmp.table))),
             );
-            bench_fgm::run([(a.config.name, &a.lib), (b.config.name, &b.lib)], &about, &plan)
+            let saved = cmp.table == Table::Journals;
+            bench_fgm::run([(a.config.name, &a.lib), (b.config.name, &b.lib)], &about, &plan, saved)
         });
+    }
+    if args.compare_modes {
+        return compare(args, files, rounds, &modes());
     }
     if args.snapshots {
         return bench_snapshots::run(&bench_snapshots::Plan {
@@ -280,6 +293,19 @@ struct Config {
     block_journal: bool,
 }
 
+impl Config {
+    /// Formatted with `format`, on an unprotected region, mounted with
+    /// the fine-grained journal.
+    fn formatted(name: &'static str, format: FormatOptions) -> Config {
+        Config {
+            name,
+            protect: WriteProtect::Off,
+            format,
+            block_journal: false,
+        }
+    }
+}
+
 /// Two configurations side by side, the second measured against the first.
 struct Comparison {
     configs: [Config; 2],
@@ -289,24 +315,35 @@ struct Comparison {
     /// Also measure what the second takes in storage beyond the first,
     /// against the paper's figure in percent.
     storage: Option<f64>,
-    /// Report the journal's bytes and fences per operation of each side
-    /// instead of the latency ratios' targets.
-    journal: bool,
+    table: Table,
+}
+
+/// What a comparison sets side by side, and so which table it prints and
+/// what it says of each side.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Table {
+    /// Latency medians, their ratio and the targets.
+    Latency,
+    /// Two journal formats (FGM §IV-B): latency medians and ranges, their
+    /// ratio, each side's journal bytes and fences per operation, and the
+    /// bytes the first side's journal saves.
+    Journals,
+    /// Two consistency modes (NOVA-Fortis §4.6): the same without the
+    /// bytes saved (both sides journal the same way), with the targets.
+    Modes,
 }
 
 /// `--protect MODE`: an unprotected region against one under `mode`.
 fn protection(mode: WriteProtect) -> Comparison {
     let config = |name, protect| Config {
-        name,
         protect,
-        format: FormatOptions::default(),
-        block_journal: false,
+        ..Config::formatted(name, FormatOptions::default())
     };
     Comparison {
         configs: [config("unprotected", WriteProtect::Off), config("protected", mode)],
         targets: [None; 6],
         storage: None,
-        journal: false,
+        table: Table::Latency,
     }
 }
 
@@ -314,18 +351,13 @@ fn protection(mode: WriteProtect) -> Comparison {
 /// one with them (the default). The issue's targets: create at most 40%
 /// and a 4 KiB append at most 25% slower.
 fn replicas() -> Comparison {
-    let config = |name, meta_replicas| Config {
-        name,
-        protect: WriteProtect::Off,
-        format: FormatOptions::default().meta_replicas(meta_replicas),
-        block_journal: false,
-    };
+    let config = |name, on| Config::formatted(name, FormatOptions::default().meta_replicas(on));
     Comparison {
         configs: [config("without replicas", false), config("with replicas", true)],
         targets: [Some(1.40), Some(1.25), None, None, None, None],
         // NOVA-Fortis's storage overhead of metadata replicas.
         storage: Some(2.1),
-        journal: false,
+        table: Table::Latency,
     }
 }
 
@@ -334,18 +366,18 @@ fn replicas() -> Comparison {
 /// the protection was built to (what users of NOVA-Fortis pay, Fortis
 /// §5.2): a 4 KiB append at most 1.4x, a 4 KiB read at most 1.4x.
 fn data_protection() -> Comparison {
-    let config = |name, on| Config {
-        name,
-        protect: WriteProtect::Off,
-        format: FormatOptions::default().meta_replicas(on).data_csum(on).data_parity(on),
-        block_journal: false,
+    let config = |name, on| {
+        Config::formatted(
+            name,
+            FormatOptions::default().meta_replicas(on).data_csum(on).data_parity(on),
+        )
     };
     Comparison {
         configs: [config("unprotected", false), config("fully protected", true)],
         targets: [None, Some(1.40), Some(1.40), None, None, None],
         // NOVA-Fortis's total storage overhead of its protection (§5.5).
         storage: Some(14.8),
-        journal: false,
+        table: Table::Latency,
     }
 }
 
@@ -354,16 +386,32 @@ fn data_protection() -> Comparison {
 /// FGM Figure 4), both on mkfs's default format.
 fn journaling() -> Comparison {
     let config = |name, block_journal| Config {
-        name,
-        protect: WriteProtect::Off,
-        format: FormatOptions::default(),
         block_journal,
+        ..Config::formatted(name, FormatOptions::default())
     };
     Comparison {
         configs: [config("fine-grained", false), config("block-granular", true)],
         targets: [None; 6],
         storage: None,
-        journal: true,
+        table: Table::Journals,
+    }
+}
+
+/// `--compare-modes`: a strict mount against a relaxed one (NOVA-Fortis
+/// §4.6), both on mkfs's default format (metadata replicas, data
+/// checksums and parity: relaxed mode here patches them in place, where
+/// the paper's relaxed mode drops data protection). The issue's target: a
+/// 512-byte overwrite at least 3x faster relaxed (the paper: 3.8x, §5.1).
+fn modes() -> Comparison {
+    let config = |name, mode| Config::formatted(name, FormatOptions::default().consistency(mode));
+    Comparison {
+        configs: [
+            config("strict", Consistency::Strict),
+            config("relaxed", Consistency::Relaxed),
+        ],
+        targets: [None, None, None, None, Some(1.0 / 3.0), None],
+        storage: None,
+        table: Table::Modes,
     }
 }
 
@@ -374,6 +422,8 @@ struct Side<'a> {
     lib: LibraryTarget,
     /// Right after mkfs.
     fresh: StatFs,
+    /// The mode the mount took (`Fs::consistency`).
+    consistency: Consistency,
     /// The region's kind and flush, in words.
     media: String,
 }
@@ -418,13 +468,13 @@ fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, sides: &[Si
     );
     println!("{}", a.media);
     for side in sides {
-        println!("{}: {}", side.config.name, describe(side, cmp.journal));
+        println!("{}: {}", side.config.name, describe(side, cmp.table));
     }
-    if cmp.journal {
-        return journal_table(sides, &runs);
+    if cmp.table != Table::Latency {
+        return journal_table(cmp, sides, &runs);
     }
     let with_targets = cmp.targets.iter().any(Option::is_some);
-    let (target_head, target_rule) = if with_targets { (" target |", "---|") } else { ("", "") };
+    let (target_head, target_rule) = target_columns(with_targets);
     println!(
         "\n| operation | {} median µs/op | {} median µs/op | ratio |{target_head}",
         a.config.name, b.config.name
@@ -434,17 +484,31 @@ fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, sides: &[Si
         let [x, y] = [&runs[0], &runs[1]].map(|v| summary(&v.iter().map(f).collect::<Vec<_>>()));
         let (x, y) = (x?.median, y?.median);
         let ratio = y / x;
-        let target = match target {
-            _ if !with_targets => String::new(),
-            Some(max) => format!(" ≤ {max:.2}: {} |", if ratio <= max { "met" } else { "missed" }),
-            None => " — |".to_string(),
-        };
+        let target = target_cell(with_targets, target, ratio);
         println!("| {name} | {x:.3} | {y:.3} | {ratio:.2} |{target}");
     }
     if let Some(paper) = cmp.storage {
         storage(sides, files, args.appends, paper)?;
     }
     Ok(())
+}
+
+/// The target column's head and rule; none when no row has a target.
+fn target_columns(with_targets: bool) -> (&'static str, &'static str) {
+    if with_targets {
+        (" target |", "---|")
+    } else {
+        ("", "")
+    }
+}
+
+/// A row's target cell: the most its ratio may be, and whether it is met.
+fn target_cell(with_targets: bool, target: Option<f64>, ratio: f64) -> String {
+    match target {
+        _ if !with_targets => String::new(),
+        Some(max) => format!(" ≤ {max:.2}: {} |", if ratio <= max { "met" } else { "missed" }),
+        None => " — |".to_string(),
+    }
 }
 
 /// Maps `image` and formats it as `config` says.
@@ -473,65 +537,107 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
     let mount = MountOptions::default().bench_block_journal(config.block_journal);
     let lib = LibraryTarget::on_region_mounted(Arc::new(region), config.format.clone(), mount)?;
     let fresh = lib.statfs()?;
+    let consistency = lib.fs()?.consistency();
+    if consistency != config.format.consistency {
+        bail!("formatted {}, the mount is {}", config.format.consistency, consistency);
+    }
     Ok(Side {
         config,
         protection,
         lib,
         fresh,
+        consistency,
         media,
     })
 }
 
 /// A configuration in words: its write protection, metadata replicas and
-/// data protection, and with `journal` what its journal writes.
-fn describe(side: &Side, journal: bool) -> String {
-    let journal = match (journal, side.config.block_journal) {
-        (false, _) => "",
-        (true, false) => "; journal: the modified metadata and a TxnInfo (FGM §III-B)",
-        (true, true) => "; journal: a descriptor, each 4 KiB block updated, a commit block (JBD2)",
+/// data protection, and what `table` compares: what its journal writes,
+/// or its consistency mode.
+fn describe(side: &Side, table: Table) -> String {
+    let what = match (table, side.config.block_journal, side.consistency) {
+        (Table::Latency, ..) => "",
+        (Table::Journals, false, _) => "; journal: the modified metadata and a TxnInfo (FGM §III-B)",
+        (Table::Journals, true, _) => "; journal: a descriptor, each 4 KiB block updated, a commit block (JBD2)",
+        (Table::Modes, _, Consistency::Strict) => "; consistency strict: overwrites copy-on-write (NOVA §4.4)",
+        (Table::Modes, _, Consistency::Relaxed) => {
+            "; consistency relaxed: overwrites in place under a journal intent, checksums and parity \
+             patched, the mtime in one journal transaction (NOVA-Fortis §4.6)"
+        }
     };
     format!(
-        "write protection {}, {}{journal}",
+        "write protection {}, {}{what}",
         side.protection,
         crate::info::protection(&side.config.format)
     )
 }
 
-/// `--compare-journal`'s table: per operation, both sides' latency,
-/// journal bytes and fences (medians over the rounds), and the bytes the
-/// fine-grained journal saves; then the saving over every operation.
-fn journal_table(sides: &[Side], runs: &[Vec<Micro>; 2]) -> Result<()> {
+/// `--compare-journal`'s and `--compare-modes`' table: per operation,
+/// both sides' latency (median and range over the rounds) and its ratio,
+/// journal bytes and fences (medians); comparing journals, the bytes the
+/// first saves, then the saving over every operation; comparing modes,
+/// the targets, then how much faster relaxed overwrites.
+fn journal_table(cmp: &Comparison, sides: &[Side], runs: &[Vec<Micro>; 2]) -> Result<()> {
     let [a, b] = [&sides[0], &sides[1]].map(|s| s.config.name);
+    let saves = cmp.table == Table::Journals;
+    let (saved_head, saved_rule) = if saves { (" bytes saved |", "---|") } else { ("", "") };
+    let with_targets = cmp.targets.iter().any(Option::is_some);
+    let (target_head, target_rule) = target_columns(with_targets);
     println!(
-        "\n| operation | {a} µs/op | {b} µs/op | {a} journal B/op | {b} journal B/op | bytes saved | \
-         {a} fences/op | {b} fences/op |"
+        "\n| operation | {a} µs/op | {a} min–max | {b} µs/op | {b} min–max | {b} ÷ {a} | {a} journal B/op | \
+         {b} journal B/op |{saved_head} {a} fences/op | {b} fences/op |{target_head}"
     );
-    println!("|---|---|---|---|---|---|---|---|");
-    for (row, (name, f, _)) in ROWS.into_iter().enumerate() {
+    println!("|---|---|---|---|---|---|---|---|{saved_rule}---|---|{target_rule}");
+    let mut ratios = Vec::new();
+    for (row, ((name, f, _), target)) in ROWS.into_iter().zip(cmp.targets).enumerate() {
         let [x, y] = [&runs[0], &runs[1]].map(|v| summary(&v.iter().map(f).collect::<Vec<_>>()));
+        let (x, y) = (x?, y?);
         let [jx, jy] = [&runs[0], &runs[1]].map(|v| journal_medians(v, row));
         let ((bx, fx), (by, fy)) = (
             jx?.context("the library counts its journal")?,
             jy?.context("the library counts its journal")?,
         );
+        let ratio = y.median / x.median;
+        let saved = if saves {
+            format!(" {} |", saved(bx, by))
+        } else {
+            String::new()
+        };
         println!(
-            "| {name} | {:.3} | {:.3} | {bx:.1} | {by:.1} | {} | {fx:.2} | {fy:.2} |",
-            x?.median,
-            y?.median,
-            saved(bx, by)
+            "| {name} | {:.3} | {:.3}–{:.3} | {:.3} | {:.3}–{:.3} | {ratio:.2} | {bx:.1} | {by:.1} |{saved} \
+             {fx:.2} | {fy:.2} |{}",
+            x.median,
+            x.min,
+            x.max,
+            y.median,
+            y.min,
+            y.max,
+            target_cell(with_targets, target, ratio)
+        );
+        ratios.push(ratio);
+    }
+    if saves {
+        let total = |v: &[Micro]| -> u64 {
+            v.iter()
+                .flat_map(|m| m.journal.into_iter().flatten())
+                .map(|p| p.stats.journal_bytes)
+                .sum()
+        };
+        let (ta, tb) = (total(&runs[0]), total(&runs[1]));
+        println!(
+            "\njournal bytes over every round and operation: {ta} {a}, {tb} {b}: {} fewer (the paper: 90–99%)",
+            saved(ta as f64, tb as f64)
+        );
+    } else {
+        // ROWS[3] and ROWS[4]: the overwrites, the rows relaxed mode changes.
+        println!(
+            "\n{a} ÷ {b} of the medians (> 1: {b} is faster): overwrite 4 KiB + fsync {:.2}x, overwrite 512 B + \
+             fsync {:.2}x (the issue's target for 512 B: at least 3x; the paper: 3.8x, NOVA-Fortis §5.1, relaxed \
+             mode without data protection against NOVA without it)",
+            1.0 / ratios[3],
+            1.0 / ratios[4]
         );
     }
-    let total = |v: &[Micro]| -> u64 {
-        v.iter()
-            .flat_map(|m| m.journal.into_iter().flatten())
-            .map(|p| p.stats.journal_bytes)
-            .sum()
-    };
-    let (ta, tb) = (total(&runs[0]), total(&runs[1]));
-    println!(
-        "\njournal bytes over every round and operation: {ta} {a}, {tb} {b}: {} fewer (the paper: 90–99%)",
-        saved(ta as f64, tb as f64)
-    );
     Ok(())
 }
 
