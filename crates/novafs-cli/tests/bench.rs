@@ -304,6 +304,30 @@ fn bench_compares_strict_with_relaxed_mode_and_only_relaxed_overwrites_journal()
     assert_nothing_left(&dir);
 }
 
+/// `--batch`: the relaxed side batches (FGM §III-C1); the benchmark's
+/// fsync after every overwrite commits its running transaction.
+#[test]
+fn bench_compare_modes_batches_the_relaxed_side_when_asked() {
+    let dir = scratch();
+    let img = path(&dir, "batch.img");
+    let out = small_bench(&["--compare-modes", "--batch"], "2", &img);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[3].starts_with("relaxed+batch: ") && lines[3].contains("; consistency relaxed, batching: "),
+        "{out}"
+    );
+    let rows = table(&out, "| operation |");
+    for row in rows.iter().filter(|r| r["operation"].starts_with("overwrite")) {
+        assert!(num(row["relaxed+batch journal B/op"]) > 0.0, "{out}");
+    }
+    assert_eq!(
+        novafs(&["bench", "--batch"]).status.code(),
+        Some(2),
+        "--batch without --compare-modes"
+    );
+    assert_nothing_left(&dir);
+}
+
 #[test]
 fn bench_fgm_compares_the_modes_under_eadr_and_says_no_workload_overwrites() {
     let dir = scratch();
