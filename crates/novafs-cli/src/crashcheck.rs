@@ -1,7 +1,9 @@
 //! `novafs crashcheck`: the crash-state checker (crates/novafs-crashcheck)
 //! from the command line. Without `--all`, the bounded sweep `cargo test`
 //! runs; with it, every scenario thoroughly, then random operation
-//! sequences until `--images` crash images have been checked. `--seeds`
+//! sequences (one shard, two shards, relaxed mode in turn) until
+//! `--images` crash images have been checked. `--relaxed` keeps only the
+//! relaxed-mode scenarios and sequences (Fortis §4.6). `--seeds`
 //! runs the whole sweep once per seed (a sweep that passes with one seed
 //! proves little). Prints the counts and, for each failure, a reproducer.
 //! Exit 0: no failures.
@@ -29,9 +31,12 @@ pub struct Args {
     /// Stop once this many crash images have been checked, per seed (default with --all: 100000; --all checks every scenario first whatever the count).
     #[arg(long)]
     images: Option<u64>,
-    /// Check only this workload (see --list; also random-SEED-LEN and random2-SEED-LEN).
+    /// Check only this workload (see --list; also random-SEED-LEN, random2-SEED-LEN and random-relaxed-SEED-LEN).
     #[arg(long)]
     workload: Option<String>,
+    /// Only the relaxed-mode workloads (images formatted relaxed): the scenarios, and with --all relaxed random sequences.
+    #[arg(long, conflicts_with = "workload")]
+    relaxed: bool,
     /// Check only this crash point of the workload (from a reproducer).
     #[arg(long, requires = "workload")]
     point: Option<usize>,
@@ -75,14 +80,16 @@ pub fn run(args: &Args) -> ExitCode {
         };
         for w in all {
             println!(
-                "{:<28} {} setup ops, {} recorded ops",
+                "{:<32} {} setup ops, {} recorded ops{}",
                 w.name,
                 w.setup.len(),
-                w.ops.len() + 1
+                w.ops.len() + 1,
+                if w.relaxed() { ", relaxed mode" } else { "" }
             );
         }
-        println!("random-SEED-LEN              a random sequence of LEN operations");
-        println!("random2-SEED-LEN             the same on two shards, operations spread over both");
+        println!("random-SEED-LEN                  a random sequence of LEN operations");
+        println!("random2-SEED-LEN                 the same on two shards, operations spread over both");
+        println!("random-relaxed-SEED-LEN          the same in relaxed mode, mostly overwrites inside files");
         return ExitCode::SUCCESS;
     }
     let seeds = if args.seeds.is_empty() {
@@ -113,9 +120,12 @@ pub fn run(args: &Args) -> ExitCode {
     }
 }
 
-/// Every named workload; `None` (said on stderr) when a generated one
-/// could not be built.
-fn all_or_say() -> Option<Vec<Workload>> {
+/// Every named workload (only the relaxed ones with `relaxed`); `None`
+/// (said on stderr) when a generated one could not be built.
+fn all_or_say(relaxed: bool) -> Option<Vec<Workload>> {
+    if relaxed {
+        return Some(workload::relaxed());
+    }
     workload::all().map_err(|e| eprintln!("novafs: {e}")).ok()
 }
 
@@ -150,19 +160,21 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
         },
         None if args.all => {
             let len = args.sequence_len;
-            let catalog = all_or_say()?;
+            let catalog = all_or_say(args.relaxed)?;
             scenarios = catalog.len() as u64;
+            let relaxed = args.relaxed;
             Box::new(catalog.into_iter().chain((0..).map(move |i: u64| {
-                // Alternate one-shard and two-shard sequences.
-                let s = seed.wrapping_add(i / 2);
-                if i.is_multiple_of(2) {
-                    workload::random(s, len)
-                } else {
-                    workload::random_sharded(s, len)
+                // One-shard, two-shard and relaxed sequences in turn.
+                let s = seed.wrapping_add(i / 3);
+                match i % 3 {
+                    _ if relaxed => workload::random_relaxed(seed.wrapping_add(i), len),
+                    0 => workload::random(s, len),
+                    1 => workload::random_sharded(s, len),
+                    _ => workload::random_relaxed(s, len),
                 }
             })))
         }
-        None => Box::new(all_or_say()?.into_iter()),
+        None => Box::new(all_or_say(args.relaxed)?.into_iter()),
     };
     let verbose = args.point.is_some();
     let t0 = Instant::now();

@@ -5,7 +5,10 @@
 //! 1. fsck of the raw crash image is clean (only `problems` fail);
 //! 2. mounting it (recovery) succeeds, and the visible tree equals a legal
 //!    state: the state after every operation that returned before the
-//!    crash, with the in-flight one applied fully or not at all;
+//!    crash, with the in-flight one applied fully or not at all — or, in a
+//!    relaxed workload (the image's default mode, so every mount here is
+//!    relaxed), with the overwrite in flight torn as [`Tree::torn_write`]
+//!    allows, when it is one ([`torn_write`]);
 //! 3. after a clean unmount the image is fsck-clean again (the rebuilt
 //!    allocators are exact), and a remount shows the same tree;
 //! 4. for a sample of images, the recovery itself is recorded and crashed:
@@ -32,8 +35,8 @@ use pm::{CrashPoint, PointKind, RecordingRegion, Region, Trace};
 use crate::choose::{choices, describe_choice, Pick};
 use crate::damage::{self, Damage, Writes};
 use crate::image::OverlayRegion;
-use crate::tree::{Compare, Tree};
-use crate::workload::{apply, fresh_runner, gc_count, runner, tree_of, Expect, Workload};
+use crate::tree::{Compare, Overwrite, Tree};
+use crate::workload::{apply, fresh_runner_as, gc_count, look, tree_keeping, way_of, Expect, Workload};
 use novafs_rng::SplitMix as Rng;
 
 /// How hard to look.
@@ -228,6 +231,10 @@ pub struct Stats {
     /// where it was: a copy may be a step behind the other at a crash).
     pub damaged: u64,
     pub damaged_other_state: u64,
+    /// Relaxed workloads: ops the live runs changed in place, and images
+    /// legal only as an in-place overwrite torn ([`Tree::torn_write`]).
+    pub in_place_ops: u64,
+    pub torn: u64,
     pub failures: Vec<Failure>,
     /// Failures matching [`Config::known`].
     pub known: Vec<Failure>,
@@ -245,6 +252,8 @@ impl Stats {
         self.recovery_images += o.recovery_images;
         self.damaged += o.damaged;
         self.damaged_other_state += o.damaged_other_state;
+        self.in_place_ops += o.in_place_ops;
+        self.torn += o.torn;
         self.failures.extend(o.failures);
         self.known.extend(o.known);
         self.elapsed += o.elapsed;
@@ -255,9 +264,14 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} workloads, {} operations, {} crash points, {} images checked ({} of them inside recovery, from {} recorded recoveries{}), {} repeated images, {} failures{}",
+            "{} workloads, {} operations{}, {} crash points, {} images checked ({} of them inside recovery, from {} recorded recoveries{}{}), {} repeated images, {} failures{}",
             self.workloads,
             self.ops,
+            if self.in_place_ops > 0 {
+                format!(" ({} of them in place)", self.in_place_ops)
+            } else {
+                String::new()
+            },
             self.crash_points,
             self.images,
             self.recovery_images,
@@ -267,6 +281,11 @@ impl fmt::Display for Stats {
                     "; {} with a damaged copy, {} of those recovered to the op's other legal state",
                     self.damaged, self.damaged_other_state
                 )
+            } else {
+                String::new()
+            },
+            if self.torn > 0 {
+                format!("; {} legal only as a torn overwrite", self.torn)
             } else {
                 String::new()
             },
@@ -289,6 +308,8 @@ pub struct Recorded {
     pub states: Vec<Tree>,
     /// Operations that failed in the live run, with the error.
     pub errors: Vec<(usize, String)>,
+    /// Relaxed workloads: operations the live run changed in place.
+    pub in_place: usize,
 }
 
 /// Runs `w`: its setup on a plain region (then a clean unmount), then its
@@ -299,12 +320,13 @@ pub fn record(w: &Workload) -> Result<Recorded, String> {
 
 /// [`record`] with the operations running on `wrap(recording)`.
 pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
-    let mut setup = fresh_runner(w.region_size, w.shards)?;
+    let keep = w.keep_bytes();
+    let mut setup = fresh_runner_as(w.region_size, w.shards, w.consistency)?;
     apply(&mut setup, &Op::Mount, w.spread).map_err(|e| format!("setup mount: {e}"))?;
     for (i, op) in w.setup.iter().enumerate() {
         apply(&mut setup, op, w.spread).map_err(|e| format!("setup op {i} ({op}): {e}"))?;
     }
-    let initial = tree_of(&setup)?;
+    let initial = tree_keeping(&setup, keep)?;
     apply(&mut setup, &Op::Unmount, w.spread).map_err(|e| format!("setup unmount: {e}"))?;
     let base = {
         let region = setup.region();
@@ -314,14 +336,23 @@ pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
     };
     drop(setup);
     let rec = Arc::new(RecordingRegion::new(base));
-    let mut run = runner(wrap(rec.clone()), w.shards);
+    let mut run = w.runner(wrap(rec.clone()));
     let ops = w.recorded_ops();
     let mut states = vec![initial];
     let mut errors = Vec::new();
+    // Relaxed: how each op of `w.ops` changed the node it names.
+    let mut ways = Vec::new();
     for (i, op) in ops.iter().enumerate() {
+        let watch = w.relaxed() || !w.ways.is_empty();
+        let target = crate::workload::relaxed_target(op).filter(|_| watch && i > 0);
+        let before = target.and_then(|p| look(&run, p).ok());
         rec.begin_op(i as u64);
         let res = apply(&mut run, op, w.spread);
         rec.end_op();
+        if i > 0 {
+            let after = target.filter(|_| res.is_ok()).and_then(|p| look(&run, p).ok());
+            ways.push(before.zip(after).and_then(|(b, a)| way_of(&b, &a)));
+        }
         if let Err(e) = res {
             if w.expect == Expect::AllSucceed || i == 0 {
                 return Err(format!("op {i} ({op}) failed in the live run: {e}"));
@@ -329,12 +360,12 @@ pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
             errors.push((i, e));
         }
         let tree = match run.fs() {
-            Some(_) => tree_of(&run).map_err(|e| format!("after op {i} ({op}), in the live run: {e}"))?,
+            Some(_) => tree_keeping(&run, keep).map_err(|e| format!("after op {i} ({op}), in the live run: {e}"))?,
             // What a mount would show now, read from a copy of the image.
             None if matches!(op, Op::Mkfs) => {
                 let copy = Arc::new(pm::MemRegion::from_bytes(rec.snapshot()));
                 let fs = Fs::open(copy, MountOptions::default()).map_err(|e| format!("mount after mkfs: {e}"))?;
-                Tree::capture(&fs)?
+                Tree::capture_keeping(&fs, keep)?
             }
             None => states.last().cloned().unwrap_or_default(),
         };
@@ -345,13 +376,41 @@ pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
             return Err(format!("the recorded operations never ran {kind:?} GC"));
         }
     }
+    let in_place = crate::workload::check_ways(w, &ways)?;
     drop(run); // A crash: no unmount.
     Ok(Recorded {
         ops,
         trace: rec.trace(),
         states,
         errors,
+        in_place,
     })
+}
+
+/// The overwrite a crash at `cp` may show torn ([`Tree::torn_write`]): the
+/// op in flight, when `w` is relaxed and it is a write by path that
+/// succeeded in the live run. Strict workloads have none: their oracle is
+/// exact.
+pub fn torn_write(w: &Workload, rec: &Recorded, cp: &CrashPoint<'_>) -> Option<Overwrite> {
+    let i = cp.in_flight? as usize;
+    overwrite_of(w, rec, i)
+}
+
+fn overwrite_of(w: &Workload, rec: &Recorded, i: usize) -> Option<Overwrite> {
+    let failed = rec.errors.iter().any(|&(e, _)| e == i);
+    match &rec.ops[i] {
+        Op::Write {
+            at: novafs_ops::At::Path(path),
+            off,
+            len,
+            ..
+        } if w.relaxed() && !failed => Some(Overwrite {
+            path: path.clone(),
+            off: *off,
+            len: *len,
+        }),
+        _ => None,
+    }
 }
 
 /// What the oracle made of one image.
@@ -383,8 +442,14 @@ fn plain<'a>(base: &'a Arc<Vec<u8>>, patches: &'a Patches) -> impl Fn() -> Arc<O
 
 /// The oracle's mechanical part: fsck, recover, capture, unmount, fsck.
 /// With `damage`, one copy of some metadata in the image is damaged.
-fn examine(image: &Image<'_>, damage: Option<&Damage>, cfg: &Config, trees: &mut HashMap<u64, Tree>) -> Outcome {
-    let r = catch_unwind(AssertUnwindSafe(|| examine_inner(image, damage, cfg)));
+fn examine(
+    image: &Image<'_>,
+    damage: Option<&Damage>,
+    cfg: &Config,
+    keep: usize,
+    trees: &mut HashMap<u64, Tree>,
+) -> Outcome {
+    let r = catch_unwind(AssertUnwindSafe(|| examine_inner(image, damage, cfg, keep)));
     match r {
         Ok(Ok((tree, busy))) => {
             let d = tree.digest(cfg.compare);
@@ -417,7 +482,12 @@ fn fsck_problems(region: Arc<dyn Region>, crashed: bool) -> Result<(), String> {
     }
 }
 
-fn examine_inner(image: &Image<'_>, damage: Option<&Damage>, cfg: &Config) -> Result<(Tree, bool), String> {
+fn examine_inner(
+    image: &Image<'_>,
+    damage: Option<&Damage>,
+    cfg: &Config,
+    keep: usize,
+) -> Result<(Tree, bool), String> {
     if cfg.raw_fsck {
         match damage {
             None => fsck_problems(image(), true).map_err(|e| format!("fsck of the crash image: {e}"))?,
@@ -433,7 +503,7 @@ fn examine_inner(image: &Image<'_>, damage: Option<&Damage>, cfg: &Config) -> Re
     let fs = Fs::open(region.clone(), MountOptions::default()).map_err(|e| format!("recovery failed: {e}"))?;
     let rep = fs.mount_report();
     let busy = rep.journal_replayed > 0 || rep.orphans_reclaimed > 0;
-    let tree = Tree::capture(&fs).map_err(|e| format!("after recovery: {e}"))?;
+    let tree = Tree::capture_keeping(&fs, keep).map_err(|e| format!("after recovery: {e}"))?;
     // A crash damages nothing: recovery and reading everything back must
     // not need redundancy (a repair here means a copy, checksum or parity
     // was left inconsistent by a write path).
@@ -461,7 +531,7 @@ fn examine_inner(image: &Image<'_>, damage: Option<&Damage>, cfg: &Config) -> Re
     }
     // The clean image (saved allocators, no scan) shows the same tree.
     let fs = Fs::open(region, MountOptions::default()).map_err(|e| format!("remount after recovery failed: {e}"))?;
-    let again = Tree::capture(&fs).map_err(|e| format!("after a remount of the recovered image: {e}"))?;
+    let again = Tree::capture_keeping(&fs, keep).map_err(|e| format!("after a remount of the recovered image: {e}"))?;
     if !again.same(&tree, cfg.compare) {
         let diff = again.diff(&tree, cfg.compare, 8).join("\n  ");
         return Err(format!(
@@ -556,6 +626,8 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
         }
     };
     stats.ops += rec.ops.len() as u64;
+    stats.in_place_ops += rec.in_place as u64;
+    let keep = w.keep_bytes();
     let cmp = cfg.compare;
     let digests: Vec<u64> = rec.states.iter().map(|t| t.digest(cmp)).collect();
     let mut trees: HashMap<u64, Tree> = HashMap::new();
@@ -572,6 +644,21 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
         stats.crash_points += 1;
         let mut rng = Rng::derive(cfg.seed, cp.index as u64);
         let allowed = legal(cp);
+        let overwrite = torn_write(w, &rec, cp);
+        // A tree that is no exact legal state: torn by the overwrite in
+        // flight, or why it is illegal.
+        let judge = |got: &Tree, choice: &pm::Choice| -> Result<(), String> {
+            let mut m = illegal(got, &rec, &allowed, cmp, describe_choice(cp, choice));
+            let Some(o) = &overwrite else { return Err(m) };
+            let i = cp.in_flight.unwrap_or_default() as usize;
+            match got.torn_write(&rec.states[i], &rec.states[i + 1], o, cmp) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    m += &format!("\nnor is it the write in flight torn: {e}");
+                    Err(m)
+                }
+            }
+        };
         let written = writes.as_ref().map(|w| w.at(cp)).unwrap_or_default();
         let list = choices(cp, &cfg.pick, &mut rng);
         for (idx, choice) in list.iter().enumerate() {
@@ -587,7 +674,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                     o.clone()
                 }
                 None => {
-                    let o = examine(&plain(&cp.durable, &patches), None, cfg, &mut trees);
+                    let o = examine(&plain(&cp.durable, &patches), None, cfg, keep, &mut trees);
                     stats.images += 1;
                     checked += 1;
                     cache.insert(key, o.clone());
@@ -601,7 +688,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                         let pick = every > 0 && (rng.below(every) == 0 || cfg.only_point.is_some());
                         if pick {
                             let img = OverlayRegion::new(cp.durable.clone(), patches.iter().copied()).to_vec();
-                            crash_recovery(img, d, cfg, &mut trees, stats, &mut |stats, p, i, msg| {
+                            crash_recovery(img, d, cfg, keep, &mut trees, stats, &mut |stats, p, i, msg| {
                                 fail(stats, Some(cp.index), Some(idx), moment(&rec, cp), Some((p, i)), msg)
                             });
                         }
@@ -613,7 +700,13 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                 Err(e) if interrupted_mkfs(&rec, cp, e) => None,
                 Err(e) => Some(e.clone()),
                 Ok(d) if allowed.iter().any(|&s| digests[s] == *d) => None,
-                Ok(d) => Some(illegal(&trees[d], &rec, &allowed, cmp, describe_choice(cp, choice))),
+                Ok(d) => match judge(&trees[d], choice) {
+                    Ok(()) => {
+                        stats.torn += 1;
+                        None
+                    }
+                    Err(m) => Some(m),
+                },
             };
             if let Some(mut m) = msg {
                 if outcome.result.is_err() {
@@ -635,7 +728,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
             };
             let bytes = drng.next_u64();
             let damaged = || Arc::new(dmg.apply(&cp.durable, &patches, &mut Rng::new(bytes)));
-            let o = examine(&damaged, Some(&dmg), cfg, &mut trees);
+            let o = examine(&damaged, Some(&dmg), cfg, keep, &mut trees);
             stats.images += 1;
             stats.damaged += 1;
             checked += 1;
@@ -645,7 +738,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                     stats.damaged_other_state += 1;
                     None
                 }
-                Ok(d) => Some(illegal(&trees[d], &rec, &allowed, cmp, describe_choice(cp, choice))),
+                Ok(d) => judge(&trees[d], choice).err(),
                 // The damage took the copy of the old superblock the crash
                 // left (mkfs had cleared the other's magic): the image is
                 // plainly not novafs, mkfs's own interrupted state.
@@ -684,6 +777,7 @@ fn crash_recovery(
     img: Vec<u8>,
     expect: u64,
     cfg: &Config,
+    keep: usize,
     trees: &mut HashMap<u64, Tree>,
     stats: &mut Stats,
     fail: &mut dyn FnMut(&mut Stats, usize, usize, String),
@@ -706,7 +800,7 @@ fn crash_recovery(
                 continue;
             }
             let patches = cp.patches(choice);
-            let o = examine(&plain(&cp.durable, &patches), None, cfg, trees);
+            let o = examine(&plain(&cp.durable, &patches), None, cfg, keep, trees);
             stats.images += 1;
             stats.recovery_images += 1;
             match o.result {
@@ -737,6 +831,37 @@ pub fn count_points(w: &Workload) -> Result<usize, String> {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn only_a_relaxed_workload_s_write_in_flight_may_be_torn() {
+        let mut w = Workload::new(
+            "w",
+            vec![Op::create("/f"), Op::write("/f", 0, 100, 1)],
+            vec![Op::write("/f", 10, 20, 2), Op::chmod("/f", 0o600)],
+        );
+        let mut rec = Recorded {
+            ops: w.recorded_ops(),
+            trace: Trace {
+                base: Vec::new(),
+                events: Vec::new(),
+            },
+            states: Vec::new(),
+            errors: Vec::new(),
+            in_place: 0,
+        };
+        // Strict: the oracle stays exact.
+        assert_eq!(overwrite_of(&w, &rec, 1), None);
+        w.consistency = novafs::Consistency::Relaxed;
+        let o = Overwrite {
+            path: "/f".into(),
+            off: 10,
+            len: 20,
+        };
+        assert_eq!(overwrite_of(&w, &rec, 1), Some(o));
+        assert_eq!(overwrite_of(&w, &rec, 2), None, "a chmod is atomic");
+        rec.errors.push((1, "EIO".into()));
+        assert_eq!(overwrite_of(&w, &rec, 1), None, "a failed write changed nothing");
+    }
 
     #[test]
     fn failures_group_by_kind_regardless_of_numbers() {

@@ -1,7 +1,9 @@
 //! The visible state of a mounted file system: every path from the root with
 //! what a program can observe of it. Two states are equal when no program
 //! could tell them apart through the API (inode numbers aside: hard links
-//! are compared by which paths share an inode).
+//! are compared by which paths share an inode). Relaxed mode's torn
+//! overwrites are the one state besides these (`torn`,
+//! [`Tree::torn_write`]).
 
 use std::collections::hash_map::DefaultHasher;
 use std::collections::{BTreeMap, HashMap};
@@ -10,9 +12,13 @@ use std::hash::{Hash, Hasher};
 
 use novafs::{FileType, Fs, Ino, ROOT_INO};
 
+mod torn;
+
+pub use torn::Overwrite;
+
 /// File contents up to this size are kept in full (for readable diffs);
-/// larger ones as a hash.
-const KEEP_BYTES: usize = 4096;
+/// larger ones as a hash ([`Tree::capture_keeping`] keeps more).
+pub const KEEP_BYTES: usize = 4096;
 
 /// What a file holds.
 #[derive(Clone, PartialEq, Eq, Hash)]
@@ -123,11 +129,18 @@ impl Tree {
     /// Walks `fs` from the root. Every entry readdir lists must also be
     /// found by lookup and read back whole; any error is returned as text.
     pub fn capture(fs: &Fs) -> Result<Tree, String> {
+        Tree::capture_keeping(fs, KEEP_BYTES)
+    }
+
+    /// [`Tree::capture`] keeping the contents of files up to `keep` bytes
+    /// in full ([`KEEP_BYTES`] by default), larger ones as a hash. Trees
+    /// compared with each other must keep the same.
+    pub fn capture_keeping(fs: &Fs, keep: usize) -> Result<Tree, String> {
         let mut tree = Tree::default();
         let mut first: HashMap<Ino, String> = HashMap::new();
         let mut stack = vec![(ROOT_INO, "/".to_string())];
         let root = fs.getattr(ROOT_INO).map_err(|e| format!("getattr /: {e}"))?;
-        tree.nodes.insert("/".into(), node(fs, &root, "/", &mut first)?);
+        tree.nodes.insert("/".into(), node(fs, &root, "/", keep, &mut first)?);
         while let Some((dir, path)) = stack.pop() {
             let mut names = Vec::new();
             fs.readdir(dir, 0, |e| {
@@ -154,7 +167,7 @@ impl Tree {
                 if tree.nodes.contains_key(&p) {
                     return Err(format!("{p} is listed twice"));
                 }
-                let n = node(fs, &a, &p, &mut first)?;
+                let n = node(fs, &a, &p, keep, &mut first)?;
                 tree.nodes.insert(p.clone(), n);
                 if a.kind == FileType::Directory {
                     stack.push((a.ino, p));
@@ -282,7 +295,7 @@ fn describe_diff(a: &Node, b: &Node) -> String {
     d.join(", ")
 }
 
-fn node(fs: &Fs, a: &novafs::Attr, path: &str, first: &mut HashMap<Ino, String>) -> Result<Node, String> {
+fn node(fs: &Fs, a: &novafs::Attr, path: &str, keep: usize, first: &mut HashMap<Ino, String>) -> Result<Node, String> {
     let first_name = first.entry(a.ino).or_insert_with(|| path.to_string()).clone();
     let mut content = Content::None;
     let mut target = None;
@@ -293,7 +306,7 @@ fn node(fs: &Fs, a: &novafs::Attr, path: &str, first: &mut HashMap<Ino, String>)
             if n != buf.len() {
                 return Err(format!("{path}: read {n} of {} bytes", buf.len()));
             }
-            content = content_of(buf);
+            content = content_of(buf, keep);
         }
         FileType::Symlink => {
             let t = fs.readlink(a.ino).map_err(|e| format!("readlink {path}: {e}"))?;
@@ -307,7 +320,7 @@ fn node(fs: &Fs, a: &novafs::Attr, path: &str, first: &mut HashMap<Ino, String>)
         let v = fs
             .getxattr(a.ino, name)
             .map_err(|e| format!("getxattr {path} {}: {e}", String::from_utf8_lossy(name)))?;
-        xattrs.push((String::from_utf8_lossy(name).into_owned(), content_of(v)));
+        xattrs.push((String::from_utf8_lossy(name).into_owned(), content_of(v, KEEP_BYTES)));
     }
     // A directory's size and blocks count its log pages, which log growth
     // and GC change apart from anything a program does: not part of the
@@ -335,9 +348,9 @@ fn node(fs: &Fs, a: &novafs::Attr, path: &str, first: &mut HashMap<Ino, String>)
     })
 }
 
-/// Small contents in full, large ones as a hash.
-fn content_of(buf: Vec<u8>) -> Content {
-    if buf.len() <= KEEP_BYTES {
+/// Contents up to `keep` bytes in full, larger ones as a hash.
+fn content_of(buf: Vec<u8>, keep: usize) -> Content {
+    if buf.len() <= keep {
         Content::Bytes(buf)
     } else {
         Content::Hash(buf.len() as u64, hash_bytes(&buf))

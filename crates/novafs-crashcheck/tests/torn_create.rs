@@ -14,7 +14,6 @@ use std::sync::Arc;
 use novafs::probe::layout::{INODE_HEADS_OFF, INODE_SIZE};
 use novafs::probe::{bounds_of, read_superblock};
 use novafs::{Fs, MountOptions};
-use novafs_crashcheck::workload::{Expect, REGION_SIZE};
 use novafs_crashcheck::{record, Compare, Tree, Workload};
 use novafs_ops::Op;
 use pm::{Choice, MemRegion, PointKind, Region, Torn};
@@ -51,16 +50,7 @@ fn deleted_file() -> Vec<Op> {
 /// on anything else (fsck problems before or after recovery, a mount
 /// error, a tree that is neither state).
 fn crash_with_old_words(setup: Vec<Op>, op: Op, path: &str, old: &[usize]) -> Shows {
-    let w = Workload {
-        name: "torn_create".into(),
-        setup,
-        ops: vec![op],
-        expect: Expect::AllSucceed,
-        gc: None,
-        region_size: REGION_SIZE,
-        shards: 1,
-        spread: false,
-    };
+    let w = Workload::new("torn_create", setup, vec![op]);
     let rec = record(&w).unwrap();
     let final_image = rec.trace.final_image();
     let record_off = {

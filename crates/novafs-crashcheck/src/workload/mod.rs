@@ -2,16 +2,18 @@
 //! operation vocabulary ([`novafs_ops`]) and run by its [`Runner`]: the
 //! hand-written [`catalog`] (one per operation type, multi-operation
 //! sequences, orphans, remounts), the [`generated`] ones that need a trial
-//! run (log growth, fast and thorough GC, journal wrap-around), and
+//! run (log growth, fast and thorough GC, journal wrap-around), the
+//! [`relaxed`] ones (relaxed mode's in-place changes, Fortis §4.6) and
 //! [`random`] sequences. This file holds what they share.
 
 mod catalog;
 mod generated;
 mod random;
+mod relaxed;
 
 use std::sync::Arc;
 
-use novafs::FormatOptions;
+use novafs::{Consistency, FormatOptions};
 use novafs_ops::{Op, Runner};
 use pm::{MemRegion, Region};
 
@@ -19,7 +21,9 @@ use crate::tree::Tree;
 
 pub use catalog::{catalog, inode_table_growth};
 pub use generated::{generated, Generated};
-pub use random::{random, random_sharded};
+pub use random::{random, random_relaxed, random_sharded};
+pub(crate) use relaxed::{check_ways, target as relaxed_target};
+pub use relaxed::{look, relaxed, way_of, Look, Way};
 
 /// Size of every crash-test region: small, so images are cheap to copy.
 /// Metadata replicas are on, as mkfs does by default, with a dead zone of
@@ -28,14 +32,29 @@ pub const REGION_SIZE: u64 = 8 << 20;
 
 /// A runner on `region` whose mkfs lays out `shards` shards, not mounted.
 pub fn runner(region: Arc<dyn Region>, shards: u32) -> Runner {
-    let format = FormatOptions::default().shards(shards).dead_zone(64 << 10);
+    runner_as(region, shards, Consistency::Strict)
+}
+
+/// [`runner`] whose mkfs makes `mode` the image's default: every mount
+/// the checker makes of it (the run's, a crash image's recovery, the
+/// remount after it) asks for no mode, so takes that one.
+pub fn runner_as(region: Arc<dyn Region>, shards: u32, mode: Consistency) -> Runner {
+    let format = FormatOptions::default()
+        .shards(shards)
+        .dead_zone(64 << 10)
+        .consistency(mode);
     Runner::new(region, format)
 }
 
 /// A runner on a freshly formatted heap region of `size` bytes with
 /// `shards` shards, not mounted yet.
 pub fn fresh_runner(size: u64, shards: u32) -> Result<Runner, String> {
-    let mut r = runner(Arc::new(MemRegion::new(size)), shards);
+    fresh_runner_as(size, shards, Consistency::Strict)
+}
+
+/// [`fresh_runner`] of an image whose default mode is `mode`.
+pub fn fresh_runner_as(size: u64, shards: u32, mode: Consistency) -> Result<Runner, String> {
+    let mut r = runner_as(Arc::new(MemRegion::new(size)), shards, mode);
     r.apply(&Op::Mkfs).map_err(|e| format!("format: {e}"))?;
     Ok(r)
 }
@@ -57,6 +76,12 @@ pub fn apply(r: &mut Runner, op: &Op, spread: bool) -> Result<(), String> {
 /// The visible tree of the mounted file system.
 pub fn tree_of(r: &Runner) -> Result<Tree, String> {
     Tree::capture(r.fs().ok_or("not mounted")?)
+}
+
+/// [`tree_of`] keeping files of up to `keep` bytes in full
+/// ([`Tree::capture_keeping`]).
+pub fn tree_keeping(r: &Runner, keep: usize) -> Result<Tree, String> {
+    Tree::capture_keeping(r.fs().ok_or("not mounted")?, keep)
 }
 
 /// What a recorded run must do besides its operations.
@@ -93,10 +118,23 @@ pub struct Workload {
     /// them (see [`apply`]).
     pub shards: u32,
     pub spread: bool,
+    /// The image's default mode, set by its mkfs ([`runner_as`]). A
+    /// relaxed workload's in-flight overwrite may also be torn
+    /// ([`crate::tree::Tree::torn_write`]).
+    pub consistency: Consistency,
+    /// How operations of `ops` (by index) must change the file system,
+    /// checked in the live run ([`way_of`]): so that a relaxed workload
+    /// that silently went copy-on-write fails.
+    pub ways: Vec<(usize, Way)>,
+    /// The live run must change at least this many nodes in place
+    /// (random relaxed sequences, whose ops are not known one by one).
+    pub min_in_place: usize,
 }
 
 impl Workload {
-    pub(crate) fn new(name: &str, setup: Vec<Op>, ops: Vec<Op>) -> Workload {
+    /// A strict-mode workload of one shard on a [`REGION_SIZE`] region,
+    /// whose every operation must succeed.
+    pub fn new(name: &str, setup: Vec<Op>, ops: Vec<Op>) -> Workload {
         Workload {
             name: name.into(),
             setup,
@@ -106,7 +144,31 @@ impl Workload {
             region_size: REGION_SIZE,
             shards: 1,
             spread: false,
+            consistency: Consistency::Strict,
+            ways: Vec::new(),
+            min_in_place: 0,
         }
+    }
+
+    /// Whether the image is relaxed by default.
+    pub fn relaxed(&self) -> bool {
+        self.consistency == Consistency::Relaxed
+    }
+
+    /// Files up to this size are kept in full in the trees the checker
+    /// captures: every file for a relaxed workload, whose oracle looks at
+    /// the bytes of a torn write.
+    pub fn keep_bytes(&self) -> usize {
+        if self.relaxed() {
+            usize::MAX
+        } else {
+            crate::tree::KEEP_BYTES
+        }
+    }
+
+    /// A runner for this workload on `region`, not mounted.
+    pub fn runner(&self, region: Arc<dyn Region>) -> Runner {
+        runner_as(region, self.shards, self.consistency)
     }
 
     /// The recorded operations: mount, then `ops`.
@@ -127,10 +189,12 @@ pub fn gc_count(r: &Runner, kind: GcKind) -> u64 {
     }
 }
 
-/// Every named workload: the catalog and the generated ones; an error
-/// names each generated workload whose trial run failed.
+/// Every named workload: the catalog, the relaxed-mode ones and the
+/// generated ones; an error names each generated workload whose trial
+/// run failed.
 pub fn all() -> Result<Vec<Workload>, String> {
     let mut v = catalog();
+    v.extend(relaxed());
     let mut errors = Vec::new();
     for (_, w) in generated() {
         match w {
@@ -146,24 +210,27 @@ pub fn all() -> Result<Vec<Workload>, String> {
     }
 }
 
-/// Finds a workload by name (including `random-SEED-LEN` and
-/// `random2-SEED-LEN`); an error says why there is none.
+/// Finds a workload by name (including `random-SEED-LEN`,
+/// `random2-SEED-LEN` and `random-relaxed-SEED-LEN`); an error says why
+/// there is none.
 pub fn by_name(name: &str) -> Result<Workload, String> {
     let none = || format!("no workload named {name:?} (see novafs crashcheck --list)");
-    for (prefix, sharded) in [("random2-", true), ("random-", false)] {
+    type Make = fn(u64, usize) -> Workload;
+    let randoms: [(&str, Make); 3] = [
+        ("random-relaxed-", random_relaxed),
+        ("random2-", random_sharded),
+        ("random-", random),
+    ];
+    for (prefix, make) in randoms {
         if let Some(rest) = name.strip_prefix(prefix) {
             let (seed, len) = rest.split_once('-').ok_or_else(none)?;
             let (Ok(seed), Ok(len)) = (seed.parse(), len.parse()) else {
                 return Err(none());
             };
-            return Ok(if sharded {
-                random_sharded(seed, len)
-            } else {
-                random(seed, len)
-            });
+            return Ok(make(seed, len));
         }
     }
-    if let Some(w) = catalog().into_iter().find(|w| w.name == name) {
+    if let Some(w) = catalog().into_iter().chain(relaxed()).find(|w| w.name == name) {
         return Ok(w);
     }
     if name == "inode_table_growth" {
@@ -188,6 +255,9 @@ mod tests {
         }
         assert_eq!(by_name("fast_gc").unwrap().name, "fast_gc");
         assert_eq!(by_name("random2-3-4").unwrap().ops.len(), 4);
+        assert!(by_name("random-relaxed-3-4").unwrap().relaxed());
+        assert!(by_name("relaxed_overwrite_strip").unwrap().relaxed());
+        assert!(!by_name("random-3-4").unwrap().relaxed());
         assert!(by_name("nothing")
             .unwrap_err()
             .contains("no workload named \"nothing\""));

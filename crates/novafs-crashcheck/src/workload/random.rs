@@ -1,16 +1,18 @@
 //! Random operation sequences, chosen from the tree as it stands in a
-//! trial run (so most are valid), on one shard or spread over two.
+//! trial run (so most are valid), on one shard or spread over two, or in
+//! relaxed mode.
 
-use novafs::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, RENAME_EXCHANGE, RENAME_NOREPLACE};
+use novafs::{Consistency, FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, RENAME_EXCHANGE, RENAME_NOREPLACE};
 use novafs_ops::Op;
 
-use super::{apply, fresh_runner, tree_of, Expect, Workload, REGION_SIZE};
+use super::relaxed::{look, target, way_of, Way};
+use super::{apply, fresh_runner_as, tree_of, Expect, Workload, REGION_SIZE};
 use novafs_rng::SplitMix as Rng;
 
 /// [`random`] on two shards, each operation on a new thread so they use
 /// both shards' journals and inode tables.
 pub fn random_sharded(seed: u64, len: usize) -> Workload {
-    let mut w = random_with(seed, len, 2);
+    let mut w = random_with(seed, len, 2, Consistency::Strict);
     w.name = format!("random2-{seed}-{len}");
     w
 }
@@ -19,18 +21,30 @@ pub fn random_sharded(seed: u64, len: usize) -> Workload {
 /// is chosen from the tree as it stands in a trial run, so most are valid;
 /// those that fail must change nothing.
 pub fn random(seed: u64, len: usize) -> Workload {
-    random_with(seed, len, 1)
+    random_with(seed, len, 1, Consistency::Strict)
 }
 
-fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
+/// [`random`] on a relaxed image (Fortis §4.6), its writes mostly
+/// overwrites inside the file. At least one op must change its node in
+/// place: a sequence whose trial run had none ends with a file written
+/// and then overwritten, which does.
+pub fn random_relaxed(seed: u64, len: usize) -> Workload {
+    let mut w = random_with(seed, len, 1, Consistency::Relaxed);
+    w.name = format!("random-relaxed-{seed}-{len}");
+    w
+}
+
+fn random_with(seed: u64, len: usize, shards: u32, mode: Consistency) -> Workload {
+    let relaxed = mode == Consistency::Relaxed;
     let mut rng = Rng::derive(seed, 0x5e0);
     let mut ops = Vec::new();
     let size = if shards > 1 { 13 << 20 } else { REGION_SIZE };
     let spread = shards > 1;
-    let mut r = fresh_runner(size, shards).ok();
+    let mut r = fresh_runner_as(size, shards, mode).ok();
     if let Some(r) = r.as_mut() {
         let _ = apply(r, &Op::Mount, spread);
     }
+    let mut in_place = 0;
     let names = ["a", "b", "c", "d"];
     for i in 0..len {
         let tree = r.as_ref().and_then(|r| tree_of(r).ok()).unwrap_or_default();
@@ -57,6 +71,13 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
             4 => Op::symlink(fresh, format!("t{}", rng.below(100))),
             5 => Op::mknod(fresh, libc::S_IFIFO | 0o644, 0),
             6..=9 => match rng.pick(&files) {
+                // Relaxed: an overwrite inside the file where it can be.
+                Some(f) if relaxed && tree.nodes[f].size > 0 && rng.chance(3, 4) => {
+                    let size = tree.nodes[f].size;
+                    let off = rng.below(size);
+                    let len = 1 + rng.below((size - off).min(9000));
+                    Op::write(f.clone(), off, len, seed_i)
+                }
                 Some(f) => {
                     let off = [0, 100, 4096, 5000, 8191][rng.below(5) as usize];
                     let len = [1, 64, 700, 4096, 9000][rng.below(5) as usize];
@@ -132,19 +153,45 @@ fn random_with(seed: u64, len: usize, shards: u32) -> Workload {
                 }
             }
         };
+        // Relaxed: one op in three an overwrite inside a file, which goes
+        // in place when the file's newest entry can take its mtime.
+        let nonempty: Vec<&String> = files.iter().filter(|f| tree.nodes[*f].size > 0).collect();
+        // (Strict sequences draw nothing more: they stay as they were.)
+        let pick = if relaxed { rng.pick(&nonempty).copied() } else { None };
+        let op = match pick {
+            Some(f) if rng.chance(1, 3) => {
+                let size = tree.nodes[f].size;
+                let off = rng.below(size);
+                Op::write(f.clone(), off, 1 + rng.below((size - off).min(9000)), seed_i)
+            }
+            _ => op,
+        };
         if let Some(r) = r.as_mut() {
-            let _ = apply(r, &op, spread);
+            let target = target(&op).filter(|_| relaxed);
+            let before = target.and_then(|p| look(r, p).ok());
+            let ok = apply(r, &op, spread).is_ok();
+            let after = target.filter(|_| ok).and_then(|p| look(r, p).ok());
+            if let (Some(b), Some(a)) = (before, after) {
+                in_place += usize::from(way_of(&b, &a) == Some(Way::InPlace));
+            }
         }
         ops.push(op);
     }
+    if relaxed && in_place == 0 {
+        ops.extend([
+            Op::create("/in-place"),
+            Op::write("/in-place", 0, 3 * 4096, seed),
+            Op::write("/in-place", 1000, 5000, seed + 1),
+        ]);
+    }
     Workload {
         name: format!("random-{seed}-{len}"),
-        setup: Vec::new(),
-        ops,
         expect: Expect::MaySucceed,
-        gc: None,
         region_size: size,
         shards,
         spread,
+        consistency: mode,
+        min_in_place: usize::from(relaxed),
+        ..Workload::new("", Vec::new(), ops)
     }
 }
