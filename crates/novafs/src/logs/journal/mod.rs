@@ -326,6 +326,12 @@ impl Txn<'_> {
             self.counters.add(&cost, false);
             return Ok(Durable { txn: Some(id) });
         }
+        if self.intent {
+            // R2: the page the intent names (its new bytes, checksums and
+            // parity) is durable before the records that clear the intent
+            // can commit; a replay of them skips the page's reseal.
+            cost.fence(region);
+        }
         let shard = &mut *self.shard;
         debug_assert!(
             updates.iter().all(|u| shard
