@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use novafs::inject::{self, Target};
 use novafs::probe::layout::{decode, Superblock, PAGE_SIZE};
-use novafs::{Fs, MountOptions};
+use novafs::{Consistency, Fs, MountOptions};
 use novafs_crashcheck::workload::{self, fresh_runner, REGION_SIZE};
 use novafs_crashcheck::{check_workload, group, record, Config, Stats};
 use novafs_ops::Op;
@@ -30,6 +30,22 @@ fn torn_copy(trace: &Trace, copy: u64) -> Option<Vec<u8>> {
             lines[0] = 1;
             out = Some(cp.image(&Choice { lines, torn: None }));
             return false;
+        }
+        true
+    });
+    out
+}
+
+/// Every crash image of `trace` in which exactly one cache line of the
+/// superblock copy at `copy` has reached media, in trace order.
+fn torn_copies(trace: &Trace, copy: u64) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    trace.crash_points(|cp| {
+        let in_copy = |off: u64| off >= copy && off < copy + PAGE_SIZE;
+        if cp.lines.len() >= 2 && cp.lines.iter().all(|l| in_copy(l.off)) {
+            let mut lines = vec![0; cp.lines.len()];
+            lines[0] = 1;
+            out.push(cp.image(&Choice { lines, torn: None }));
         }
         true
     });
@@ -153,4 +169,46 @@ fn a_relaxed_overwrite_commits_only_once_its_page_is_durable() {
         true
     });
     assert!(images >= 2, "{images} crash points left the data page uncertain");
+}
+
+/// Found by `novafs crashcheck --workload relaxed_remount --seed 0 --point
+/// 27 --image 1` (then a crash inside its recovery at point 0, image 1):
+/// a clean unmount of a relaxed image clears the RELAXED bit (primary,
+/// then replica) and crashes with the replica torn; the next mount, in
+/// the image's relaxed mode, sets the bit again before anything else
+/// (R4), writing the primary first while the replica is still torn, and
+/// a crash then tears the primary too: no superblock is left.
+#[test]
+fn crash_during_a_relaxed_mount_after_a_torn_replica_keeps_the_image_mountable() {
+    let mut r = workload::fresh_runner_as(REGION_SIZE, 1, Consistency::Relaxed).unwrap();
+    r.apply(&Op::Mount).unwrap();
+    r.apply(&Op::create("/f")).unwrap();
+    r.apply(&Op::Unmount).unwrap();
+    let mut base = vec![0u8; r.region().len() as usize];
+    r.region().read(0, &mut base).unwrap();
+    let replica = base.len() as u64 - PAGE_SIZE;
+
+    // Crash 1: during the clean unmount's replica update (the last one).
+    let rec = Arc::new(RecordingRegion::new(base));
+    Fs::open(rec.clone(), MountOptions::default())
+        .unwrap()
+        .unmount()
+        .unwrap();
+    let first = torn_copies(&rec.trace(), replica)
+        .pop()
+        .expect("a crash point inside the replica update");
+    assert!(superblock_ok(&first, 0) && !superblock_ok(&first, replica as usize));
+
+    // Crash 2: during the next mount's first superblock update.
+    let rec = Arc::new(RecordingRegion::new(first));
+    drop(Fs::open(rec.clone(), MountOptions::default()).unwrap());
+    for (i, second) in torn_copies(&rec.trace(), 0).into_iter().enumerate() {
+        let region: Arc<dyn Region> = Arc::new(pm::MemRegion::from_bytes(second));
+        let fs = Fs::open(region.clone(), MountOptions::default())
+            .unwrap_or_else(|e| panic!("crash {i} in the mount: two crashes must not lose the file system: {e}"));
+        assert!(fs.resolve("/f").is_ok());
+        fs.unmount().unwrap();
+        let rep = novafs::fsck::check(region, &|_, _| {}).unwrap();
+        assert!(rep.is_clean(), "{:?}", rep.problems);
+    }
 }

@@ -94,6 +94,7 @@ pub(crate) fn mount(
         ));
     }
     let was_stale = bounds_of(&sb).stale;
+    let mut as_read = sb;
     // Stale from the first write of this mount on: the flag is durable
     // (R4) before any metadata store skips its replica.
     let skip = formatted && replicas == MetaReplicas::Skipped && !read_only;
@@ -116,6 +117,10 @@ pub(crate) fn mount(
     if (repaired || skip || mark_relaxed || !replica_matches(r, &sb)) && !read_only {
         if repaired {
             tracing::warn!("primary superblock damaged; restored from the replica");
+        } else if (skip || mark_relaxed) && !replica_matches(r, &as_read) {
+            // The primary changes now: a replica a crash left torn is
+            // whole first (the primary rewritten as it stands).
+            write_superblock(r, &mut as_read)?;
         }
         write_superblock(r, &mut sb)?;
     }
