@@ -60,13 +60,7 @@ fn torn_copies(trace: &Trace, copy: u64) -> Vec<Vec<u8>> {
 /// --image 1` (crash inside recovery, point 0, images 1 and 2).
 #[test]
 fn crash_during_mount_after_a_torn_superblock_replica_keeps_the_image_mountable() {
-    let mut r = fresh_runner(REGION_SIZE, 1).unwrap();
-    r.apply(&Op::Mount).unwrap();
-    r.apply(&Op::create("/f")).unwrap();
-    r.apply(&Op::Unmount).unwrap();
-    let mut base = vec![0u8; r.region().len() as usize];
-    r.region().read(0, &mut base).unwrap();
-    let replica = base.len() as u64 - PAGE_SIZE;
+    let (base, replica) = unmounted_with_a_file(fresh_runner(REGION_SIZE, 1).unwrap());
 
     // Crash 1: during the mount's replica update.
     let rec = Arc::new(RecordingRegion::new(base));
@@ -180,13 +174,8 @@ fn a_relaxed_overwrite_commits_only_once_its_page_is_durable() {
 /// a crash then tears the primary too: no superblock is left.
 #[test]
 fn crash_during_a_relaxed_mount_after_a_torn_replica_keeps_the_image_mountable() {
-    let mut r = workload::fresh_runner_as(REGION_SIZE, 1, Consistency::Relaxed).unwrap();
-    r.apply(&Op::Mount).unwrap();
-    r.apply(&Op::create("/f")).unwrap();
-    r.apply(&Op::Unmount).unwrap();
-    let mut base = vec![0u8; r.region().len() as usize];
-    r.region().read(0, &mut base).unwrap();
-    let replica = base.len() as u64 - PAGE_SIZE;
+    let (base, replica) =
+        unmounted_with_a_file(workload::fresh_runner_as(REGION_SIZE, 1, Consistency::Relaxed).unwrap());
 
     // Crash 1: during the clean unmount's replica update (the last one).
     let rec = Arc::new(RecordingRegion::new(base));
@@ -211,4 +200,16 @@ fn crash_during_a_relaxed_mount_after_a_torn_replica_keeps_the_image_mountable()
         let rep = novafs::fsck::check(region, &|_, _| {}).unwrap();
         assert!(rep.is_clean(), "{:?}", rep.problems);
     }
+}
+
+/// The image of `r` (formatted) after a mount, one file made and a clean
+/// unmount, and where its superblock replica is.
+fn unmounted_with_a_file(mut r: novafs_ops::Runner) -> (Vec<u8>, u64) {
+    r.apply(&Op::Mount).unwrap();
+    r.apply(&Op::create("/f")).unwrap();
+    r.apply(&Op::Unmount).unwrap();
+    let mut base = vec![0u8; r.region().len() as usize];
+    r.region().read(0, &mut base).unwrap();
+    let replica = base.len() as u64 - PAGE_SIZE;
+    (base, replica)
 }
