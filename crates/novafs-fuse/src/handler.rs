@@ -35,7 +35,9 @@
 //! the kernel looks at that, it writes back dirty mmap pages as ordinary
 //! WRITE requests, each durable when answered, and [`Fs::fsync`] is a no-op
 //! because every reply is sent only after the operation is durable. This
-//! is NOVA's "fsync is free" without a round trip.
+//! is NOVA's "fsync is free" without a round trip. But for a relaxed mount
+//! that batches its in-place metadata (`novafs::Batching`): there fsync
+//! and fsyncdir commit the running transaction, a request each.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -477,8 +479,9 @@ impl FuseFs {
             } => self.write(who, ino, offset, data, write_flags, out),
             Op::Statfs => self.statfs(out),
             Op::Release { .. } => self.release(ino),
-            // See the module docs: nothing to flush, ever, and every
-            // answered request is already durable.
+            // A batching relaxed mount's fsync commits its running
+            // transaction; otherwise see the module docs.
+            Op::Fsync { .. } | Op::Fsyncdir { .. } if self.fs.batches() => done("fsync", self.fs.fsync(ino)),
             Op::Flush { .. } | Op::Fsync { .. } | Op::Fsyncdir { .. } => Answer::Error(libc::ENOSYS),
             Op::Setxattr { name, value, flags, .. } => self.setxattr(who, ino, name, value, flags),
             Op::Getxattr { name, size } => {

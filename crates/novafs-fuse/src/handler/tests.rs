@@ -390,6 +390,42 @@ fn flush_fsync_and_what_novafs_lacks_are_enosys() {
     assert_eq!(k.call(999, f.nodeid, &[]), Got::Error(libc::ENOSYS));
 }
 
+/// A relaxed mount that batches: fsync and fsyncdir are answered, each
+/// committing the running transaction (a crash after the reply keeps
+/// the chmod made in place before it).
+#[test]
+fn a_batching_mounts_fsync_commits_its_running_transaction() {
+    let region: Arc<dyn Region> = Arc::new(MemRegion::new(32 << 20));
+    let format = novafs::FormatOptions::default()
+        .shards(2)
+        .consistency(novafs::Consistency::Relaxed);
+    Fs::format(region.clone(), &format).unwrap();
+    let batch = novafs::MountOptions::default().batch(Some(novafs::Batching::default()));
+    let fs = Arc::new(Fs::open(region.clone(), batch).unwrap());
+    let mut k = Kernel::mounted_on(fs.clone());
+    let f = k.create(ROOT, "f", 0o644, 0);
+    let chmod = |fs: &Fs, mode| {
+        fs.setattr(f.nodeid, &novafs::SetAttr::default().mode(Some(mode)))
+            .unwrap()
+    };
+    chmod(&fs, 0o600); // appended: the newest entry is a setattr now
+    chmod(&fs, 0o640); // in place, batched
+    let j0 = fs.journal_stats();
+    assert_eq!(
+        k.call(FUSE_FSYNC, f.nodeid, &[FsyncIn::default().as_bytes()]),
+        Got::Reply(vec![])
+    );
+    assert_eq!(fs.journal_stats().since(&j0).txns, 1);
+    assert_eq!(
+        k.call(FUSE_FSYNCDIR, ROOT, &[FsyncIn::default().as_bytes()]),
+        Got::Reply(vec![])
+    );
+    drop(k);
+    drop(fs); // crash
+    let fs = Fs::open(region, novafs::MountOptions::default()).unwrap();
+    assert_eq!(fs.getattr(f.nodeid).unwrap().perm, 0o640);
+}
+
 #[test]
 fn malformed_requests_are_eio_and_forgets_get_no_answer() {
     let mut k = Kernel::mounted();

@@ -940,6 +940,12 @@ impl Fs {
         file::seek(&st, off, data)?.ok_or(Error::NoSuchOffset)
     }
 
+    /// Whether this mount batches relaxed mode's in-place metadata
+    /// changes ([`Batching`]): then [`Fs::fsync`] has work to do.
+    pub fn batches(&self) -> bool {
+        self.ctx.journal().batch().is_some()
+    }
+
     /// Every operation is durable when it returns, but for a batching
     /// relaxed mount's in-place metadata changes ([`Batching`]): their
     /// running transaction commits, whole, as ext4's journal does at
