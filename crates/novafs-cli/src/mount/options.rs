@@ -55,7 +55,7 @@ pub(super) struct Options {
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
      threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off, \
-     mode=strict|relaxed, batch[=WORDS], commit=SECS, inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
+     mode=strict|relaxed, batch, batch=WORDS, commit=SECS, inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -200,7 +200,7 @@ mod tests {
             let spellings: Vec<String> = match listed.split_once('=') {
                 Some((key, "NAME" | "*")) => vec![format!("{key}=x")],
                 Some((key, "PATH")) => vec![format!("{key}=/x")],
-                Some((key, "N")) => vec![format!("{key}=2")],
+                Some((key, "N" | "WORDS" | "SECS")) => vec![format!("{key}=2")],
                 Some((key, values)) => values.split('|').map(|v| format!("{key}={v}")).collect(),
                 None => vec![listed.replace('*', "test")],
             };
