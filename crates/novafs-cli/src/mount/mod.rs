@@ -84,7 +84,7 @@ pub struct MountArgs {
     /// image was made); mode=strict|relaxed (the consistency mode:
     /// strict, every write atomic; relaxed, NOVA-Fortis §4.6, file data
     /// overwritten in place, metadata still atomic; default: the image's,
-    /// `novafs mkfs --mode`, `novafs tune --mode`); batch[=WORDS] and
+    /// `novafs mkfs --mode`, `novafs tune --mode`); batch, batch=WORDS and
     /// commit=SECS (relaxed mode only: in-place metadata changes wait in a
     /// running transaction of WORDS words, default 1024, committed when
     /// full, every SECS seconds, default 5, and at fsync: a crash may
