@@ -511,7 +511,7 @@ impl<'c> Multi<'c> {
         let d = dir.dir()?.get(name).ok_or(Error::NotFound)?;
         let word = self.ctx.region().load_u64(d.entry)?;
         let epoch = self.ctx.region().load_u64(d.entry + ENTRY_EPOCH_OFF)?;
-        if self.ctx.snapshots.newest().is_some_and(|n| epoch <= n) {
+        if self.ctx.snapshots.sees(epoch) {
             return Ok(false);
         }
         self.updates.push(Update::word(d.entry, invalidated_word(word)));

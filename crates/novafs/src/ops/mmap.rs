@@ -378,13 +378,12 @@ impl Shared {
         let ctx = &*self.ctx;
         let protecting = ctx.strips().enabled();
         let now = now_ns();
-        let newest = ctx.snapshots().newest();
         // A page's data page, and whether a snapshot holds it.
         let class = |st: &InodeState, p: u64| -> Result<Option<(u64, bool)>> {
             match file_map(st)?.lookup_entry(p) {
                 Some((block, entry)) => {
                     let birth = ctx.region().load_u64(entry + ENTRY_EPOCH_OFF)?;
-                    Ok(Some((block, newest.is_some_and(|n| birth <= n))))
+                    Ok(Some((block, ctx.snapshots().sees(birth))))
                 }
                 None => Ok(None),
             }

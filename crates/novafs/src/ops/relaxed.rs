@@ -72,13 +72,14 @@ pub(crate) fn overwrite(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -
     if !ctx.relaxed() || end > st.meta.attr.size {
         return Ok(None);
     }
+    // The cheap test first: the pages' old strips are read next.
+    let Some(mut touch) = newest_entry(ctx, st)? else {
+        return Ok(None);
+    };
     let Some(parts) = in_place_pages(ctx, st, off, data.len())? else {
         return Ok(None);
     };
     let now = now_ns();
-    let Some(mut touch) = newest_entry(ctx, st)? else {
-        return Ok(None);
-    };
     touch.bytes[MTIME_OFF..MTIME_OFF + 8].copy_from_slice(&now.to_le_bytes());
     if touch.setattr {
         touch.bytes[CTIME_OFF..CTIME_OFF + 8].copy_from_slice(&now.to_le_bytes());
@@ -126,7 +127,6 @@ fn in_place_pages(ctx: &Ctx, st: &InodeState, off: u64, len: usize) -> Result<Op
     let Body::File(map) = &st.meta.body else {
         return Ok(None);
     };
-    let newest_snapshot = ctx.snapshots().newest();
     let end = off + len as u64;
     let size = st.meta.attr.size;
     let mut parts = Vec::new();
@@ -139,10 +139,7 @@ fn in_place_pages(ctx: &Ctx, st: &InodeState, off: u64, len: usize) -> Result<Op
             return Ok(None);
         };
         let birth = ctx.region().load_u64(entry + ENTRY_EPOCH_OFF)?;
-        if st.meta.unprotected.contains_key(&pg)
-            || ctx.stale().contains(block)
-            || newest_snapshot.is_some_and(|s| birth <= s)
-        {
+        if st.meta.unprotected.contains_key(&pg) || ctx.stale().contains(block) || ctx.snapshots().sees(birth) {
             return Ok(None);
         }
         let pstart = pg * PAGE_SIZE;
@@ -206,7 +203,7 @@ fn newest_entry(ctx: &Ctx, st: &InodeState) -> Result<Option<Newest>> {
     }
     let hdr: EntryHeader = decode(&old)?;
     let whole = hdr.slots == 1 && hdr.csum == entry_csum(&old);
-    if !whole || ctx.snapshots().newest().is_some_and(|s| hdr.epoch <= s) {
+    if !whole || ctx.snapshots().sees(hdr.epoch) {
         return Ok(None);
     }
     Ok(Some(Newest {

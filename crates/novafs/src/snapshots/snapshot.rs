@@ -228,6 +228,13 @@ impl Snapshots {
         self.newest.load(Ordering::Acquire).checked_sub(1)
     }
 
+    /// Whether some live snapshot sees what epoch `epoch` wrote (it is
+    /// that epoch or newer): what it wrote is then kept, never changed in
+    /// place.
+    pub(crate) fn sees(&self, epoch: u64) -> bool {
+        self.newest().is_some_and(|s| epoch <= s)
+    }
+
     /// The live snapshots, oldest first.
     pub(crate) fn list(&self) -> Vec<Snapshot> {
         let held = self.held_pages();
