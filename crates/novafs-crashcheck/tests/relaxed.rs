@@ -51,6 +51,12 @@ fn an_overwrite_after_an_append_changes_the_write_entry_in_place() {
 }
 
 #[test]
+fn an_overwrite_after_a_ctime_change_in_place_never_brings_back_an_older_time() {
+    let st = check("relaxed_overwrite_around_chmod");
+    assert_eq!(st.in_place_ops, 3, "{st}");
+}
+
+#[test]
 fn an_overwrite_after_a_chmod_changes_the_setattr_in_place() {
     check("relaxed_overwrite_after_chmod");
 }

@@ -337,6 +337,37 @@ pub fn entry_csum(bytes: &[u8]) -> u32 {
     crc32c::crc32c_append(c, &bytes[ENTRY_CSUM_OFF + 4..])
 }
 
+/// Where a write entry's and a setattr entry's mtime are (the same place),
+/// and a setattr's ctime: what a relaxed overwrite changes in place.
+pub const ENTRY_MTIME_OFF: usize = std::mem::offset_of!(WriteEntry, mtime);
+pub const ENTRY_CTIME_OFF: usize = std::mem::offset_of!(SetattrEntry, ctime);
+const _: () = assert!(ENTRY_MTIME_OFF == std::mem::offset_of!(SetattrEntry, mtime));
+
+/// Sets a one-slot write or setattr entry's time to `time` (a setattr's
+/// ctime too, as a write changes both) and recomputes its checksum.
+pub fn retime_entry(slot: &mut [u8; 64], time: i64) {
+    slot[ENTRY_MTIME_OFF..ENTRY_MTIME_OFF + 8].copy_from_slice(&time.to_le_bytes());
+    if EntryType::from_u8(slot[0]) == Some(EntryType::Setattr) {
+        slot[ENTRY_CTIME_OFF..ENTRY_CTIME_OFF + 8].copy_from_slice(&time.to_le_bytes());
+    }
+    let csum = entry_csum(slot);
+    slot[ENTRY_CSUM_OFF..ENTRY_CSUM_OFF + 4].copy_from_slice(&csum.to_le_bytes());
+}
+
+/// What stays of an entry whatever [`retime_entry`] did to it: the
+/// checksum of the slot with its times taken as `0`. Tells a slot that
+/// still holds the entry an intent names from one reused since.
+pub fn entry_identity(slot: &[u8; 64]) -> u32 {
+    let mut s = *slot;
+    retime_entry(&mut s, 0);
+    u32::from_le_bytes([
+        s[ENTRY_CSUM_OFF],
+        s[ENTRY_CSUM_OFF + 1],
+        s[ENTRY_CSUM_OFF + 2],
+        s[ENTRY_CSUM_OFF + 3],
+    ])
+}
+
 /// An entry's first header word with the INVALID flag set: the journal
 /// record that invalidates the entry in place.
 pub fn invalidated_word(word: u64) -> u64 {
@@ -527,21 +558,39 @@ pub const SNAPSHOT_LIST_OFF: u64 = RESERVED_INODES_OFF + INODE_SIZE;
 /// monotonically increasing byte counter, position = counter % ring size:
 /// where the next transaction goes, every earlier one being checkpointed.
 /// A transaction commits by its checksums, not by a tail store (journal/mod.rs).
-/// `intent` is 0, or the data page a relaxed-mode overwrite is changing in
-/// place with `INTENT_VALID` set (journal/intent.rs): recovery reseals it.
+///
+/// `intent` is a relaxed-mode overwrite's commit word (journal/intent.rs):
+/// the data page it changes in place (bits 12–63), a generation (bits
+/// 1–11, [`INTENT_GEN_MASK`]) and [`INTENT_VALID`]; cleared, it keeps the
+/// generation and names no page. The `redo_*` words say what recovery sets
+/// with a pending intent: the time `redo_time` into the log entry at
+/// `redo_entry` (its mtime, and a setattr's ctime, the entry's checksum
+/// recomputed). `redo_check` ties them to the intent word's generation:
+/// low half CRC32C of (generation bits, redo_entry, redo_time), high half
+/// the entry's [`entry_identity`]. Words stored for an earlier write fail
+/// the check and are ignored.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, FromBytes, IntoBytes, KnownLayout, Immutable)]
 pub struct JournalHeader {
     pub head: u64,
     pub intent: u64,
-    pub reserved: [u64; 6],
+    pub redo_entry: u64,
+    pub redo_time: i64,
+    pub redo_check: u64,
+    pub reserved: [u64; 3],
 }
 const _: () = assert!(size_of::<JournalHeader>() == 64);
 pub const JOURNAL_HEAD_FIELD: u64 = std::mem::offset_of!(JournalHeader, head) as u64;
 pub const JOURNAL_INTENT_FIELD: u64 = std::mem::offset_of!(JournalHeader, intent) as u64;
-const _: () = assert!(JOURNAL_HEAD_FIELD == 0 && JOURNAL_INTENT_FIELD == 8);
+pub const JOURNAL_REDO_FIELD: u64 = std::mem::offset_of!(JournalHeader, redo_entry) as u64;
+const _: () = assert!(JOURNAL_HEAD_FIELD == 0 && JOURNAL_INTENT_FIELD == 8 && JOURNAL_REDO_FIELD == 16);
+const _: () = assert!(std::mem::offset_of!(JournalHeader, redo_check) == 32);
 /// The low bit of a pending intent (a page address has its low 12 bits 0).
 pub const INTENT_VALID: u64 = 1;
+/// An intent word's generation bits: one more for every write a shard
+/// takes in place, so redo words left by an earlier write never pass for
+/// this one's.
+pub const INTENT_GEN_MASK: u64 = 0xffe;
 
 /// A journal record (fine-grained journaling §III-A: only the modified
 /// metadata is journaled). RECORD_UPDATE: `len` new bytes for region offset

@@ -11,7 +11,12 @@
 //! with it, under a journal intent that makes recovery reseal the page
 //! should a crash come first (`journal::intent`). So a read after any
 //! crash checks the page whole, and never "repairs" new bytes from stale
-//! parity.
+//! parity. The same intent carries the write's new time for the inode's
+//! newest entry, which changes in place with the bytes: recovery redoes
+//! it (the entry's checksum recomputed), so a crash never leaves the
+//! entry torn, and leaves the new time whenever any byte of the write may
+//! have changed. An overwrite takes two fences, as copy-on-write does:
+//! the intent's, and its own.
 //!
 //! What still goes copy-on-write, through `file::write` (each also makes
 //! the next overwrite eligible, its write entry being the newest):
@@ -26,10 +31,10 @@
 use crate::commit::Ctx;
 use crate::error::Result;
 use crate::inode::{setattr_entry, Attr, Body, InodeState};
-use crate::journal::Update;
+use crate::journal::{Retime, Update};
 use crate::layout::{
-    decode, entry_csum, EntryHeader, EntryType, SetattrEntry, WriteEntry, ENTRY_CSUM_OFF, ENTRY_EPOCH_OFF, PAGE_SIZE,
-    STRIP_SIZE,
+    decode, entry_csum, retime_entry, EntryHeader, EntryType, SetattrEntry, WriteEntry, ENTRY_CSUM_OFF,
+    ENTRY_EPOCH_OFF, PAGE_SIZE, STRIP_SIZE,
 };
 use crate::time::now_ns;
 
@@ -38,11 +43,6 @@ const STRIP: usize = STRIP_SIZE as usize;
 
 /// Both entries relaxed mode changes in place are one 64-byte slot.
 const SLOT: usize = 64;
-/// Where a write entry's and a setattr entry's mtime are (the same place),
-/// and the setattr's ctime.
-const MTIME_OFF: usize = std::mem::offset_of!(WriteEntry, mtime);
-const CTIME_OFF: usize = std::mem::offset_of!(SetattrEntry, ctime);
-const _: () = assert!(MTIME_OFF == std::mem::offset_of!(SetattrEntry, mtime));
 const _: () = assert!(size_of::<WriteEntry>() == SLOT && size_of::<SetattrEntry>() == SLOT);
 
 /// One page of an in-place overwrite: its data page, where in it the
@@ -73,27 +73,22 @@ pub(crate) fn overwrite(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -
         return Ok(None);
     }
     // The cheap test first: the pages' old strips are read next.
-    let Some(mut touch) = newest_entry(ctx, st)? else {
+    let Some(mut touch) = newest_entry(ctx, st, Batched::Commit)? else {
         return Ok(None);
     };
     let Some(parts) = in_place_pages(ctx, st, off, data.len())? else {
         return Ok(None);
     };
     let now = now_ns();
-    touch.bytes[MTIME_OFF..MTIME_OFF + 8].copy_from_slice(&now.to_le_bytes());
-    if touch.setattr {
-        touch.bytes[CTIME_OFF..CTIME_OFF + 8].copy_from_slice(&now.to_le_bytes());
-    }
-    let updates = touch.updates();
-    // The shard is held from the first intent to the commit that clears
-    // it: its header line has room for one.
+    let redo = Retime::of(touch.off, &touch.old, now);
+    retime_entry(&mut touch.bytes, now);
+    // The shard is held from the first intent to the last page: its
+    // header line has room for one.
     let mut txn = ctx.journal().begin();
     let mut done = 0usize;
     for p in &parts {
         let bytes = &data[done..done + p.len];
-        if ctx.strips().enabled() {
-            txn.intend(ctx.region(), p.block)?;
-        }
+        txn.intend(ctx.region(), p.block, &redo)?;
         match &p.how {
             How::Strips(old) => ctx.strips().overwrite(ctx.data(), p.block, p.at, bytes, old)?,
             How::Whole if p.len == PS => ctx.put_block(p.block, bytes)?,
@@ -105,15 +100,8 @@ pub(crate) fn overwrite(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -
         }
         done += p.len;
     }
-    if ctx.journal().batch().is_some() {
-        // The new mtime joins the running transaction (`journal::batch`).
-        txn.end_intent(ctx.region())?;
-        ctx.journal().batch_or_commit(ctx.region(), &updates)?;
-    } else {
-        // R2: the commit's fence makes the pages' bytes and redundancy
-        // durable with the new mtime; then the intent is cleared.
-        let _durable = txn.commit(ctx.region(), &updates)?;
-    }
+    // The entry's new time and checksum, durable with the bytes (R2).
+    txn.end_in_place(ctx.region(), touch.off, &touch.bytes)?;
     st.meta.attr.mtime = now;
     st.meta.attr.ctime = now;
     Ok(Some(data.len()))
@@ -189,17 +177,32 @@ impl Newest {
     }
 }
 
+/// What [`newest_entry`] does with words of the entry that wait in the
+/// running transaction (`journal::batch`).
+#[derive(PartialEq)]
+enum Batched {
+    /// Lays them over what it reads: the change joins the batch too.
+    Overlay,
+    /// Commits the running transaction first: the change goes to the
+    /// media now, over an entry whose every word is there.
+    Commit,
+}
+
 /// The inode's newest entry if relaxed mode may change it in place: a
 /// setattr or a write entry mapping pages (`Meta::newest`), whole on the
 /// media, and of an epoch no snapshot may replay.
-fn newest_entry(ctx: &Ctx, st: &InodeState) -> Result<Option<Newest>> {
+fn newest_entry(ctx: &Ctx, st: &InodeState, batched: Batched) -> Result<Option<Newest>> {
     let Some(off) = st.meta.newest else {
         return Ok(None);
     };
     let mut old = [0u8; SLOT];
     ctx.region().read(off, &mut old)?;
     if let Some(batch) = ctx.journal().batch() {
+        let media = old;
         batch.overlay(off, &mut old);
+        if batched == Batched::Commit && old != media {
+            ctx.journal().commit_running(ctx.region())?;
+        }
     }
     let hdr: EntryHeader = decode(&old)?;
     let whole = hdr.slots == 1 && hdr.csum == entry_csum(&old);
@@ -224,7 +227,7 @@ pub(crate) fn setattr(ctx: &Ctx, st: &mut InodeState, a: &Attr) -> Result<bool> 
     if !ctx.relaxed() {
         return Ok(false);
     }
-    let Some(mut touch) = newest_entry(ctx, st)? else {
+    let Some(mut touch) = newest_entry(ctx, st, Batched::Overlay)? else {
         return Ok(false);
     };
     if !touch.setattr {

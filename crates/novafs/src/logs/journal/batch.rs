@@ -3,8 +3,8 @@
 //! *committing* one writes it to the journal when the TxnInfo fills or a
 //! timer fires).
 //!
-//! What relaxed mode changes in place — the newest log entry's words
-//! (`ops::relaxed`) — joins the running transaction instead of committing
+//! What a relaxed-mode setattr changes in place — the newest log entry's
+//! words (`ops::relaxed`) — joins the running transaction instead of committing
 //! at once: one record per word, a word changed again replacing its value.
 //! The transaction commits (one journal transaction: ring, TxnInfo,
 //! applied in place, checkpointed: the protocol of `journal`) when it
@@ -15,10 +15,11 @@
 //!
 //! Until then the words are only in DRAM: the inode's state there has
 //! them, and a change that reads an entry back from the media lays them
-//! over what it reads ([`Batch::overlay`]). A crash loses them — the
-//! mtime of in-place overwrites and in-place setattrs since the last
-//! commit — and nothing else: each word is whole on the media in its old
-//! or its new value, and so is every entry.
+//! over what it reads ([`Batch::overlay`]); an overwrite in place, which
+//! changes its entry on the media at once, commits them first. A crash
+//! loses them — the in-place setattrs since the last commit — and nothing
+//! else: each word is whole on the media in its old or its new value, and
+//! so is every entry.
 
 use std::collections::BTreeMap;
 

@@ -35,9 +35,9 @@
 //! that passes, checkpointing each before replaying the next. Records are
 //! redo images, so replay is idempotent.
 //!
-//! A relaxed-mode overwrite names the data page it changes in place in
-//! the shard's header line first, and its transaction clears it
-//! (`intent`).
+//! A relaxed-mode overwrite goes through no ring: it names the data page
+//! it changes in place, and the time its log entry takes, in the shard's
+//! header line first, and clears that intent when it is done (`intent`).
 //!
 //! Every commit counts what it writes and its fences (`stats`). A
 //! benchmark can journal whole blocks instead (`blocks`), to measure what
@@ -64,6 +64,7 @@ use crate::layout::{
 };
 use crate::replica::{readable, Mirrored};
 use crate::superblock::bounds_of;
+pub(crate) use intent::Retime;
 pub use stats::JournalStats;
 use stats::{Cost, Counters};
 
@@ -120,6 +121,8 @@ struct Shard {
     checks: Vec<Check>,
     /// Encoding buffer, kept to spare an allocation per transaction.
     buf: Vec<u8>,
+    /// The generation of the intent word last stored (`intent`).
+    intent_gen: u64,
 }
 
 /// The set of per-shard journals.
@@ -235,7 +238,7 @@ pub(crate) struct Txn<'a> {
     blocks: bool,
     /// What it has written and fenced so far (an intent, `intent`).
     cost: Cost,
-    /// It stored an intent, which its commit clears.
+    /// It stored an intent, which `end_in_place` clears.
     intent: bool,
 }
 
@@ -307,30 +310,16 @@ impl Txn<'_> {
         }
     }
 
-    /// Commits `updates` (steps 2–4 of the protocol above), and clears
-    /// the transaction's intent with them.
+    /// Commits `updates` (steps 2–4 of the protocol above).
     pub(crate) fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
+        debug_assert!(!self.intent, "a transaction with an intent ends in place");
         let id = self.id();
         let mut cost = std::mem::take(&mut self.cost);
-        let with_clearing: Vec<Update>;
-        let updates = match self.clearing() {
-            Some(clear) => {
-                with_clearing = updates.iter().cloned().chain([clear]).collect();
-                &with_clearing[..]
-            }
-            None => updates,
-        };
         if let Some(u) = single_word(updates) {
             // Its first fence makes every checked range persistent (R1).
             word(region, u, &mut cost)?;
             self.counters.add(&cost, false);
             return Ok(Durable { txn: Some(id) });
-        }
-        if self.intent {
-            // R2: the page the intent names (its new bytes, checksums and
-            // parity) is durable before the records that clear the intent
-            // can commit; a replay of them skips the page's reseal.
-            cost.fence(region);
         }
         let shard = &mut *self.shard;
         debug_assert!(
@@ -388,6 +377,7 @@ impl Journal {
                         head: load_head(region, hdr, sb.journal_ring_size)?,
                         checks: Vec::new(),
                         buf: Vec::new(),
+                        intent_gen: intent::cleared(read_header(region, hdr)?.intent),
                     },
                 ))
             })
@@ -575,7 +565,7 @@ pub(crate) fn damaged_headers(region: &dyn Region, sb: &Superblock) -> Result<Ve
         if !intent::is_whole(&hdr, sb) {
             out.push(format!("journal intent of shard {i} is damaged ({:#x})", hdr.intent));
         }
-        if hdr.reserved != [0; 6] {
+        if hdr.reserved != [0; 3] {
             out.push(format!("journal header of shard {i} has damaged reserved words"));
         }
     }
@@ -595,13 +585,14 @@ fn read_header(region: &dyn Region, off: u64) -> Result<JournalHeader> {
 fn restore_header(region: &dyn Region, off: u64, sb: &Superblock) -> Result<bool> {
     let hdr = read_header(region, off)?;
     let intent_whole = intent::is_whole(&hdr, sb);
-    if head_is_whole(hdr.head) && intent_whole && hdr.reserved == [0; 6] {
+    if head_is_whole(hdr.head) && intent_whole && hdr.reserved == [0; 3] {
         return Ok(false);
     }
     let whole = JournalHeader {
         head: load_head(region, off, sb.journal_ring_size)?,
         intent: if intent_whole { hdr.intent } else { 0 },
-        reserved: [0; 6],
+        reserved: [0; 3],
+        ..hdr
     };
     region.write(off, whole.as_bytes())?;
     region.flush(off, size_of::<JournalHeader>() as u64)?;
