@@ -54,14 +54,11 @@ pub(crate) fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Re
 /// a snapshot replays stays (Fortis §3.2), and with the cancelled adds it
 /// may see, their cancellers (`Log::kill_cancelled`).
 fn covered_by_snapshot(ctx: &Ctx, st: &InodeState) -> Result<bool> {
-    let Some(newest) = ctx.snapshots().newest() else {
-        return Ok(false);
-    };
     let head = st.log.head();
-    if head == 0 {
+    if head == 0 || ctx.snapshots().newest().is_none() {
         return Ok(false);
     }
-    Ok(ctx.region().load_u64(head + ENTRY_EPOCH_OFF)? <= newest)
+    Ok(ctx.snapshots().sees(ctx.region().load_u64(head + ENTRY_EPOCH_OFF)?))
 }
 
 fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
