@@ -15,7 +15,7 @@ use crate::gc;
 use crate::inode::{setattr_entry, Attr, Body, InodeState};
 use crate::layout::{EntryType, WriteEntry, FLAG_APPEND, FLAG_IMMUTABLE, MAX_FILE_SIZE, PAGE_SIZE};
 use crate::log::Entry;
-use crate::pagemap::FileMap;
+use crate::pagemap::{write_keeps_old_bytes, FileMap};
 use crate::relaxed;
 use crate::time::now_ns;
 
@@ -201,10 +201,7 @@ pub(crate) fn write(ctx: &Ctx, st: &mut InodeState, off: u64, data: &[u8]) -> Re
                 let lo = off.max(pstart);
                 let hi = end.min(pstart + PAGE_SIZE);
                 let src = &data[(lo - off) as usize..(hi - off) as usize];
-                // The old page is read only for bytes of the file the
-                // write leaves: rewriting all of a last page's data (a
-                // range scrub reported damaged) must not need the page.
-                let keeps_old = (lo > pstart && pstart < old_size) || (hi < pstart + PAGE_SIZE && hi < old_size);
+                let keeps_old = write_keeps_old_bytes(pstart, lo, hi, old_size);
                 if hi - lo == PAGE_SIZE {
                     ctx.put_block(e.off + i * PAGE_SIZE, src)?;
                 } else if !keeps_old {

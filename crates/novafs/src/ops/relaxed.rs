@@ -36,6 +36,7 @@ use crate::layout::{
     decode, entry_csum, retime_entry, EntryHeader, EntryType, SetattrEntry, WriteEntry, ENTRY_CSUM_OFF,
     ENTRY_EPOCH_OFF, PAGE_SIZE, STRIP_SIZE,
 };
+use crate::pagemap::write_keeps_old_bytes;
 use crate::time::now_ns;
 
 const PS: usize = PAGE_SIZE as usize;
@@ -131,7 +132,7 @@ fn in_place_pages(ctx: &Ctx, st: &InodeState, off: u64, len: usize) -> Result<Op
             return Ok(None);
         }
         let pstart = pg * PAGE_SIZE;
-        let keeps_old = (at > 0 && pstart < size) || (at + n < PS && pos + (n as u64) < size);
+        let keeps_old = write_keeps_old_bytes(pstart, pos, pos + n as u64, size);
         let how = if !keeps_old {
             How::Whole
         } else if !ctx.strips().enabled() {

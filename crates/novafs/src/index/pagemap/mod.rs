@@ -15,6 +15,14 @@ use crate::log::Log;
 mod lost;
 pub(crate) use lost::LostPages;
 
+/// Whether a write of bytes `[lo, hi)` into the file page starting at
+/// `pstart` leaves any byte of a file of `size` bytes in that page: only
+/// then is the old page read. A write that rewrites all of a page's data
+/// (a last page's, say, which scrub reported damaged) must not need it.
+pub(crate) fn write_keeps_old_bytes(pstart: u64, lo: u64, hi: u64, size: u64) -> bool {
+    (lo > pstart && pstart < size) || (hi < pstart + PAGE_SIZE && hi < size)
+}
+
 /// Where a file page lives and which write entry maps it.
 #[derive(Clone, Copy, Debug)]
 struct Mapping {
