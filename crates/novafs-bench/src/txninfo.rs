@@ -33,6 +33,7 @@ use novafs_rng::SplitMix;
 use pm::Region;
 
 use crate::fgm::{batch_total, Run};
+use crate::report::fmt_num;
 use crate::stats::summarize;
 
 /// FGM §IV-C's TxnInfo sizes, 256 B to 128 KiB, hold about 30 to 16,000
@@ -252,8 +253,13 @@ fn row(m: &Mount, runs: &[Run]) -> Result<String> {
         }
         _ => ("—".into(), "—".into(), ["—"; 4].join(" | ")),
     };
+    // A timer's few commits in millions of operations still show.
+    let commits = match commits {
+        c if c > 0.0 && c < 0.01 => format!("{c:.4}"),
+        c => fmt_num(c),
+    };
     Ok(format!(
-        "| {} | {words} | {full_bytes} | {:.0} | {:.0}–{:.0} | {bytes:.1} | {fences:.2} | {commits:.1} | {shares} |\n",
+        "| {} | {words} | {full_bytes} | {:.0} | {:.0}–{:.0} | {bytes:.1} | {fences:.2} | {commits} | {shares} |\n",
         m.name(),
         ops.median,
         ops.min,
@@ -350,12 +356,12 @@ mod tests {
         // at fsync, 250 commits per 1,000 operations.
         let one = cells(lines[4]);
         assert_eq!(one[1..4], ["relaxed+batch", "1", "56 B"]);
-        assert_eq!((one[8], one[9], one[10], one[11]), ("1000.0", "100%", "0%", "0%"));
+        assert_eq!((one[8], one[9], one[10], one[11]), ("1000", "100%", "0%", "0%"));
         let many = cells(lines[5]);
-        assert_eq!((many[8], many[9], many[11]), ("250.0", "0%", "100%"));
+        assert_eq!((many[8], many[9], many[11]), ("250", "0%", "100%"));
         // Without fsync the 64-word transaction never commits in the run.
         let none = cells(lines[11]);
-        assert_eq!((none[8], none[9]), ("0.0", "—"));
+        assert_eq!((none[8], none[9]), ("0.00", "—"));
     }
 
     #[test]

@@ -461,7 +461,7 @@ fn bench_txninfo_sweep_prints_a_table_per_fsync_setting_and_removes_its_image() 
         // one-word transaction is full at every change.
         assert_eq!(
             names(&rows, "commits / 1,000 ops")[..3],
-            ["0.0", "1000.0", "1000.0"],
+            ["0.00", "1000", "1000"],
             "{out}"
         );
         assert_eq!(
@@ -477,7 +477,7 @@ fn bench_txninfo_sweep_prints_a_table_per_fsync_setting_and_removes_its_image() 
     let unsynced = table(unsynced, "| mount |");
     assert_eq!(
         (unsynced[3]["commits / 1,000 ops"], unsynced[3]["full"]),
-        ("0.0", "—"),
+        ("0.00", "—"),
         "{out}"
     );
     assert_nothing_left(&dir);
