@@ -187,3 +187,36 @@ fn the_commit_timer_racing_setattrs_leaves_every_entry_whole() {
     }
     fs.unmount().unwrap();
 }
+
+/// A transaction as large as the ring holds: a change that would take it
+/// past its limit commits it first (it was "larger than the ring", EINVAL,
+/// when the limit was reached by a change of several words).
+#[test]
+fn a_change_that_would_overfill_the_transaction_commits_it_first() {
+    let region: Arc<dyn Region> = Arc::new(MemRegion::new(64 << 20));
+    let format = FormatOptions::default().shards(2).consistency(Consistency::Relaxed);
+    Fs::format(region.clone(), &format).unwrap();
+    let fs = batching(&region, 1 << 20, HOUR);
+    let cap = fs.batch_stats().capacity as u64;
+    // Chmods of three words each fill it to within three words.
+    let chmods = (cap - 1) / 3;
+    let files: Vec<u64> = (0..=chmods).map(|i| file(&fs, &format!("f{i}"))).collect();
+    for &f in &files[..chmods as usize] {
+        chmod(&fs, f, 0o600);
+    }
+    assert_eq!(fs.batch_stats().commits(), 0);
+    // A utimens changes four words (checksum, atime, mtime, ctime).
+    let last = files[chmods as usize];
+    fs.setattr(last, &SetAttr::default().atime(Some(1)).mtime(Some(2)))
+        .unwrap();
+    assert_eq!(fs.batch_stats().full, 1);
+    fs.fsync(last).unwrap();
+    assert_eq!(fs.batch_stats().fsync, 1);
+    fs.unmount().unwrap();
+    let fs = Fs::open(region.clone(), MountOptions::default()).unwrap();
+    assert_eq!(fs.getattr(last).unwrap().mtime, 2);
+    assert!(files[..chmods as usize]
+        .iter()
+        .all(|&f| fs.getattr(f).unwrap().perm == 0o600));
+    fs.unmount().unwrap();
+}

@@ -116,27 +116,30 @@ impl Journal {
     pub(crate) const AT_UNMOUNT: Cause = Cause::Unmount;
 
     /// Adds `updates` (aligned words) to the running transaction, or
-    /// commits them at once without batching; commits the running
-    /// transaction when it is full.
+    /// commits them at once without batching. The transaction never holds
+    /// more than its limit (its TxnInfo's capacity, which the ring holds):
+    /// it commits first when `updates` would take it past the limit, and
+    /// again once it is full.
     pub(crate) fn batch_or_commit(&self, region: &dyn Region, updates: &[Update]) -> Result<()> {
         let Some(batch) = &self.batch else {
             let _durable: Durable = self.commit(region, updates)?;
             return Ok(());
         };
-        let full = {
-            let mut running = batch.running.lock();
-            for u in updates {
-                debug_assert!(
-                    u.addr.is_multiple_of(8) && u.bytes.len() == 8,
-                    "a batched update is one word"
-                );
-                let v = u64::from_le_bytes(u.bytes[..8].try_into().unwrap_or_default());
-                running.words.insert(u.addr, v);
-            }
-            running.words.len() >= batch.limit
-        };
-        if full {
-            self.commit_running(region, Cause::Full)?;
+        let mut running = batch.running.lock();
+        let new = updates.iter().filter(|u| !running.words.contains_key(&u.addr)).count();
+        if running.words.len() + new > batch.limit {
+            self.commit_held(region, batch, &mut running, Cause::Full)?;
+        }
+        for u in updates {
+            debug_assert!(
+                u.addr.is_multiple_of(8) && u.bytes.len() == 8,
+                "a batched update is one word"
+            );
+            let v = u64::from_le_bytes(u.bytes[..8].try_into().unwrap_or_default());
+            running.words.insert(u.addr, v);
+        }
+        if running.words.len() >= batch.limit {
+            self.commit_held(region, batch, &mut running, Cause::Full)?;
         }
         Ok(())
     }
@@ -150,6 +153,12 @@ impl Journal {
         // Held through the commit: two commits of one word must reach the
         // media in the order they were taken.
         let mut running = batch.running.lock();
+        self.commit_held(region, batch, &mut running, cause)
+    }
+
+    /// Commits `running` (`batch`'s, locked by the caller), if anything is
+    /// in it, counting `cause`.
+    fn commit_held(&self, region: &dyn Region, batch: &Batch, running: &mut Running, cause: Cause) -> Result<()> {
         if running.words.is_empty() {
             return Ok(());
         }
