@@ -97,11 +97,20 @@ pub struct Run {
     /// during the run (FileMicro_writefsync: its untimed restarts too,
     /// which batch nothing); `None` where the target does not count them.
     pub batch: Option<BatchStats>,
+    /// CPU time the process's threads spent in the timed window (the
+    /// attribute storm's; `None` here).
+    pub cpu: Option<Duration>,
 }
 
 impl Run {
     pub fn ops_per_s(&self) -> f64 {
         self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Operations per second of CPU time, where it was measured: on a
+    /// busy machine, less the share of the CPUs the run was given.
+    pub fn ops_per_cpu_s(&self) -> Option<f64> {
+        self.cpu.map(|c| self.ops as f64 / c.as_secs_f64().max(1e-9))
     }
 
     /// Journal bytes per operation.
@@ -199,6 +208,7 @@ fn filebench<B: Backend>(b: &B, dir: &B::Dir, k: Personality, p: &Params) -> Res
         elapsed,
         journal,
         batch,
+        cpu: None,
     })
 }
 
@@ -252,6 +262,7 @@ fn write_fsync<B: Backend>(b: &B, dir: &B::Dir, p: &Params) -> Result<Run> {
         elapsed,
         journal,
         batch,
+        cpu: None,
     })
 }
 
@@ -308,6 +319,7 @@ fn postmark<B: Backend>(b: &B, dir: &B::Dir, p: &Params) -> Result<Run> {
         elapsed,
         journal,
         batch,
+        cpu: None,
     })
 }
 

@@ -167,7 +167,7 @@ fn storm(fs: &Fs, files: &[Ino], plan: &Plan, every: Option<u64>, seed: u64) -> 
         .collect::<Result<Vec<u32>>>()?;
     let mut rng = SplitMix::derive(seed, 27);
     let base = SystemTime::now().duration_since(UNIX_EPOCH)?.as_nanos() as i64;
-    let (journal, batch) = (fs.journal_stats(), fs.batch_stats());
+    let (journal, batch, cpu) = (fs.journal_stats(), fs.batch_stats(), cpu_time());
     let t = Instant::now();
     let deadline = t + Duration::from_secs_f64(plan.secs);
     let mut ops = 0u64;
@@ -192,12 +192,28 @@ fn storm(fs: &Fs, files: &[Ino], plan: &Plan, every: Option<u64>, seed: u64) -> 
             }
         }
     }
+    let elapsed = t.elapsed();
     Ok(Run {
         ops,
-        elapsed: t.elapsed(),
+        elapsed,
         journal: Some(fs.journal_stats().since(&journal)),
         batch: Some(fs.batch_stats().since(&batch)),
+        cpu: cpu_time().zip(cpu).map(|(now, then)| now.saturating_sub(then)),
     })
+}
+
+/// The CPU time this process's threads have run so far (the storm's, the
+/// commit timer's, the reclaimer's), from the scheduler's per-thread
+/// statistics; `None` where /proc does not show them.
+fn cpu_time() -> Option<Duration> {
+    let mut ns = 0u64;
+    for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        // A thread that ended meanwhile counts no more.
+        if let Ok(s) = std::fs::read_to_string(task.path().join("schedstat")) {
+            ns += s.split_whitespace().next()?.parse::<u64>().ok()?;
+        }
+    }
+    (ns > 0).then(|| Duration::from_nanos(ns))
 }
 
 /// The median of `f` over `runs`, with its min and max.
@@ -207,7 +223,8 @@ fn med(runs: &[Run], f: fn(&Run) -> Option<f64>) -> Result<crate::stats::Summary
 }
 
 /// The sweep's tables in markdown, one per fsync setting: per mount,
-/// throughput (median, min–max), journal bytes, fences and commits per
+/// throughput per second of wall time and of CPU time (median, min–max),
+/// journal bytes, fences and commits per
 /// operation (medians), and which share of the batch commits a full
 /// transaction, the timer and fsync triggered (over every round; "other":
 /// log pages freed, snapshots, unmounts).
@@ -216,9 +233,9 @@ pub fn markdown(s: &Sweep) -> Result<String> {
     for (per, every) in s.runs.iter().zip(&s.plan.fsync_every) {
         let fsync = every.map_or("no fsync".to_string(), |k| format!("fsync every {k} operations"));
         out += &format!("\n{fsync}:\n\n");
-        out += "| mount | TxnInfo words | bytes when full | ops/s | ops/s min–max | journal B/op | fences/op \
-                | commits / 1,000 ops | full | timer | fsync | other |\n";
-        out += "|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+        out += "| mount | TxnInfo words | bytes when full | ops/s | ops/s min–max | ops/CPU-s | ops/CPU-s min–max \
+                | journal B/op | fences/op | commits / 1,000 ops | full | timer | fsync | other |\n";
+        out += "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
         for (m, runs) in s.mounts.iter().zip(per) {
             out += &row(m, runs)?;
         }
@@ -229,6 +246,10 @@ pub fn markdown(s: &Sweep) -> Result<String> {
 /// One mount's row of [`markdown`].
 fn row(m: &Mount, runs: &[Run]) -> Result<String> {
     let ops = med(runs, |r| Some(r.ops_per_s()))?;
+    let per_cpu = match med(runs, Run::ops_per_cpu_s) {
+        Ok(c) => [c.median, c.min, c.max].map(|x| format!("{x:.0}")),
+        Err(_) => ["—".to_string(), "—".into(), "—".into()],
+    };
     let bytes = med(runs, Run::bytes_per_op)?.median;
     let fences = med(runs, Run::fences_per_op)?.median;
     let commits = med(runs, Run::commits_per_kop)?.median;
@@ -259,11 +280,15 @@ fn row(m: &Mount, runs: &[Run]) -> Result<String> {
         c => fmt_num(c),
     };
     Ok(format!(
-        "| {} | {words} | {full_bytes} | {:.0} | {:.0}–{:.0} | {bytes:.1} | {fences:.2} | {commits} | {shares} |\n",
+        "| {} | {words} | {full_bytes} | {:.0} | {:.0}–{:.0} | {} | {}–{} | {bytes:.1} | {fences:.2} | {commits} \
+         | {shares} |\n",
         m.name(),
         ops.median,
         ops.min,
-        ops.max
+        ops.max,
+        per_cpu[0],
+        per_cpu[1],
+        per_cpu[2]
     ))
 }
 
@@ -343,7 +368,7 @@ mod tests {
         let lines: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
         assert_eq!(lines.len(), 2 * (2 + 4), "{md}");
         for l in &lines {
-            assert_eq!(l.matches('|').count(), 13, "{l}");
+            assert_eq!(l.matches('|').count(), 15, "{l}");
         }
         assert!(
             md.contains("\nfsync every 4 operations:\n") && md.contains("\nno fsync:\n"),
@@ -356,12 +381,13 @@ mod tests {
         // at fsync, 250 commits per 1,000 operations.
         let one = cells(lines[4]);
         assert_eq!(one[1..4], ["relaxed+batch", "1", "56 B"]);
-        assert_eq!((one[8], one[9], one[10], one[11]), ("1000", "100%", "0%", "0%"));
+        assert_eq!((one[10], one[11], one[12], one[13]), ("1000", "100%", "0%", "0%"));
+        assert!(one[6].parse::<f64>().is_ok_and(|x| x > 0.0), "ops/CPU-s: {md}");
         let many = cells(lines[5]);
-        assert_eq!((many[8], many[9], many[11]), ("250", "0%", "100%"));
+        assert_eq!((many[10], many[11], many[13]), ("250", "0%", "100%"));
         // Without fsync the 64-word transaction never commits in the run.
         let none = cells(lines[11]);
-        assert_eq!((none[8], none[9]), ("0.00", "—"));
+        assert_eq!((none[10], none[11]), ("0.00", "—"));
     }
 
     #[test]

@@ -60,7 +60,9 @@ pub fn run(p: &Plan) -> Result<()> {
         );
         print!("{}", txninfo::markdown(&sweep)?);
         println!(
-            "\nMedians over the rounds (ops/s also min–max). Journal counts are exact: journal B/op and fences/op \
+            "\nMedians over the rounds (throughput also min–max; ops/CPU-s: per second of the CPU time the \
+             process's threads ran, the timer's commits included, which a busy machine's scheduling leaves \
+             out). Journal counts are exact: journal B/op and fences/op \
              count the journal's commits only (a strict setattr's log append and its fences are not journal \
              work); commits are journal transactions; full/timer/fsync/other: the share of the batch commits \
              over every round (other: log pages freed, snapshots). What is still running at the end of a run \
