@@ -41,6 +41,11 @@ pub trait Backend: Sync {
     fn journal_stats(&self) -> Option<novafs::JournalStats> {
         None
     }
+    /// What made a batching relaxed mount's running transaction commit
+    /// so far; `None` where the target does not count it.
+    fn batch_stats(&self) -> Option<novafs::BatchStats> {
+        None
+    }
 }
 
 /// A target whose file system can be unmounted and mounted again with its

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
-use novafs::JournalStats;
+use novafs::{BatchStats, JournalStats};
 use novafs_rng::SplitMix;
 
 use crate::backend::{write_whole, Backend};
@@ -93,11 +93,24 @@ pub struct Run {
     /// The journal's work during the timed operations; `None` where the
     /// target does not count it.
     pub journal: Option<JournalStats>,
+    /// A batching relaxed mount's commits of its running transaction
+    /// during the run (FileMicro_writefsync: its untimed restarts too,
+    /// which batch nothing); `None` where the target does not count them.
+    pub batch: Option<BatchStats>,
+    /// CPU time the process's threads spent in the timed window (the
+    /// attribute storm's; `None` here).
+    pub cpu: Option<Duration>,
 }
 
 impl Run {
     pub fn ops_per_s(&self) -> f64 {
         self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// Operations per second of CPU time, where it was measured: on a
+    /// busy machine, less the share of the CPUs the run was given.
+    pub fn ops_per_cpu_s(&self) -> Option<f64> {
+        self.cpu.map(|c| self.ops as f64 / c.as_secs_f64().max(1e-9))
     }
 
     /// Journal bytes per operation.
@@ -109,10 +122,20 @@ impl Run {
     pub fn fences_per_op(&self) -> Option<f64> {
         self.journal.map(|j| j.fences as f64 / self.ops.max(1) as f64)
     }
+
+    /// Journal transactions committed per 1,000 operations.
+    pub fn commits_per_kop(&self) -> Option<f64> {
+        self.journal.map(|j| 1e3 * j.txns as f64 / self.ops.max(1) as f64)
+    }
 }
 
 /// The journal's work between two readings.
 fn since(now: Option<JournalStats>, earlier: Option<JournalStats>) -> Option<JournalStats> {
+    now.zip(earlier).map(|(n, e)| n.since(&e))
+}
+
+/// The batch commits between two readings.
+fn batch_since(now: Option<BatchStats>, earlier: Option<BatchStats>) -> Option<BatchStats> {
     now.zip(earlier).map(|(n, e)| n.since(&e))
 }
 
@@ -126,6 +149,20 @@ fn add(a: Option<JournalStats>, b: Option<JournalStats>) -> Option<JournalStats>
         fences: a.fences + b.fences,
         txns: a.txns + b.txns,
         words: a.words + b.words,
+    })
+}
+
+/// The batch commits of `runs` summed (the capacity is the largest);
+/// `None` if none counts them.
+pub fn batch_total(runs: &[Run]) -> Option<BatchStats> {
+    runs.iter().filter_map(|r| r.batch).reduce(|a, b| BatchStats {
+        capacity: a.capacity.max(b.capacity),
+        full: a.full + b.full,
+        timer: a.timer + b.timer,
+        fsync: a.fsync + b.fsync,
+        snapshot: a.snapshot + b.snapshot,
+        log_free: a.log_free + b.log_free,
+        unmount: a.unmount + b.unmount,
     })
 }
 
@@ -145,7 +182,7 @@ pub fn run<B: Backend>(b: &B, dir: &B::Dir, w: Workload, p: &Params) -> Result<R
 fn filebench<B: Backend>(b: &B, dir: &B::Dir, k: Personality, p: &Params) -> Result<Run> {
     let set = personality::prepare(b, dir, k, p.files)?;
     let counters = Counters::default();
-    let before = b.journal_stats();
+    let (before, batch) = (b.journal_stats(), b.batch_stats());
     let deadline = Instant::now() + Duration::from_secs_f64(p.secs);
     let t = Instant::now();
     personality::run(
@@ -160,6 +197,7 @@ fn filebench<B: Backend>(b: &B, dir: &B::Dir, k: Personality, p: &Params) -> Res
     )?;
     let elapsed = t.elapsed();
     let journal = since(b.journal_stats(), before);
+    let batch = batch_since(b.batch_stats(), batch);
     personality::cleanup(b, dir, &set)?;
     let nospc = counters.nospc.load(Ordering::Relaxed);
     if nospc > 0 {
@@ -169,6 +207,8 @@ fn filebench<B: Backend>(b: &B, dir: &B::Dir, k: Personality, p: &Params) -> Res
         ops: counters.ops.load(Ordering::Relaxed),
         elapsed,
         journal,
+        batch,
+        cpu: None,
     })
 }
 
@@ -185,6 +225,7 @@ fn write_fsync<B: Backend>(b: &B, dir: &B::Dir, p: &Params) -> Result<Run> {
         Ok(f)
     };
     let mut f = fill(b)?;
+    let batch = b.batch_stats();
     let mut end = start;
     let (mut ops, mut elapsed, mut journal) =
         (0u64, Duration::ZERO, b.journal_stats().map(|_| JournalStats::default()));
@@ -213,9 +254,16 @@ fn write_fsync<B: Backend>(b: &B, dir: &B::Dir, p: &Params) -> Result<Run> {
         elapsed += t.elapsed();
         journal = add(journal, since(b.journal_stats(), before));
     }
+    let batch = batch_since(b.batch_stats(), batch);
     drop(f);
     b.unlink(dir, "big")?;
-    Ok(Run { ops, elapsed, journal })
+    Ok(Run {
+        ops,
+        elapsed,
+        journal,
+        batch,
+        cpu: None,
+    })
 }
 
 /// PostMark, write-only as FGM §IV-A runs it: a pool of `p.files` files
@@ -240,7 +288,7 @@ fn postmark<B: Backend>(b: &B, dir: &B::Dir, p: &Params) -> Result<Run> {
     for _ in 0..p.files.max(2) {
         create(&mut rng, &mut live)?;
     }
-    let before = b.journal_stats();
+    let (before, batch) = (b.journal_stats(), b.batch_stats());
     let (mut ops, t) = (0u64, Instant::now());
     let deadline = t + Duration::from_secs_f64(p.secs);
     // A few transactions between clock readings.
@@ -262,10 +310,17 @@ fn postmark<B: Backend>(b: &B, dir: &B::Dir, p: &Params) -> Result<Run> {
     }
     let elapsed = t.elapsed();
     let journal = since(b.journal_stats(), before);
+    let batch = batch_since(b.batch_stats(), batch);
     for n in live {
         b.unlink(dir, &format!("p{n}"))?;
     }
-    Ok(Run { ops, elapsed, journal })
+    Ok(Run {
+        ops,
+        elapsed,
+        journal,
+        batch,
+        cpu: None,
+    })
 }
 
 #[cfg(test)]

@@ -5,7 +5,8 @@
 //! `plot` module, so that `novafs` links this library without plotters);
 //! `novafs bench` runs the §5.2 microbenchmark ([`workload::micro`]), the
 //! DRAM measurement ([`memory`]) and the recovery timing
-//! ([`workload::time_mounts`]) on the library target alone. A benchmark,
+//! ([`workload::time_mounts`]) on the library target alone, and FGM's
+//! workloads ([`fgm`]) and TxnInfo size sweep ([`txninfo`]) there too. A benchmark,
 //! not a test. Through a FUSE mount, the personalities also count the
 //! requests the daemon served ([`requests`]).
 
@@ -22,4 +23,5 @@ pub mod requests;
 pub mod stats;
 pub mod target;
 pub mod tools;
+pub mod txninfo;
 pub mod workload;

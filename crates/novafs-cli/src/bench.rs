@@ -7,10 +7,11 @@
 //! metadata journal writes per operation. `--protect MODE`,
 //! `--compare-replicas`, `--compare-data-protection`, `--compare-journal`
 //! and `--compare-modes` instead compare two library configurations side
-//! by side.
+//! by side; `--txninfo-sweep` runs FGM §IV-C's sweep (`bench_txninfo`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -20,12 +21,13 @@ use novafs_bench::backend::Backend;
 use novafs_bench::memory;
 use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
+use novafs_bench::txninfo::WORDS;
 use novafs_bench::workload::{micro, time_mounts, Micro, PhaseJournal, SetShape};
 use pm::{MapOptions, MmapRegion, Prefault, Protection, Region, WriteProtect};
 
 use crate::image::{explain, parse_size};
 use crate::info::bytes;
-use crate::{bench_fgm, bench_mmap, bench_snapshots};
+use crate::{bench_fgm, bench_mmap, bench_snapshots, bench_txninfo};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -97,6 +99,32 @@ pub struct Args {
     /// against NOVA without it).
     #[arg(long, requires = "compare_modes")]
     unprotected: bool,
+    /// With --batch: the running transaction's limit in words (`-o
+    /// batch=WORDS`; default 1024).
+    #[arg(long, requires = "batch")]
+    batch_words: Option<usize>,
+    /// Instead of the full run, FGM §IV-C's TxnInfo size sweep: chmods and
+    /// utimens of random files (an attribute storm) on a strict mount, a
+    /// relaxed one and relaxed ones batching at each of --words, with an
+    /// fsync every 32 operations and without: throughput, journal bytes,
+    /// fences and commits per operation, and what triggered the commits.
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "compare_modes", "fgm", "snapshots", "mmap"])]
+    txninfo_sweep: bool,
+    /// With --txninfo-sweep: seconds of each run.
+    #[arg(long, default_value_t = 2.0)]
+    storm_secs: f64,
+    /// With --txninfo-sweep: files the storm changes.
+    #[arg(long, default_value_t = 2_000)]
+    storm_files: u64,
+    /// With --txninfo-sweep: the batching limits, in words (FGM's 256 B to
+    /// 128 KiB TxnInfo holds about 30 to 16,000 entries).
+    #[arg(long, value_delimiter = ',', default_values_t = WORDS)]
+    words: Vec<usize>,
+    /// With --txninfo-sweep: the batching mounts' commit timer, ms (the
+    /// mount's default is 5 s; a tenth of a run lets each run see the
+    /// timer).
+    #[arg(long, default_value_t = 200)]
+    commit_ms: u64,
     /// With --fgm: seconds of each workload per round and side.
     #[arg(long, default_value_t = 3.0)]
     fgm_secs: f64,
@@ -175,6 +203,18 @@ pub fn run(args: &Args) -> Result<()> {
     if args.compare_journal {
         return compare(args, files, rounds, &journaling());
     }
+    if args.txninfo_sweep {
+        return bench_txninfo::run(&bench_txninfo::Plan {
+            image: &args.image,
+            size: args.size,
+            eadr: args.eadr,
+            rounds,
+            files: if args.quick { 200 } else { args.storm_files },
+            secs: if args.quick { 0.5 } else { args.storm_secs },
+            words: args.words.clone(),
+            interval: Duration::from_millis(args.commit_ms),
+        });
+    }
     if args.fgm {
         let plan = bench_fgm::Plan {
             rounds,
@@ -185,7 +225,7 @@ pub fn run(args: &Args) -> Result<()> {
             big_file: (args.size / 16).min(64 << 20),
         };
         let cmp = if args.compare_modes {
-            modes(args.batch, args.unprotected)
+            modes(batching(args), args.unprotected)
         } else {
             journaling()
         };
@@ -202,7 +242,7 @@ pub fn run(args: &Args) -> Result<()> {
         });
     }
     if args.compare_modes {
-        return compare(args, files, rounds, &modes(args.batch, args.unprotected));
+        return compare(args, files, rounds, &modes(batching(args), args.unprotected));
     }
     if args.snapshots {
         return bench_snapshots::run(&bench_snapshots::Plan {
@@ -420,16 +460,16 @@ fn journaling() -> Comparison {
 /// With `batch` the relaxed mount batches its in-place words (FGM
 /// §III-C1, `-o batch`); `unprotected` formats both sides without any
 /// protection, as the paper compares.
-fn modes(batch: bool, unprotected: bool) -> Comparison {
+fn modes(batch: Option<Batching>, unprotected: bool) -> Comparison {
     let format = FormatOptions::default()
         .meta_replicas(!unprotected)
         .data_csum(!unprotected)
         .data_parity(!unprotected);
     let config = |name, mode| Config::formatted(name, format.clone().consistency(mode));
     let relaxed = match batch {
-        false => config("relaxed", Consistency::Relaxed),
-        true => Config {
-            mount: MountOptions::default().batch(Some(Batching::default())),
+        None => config("relaxed", Consistency::Relaxed),
+        Some(b) => Config {
+            mount: MountOptions::default().batch(Some(b)),
             ..config("relaxed+batch", Consistency::Relaxed)
         },
     };
@@ -439,6 +479,15 @@ fn modes(batch: bool, unprotected: bool) -> Comparison {
         storage: None,
         table: Table::Modes,
     }
+}
+
+/// `--batch [--batch-words N]`: how the relaxed side batches, if it does.
+fn batching(args: &Args) -> Option<Batching> {
+    let d = Batching::default();
+    args.batch.then(|| Batching {
+        words: args.batch_words.unwrap_or(d.words),
+        ..d
+    })
 }
 
 /// One configuration, mapped and formatted.
@@ -554,12 +603,7 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
             config.protect
         );
     }
-    let media = format!(
-        "region: {}; flush: {}{}",
-        region.kind(),
-        region.flush_kind(),
-        if args.eadr { " (eADR: fences only)" } else { "" }
-    );
+    let media = media(&region, args.eadr);
     let lib = LibraryTarget::on_region_mounted(Arc::new(region), config.format.clone(), config.mount)?;
     let fresh = lib.statfs()?;
     let consistency = lib.fs()?.consistency();
@@ -574,6 +618,16 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
         consistency,
         media,
     })
+}
+
+/// The region's kind and flush, in words.
+pub(crate) fn media(region: &MmapRegion, eadr: bool) -> String {
+    format!(
+        "region: {}; flush: {}{}",
+        region.kind(),
+        region.flush_kind(),
+        if eadr { " (eADR: fences only)" } else { "" }
+    )
 }
 
 /// A configuration in words: its write protection, metadata replicas and
@@ -595,8 +649,14 @@ fn describe(side: &Side, table: Table) -> String {
              mtime, checksums and parity patched (NOVA-Fortis §4.6)"
         }
     };
+    let batch = match side.config.mount.batch {
+        Some(b) if table == Table::Modes => {
+            format!(" (at most {} words, every {} s)", b.words, b.interval.as_secs_f64())
+        }
+        _ => String::new(),
+    };
     format!(
-        "write protection {}, {}{what}",
+        "write protection {}, {}{what}{batch}",
         side.protection,
         crate::info::protection(&side.config.format)
     )

@@ -9,7 +9,7 @@
 use anyhow::{Context, Result};
 use indicatif::ProgressBar;
 use novafs_bench::backend::Backend;
-use novafs_bench::fgm::{self, Params, Workload, FSYNC_EVERY};
+use novafs_bench::fgm::{self, batch_total, Params, Workload, FSYNC_EVERY};
 use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
 
@@ -97,6 +97,9 @@ pub fn run(sides: [(&str, &LibraryTarget); 2], about: &[String], plan: &Plan, sa
             tb / ta
         );
     }
+    for (i, (name, _)) in sides.iter().enumerate() {
+        batch_commits(name, &runs.iter().map(|per| &per[i][..]).collect::<Vec<_>>());
+    }
     if !saves {
         // FGM §IV-A's workloads as the paper describes them: none rewrites
         // a file's bytes, so none is given an overwrite here.
@@ -107,4 +110,29 @@ pub fn run(sides: [(&str, &LibraryTarget); 2], about: &[String], plan: &Plan, sa
         );
     }
     Ok(())
+}
+
+/// On a side that batches, how often its running transaction committed
+/// over every round of each workload, and why (FGM Fig. 14), beside the
+/// journal's transactions; `per` holds each workload's runs.
+fn batch_commits(side: &str, per: &[&[fgm::Run]]) {
+    let totals: Vec<_> = per.iter().map(|runs| batch_total(runs)).collect();
+    let Some(cap) = totals.iter().flatten().map(|b| b.capacity).max().filter(|&c| c > 0) else {
+        return;
+    };
+    println!("\n{side} (at most {cap} words a transaction), its batch commits over every round:");
+    for ((w, runs), b) in Workload::ALL.iter().zip(per).zip(totals) {
+        let b = b.unwrap_or_default();
+        let txns: u64 = runs.iter().filter_map(|r| r.journal).map(|j| j.txns).sum();
+        let ops: u64 = runs.iter().map(|r| r.ops).sum();
+        println!(
+            "- {}: {} of {txns} journal transactions in {ops} operations (full {}, timer {}, fsync {}, other {})",
+            w.name(),
+            b.commits(),
+            b.full,
+            b.timer,
+            b.fsync,
+            b.snapshot + b.log_free + b.unmount
+        );
+    }
 }

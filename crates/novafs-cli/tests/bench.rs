@@ -376,6 +376,116 @@ fn bench_fgm_compares_the_modes_under_eadr_and_says_no_workload_overwrites() {
     assert_nothing_left(&dir);
 }
 
+/// `--batch-words`: FGM's workloads on a relaxed mount batching at most
+/// 16 words; none of them changes anything in place, so none of their
+/// journal transactions is a batch commit.
+#[test]
+fn bench_fgm_counts_the_batch_commits_of_a_batching_side() {
+    let dir = scratch();
+    let img = path(&dir, "fgm-batch.img");
+    let form = [
+        "--fgm",
+        "--compare-modes",
+        "--batch",
+        "--batch-words",
+        "16",
+        "--fgm-secs",
+        "0.1",
+        "--fgm-files",
+        "20",
+    ];
+    let out = small_bench(&form, "1", &img);
+    assert!(
+        out.lines().nth(3).unwrap().ends_with(" (at most 16 words, every 5 s)"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\nrelaxed+batch (at most 16 words a transaction), its batch commits over every round:\n"),
+        "{out}"
+    );
+    for w in FGM_ROWS {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("- {w}: ")))
+            .unwrap_or_else(|| panic!("{w}: {out}"));
+        assert!(line.starts_with(&format!("- {w}: 0 of ")), "{out}");
+        assert!(
+            line.ends_with(" operations (full 0, timer 0, fsync 0, other 0)"),
+            "{out}"
+        );
+    }
+    assert!(!out.contains("\nstrict (at most"), "strict does not batch: {out}");
+    assert_eq!(
+        novafs(&["bench", "--compare-modes", "--batch-words", "16"])
+            .status
+            .code(),
+        Some(2),
+        "--batch-words without --batch"
+    );
+    assert_nothing_left(&dir);
+}
+
+/// `--txninfo-sweep` (FGM §IV-C) at a tiny size, the timer out of reach:
+/// a table per fsync setting, a row per mount, and the commit counts that
+/// do not depend on timing. Eight files hold at most 40 words of a running
+/// transaction.
+#[test]
+fn bench_txninfo_sweep_prints_a_table_per_fsync_setting_and_removes_its_image() {
+    let dir = scratch();
+    let img = path(&dir, "txninfo.img");
+    let form = [
+        "--txninfo-sweep",
+        "--storm-files",
+        "8",
+        "--storm-secs",
+        "0.2",
+        "--words",
+        "1,64",
+        "--commit-ms",
+        "3600000",
+    ];
+    let out = small_bench(&form, "1", &img);
+    assert!(out.starts_with("TxnInfo size sweep (FGM §IV-C): 8 files, "), "{out}");
+    let (synced, unsynced) = out.split_once("\nno fsync:\n").unwrap_or_else(|| panic!("{out}"));
+    assert!(synced.contains("\nfsync every 32 operations:\n"), "{out}");
+    for part in [synced, unsynced] {
+        let rows = table(part, "| mount |");
+        assert_eq!(
+            names(&rows, "mount"),
+            ["strict", "relaxed", "relaxed+batch", "relaxed+batch"],
+            "{out}"
+        );
+        assert_eq!(names(&rows, "TxnInfo words"), ["—", "—", "1", "64"], "{out}");
+        assert_eq!(names(&rows, "bytes when full"), ["—", "—", "56 B", "1.5 KiB"], "{out}");
+        // Strict appends to the log; relaxed commits each change; a
+        // one-word transaction is full at every change.
+        assert_eq!(
+            names(&rows, "commits / 1,000 ops")[..3],
+            ["0.00", "1000", "1000"],
+            "{out}"
+        );
+        assert_eq!(
+            (rows[2]["full"], rows[2]["timer"], rows[2]["fsync"]),
+            ("100%", "0%", "0%"),
+            "{out}"
+        );
+        assert!(
+            rows.iter().all(|r| num(r["ops/s"]) > 0.0 && num(r["ops/CPU-s"]) > 0.0),
+            "{out}"
+        );
+    }
+    // 64 words are never full: each fsync commits them, or nothing does.
+    let synced = table(synced, "| mount |");
+    assert_eq!((synced[3]["full"], synced[3]["fsync"]), ("0%", "100%"), "{out}");
+    let unsynced = table(unsynced, "| mount |");
+    assert_eq!(
+        (unsynced[3]["commits / 1,000 ops"], unsynced[3]["full"]),
+        ("0.00", "—"),
+        "{out}"
+    );
+    assert_nothing_left(&dir);
+}
+
 #[test]
 fn bench_compare_modes_refuses_the_other_comparisons() {
     for other in ["--compare-journal", "--compare-replicas", "--mmap", "--snapshots"] {

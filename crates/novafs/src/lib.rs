@@ -161,8 +161,8 @@ pub use consistency::{Consistency, ParseConsistencyError};
 pub use error::{Corruption, Error, Result, Structure};
 pub use file::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE, FALLOC_FL_ZERO_RANGE};
 pub use fs::{
-    Atime, Batching, DirEntry, Fs, GcStats, Make, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE, RENAME_NOREPLACE,
-    RENAME_WHITEOUT, SEEK_DATA, SEEK_HOLE, XATTR_CREATE, XATTR_REPLACE,
+    Atime, BatchStats, Batching, DirEntry, Fs, GcStats, Make, MountOptions, SetAttr, StatFs, RENAME_EXCHANGE,
+    RENAME_NOREPLACE, RENAME_WHITEOUT, SEEK_DATA, SEEK_HOLE, XATTR_CREATE, XATTR_REPLACE,
 };
 pub use health::HealthCounts;
 pub use inode::{Attr, FileType, Ino, ROOT_INO};

@@ -431,6 +431,9 @@ impl Backend for LibraryTarget {
     fn journal_stats(&self) -> Option<novafs::JournalStats> {
         self.fs().ok().map(Fs::journal_stats)
     }
+    fn batch_stats(&self) -> Option<novafs::BatchStats> {
+        self.fs().ok().map(Fs::batch_stats)
+    }
 }
 
 impl Target for LibraryTarget {

@@ -148,7 +148,7 @@ impl Ctx {
     /// (`journal::batch`). Should that commit fail, the pages stay
     /// allocated until the next mount's scan finds them free.
     pub(crate) fn release_log(&self, proof: &impl Unreferenced, extents: &[Extent]) {
-        if let Err(e) = self.journal.commit_running(self.region()) {
+        if let Err(e) = self.journal.commit_running(self.region(), Journal::BEFORE_LOG_FREE) {
             tracing::error!(%e, "log pages kept: the running transaction did not commit");
             return;
         }

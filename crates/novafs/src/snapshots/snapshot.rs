@@ -454,7 +454,7 @@ impl Snapshots {
         self.epochs.cut(|epoch| {
             // Relaxed mode's running transaction changes entries of the
             // epochs the snapshot keeps: it reaches them first.
-            journal.commit_running(region)?;
+            journal.commit_running(region, Journal::AT_SNAPSHOT)?;
             let mut list = self.list.lock();
             if self.live.read().values().any(|s| s.name == name) {
                 return Err(Error::Exists);

@@ -20,8 +20,13 @@
 //! loses them — the in-place setattrs since the last commit — and nothing
 //! else: each word is whole on the media in its old or its new value, and
 //! so is every entry.
+//!
+//! Each commit of the running transaction counts its [`Cause`] (FGM
+//! Fig. 14: how many commits a full TxnInfo triggered, how many the timer),
+//! read back through [`Journal::batch_commits`].
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use pm::Region;
 
@@ -37,11 +42,49 @@ struct Running {
     words: BTreeMap<u64, u64>,
 }
 
+/// Why the running transaction commits. Callers outside the journal name
+/// a cause through [`Journal`]'s constants (this module is private).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// It holds its limit of words (the TxnInfo is full).
+    Full,
+    /// The mount's commit timer fired.
+    Timer,
+    /// An fsync (of any file): the whole transaction, as ext4 commits.
+    Fsync,
+    /// A snapshot is taken.
+    Snapshot,
+    /// Log pages are about to be freed.
+    LogFree,
+    /// A clean unmount.
+    Unmount,
+}
+
+/// How many causes there are.
+const CAUSES: usize = Cause::Unmount as usize + 1;
+
+/// The running transaction's commits since the mount, by cause; only
+/// commits with something in them count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Commits {
+    /// The words a transaction holds before it commits (the limit asked
+    /// for, at most what the ring holds).
+    pub(crate) limit: usize,
+    pub(crate) full: u64,
+    pub(crate) timer: u64,
+    pub(crate) fsync: u64,
+    pub(crate) snapshot: u64,
+    pub(crate) log_free: u64,
+    pub(crate) unmount: u64,
+}
+
 /// A mount's batching of relaxed-mode metadata changes.
 #[derive(Debug)]
 pub(crate) struct Batch {
     limit: usize,
     running: Mutex<Running>,
+    /// Commits per [`Cause`], in its order.
+    commits: [AtomicU64; CAUSES],
 }
 
 impl Batch {
@@ -49,6 +92,7 @@ impl Batch {
         Batch {
             limit: limit.max(1),
             running: Mutex::new(Rank::JournalBatch, Running::default()),
+            commits: Default::default(),
         }
     }
 
@@ -65,48 +109,80 @@ impl Batch {
 }
 
 impl Journal {
+    /// The causes of [`Journal::commit_running`], for its callers.
+    pub(crate) const ON_TIMER: Cause = Cause::Timer;
+    pub(crate) const AT_FSYNC: Cause = Cause::Fsync;
+    pub(crate) const AT_SNAPSHOT: Cause = Cause::Snapshot;
+    pub(crate) const BEFORE_LOG_FREE: Cause = Cause::LogFree;
+    pub(crate) const AT_UNMOUNT: Cause = Cause::Unmount;
+
     /// Adds `updates` (aligned words) to the running transaction, or
-    /// commits them at once without batching; commits the running
-    /// transaction when it is full.
+    /// commits them at once without batching. The transaction never holds
+    /// more than its limit (its TxnInfo's capacity, which the ring holds):
+    /// it commits first when `updates` would take it past the limit, and
+    /// again once it is full.
     pub(crate) fn batch_or_commit(&self, region: &dyn Region, updates: &[Update]) -> Result<()> {
         let Some(batch) = &self.batch else {
             let _durable: Durable = self.commit(region, updates)?;
             return Ok(());
         };
-        let full = {
-            let mut running = batch.running.lock();
-            for u in updates {
-                debug_assert!(
-                    u.addr.is_multiple_of(8) && u.bytes.len() == 8,
-                    "a batched update is one word"
-                );
-                let v = u64::from_le_bytes(u.bytes[..8].try_into().unwrap_or_default());
-                running.words.insert(u.addr, v);
-            }
-            running.words.len() >= batch.limit
-        };
-        if full {
-            self.commit_running(region)?;
+        let mut running = batch.running.lock();
+        let new = updates.iter().filter(|u| !running.words.contains_key(&u.addr)).count();
+        if running.words.len() + new > batch.limit {
+            self.commit_held(region, batch, &mut running, Cause::Full)?;
+        }
+        for u in updates {
+            debug_assert!(
+                u.addr.is_multiple_of(8) && u.bytes.len() == 8,
+                "a batched update is one word"
+            );
+            let v = u64::from_le_bytes(u.bytes[..8].try_into().unwrap_or_default());
+            running.words.insert(u.addr, v);
+        }
+        if running.words.len() >= batch.limit {
+            self.commit_held(region, batch, &mut running, Cause::Full)?;
         }
         Ok(())
     }
 
     /// Commits the running transaction, if there is one with anything in
-    /// it: durable when this returns.
-    pub(crate) fn commit_running(&self, region: &dyn Region) -> Result<()> {
+    /// it, counting `cause`: durable when this returns.
+    pub(crate) fn commit_running(&self, region: &dyn Region, cause: Cause) -> Result<()> {
         let Some(batch) = &self.batch else {
             return Ok(());
         };
         // Held through the commit: two commits of one word must reach the
         // media in the order they were taken.
         let mut running = batch.running.lock();
+        self.commit_held(region, batch, &mut running, cause)
+    }
+
+    /// Commits `running` (`batch`'s, locked by the caller), if anything is
+    /// in it, counting `cause`.
+    fn commit_held(&self, region: &dyn Region, batch: &Batch, running: &mut Running, cause: Cause) -> Result<()> {
         if running.words.is_empty() {
             return Ok(());
         }
         let updates: Vec<Update> = running.words.iter().map(|(&a, &v)| Update::word(a, v)).collect();
         let _durable: Durable = self.commit(region, &updates)?; // R2
         running.words.clear();
+        batch.commits[cause as usize].fetch_add(1, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// The running transaction's commits since the mount, when it batches.
+    pub(crate) fn batch_commits(&self) -> Option<Commits> {
+        let batch = self.batch.as_ref()?;
+        let n = |cause: Cause| batch.commits[cause as usize].load(Ordering::Relaxed);
+        Some(Commits {
+            limit: batch.limit,
+            full: n(Cause::Full),
+            timer: n(Cause::Timer),
+            fsync: n(Cause::Fsync),
+            snapshot: n(Cause::Snapshot),
+            log_free: n(Cause::LogFree),
+            unmount: n(Cause::Unmount),
+        })
     }
 
     /// The running transaction, when the mount batches.

@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::file;
 use crate::health::HealthCounts;
 use crate::inode::{setattr_entry, Attr, FileType, Ino, InodeState, ROOT_INO};
-use crate::journal::JournalStats;
+use crate::journal::{Journal, JournalStats};
 use crate::layout::{
     Superblock, FEATURE_INCOMPAT_SNAPSHOTS, FEATURE_INCOMPAT_XATTR, FLAG_APPEND, FLAG_IMMUTABLE, INODE_SIZE, PAGE_SIZE,
 };
@@ -43,8 +43,8 @@ use crate::snapshot::{EpochGuard, Snapshot};
 use crate::superblock::{copies_differ, write_superblock};
 use crate::time::now_ns;
 use crate::xattr;
-pub use batching::Batching;
 use batching::Committer;
+pub use batching::{BatchStats, Batching};
 
 pub use crate::xattr::{XATTR_CREATE, XATTR_REPLACE};
 
@@ -351,7 +351,9 @@ impl Fs {
         if self.read_only {
             return Ok(());
         }
-        self.ctx.journal().commit_running(self.ctx.region())?;
+        self.ctx
+            .journal()
+            .commit_running(self.ctx.region(), Journal::AT_UNMOUNT)?;
         // The saved state must not count as used what deletions left.
         self.wait_reclaimed();
         for cell in self.cache.cells() {
@@ -952,7 +954,7 @@ impl Fs {
     /// fsync. Checks that the inode exists.
     pub fn fsync(&self, ino: Ino) -> Result<()> {
         self.getattr(ino)?;
-        self.ctx.journal().commit_running(self.ctx.region())
+        self.ctx.journal().commit_running(self.ctx.region(), Journal::AT_FSYNC)
     }
 
     /// Space and inode counts.
