@@ -163,6 +163,7 @@ pub fn batch_total(runs: &[Run]) -> Option<BatchStats> {
         snapshot: a.snapshot + b.snapshot,
         log_free: a.log_free + b.log_free,
         unmount: a.unmount + b.unmount,
+        overwrite: a.overwrite + b.overwrite,
     })
 }
 

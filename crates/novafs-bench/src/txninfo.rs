@@ -268,7 +268,7 @@ fn row(m: &Mount, runs: &[Run]) -> Result<String> {
                 0 => "—".to_string(),
                 all => format!("{:.0}%", 100.0 * n as f64 / all as f64),
             };
-            let other = total.snapshot + total.log_free + total.unmount;
+            let other = total.other();
             let shares = [total.full, total.timer, total.fsync, other].map(share).join(" | ");
             (words, bytes_of(cap), shares)
         }

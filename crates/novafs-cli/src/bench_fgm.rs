@@ -132,7 +132,7 @@ fn batch_commits(side: &str, per: &[&[fgm::Run]]) {
             b.full,
             b.timer,
             b.fsync,
-            b.snapshot + b.log_free + b.unmount
+            b.other()
         );
     }
 }

@@ -149,10 +149,9 @@ fn the_capacity_is_at_most_what_the_ring_holds() {
 /// it (`relaxed::newest_entry`), so a commit between the two leaves it the
 /// media's old words, and the entry's new checksum is computed over them
 /// while the media keeps the committed ones: "log entry ... fails its
-/// checksum" on the next mount. Reading under the batch's lock fixes it
-/// (found by `novafs bench --txninfo-sweep`).
+/// checksum" on the next mount. `Batch::read` reads under the batch's
+/// lock (found by `novafs bench --txninfo-sweep`).
 #[test]
-#[ignore = "fails until relaxed::newest_entry reads the entry under the running transaction's lock"]
 fn the_commit_timer_racing_setattrs_leaves_every_entry_whole() {
     let region = relaxed_image();
     let fs = batching(&region, 1 << 20, HOUR);

@@ -31,7 +31,7 @@
 use crate::commit::Ctx;
 use crate::error::Result;
 use crate::inode::{setattr_entry, Attr, Body, InodeState};
-use crate::journal::{Retime, Update};
+use crate::journal::{Journal, Retime, Update};
 use crate::layout::{
     decode, entry_csum, retime_entry, EntryHeader, EntryType, SetattrEntry, WriteEntry, ENTRY_CSUM_OFF,
     ENTRY_EPOCH_OFF, PAGE_SIZE, STRIP_SIZE,
@@ -197,13 +197,14 @@ fn newest_entry(ctx: &Ctx, st: &InodeState, batched: Batched) -> Result<Option<N
         return Ok(None);
     };
     let mut old = [0u8; SLOT];
-    ctx.region().read(off, &mut old)?;
-    if let Some(batch) = ctx.journal().batch() {
-        let media = old;
-        batch.overlay(off, &mut old);
-        if batched == Batched::Commit && old != media {
-            ctx.journal().commit_running(ctx.region())?;
+    match ctx.journal().batch() {
+        Some(batch) => {
+            if batch.read(ctx.region(), off, &mut old)? && batched == Batched::Commit {
+                // Nothing adds to them while the inode is held.
+                ctx.journal().commit_running(ctx.region(), Journal::BEFORE_OVERWRITE)?;
+            }
         }
+        None => ctx.region().read(off, &mut old)?,
     }
     let hdr: EntryHeader = decode(&old)?;
     let whole = hdr.slots == 1 && hdr.csum == entry_csum(&old);

@@ -15,7 +15,7 @@
 //!
 //! Until then the words are only in DRAM: the inode's state there has
 //! them, and a change that reads an entry back from the media lays them
-//! over what it reads ([`Batch::overlay`]); an overwrite in place, which
+//! over what it reads ([`Batch::read`]); an overwrite in place, which
 //! changes its entry on the media at once, commits them first. A crash
 //! loses them — the in-place setattrs since the last commit — and nothing
 //! else: each word is whole on the media in its old or its new value, and
@@ -58,10 +58,13 @@ pub(crate) enum Cause {
     LogFree,
     /// A clean unmount.
     Unmount,
+    /// An overwrite in place is about to change an entry the transaction
+    /// holds words of (`ops::relaxed`).
+    Overwrite,
 }
 
 /// How many causes there are.
-const CAUSES: usize = Cause::Unmount as usize + 1;
+const CAUSES: usize = Cause::Overwrite as usize + 1;
 
 /// The running transaction's commits since the mount, by cause; only
 /// commits with something in them count.
@@ -76,6 +79,7 @@ pub(crate) struct Commits {
     pub(crate) snapshot: u64,
     pub(crate) log_free: u64,
     pub(crate) unmount: u64,
+    pub(crate) overwrite: u64,
 }
 
 /// A mount's batching of relaxed-mode metadata changes.
@@ -96,15 +100,25 @@ impl Batch {
         }
     }
 
-    /// Lays the running transaction's words over `buf`, read from `addr`.
-    pub(crate) fn overlay(&self, addr: u64, buf: &mut [u8]) {
+    /// Reads `buf.len()` bytes at `addr` as the running transaction has
+    /// them: the media's, with its words laid over. Under its lock, which
+    /// a commit holds from its first store to its last, so no commit comes
+    /// between the read and the overlay (one would leave the media's new
+    /// words under nothing). Returns whether any word of it waits in the
+    /// transaction.
+    pub(crate) fn read(&self, region: &dyn Region, addr: u64, buf: &mut [u8]) -> Result<bool> {
+        let running = self.running.lock();
+        region.read(addr, buf)?;
         let end = addr + buf.len() as u64;
-        for (&w, v) in self.running.lock().words.range(addr..end) {
+        let mut held = false;
+        for (&w, v) in running.words.range(addr..end) {
             let at = (w - addr) as usize;
             if let Some(dst) = buf.get_mut(at..at + 8) {
                 dst.copy_from_slice(&v.to_le_bytes());
+                held = true;
             }
         }
+        Ok(held)
     }
 }
 
@@ -115,6 +129,7 @@ impl Journal {
     pub(crate) const AT_SNAPSHOT: Cause = Cause::Snapshot;
     pub(crate) const BEFORE_LOG_FREE: Cause = Cause::LogFree;
     pub(crate) const AT_UNMOUNT: Cause = Cause::Unmount;
+    pub(crate) const BEFORE_OVERWRITE: Cause = Cause::Overwrite;
 
     /// Adds `updates` (aligned words) to the running transaction, or
     /// commits them at once without batching. The transaction never holds
@@ -182,6 +197,7 @@ impl Journal {
             snapshot: n(Cause::Snapshot),
             log_free: n(Cause::LogFree),
             unmount: n(Cause::Unmount),
+            overwrite: n(Cause::Overwrite),
         })
     }
 

@@ -53,12 +53,20 @@ pub struct BatchStats {
     pub log_free: u64,
     /// Commits at a clean unmount.
     pub unmount: u64,
+    /// Commits before an overwrite in place changes an entry the
+    /// transaction holds words of.
+    pub overwrite: u64,
 }
 
 impl BatchStats {
     /// Every commit.
     pub fn commits(&self) -> u64 {
-        self.full + self.timer + self.fsync + self.snapshot + self.log_free + self.unmount
+        self.full + self.timer + self.fsync + self.other()
+    }
+
+    /// Commits neither a full transaction, the timer nor an fsync made.
+    pub fn other(&self) -> u64 {
+        self.snapshot + self.log_free + self.unmount + self.overwrite
     }
 
     /// What happened between `earlier` and this reading (the capacity
@@ -72,6 +80,7 @@ impl BatchStats {
             snapshot: self.snapshot.saturating_sub(earlier.snapshot),
             log_free: self.log_free.saturating_sub(earlier.log_free),
             unmount: self.unmount.saturating_sub(earlier.unmount),
+            overwrite: self.overwrite.saturating_sub(earlier.overwrite),
         }
     }
 }
@@ -92,6 +101,7 @@ impl Fs {
             snapshot: c.snapshot,
             log_free: c.log_free,
             unmount: c.unmount,
+            overwrite: c.overwrite,
         }
     }
 }
