@@ -51,6 +51,12 @@ impl Batch {
         }
     }
 
+    /// Words the running transaction holds: what a crash now would lose
+    /// (`Fs::running_words`, for the crash checker).
+    pub(crate) fn words(&self) -> usize {
+        self.running.lock().words.len()
+    }
+
     /// Lays the running transaction's words over `buf`, read from `addr`.
     pub(crate) fn overlay(&self, addr: u64, buf: &mut [u8]) {
         let end = addr + buf.len() as u64;
