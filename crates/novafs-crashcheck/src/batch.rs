@@ -18,8 +18,10 @@
 //! the media — its value just before the first of them:
 //!
 //! - an op that went [`Way::Batched`] (attributes changed, no log entry
-//!   appended, no page moved, no journal transaction) adds the fields it
-//!   changed that were not pending yet, at their value before it;
+//!   appended, no page moved, no journal transaction), or in place
+//!   leaving the running transaction empty (it filled it), adds the
+//!   fields it changed that were not pending yet, at their value before
+//!   it;
 //! - any other op is durable when it returns: a field it changes was
 //!   written by an entry after the rewritten one (or by its own journal
 //!   transaction), so it stops being pending; and an op that appends a
@@ -41,9 +43,11 @@
 //! it with the fields pending then, or the state after it with the fields
 //! pending had it made no commit ([`Legal::Applied`]); when op `i`
 //! commits the running transaction, also either state as it is (the
-//! commit reached, the op's own change reached or not). Names, sizes,
-//! bytes, link counts, extended attributes and snapshots stay exact, and
-//! so does every field no batched op changed since the last commit.
+//! commit reached, the op's own change reached or not); an overwrite in
+//! flight may be torn between the two states before and after it
+//! ([`Oracle::torn_pairs`]). Names, sizes, bytes, link counts, extended
+//! attributes and snapshots stay exact, and so does every field no
+//! batched op changed since the last commit.
 
 use std::collections::{BTreeMap, HashMap};
 
