@@ -1,9 +1,11 @@
 //! `novafs crashcheck`: the crash-state checker (crates/novafs-crashcheck)
 //! from the command line. Without `--all`, the bounded sweep `cargo test`
 //! runs; with it, every scenario thoroughly, then random operation
-//! sequences (one shard, two shards, relaxed mode in turn) until
-//! `--images` crash images have been checked. `--relaxed` keeps only the
-//! relaxed-mode scenarios and sequences (Fortis §4.6). `--seeds`
+//! sequences (one shard, two shards, relaxed mode, relaxed mode with
+//! batching in turn) until `--images` crash images have been checked.
+//! `--relaxed` keeps only the relaxed-mode scenarios and sequences
+//! (Fortis §4.6), batching ones among them; `--batch` only the batching
+//! ones (FGM §III-C1). `--seeds`
 //! runs the whole sweep once per seed (a sweep that passes with one seed
 //! proves little). Prints the counts and, for each failure, a reproducer.
 //! Exit 0: no failures.
@@ -31,12 +33,15 @@ pub struct Args {
     /// Stop once this many crash images have been checked, per seed (default with --all: 100000; --all checks every scenario first whatever the count).
     #[arg(long)]
     images: Option<u64>,
-    /// Check only this workload (see --list; also random-SEED-LEN, random2-SEED-LEN and random-relaxed-SEED-LEN).
+    /// Check only this workload (see --list; also random-SEED-LEN, random2-SEED-LEN, random-relaxed-SEED-LEN and random-batch-SEED-LEN).
     #[arg(long)]
     workload: Option<String>,
     /// Only the relaxed-mode workloads (images formatted relaxed): the scenarios, and with --all relaxed random sequences.
     #[arg(long, conflicts_with = "workload")]
     relaxed: bool,
+    /// Only the batching workloads (relaxed images mounted with batching): the scenarios, and with --all random batching sequences.
+    #[arg(long, conflicts_with_all = ["workload", "relaxed"])]
+    batch: bool,
     /// Check only this crash point of the workload (from a reproducer).
     #[arg(long, requires = "workload")]
     point: Option<usize>,
@@ -84,12 +89,17 @@ pub fn run(args: &Args) -> ExitCode {
                 w.name,
                 w.setup.len(),
                 w.ops.len() + 1,
-                if w.relaxed() { ", relaxed mode" } else { "" }
+                match (w.relaxed(), w.batch) {
+                    (_, Some(b)) => format!(", relaxed mode, batching {} words", b.words),
+                    (true, None) => ", relaxed mode".into(),
+                    (false, None) => String::new(),
+                }
             );
         }
         println!("random-SEED-LEN                  a random sequence of LEN operations");
         println!("random2-SEED-LEN                 the same on two shards, operations spread over both");
         println!("random-relaxed-SEED-LEN          the same in relaxed mode, mostly overwrites inside files");
+        println!("random-batch-SEED-LEN            the same in relaxed mode with batching, mostly setattrs");
         return ExitCode::SUCCESS;
     }
     let seeds = if args.seeds.is_empty() {
@@ -120,11 +130,15 @@ pub fn run(args: &Args) -> ExitCode {
     }
 }
 
-/// Every named workload (only the relaxed ones with `relaxed`); `None`
-/// (said on stderr) when a generated one could not be built.
-fn all_or_say(relaxed: bool) -> Option<Vec<Workload>> {
-    if relaxed {
-        return Some(workload::relaxed());
+/// Every named workload (only the relaxed ones, batching among them,
+/// with `--relaxed`; only the batching ones with `--batch`); `None` (said
+/// on stderr) when a generated one could not be built.
+fn all_or_say(args: &Args) -> Option<Vec<Workload>> {
+    if args.batch {
+        return Some(workload::batched());
+    }
+    if args.relaxed {
+        return Some(workload::relaxed().into_iter().chain(workload::batched()).collect());
     }
     workload::all().map_err(|e| eprintln!("novafs: {e}")).ok()
 }
@@ -160,21 +174,26 @@ fn run_seed(args: &Args, seed: u64) -> Option<Stats> {
         },
         None if args.all => {
             let len = args.sequence_len;
-            let catalog = all_or_say(args.relaxed)?;
+            let catalog = all_or_say(args)?;
             scenarios = catalog.len() as u64;
-            let relaxed = args.relaxed;
+            let (relaxed, batch) = (args.relaxed, args.batch);
             Box::new(catalog.into_iter().chain((0..).map(move |i: u64| {
-                // One-shard, two-shard and relaxed sequences in turn.
-                let s = seed.wrapping_add(i / 3);
-                match i % 3 {
-                    _ if relaxed => workload::random_relaxed(seed.wrapping_add(i), len),
+                // One-shard, two-shard, relaxed and batching sequences in
+                // turn (relaxed and batching with --relaxed).
+                let s = seed.wrapping_add(i / 4);
+                let r = seed.wrapping_add(i / 2);
+                match i % 4 {
+                    _ if batch => workload::random_batch(seed.wrapping_add(i), len),
+                    0 | 2 if relaxed => workload::random_relaxed(r, len),
+                    _ if relaxed => workload::random_batch(r, len),
                     0 => workload::random(s, len),
                     1 => workload::random_sharded(s, len),
-                    _ => workload::random_relaxed(s, len),
+                    2 => workload::random_relaxed(s, len),
+                    _ => workload::random_batch(s, len),
                 }
             })))
         }
-        None => Box::new(all_or_say(args.relaxed)?.into_iter()),
+        None => Box::new(all_or_say(args)?.into_iter()),
     };
     let verbose = args.point.is_some();
     let t0 = Instant::now();

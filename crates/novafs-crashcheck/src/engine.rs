@@ -8,7 +8,9 @@
 //!    crash, with the in-flight one applied fully or not at all — or, in a
 //!    relaxed workload (the image's default mode, so every mount here is
 //!    relaxed), with the overwrite in flight torn as [`Tree::torn_write`]
-//!    allows, when it is one ([`torn_write`]);
+//!    allows, when it is one ([`torn_write`]); and in a batching workload
+//!    with what the running transaction held lost, all of it together
+//!    ([`crate::batch`]);
 //! 3. after a clean unmount the image is fsck-clean again (the rebuilt
 //!    allocators are exact), and a remount shows the same tree;
 //! 4. for a sample of images, the recovery itself is recorded and crashed:
@@ -32,6 +34,7 @@ use novafs::{Fs, MountOptions};
 use novafs_ops::Op;
 use pm::{CrashPoint, PointKind, RecordingRegion, Region, Trace};
 
+use crate::batch::{Batched, Legal, Oracle, Tracker};
 use crate::choose::{choices, describe_choice, Pick};
 use crate::damage::{self, Damage, Writes};
 use crate::image::OverlayRegion;
@@ -235,6 +238,8 @@ pub struct Stats {
     /// legal only as an in-place overwrite torn ([`Tree::torn_write`]).
     pub in_place_ops: u64,
     pub torn: u64,
+    /// Batching workloads: images that lost a running transaction.
+    pub lost: u64,
     pub failures: Vec<Failure>,
     /// Failures matching [`Config::known`].
     pub known: Vec<Failure>,
@@ -254,6 +259,7 @@ impl Stats {
         self.damaged_other_state += o.damaged_other_state;
         self.in_place_ops += o.in_place_ops;
         self.torn += o.torn;
+        self.lost += o.lost;
         self.failures.extend(o.failures);
         self.known.extend(o.known);
         self.elapsed += o.elapsed;
@@ -264,7 +270,7 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} workloads, {} operations{}, {} crash points, {} images checked ({} of them inside recovery, from {} recorded recoveries{}{}), {} repeated images, {} failures{}",
+            "{} workloads, {} operations{}, {} crash points, {} images checked ({} of them inside recovery, from {} recorded recoveries{}{}{}), {} repeated images, {} failures{}",
             self.workloads,
             self.ops,
             if self.in_place_ops > 0 {
@@ -289,6 +295,11 @@ impl fmt::Display for Stats {
             } else {
                 String::new()
             },
+            if self.lost > 0 {
+                format!("; {} lost a running transaction", self.lost)
+            } else {
+                String::new()
+            },
             self.repeats,
             self.failures.len(),
             if self.known.is_empty() {
@@ -310,6 +321,8 @@ pub struct Recorded {
     pub errors: Vec<(usize, String)>,
     /// Relaxed workloads: operations the live run changed in place.
     pub in_place: usize,
+    /// Batching workloads: what a crash may lose ([`crate::batch`]).
+    pub batch: Batched,
 }
 
 /// Runs `w`: its setup on a plain region (then a clean unmount), then its
@@ -342,16 +355,22 @@ pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
     let mut errors = Vec::new();
     // Relaxed: how each op of `w.ops` changed the node it names.
     let mut ways = Vec::new();
+    let mut tracker = w.batch.map(|_| Tracker::default());
     for (i, op) in ops.iter().enumerate() {
         let watch = w.relaxed() || !w.ways.is_empty();
         let target = crate::workload::relaxed_target(op).filter(|_| watch && i > 0);
         let before = target.and_then(|p| look(&run, p).ok());
+        if let Some(t) = tracker.as_mut() {
+            t.before(&run);
+        }
         rec.begin_op(i as u64);
         let res = apply(&mut run, op, w.spread);
         rec.end_op();
+        let ok = res.is_ok();
+        let after = target.filter(|_| ok).and_then(|p| look(&run, p).ok());
+        let way = before.as_ref().zip(after.as_ref()).and_then(|(b, a)| way_of(b, a));
         if i > 0 {
-            let after = target.filter(|_| res.is_ok()).and_then(|p| look(&run, p).ok());
-            ways.push(before.zip(after).and_then(|(b, a)| way_of(&b, &a)));
+            ways.push(way);
         }
         if let Err(e) = res {
             if w.expect == Expect::AllSucceed || i == 0 {
@@ -369,6 +388,9 @@ pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
             }
             None => states.last().cloned().unwrap_or_default(),
         };
+        if let (Some(t), Some(last)) = (tracker.as_mut(), states.last()) {
+            t.after(&run, op, ok, way.zip(after.map(|a| a.attr.ino)), last, &tree);
+        }
         states.push(tree);
     }
     if let Some(kind) = w.gc {
@@ -384,6 +406,7 @@ pub fn record_with(w: &Workload, wrap: &Wrap) -> Result<Recorded, String> {
         states,
         errors,
         in_place,
+        batch: tracker.map(Tracker::finish).unwrap_or_default(),
     })
 }
 
@@ -542,17 +565,20 @@ fn examine_inner(
     Ok((tree, busy))
 }
 
-/// Why tree `got` is none of the `allowed` states of `rec`.
-fn illegal(got: &Tree, rec: &Recorded, allowed: &[usize], cmp: Compare, image: String) -> String {
+/// Why tree `got` is none of the `allowed` states of `oracle`, for a
+/// crash during op `in_flight` (if any).
+fn illegal(
+    got: &Tree,
+    oracle: &Oracle<'_>,
+    allowed: &[Legal],
+    in_flight: Option<u64>,
+    cmp: Compare,
+    image: String,
+) -> String {
     let mut m = format!("recovered tree is not a legal state ({image})");
     for &s in allowed {
-        let which = if s == allowed[0] && allowed.len() > 1 {
-            "the state before the op"
-        } else {
-            "the state after the op"
-        };
-        m += &format!("\ndifferences from {which}:");
-        for l in got.diff(&rec.states[s], cmp, 8) {
+        m += &format!("\ndifferences from {}:", Oracle::describe(s, in_flight));
+        for l in got.diff(oracle.tree(s), cmp, 8) {
             m += &format!("\n  {l}");
         }
     }
@@ -572,15 +598,6 @@ fn moment(rec: &Recorded, cp: &CrashPoint<'_>) -> String {
     }
 }
 
-/// Indices into `states` a crash at `cp` may show.
-fn legal(cp: &CrashPoint<'_>) -> Vec<usize> {
-    match (cp.in_flight, cp.completed) {
-        (Some(i), _) => vec![i as usize, i as usize + 1],
-        (None, Some(i)) => vec![i as usize + 1],
-        (None, None) => vec![0],
-    }
-}
-
 /// Wraps the recording region the workload runs on (fault injection in
 /// the checker's own tests).
 pub type Wrap = dyn Fn(Arc<RecordingRegion>) -> Arc<dyn Region>;
@@ -593,6 +610,53 @@ pub fn check_workload(w: &Workload, cfg: &Config, stats: &mut Stats) {
 /// [`check_workload`] with the workload running on `wrap(recording)`.
 pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: &Wrap) {
     let t0 = Instant::now();
+    match record_with(w, wrap) {
+        Ok(rec) => check_recorded(w, &rec, cfg, stats),
+        Err(e) => {
+            stats.workloads += 1;
+            failed(
+                stats,
+                cfg,
+                Failure {
+                    moment: "the live run".into(),
+                    ..Failure::of(w, cfg, e)
+                },
+            );
+            stats.elapsed += t0.elapsed();
+        }
+    }
+}
+
+impl Failure {
+    /// A failure of `w` under `cfg`, at no crash point yet.
+    fn of(w: &Workload, cfg: &Config, message: String) -> Failure {
+        Failure {
+            workload: w.name.clone(),
+            seed: cfg.seed,
+            long: cfg.long,
+            damage: cfg.damage.clone(),
+            point: None,
+            image: None,
+            moment: String::new(),
+            recovery: None,
+            message,
+        }
+    }
+}
+
+/// Counts `f` as a failure, or a known bug's.
+fn failed(stats: &mut Stats, cfg: &Config, f: Failure) {
+    if cfg.known.iter().any(|k| f.message.contains(k.as_str())) {
+        stats.known.push(f);
+    } else {
+        stats.failures.push(f);
+    }
+}
+
+/// Checks every crash point of `rec`, workload `w`'s recording, adding
+/// to `stats`.
+pub fn check_recorded(w: &Workload, rec: &Recorded, cfg: &Config, stats: &mut Stats) {
+    let t0 = Instant::now();
     stats.workloads += 1;
     let fail = |stats: &mut Stats,
                 point: Option<usize>,
@@ -601,35 +665,19 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                 recovery: Option<(usize, usize)>,
                 message: String| {
         let f = Failure {
-            workload: w.name.clone(),
-            seed: cfg.seed,
-            long: cfg.long,
-            damage: cfg.damage.clone(),
             point,
             image,
             moment,
             recovery,
-            message,
+            ..Failure::of(w, cfg, message)
         };
-        if cfg.known.iter().any(|k| f.message.contains(k.as_str())) {
-            stats.known.push(f);
-        } else {
-            stats.failures.push(f);
-        }
-    };
-    let rec = match record_with(w, wrap) {
-        Ok(r) => r,
-        Err(e) => {
-            fail(stats, None, None, "the live run".into(), None, e);
-            stats.elapsed += t0.elapsed();
-            return;
-        }
+        failed(stats, cfg, f);
     };
     stats.ops += rec.ops.len() as u64;
     stats.in_place_ops += rec.in_place as u64;
     let keep = w.keep_bytes();
     let cmp = cfg.compare;
-    let digests: Vec<u64> = rec.states.iter().map(|t| t.digest(cmp)).collect();
+    let oracle = Oracle::new(rec, cmp);
     let mut trees: HashMap<u64, Tree> = HashMap::new();
     let mut cache: HashMap<u64, Outcome> = HashMap::new();
     let mut checked: u64 = 0;
@@ -643,21 +691,23 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
         }
         stats.crash_points += 1;
         let mut rng = Rng::derive(cfg.seed, cp.index as u64);
-        let allowed = legal(cp);
-        let overwrite = torn_write(w, &rec, cp);
-        // A tree that is no exact legal state: torn by the overwrite in
-        // flight, or why it is illegal.
+        let allowed = oracle.states(cp.in_flight, cp.completed);
+        let overwrite = torn_write(w, rec, cp);
+        // A tree that is no legal state as it stands: torn by the
+        // overwrite in flight, or why it is illegal.
         let judge = |got: &Tree, choice: &pm::Choice| -> Result<(), String> {
-            let mut m = illegal(got, &rec, &allowed, cmp, describe_choice(cp, choice));
+            let mut m = illegal(got, &oracle, &allowed, cp.in_flight, cmp, describe_choice(cp, choice));
             let Some(o) = &overwrite else { return Err(m) };
             let i = cp.in_flight.unwrap_or_default() as usize;
-            match got.torn_write(&rec.states[i], &rec.states[i + 1], o, cmp) {
-                Ok(()) => Ok(()),
-                Err(e) => {
-                    m += &format!("\nnor is it the write in flight torn: {e}");
-                    Err(m)
+            let mut why = Vec::new();
+            for (b, a) in oracle.torn_pairs(i) {
+                match got.torn_write(oracle.tree(b), oracle.tree(a), o, cmp) {
+                    Ok(()) => return Ok(()),
+                    Err(e) => why.push(e),
                 }
             }
+            m += &format!("\nnor is it the write in flight torn: {}", why.join("; "));
+            Err(m)
         };
         let written = writes.as_ref().map(|w| w.at(cp)).unwrap_or_default();
         let list = choices(cp, &cfg.pick, &mut rng);
@@ -689,7 +739,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                         if pick {
                             let img = OverlayRegion::new(cp.durable.clone(), patches.iter().copied()).to_vec();
                             crash_recovery(img, d, cfg, keep, &mut trees, stats, &mut |stats, p, i, msg| {
-                                fail(stats, Some(cp.index), Some(idx), moment(&rec, cp), Some((p, i)), msg)
+                                fail(stats, Some(cp.index), Some(idx), moment(rec, cp), Some((p, i)), msg)
                             });
                         }
                     }
@@ -697,9 +747,12 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                 }
             };
             let msg = match &outcome.result {
-                Err(e) if interrupted_mkfs(&rec, cp, e) => None,
+                Err(e) if interrupted_mkfs(rec, cp, e) => None,
                 Err(e) => Some(e.clone()),
-                Ok(d) if allowed.iter().any(|&s| digests[s] == *d) => None,
+                Ok(d) if oracle.accepts(&allowed, *d) => {
+                    stats.lost += u64::from(oracle.lost_only(&allowed, *d));
+                    None
+                }
                 Ok(d) => match judge(&trees[d], choice) {
                     Ok(()) => {
                         stats.torn += 1;
@@ -712,7 +765,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                 if outcome.result.is_err() {
                     m = format!("{m}\n({})", describe_choice(cp, choice));
                 }
-                fail(stats, Some(cp.index), Some(idx), moment(&rec, cp), None, m);
+                fail(stats, Some(cp.index), Some(idx), moment(rec, cp), None, m);
                 continue;
             }
             // The same image with one copy of what the op wrote damaged
@@ -734,7 +787,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
             checked += 1;
             let msg = match &o.result {
                 Ok(d) if d == undamaged => None,
-                Ok(d) if allowed.iter().any(|&s| digests[s] == *d) => {
+                Ok(d) if oracle.accepts(&allowed, *d) => {
                     stats.damaged_other_state += 1;
                     None
                 }
@@ -742,7 +795,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                 // The damage took the copy of the old superblock the crash
                 // left (mkfs had cleared the other's magic): the image is
                 // plainly not novafs, mkfs's own interrupted state.
-                Err(e) if interrupted_mkfs(&rec, cp, e) => {
+                Err(e) if interrupted_mkfs(rec, cp, e) => {
                     stats.damaged_other_state += 1;
                     None
                 }
@@ -753,7 +806,7 @@ pub fn check_workload_with(w: &Workload, cfg: &Config, stats: &mut Stats, wrap: 
                     stats,
                     Some(cp.index),
                     Some(idx),
-                    moment(&rec, cp),
+                    moment(rec, cp),
                     None,
                     format!("after {dmg}: {m}"),
                 );
@@ -848,6 +901,7 @@ mod tests {
             states: Vec::new(),
             errors: Vec::new(),
             in_place: 0,
+            batch: Batched::default(),
         };
         // Strict: the oracle stays exact.
         assert_eq!(overwrite_of(&w, &rec, 1), None);

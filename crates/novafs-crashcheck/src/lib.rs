@@ -14,11 +14,13 @@
 //!
 //! Modules: [`workload`] (scenarios in novafs's operation vocabulary,
 //! [`novafs_ops`]), [`tree`] (the visible state), [`engine`] (recording,
-//! the oracle), [`choose`] (which images of a crash point), [`damage`]
+//! the oracle), [`batch`] (what a batching mount's crash may lose),
+//! [`choose`] (which images of a crash point), [`damage`]
 //! (a damaged copy in an image), [`image`] (images as overlays); every seeded choice draws from [`novafs_rng`].
 
 #![forbid(unsafe_code)]
 
+pub mod batch;
 pub mod choose;
 pub mod damage;
 pub mod engine;
@@ -28,7 +30,8 @@ pub mod workload;
 
 pub use choose::{choices, Pick};
 pub use engine::{
-    check_workload, check_workload_with, group, record, record_with, Config, Failure, Recorded, Stats, Wrap,
+    check_recorded, check_workload, check_workload_with, group, record, record_with, Config, Failure, Recorded, Stats,
+    Wrap,
 };
 pub use tree::{Compare, Tree};
 pub use workload::Workload;

@@ -3,9 +3,11 @@
 //! hand-written [`catalog`] (one per operation type, multi-operation
 //! sequences, orphans, remounts), the [`generated`] ones that need a trial
 //! run (log growth, fast and thorough GC, journal wrap-around), the
-//! [`relaxed`] ones (relaxed mode's in-place changes, Fortis §4.6) and
-//! [`random`] sequences. This file holds what they share.
+//! [`relaxed`] ones (relaxed mode's in-place changes, Fortis §4.6), the
+//! [`batched`] ones (relaxed mode with FGM's batching) and [`random`]
+//! sequences. This file holds what they share.
 
+mod batched;
 mod catalog;
 mod generated;
 mod random;
@@ -13,17 +15,18 @@ mod relaxed;
 
 use std::sync::Arc;
 
-use novafs::{Consistency, FormatOptions};
+use novafs::{Batching, Consistency, FormatOptions, MountOptions};
 use novafs_ops::{Op, Runner};
 use pm::{MemRegion, Region};
 
 use crate::tree::Tree;
 
+pub use batched::{batched, random_batch};
 pub use catalog::{catalog, inode_table_growth};
 pub use generated::{generated, Generated};
 pub use random::{random, random_relaxed, random_sharded};
 pub(crate) use relaxed::{check_ways, target as relaxed_target};
-pub use relaxed::{look, relaxed, way_of, Look, Way};
+pub use relaxed::{look, look_ino, relaxed, way_of, Look, Way};
 
 /// Size of every crash-test region: small, so images are cheap to copy.
 /// Metadata replicas are on, as mkfs does by default, with a dead zone of
@@ -127,8 +130,14 @@ pub struct Workload {
     /// that silently went copy-on-write fails.
     pub ways: Vec<(usize, Way)>,
     /// The live run must change at least this many nodes in place
-    /// (random relaxed sequences, whose ops are not known one by one).
+    /// (random relaxed sequences, whose ops are not known one by one;
+    /// with batching, [`Way::Batched`] counts too).
     pub min_in_place: usize,
+    /// A relaxed workload's recorded mounts batch their in-place
+    /// metadata changes ([`MountOptions::batch`]); the oracle then allows
+    /// a crash to lose the running transaction ([`crate::batch`]).
+    /// Recovery mounts never batch: they have nothing running.
+    pub batch: Option<Batching>,
 }
 
 impl Workload {
@@ -147,6 +156,7 @@ impl Workload {
             consistency: Consistency::Strict,
             ways: Vec::new(),
             min_in_place: 0,
+            batch: None,
         }
     }
 
@@ -166,9 +176,10 @@ impl Workload {
         }
     }
 
-    /// A runner for this workload on `region`, not mounted.
+    /// A runner for this workload on `region`, not mounted: its mounts
+    /// batch as the workload says.
     pub fn runner(&self, region: Arc<dyn Region>) -> Runner {
-        runner_as(region, self.shards, self.consistency)
+        runner_as(region, self.shards, self.consistency).mount_with(MountOptions::default().batch(self.batch))
     }
 
     /// The recorded operations: mount, then `ops`.
@@ -195,6 +206,7 @@ pub fn gc_count(r: &Runner, kind: GcKind) -> u64 {
 pub fn all() -> Result<Vec<Workload>, String> {
     let mut v = catalog();
     v.extend(relaxed());
+    v.extend(batched());
     let mut errors = Vec::new();
     for (_, w) in generated() {
         match w {
@@ -211,13 +223,14 @@ pub fn all() -> Result<Vec<Workload>, String> {
 }
 
 /// Finds a workload by name (including `random-SEED-LEN`,
-/// `random2-SEED-LEN` and `random-relaxed-SEED-LEN`); an error says why
-/// there is none.
+/// `random2-SEED-LEN`, `random-relaxed-SEED-LEN` and
+/// `random-batch-SEED-LEN`); an error says why there is none.
 pub fn by_name(name: &str) -> Result<Workload, String> {
     let none = || format!("no workload named {name:?} (see novafs crashcheck --list)");
     type Make = fn(u64, usize) -> Workload;
-    let randoms: [(&str, Make); 3] = [
+    let randoms: [(&str, Make); 4] = [
         ("random-relaxed-", random_relaxed),
+        ("random-batch-", random_batch),
         ("random2-", random_sharded),
         ("random-", random),
     ];
@@ -230,7 +243,12 @@ pub fn by_name(name: &str) -> Result<Workload, String> {
             return Ok(make(seed, len));
         }
     }
-    if let Some(w) = catalog().into_iter().chain(relaxed()).find(|w| w.name == name) {
+    if let Some(w) = catalog()
+        .into_iter()
+        .chain(relaxed())
+        .chain(batched())
+        .find(|w| w.name == name)
+    {
         return Ok(w);
     }
     if name == "inode_table_growth" {
@@ -256,6 +274,9 @@ mod tests {
         assert_eq!(by_name("fast_gc").unwrap().name, "fast_gc");
         assert_eq!(by_name("random2-3-4").unwrap().ops.len(), 4);
         assert!(by_name("random-relaxed-3-4").unwrap().relaxed());
+        assert!(by_name("random-batch-3-4").unwrap().batch.is_some());
+        assert!(by_name("batch_full").unwrap().batch.is_some());
+        assert!(by_name("relaxed_truncate").unwrap().batch.is_none());
         assert!(by_name("relaxed_overwrite_strip").unwrap().relaxed());
         assert!(!by_name("random-3-4").unwrap().relaxed());
         assert!(by_name("nothing")

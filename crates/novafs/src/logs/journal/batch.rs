@@ -100,6 +100,12 @@ impl Batch {
         }
     }
 
+    /// Words the running transaction holds: what a crash now would lose
+    /// (`Fs::running_words`, for the crash checker).
+    pub(crate) fn words(&self) -> usize {
+        self.running.lock().words.len()
+    }
+
     /// Reads `buf.len()` bytes at `addr` as the running transaction has
     /// them: the media's, with its words laid over. Under its lock, which
     /// a commit holds from its first store to its last, so no commit comes

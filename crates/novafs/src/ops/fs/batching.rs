@@ -104,6 +104,13 @@ impl Fs {
             overwrite: c.overwrite,
         }
     }
+
+    /// Words a batching mount's running transaction holds now, not yet
+    /// committed (0 without batching): the crash checker tells by it where
+    /// the transaction committed (when full, before a log page is freed).
+    pub fn running_words(&self) -> usize {
+        self.ctx.journal().batch().map_or(0, |b| b.words())
+    }
 }
 
 /// The mount's commit timer.
