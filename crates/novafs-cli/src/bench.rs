@@ -582,14 +582,20 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
     })
 }
 
-/// The region's kind, flush and NVMM speed, in words.
+/// The region's kind and flush in words, and the NVMM speed emulated if
+/// it is.
 fn media(region: &MmapRegion, eadr: bool) -> String {
+    let nvmm = region.nvmm();
     format!(
-        "region: {}; flush: {}{}; NVMM: {}",
+        "region: {}; flush: {}{}{}",
         region.kind(),
         region.flush_kind(),
         if eadr { " (eADR: fences only)" } else { "" },
-        region.nvmm().explain()
+        if nvmm.is_emulated() {
+            format!("; NVMM: {}", nvmm.explain())
+        } else {
+            String::new()
+        }
     )
 }
 

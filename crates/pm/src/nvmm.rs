@@ -39,7 +39,10 @@
 //! Delays are spins on the time-stamp counter (calibrated against the
 //! monotonic clock once per process, the cost of reading it subtracted),
 //! or on the monotonic clock where there is no invariant TSC; never
-//! sleeps, which cannot wait a few hundred nanoseconds.
+//! sleeps, which cannot wait a few hundred nanoseconds. A spin is CPU
+//! time, like the media wait it stands for: on a machine shared with
+//! other busy processes the scheduler stretches it as it stretches the
+//! rest of the work, so compare settings by their ratios.
 
 use std::cell::Cell;
 use std::fmt;
@@ -339,12 +342,12 @@ impl Clock {
             epoch: Instant::now(),
         };
         if c.tsc {
-            let (t0, k0) = (Instant::now(), c.now());
-            while t0.elapsed().as_micros() < 5_000 {
+            let (t0, k0) = c.paired();
+            while t0.elapsed().as_micros() < 10_000 {
                 std::hint::spin_loop();
             }
-            let (ns, k1) = (t0.elapsed().as_nanos() as f64, c.now());
-            c.ticks_per_ns = (k1 - k0) as f64 / ns;
+            let (t1, k1) = c.paired();
+            c.ticks_per_ns = (k1 - k0) as f64 / (t1 - t0).as_nanos() as f64;
         }
         const READS: u64 = 1_000;
         let k0 = c.now();
@@ -353,6 +356,19 @@ impl Clock {
         }
         c.read = (c.now() - k0) / (READS + 1);
         c
+    }
+
+    /// The monotonic clock and the TSC read together: retried until
+    /// nothing (a preemption) came between the TSC reads around it.
+    fn paired(&self) -> (Instant, u64) {
+        loop {
+            let a = self.now();
+            let t = Instant::now();
+            let b = self.now();
+            if b - a < 10_000 {
+                return (t, a + (b - a) / 2);
+            }
+        }
     }
 
     fn now(&self) -> u64 {
