@@ -21,8 +21,9 @@ use novafs_bench::memory;
 use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
 use novafs_bench::workload::{micro, time_mounts, Micro, PhaseJournal, SetShape};
-use pm::{MapOptions, MmapRegion, Nvmm, NvmmStats, Prefault, Protection, Region, WriteProtect};
+use pm::{MapOptions, MmapRegion, Nvmm, Prefault, Protection, Region, WriteProtect};
 
+use crate::bench_nvmm::Slowed;
 use crate::image::{explain, parse_size};
 use crate::info::bytes;
 use crate::{bench_fgm, bench_mmap, bench_snapshots};
@@ -597,41 +598,6 @@ fn media(region: &MmapRegion, eadr: bool) -> String {
             String::new()
         }
     )
-}
-
-/// Wall time and the emulated NVMM's delays over a side's rounds (one
-/// thread: the emulation counts per thread).
-#[derive(Default)]
-struct Slowed {
-    secs: f64,
-    stats: NvmmStats,
-}
-
-impl Slowed {
-    fn time<T>(&mut self, f: impl FnOnce() -> Result<T>) -> Result<T> {
-        let (before, t) = (NvmmStats::thread(), std::time::Instant::now());
-        let out = f()?;
-        self.secs += t.elapsed().as_secs_f64();
-        self.stats = self.stats.plus(&NvmmStats::thread().since(&before));
-        Ok(out)
-    }
-
-    /// One line, when anything was slowed.
-    fn print(&self, name: &str, rounds: usize) {
-        let s = &self.stats;
-        if s.fences == 0 {
-            return;
-        }
-        let per_round = |x: u64| x as f64 / rounds.max(1) as f64;
-        println!(
-            "emulated NVMM, {name}: {:.0} persist barriers of {:.0} fences and {:.1} MiB charged per round; \
-             the delays are {:.0}% of its time",
-            per_round(s.barriers),
-            per_round(s.fences),
-            per_round(s.bytes) / f64::from(1 << 20),
-            100.0 * s.delay_ns as f64 / 1e9 / self.secs
-        );
-    }
 }
 
 /// A configuration in words: its write protection, metadata replicas and
