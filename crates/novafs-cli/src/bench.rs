@@ -23,8 +23,9 @@ use novafs_bench::stats::{summarize, Summary};
 use novafs_bench::target::LibraryTarget;
 use novafs_bench::txninfo::WORDS;
 use novafs_bench::workload::{micro, time_mounts, Micro, PhaseJournal, SetShape};
-use pm::{MapOptions, MmapRegion, Prefault, Protection, Region, WriteProtect};
+use pm::{MapOptions, MmapRegion, Nvmm, Prefault, Protection, Region, WriteProtect};
 
+use crate::bench_nvmm::Slowed;
 use crate::image::{explain, parse_size};
 use crate::info::bytes;
 use crate::{bench_fgm, bench_mmap, bench_snapshots, bench_txninfo};
@@ -49,6 +50,12 @@ pub struct Args {
     /// Declare eADR (persistent caches): fences only, no cache-line flushes.
     #[arg(long)]
     eadr: bool,
+    /// Emulate a slower NVMM's writes (pm's nvmm module, NOVA Table 1):
+    /// dram (none), stt (200 ns persist barrier), pcm (500 ns barrier,
+    /// 1/8 of DRAM's write bandwidth) or NS:DIVISOR. Reads stay at DRAM
+    /// speed.
+    #[arg(long, value_name = "MODEL", default_value = "dram", conflicts_with_all = ["snapshots", "mmap"])]
+    nvmm: Nvmm,
     /// A short run (1,000 files, 3 rounds).
     #[arg(long)]
     quick: bool,
@@ -265,6 +272,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
     let opts = MapOptions {
         eadr: args.eadr,
+        nvmm: args.nvmm,
         protect: WriteProtect::Off,
         // Measure the file system, not first-touch page faults.
         prefault: Prefault::Now,
@@ -272,8 +280,7 @@ pub fn run(args: &Args) -> Result<()> {
     };
     let _ = std::fs::remove_file(&args.image);
     let region = MmapRegion::create(&args.image, args.size, &opts).map_err(|e| explain(&args.image, e))?;
-    let flush = region.flush_kind();
-    let kind = region.kind();
+    let media = media(&region, args.eadr);
     let region: Arc<dyn Region> = Arc::new(region);
     let result = (|| -> Result<()> {
         let mut lib = LibraryTarget::on_region(region)?;
@@ -286,9 +293,10 @@ pub fn run(args: &Args) -> Result<()> {
         bar.inc(1);
         bar.set_message("rounds");
         let mut all = Vec::new();
+        let mut slowed = Slowed::default();
         for _ in 0..rounds {
             // In the root directory, as this command has always measured.
-            all.push(micro(&lib, &ROOT_INO, files, args.appends)?);
+            all.push(slowed.time(|| micro(&lib, &ROOT_INO, files, args.appends))?);
             bar.inc(1);
         }
         bar.finish_and_clear();
@@ -308,10 +316,7 @@ pub fn run(args: &Args) -> Result<()> {
             "novafs library benchmark: {files} files x {} appends of 4 KiB, {rounds} rounds",
             args.appends
         );
-        println!(
-            "region: {kind}; flush: {flush}{}\n",
-            if args.eadr { " (eADR: fences only)" } else { "" }
-        );
+        println!("{media}\n");
         println!("| operation | median µs/op | min–max µs/op | journal B/op | journal fences/op | target |");
         println!("|---|---|---|---|---|---|");
         for (row, (name, f, target)) in ROWS.into_iter().enumerate() {
@@ -326,6 +331,7 @@ pub fn run(args: &Args) -> Result<()> {
             "\nDRAM: {:.0} bytes per empty file, {:.1} bytes per data page",
             dram.per_file, dram.per_page
         );
+        slowed.print("the microbenchmark", rounds);
         println!(
             "mount with {files} files of 64 KiB (NOVA §4.7): {clean_ms:.3} ms after a clean unmount, \
              {crash_ms:.3} ms after a crash (journal replay + scan of {scanned} inodes); medians"
@@ -529,9 +535,11 @@ fn with_sides(args: &Args, cmp: &Comparison, body: impl FnOnce(&[Side]) -> Resul
 fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, sides: &[Side]) -> Result<()> {
     let bar = ProgressBar::new(rounds as u64);
     let mut runs: [Vec<Micro>; 2] = Default::default();
+    let mut slowed: [Slowed; 2] = Default::default();
     for round in 0..rounds {
         for which in [round % 2, 1 - round % 2] {
-            runs[which].push(micro(&sides[which].lib, &ROOT_INO, files, args.appends)?);
+            let run = slowed[which].time(|| micro(&sides[which].lib, &ROOT_INO, files, args.appends))?;
+            runs[which].push(run);
         }
         bar.inc(1);
     }
@@ -544,6 +552,9 @@ fn measure(args: &Args, files: u64, rounds: usize, cmp: &Comparison, sides: &[Si
     println!("{}", a.media);
     for side in sides {
         println!("{}: {}", side.config.name, describe(side, cmp.table));
+    }
+    for (side, slowed) in sides.iter().zip(&slowed) {
+        slowed.print(side.config.name, rounds);
     }
     if cmp.table != Table::Latency {
         return journal_table(cmp, sides, &runs);
@@ -591,6 +602,7 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
     let _ = std::fs::remove_file(image);
     let opts = MapOptions {
         eadr: args.eadr,
+        nvmm: args.nvmm,
         protect: config.protect,
         prefault: Prefault::Now,
         ..MapOptions::default()
@@ -620,13 +632,20 @@ fn open_side<'a>(args: &Args, config: &'a Config, image: &Path) -> Result<Side<'
     })
 }
 
-/// The region's kind and flush, in words.
+/// The region's kind and flush in words, and the NVMM speed emulated if
+/// it is.
 pub(crate) fn media(region: &MmapRegion, eadr: bool) -> String {
+    let nvmm = region.nvmm();
     format!(
-        "region: {}; flush: {}{}",
+        "region: {}; flush: {}{}{}",
         region.kind(),
         region.flush_kind(),
-        if eadr { " (eADR: fences only)" } else { "" }
+        if eadr { " (eADR: fences only)" } else { "" },
+        if nvmm.is_emulated() {
+            format!("; NVMM: {}", nvmm.explain())
+        } else {
+            String::new()
+        }
     )
 }
 

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_fgm;
 mod bench_mmap;
+mod bench_nvmm;
 mod bench_snapshots;
 mod bench_txninfo;
 mod control;

@@ -12,6 +12,7 @@
 use std::fmt;
 use std::ptr;
 
+use crate::nvmm::{Nvmm, Slow};
 use crate::CACHELINE;
 
 const LINE: usize = CACHELINE as usize;
@@ -72,10 +73,12 @@ fn cpu_has(kind: FlushKind) -> bool {
     kind == FlushKind::None
 }
 
-/// Makes stores durable: flushes cache lines and orders them with fences.
+/// Makes stores durable: flushes cache lines and orders them with fences,
+/// at an emulated NVMM's speed when asked ([`Persist::slowed`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Persist {
     kind: FlushKind,
+    slow: Option<Slow>,
 }
 
 /// Where the bytes of a non-temporal store come from.
@@ -90,7 +93,29 @@ impl Persist {
     /// persistence domain, so only fences are needed.
     pub fn new(eadr: bool) -> Persist {
         let kind = if eadr { FlushKind::None } else { FlushKind::detect() };
-        Persist { kind }
+        Persist { kind, slow: None }
+    }
+
+    /// These primitives with `model`'s persist barrier latency and write
+    /// bandwidth ([`crate::nvmm`]); [`Nvmm::DRAM`] slows nothing.
+    pub fn slowed(self, model: Nvmm) -> Persist {
+        Persist {
+            slow: Slow::new(model),
+            ..self
+        }
+    }
+
+    /// The NVMM speed emulated.
+    pub fn nvmm(&self) -> Nvmm {
+        self.slow.map_or(Nvmm::DRAM, |s| s.model())
+    }
+
+    /// `bytes` were streamed to the media outside these primitives (a
+    /// fused copy): the next fence waits for them like for its own.
+    pub(crate) fn streamed(&self, bytes: usize) {
+        if let Some(slow) = self.slow {
+            slow.wrote(bytes);
+        }
     }
 
     /// The flush instruction in use.
@@ -109,12 +134,16 @@ impl Persist {
             return;
         }
         let start = ptr as usize & !(LINE - 1);
+        let end = ptr as usize + len;
+        // Each line written back is a line's write to the media.
+        self.streamed((end - start).div_ceil(LINE) * LINE);
         // SAFETY: forwarded from the caller.
-        unsafe { flush_lines(self.kind, start, ptr as usize + len) }
+        unsafe { flush_lines(self.kind, start, end) }
     }
 
     /// Store fence: earlier flushes and non-temporal stores complete before
-    /// any later store.
+    /// any later store. Emulating a slower NVMM, a fence with this
+    /// thread's writes outstanding then waits as a persist barrier would.
     pub fn fence(&self) {
         // SAFETY: SSE (and so sfence) is part of the x86_64 baseline.
         #[cfg(target_arch = "x86_64")]
@@ -123,6 +152,9 @@ impl Persist {
         };
         #[cfg(not(target_arch = "x86_64"))]
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        if let Some(slow) = self.slow {
+            slow.barrier();
+        }
     }
 
     /// Copies `src` to `dst` with non-temporal stores for the whole aligned
@@ -173,6 +205,7 @@ impl Persist {
                     self.flush_range(dst, head);
                 }
                 stream_lines(dst.add(head), (body_end - body_start) / LINE, src, head);
+                self.streamed(body_end - body_start);
                 if tail > 0 {
                     store_cached(dst, len - tail, tail, src);
                     self.flush_range(dst.add(len - tail), tail);
@@ -322,7 +355,7 @@ mod tests {
             if !cpu_has(kind) {
                 continue;
             }
-            let p = Persist { kind };
+            let p = Persist { kind, slow: None };
             // SAFETY: all ranges lie inside `buf`.
             unsafe {
                 ptr.add(3).write(7);

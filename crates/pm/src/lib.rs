@@ -9,6 +9,9 @@
 //! Offsets are byte offsets from the start of the region; persistent pointers
 //! are always such offsets, never virtual addresses.
 //!
+//! A slower NVMM's writes can be emulated on a mapped region ([`nvmm`]:
+//! NOVA's Table 1, persist barrier latency and write bandwidth).
+//!
 //! Media errors can be emulated on both: [`MemRegion::poison`] in tests, and
 //! for an image file a sidecar `IMAGE.badblocks` ([`BadBlocks`]: one
 //! `offset length` pair per line) that [`MmapRegion`] loads when it maps the
@@ -24,6 +27,7 @@ mod error;
 mod flush;
 mod mem;
 mod mmap;
+pub mod nvmm;
 mod prefault;
 mod protect;
 mod record;
@@ -38,6 +42,7 @@ pub use error::PmError;
 pub use flush::{FlushKind, Persist};
 pub use mem::MemRegion;
 pub use mmap::{above_program_descriptors, MapOptions, MmapRegion, RegionKind};
+pub use nvmm::{Nvmm, NvmmStats};
 pub use prefault::Prefault;
 pub use protect::{Protection, WriteProtect};
 pub use record::{Choice, CrashPoint, Event, PointKind, RecordingRegion, Torn, Trace, UncertainLine};

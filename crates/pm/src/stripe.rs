@@ -81,6 +81,7 @@ pub(crate) unsafe fn stream_page(dst: *mut u8, src: &[u8; PAGE], persist: &crate
         // SAFETY: features and alignment checked above; `dst` is as the
         // caller vouches.
         let crc = unsafe { avx512::fold_page::<true>(src.as_ptr(), dst, &mut parity) };
+        persist.streamed(PAGE);
         return PageSums { crc, parity };
     }
     let sums = page_sums(src);

@@ -190,7 +190,7 @@ impl Daemon {
         let until_unused = opts.until_unused.as_deref().map(UntilUnused::open).transpose()?;
         let image = fs::canonicalize(&args.image).map_err(|e| image_error(&args.image, e))?;
         tracing::info!(
-            "novafs {} daemon pid {}: mounting {} on {} ({} threads{}{}{})",
+            "novafs {} daemon pid {}: mounting {} on {} ({} threads{}{}{}{})",
             env!("CARGO_PKG_VERSION"),
             std::process::id(),
             image.display(),
@@ -199,12 +199,18 @@ impl Daemon {
             if opts.read_only { ", ro" } else { "" },
             if opts.allow_other { ", allow_other" } else { "" },
             if opts.eadr { ", eadr" } else { "" },
+            if opts.nvmm.is_emulated() {
+                format!(", NVMM {}", opts.nvmm.explain())
+            } else {
+                String::new()
+            },
         );
         state
             .write(&image, &mnt)
             .with_context(|| format!("cannot write {}", state.pid.display()))?;
         let map = MapOptions {
             eadr: opts.eadr,
+            nvmm: opts.nvmm,
             prefault: opts.prefault,
             lock: true,
             protect: opts.protect,

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, bail, Result};
 use novafs::{Atime, Batching, Consistency, MetaReplicas};
-use pm::{Prefault, WriteProtect};
+use pm::{Nvmm, Prefault, WriteProtect};
 
 /// Parsed `-o` options.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -28,6 +28,9 @@ pub(super) struct Options {
     /// the first write, at one request per open.
     pub(super) open_checks: bool,
     pub(super) eadr: bool,
+    /// Emulate a slower NVMM's writes (pm's nvmm module), as `novafs
+    /// bench --nvmm`.
+    pub(super) nvmm: Nvmm,
     /// When the image's page tables are built: on each page's first use
     /// (the default; see pm's `prefault` module for the measurements),
     /// behind the mount, or before the mount returns.
@@ -54,7 +57,7 @@ pub(super) struct Options {
 /// Every option `parse_options` takes (`novafs mount --help` describes each).
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
-     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off, \
+     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, nvmm=dram|stt|pcm, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off, \
      mode=strict|relaxed, batch, batch=WORDS, commit=SECS, inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
@@ -70,6 +73,7 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
         stats: false,
         open_checks: false,
         eadr: false,
+        nvmm: Nvmm::DRAM,
         prefault: Prefault::OnFirstUse,
         protect: WriteProtect::default(),
         meta_replicas: MetaReplicas::AsFormatted,
@@ -96,6 +100,7 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             "exec" => o.exec = true,
             "noexec" => o.exec = false,
             "eadr" => o.eadr = true,
+            _ if opt.starts_with("nvmm=") => o.nvmm = opt["nvmm=".len()..].parse().map_err(|e| anyhow!("nvmm: {e}"))?,
             "transport=auto" => o.uring = true,
             "transport=dev" => o.uring = false,
             _ if opt.starts_with("transport=") => bail!("{opt}: use transport=auto or transport=dev"),
@@ -229,6 +234,13 @@ mod tests {
             assert!(e.to_string().contains("suid needs root"), "{e}");
         }
         assert!(parse_options(&["threads=0".into()]).is_err());
+        assert_eq!(o.nvmm, Nvmm::DRAM);
+        let o = parse_options(&["nvmm=pcm".into()]).expect("valid");
+        assert_eq!(o.nvmm, Nvmm::PCM);
+        let o = parse_options(&["nvmm=0:8".into()]).expect("valid");
+        assert_eq!(o.nvmm.to_string(), "0:8");
+        let e = parse_options(&["nvmm=fast".into()]).expect_err("bad model");
+        assert!(e.to_string().contains("use dram, stt, pcm or NS:DIVISOR"), "{e}");
         let e = parse_options(&["data=journal".into()]).expect_err("unknown");
         assert!(e.to_string().contains("unknown mount option 'data=journal'"));
         // The block-granular journal is the benchmark's alone.

@@ -20,7 +20,7 @@ use crate::error::{check_range, check_u64};
 use crate::prefault::Prefaulter;
 use crate::protect::Guard;
 use crate::{
-    sigbus, stripe, BadBlocks, FlushKind, MapSource, Persist, PmError, Prefault, Protection, Region, WriteProtect,
+    sigbus, stripe, BadBlocks, FlushKind, MapSource, Nvmm, Persist, PmError, Prefault, Protection, Region, WriteProtect,
 };
 
 /// Granularity of region sizes: one page.
@@ -41,6 +41,9 @@ pub struct MapOptions {
     pub lock: bool,
     /// Keep the mapping read-only outside the region's own stores.
     pub protect: WriteProtect,
+    /// Emulate a slower NVMM's writes ([`crate::nvmm`]); DRAM speed by
+    /// default.
+    pub nvmm: Nvmm,
 }
 
 impl Default for MapOptions {
@@ -50,6 +53,7 @@ impl Default for MapOptions {
             prefault: Prefault::default(),
             lock: true,
             protect: WriteProtect::default(),
+            nvmm: Nvmm::DRAM,
         }
     }
 }
@@ -244,9 +248,9 @@ impl MmapRegion {
                 return Err(PmError::io(path, e));
             }
         };
-        let persist = Persist::new(opts.eadr);
+        let persist = Persist::new(opts.eadr).slowed(opts.nvmm);
         tracing::debug!(
-            path = %path.display(), len, %kind, flush = %persist.kind(),
+            path = %path.display(), len, %kind, flush = %persist.kind(), nvmm = %opts.nvmm,
             "mapped persistent-memory region"
         );
         Ok(MmapRegion {
@@ -289,6 +293,11 @@ impl MmapRegion {
         self.persist.kind()
     }
 
+    /// The NVMM speed emulated ([`MapOptions::nvmm`]).
+    pub fn nvmm(&self) -> Nvmm {
+        self.persist.nvmm()
+    }
+
     /// Address of region offset `off`; callers check bounds first.
     fn at(&self, off: u64) -> *mut u8 {
         self.base.wrapping_add(off as usize)
@@ -311,6 +320,7 @@ impl fmt::Debug for MmapRegion {
             .field("len", &self.len)
             .field("kind", &self.kind)
             .field("flush", &self.persist.kind())
+            .field("nvmm", &self.persist.nvmm())
             .finish()
     }
 }
