@@ -55,8 +55,11 @@ fn a_damaged_journal_head_or_header_word_is_reported_and_rewritten() {
             let what = format!("shard {shard} head {head:#x}");
             failures.extend(store_and_repair(&base, &before, line, head, &what).err());
         }
-        for word in 1..8 {
-            let what = format!("shard {shard} reserved word {word}");
+        // Word 1 is the intent, 5–7 are reserved. Words 2–4 (the redo
+        // words) are whole at any value: words left by an earlier write
+        // are normal, and a wrong set fails its check (tests/relaxed.rs).
+        for word in [1, 5, 6, 7] {
+            let what = format!("shard {shard} header word {word}");
             failures.extend(store_and_repair(&base, &before, line + 8 * word, 0x5a5a, &what).err());
         }
     }
