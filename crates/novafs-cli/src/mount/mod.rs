@@ -73,9 +73,9 @@ pub struct MountArgs {
     /// write; one request per open).
     ///
     /// threads=N (/dev/fuse workers; default: one per CPU); eadr (the platform's caches are
-    /// persistent); nvmm=dram|stt|pcm|NS:DIVISOR (emulate a slower NVMM's
-    /// writes, NOVA's Table 1: stt, a 200 ns persist barrier; pcm, 500 ns
-    /// and 1/8 of DRAM's write bandwidth; NS:DIVISOR, any barrier and
+    /// persistent); nvmm=dram|stt|pcm (emulate a slower NVMM's writes,
+    /// NOVA's Table 1: stt, a 200 ns persist barrier; pcm, 500 ns and 1/8
+    /// of DRAM's write bandwidth; or nvmm=NS:DIVISOR, any barrier and
     /// bandwidth divisor; reads stay at DRAM speed; default dram); prefault=first_use|background|now (when the image's
     /// page tables are built: by each page's first access, the default; by
     /// a low-priority thread behind the mount; or before the mount

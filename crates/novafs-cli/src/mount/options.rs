@@ -57,7 +57,7 @@ pub(super) struct Options {
 /// Every option `parse_options` takes (`novafs mount --help` describes each).
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
-     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, nvmm=dram|stt|pcm|NS:DIVISOR, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off, \
+     threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, nvmm=dram|stt|pcm, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off, \
      mode=strict|relaxed, batch, batch=WORDS, commit=SECS, inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
