@@ -155,16 +155,7 @@ fn add(a: Option<JournalStats>, b: Option<JournalStats>) -> Option<JournalStats>
 /// The batch commits of `runs` summed (the capacity is the largest);
 /// `None` if none counts them.
 pub fn batch_total(runs: &[Run]) -> Option<BatchStats> {
-    runs.iter().filter_map(|r| r.batch).reduce(|a, b| BatchStats {
-        capacity: a.capacity.max(b.capacity),
-        full: a.full + b.full,
-        timer: a.timer + b.timer,
-        fsync: a.fsync + b.fsync,
-        snapshot: a.snapshot + b.snapshot,
-        log_free: a.log_free + b.log_free,
-        unmount: a.unmount + b.unmount,
-        overwrite: a.overwrite + b.overwrite,
-    })
+    runs.iter().filter_map(|r| r.batch).reduce(|a, b| a.plus(&b))
 }
 
 /// One run of `w` in `dir` (which it leaves empty): set up untimed, run

@@ -69,6 +69,21 @@ impl BatchStats {
         self.snapshot + self.log_free + self.unmount + self.overwrite
     }
 
+    /// This reading and `other` added up (the larger capacity): the
+    /// commits of several runs.
+    pub fn plus(&self, other: &BatchStats) -> BatchStats {
+        BatchStats {
+            capacity: self.capacity.max(other.capacity),
+            full: self.full + other.full,
+            timer: self.timer + other.timer,
+            fsync: self.fsync + other.fsync,
+            snapshot: self.snapshot + other.snapshot,
+            log_free: self.log_free + other.log_free,
+            unmount: self.unmount + other.unmount,
+            overwrite: self.overwrite + other.overwrite,
+        }
+    }
+
     /// What happened between `earlier` and this reading (the capacity
     /// stays).
     pub fn since(&self, earlier: &BatchStats) -> BatchStats {
