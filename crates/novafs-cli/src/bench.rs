@@ -28,7 +28,7 @@ use pm::{MapOptions, MmapRegion, Nvmm, Prefault, Protection, Region, WriteProtec
 use crate::bench_nvmm::Slowed;
 use crate::image::{explain, parse_size};
 use crate::info::bytes;
-use crate::{bench_fgm, bench_mmap, bench_snapshots, bench_txninfo};
+use crate::{bench_fgm, bench_mmap, bench_recovery, bench_snapshots, bench_txninfo};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -158,6 +158,20 @@ pub struct Args {
     /// With --snapshots: seconds of fileserver per round and side.
     #[arg(long, default_value_t = 30.0)]
     fileserver_secs: f64,
+    /// Instead of the full run, recovery at scale (NOVA §4.7, Tables 4
+    /// and 5): the empty image and the videoserver, fileserver and
+    /// mailserver sets filling 3/4 of a large image, mounted after a clean
+    /// unmount and after a crash, --rounds times each, on each of
+    /// --scale-shards; the crash scan's speed per thread.
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "fgm", "compare_modes", "txninfo_sweep", "snapshots", "mmap"])]
+    recovery_scale: bool,
+    /// With --recovery-scale: the image's size (default 16G, with --quick 1G).
+    #[arg(long, value_parser = parse_size, requires = "recovery_scale")]
+    scale_size: Option<u64>,
+    /// With --recovery-scale: the shard counts to format with (one scan
+    /// thread each).
+    #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4])]
+    scale_shards: Vec<u32>,
 }
 
 /// A table row: name, the phase it reads, the target.
@@ -260,6 +274,15 @@ pub fn run(args: &Args) -> Result<()> {
             secs: if args.quick { 5.0 } else { args.fileserver_secs },
             every: if args.quick { 1.0 } else { args.snapshot_every },
             files: if args.quick { 500 } else { 2_000 },
+        });
+    }
+    if args.recovery_scale {
+        return bench_recovery::run(&bench_recovery::Plan {
+            image: &args.image,
+            size: args.scale_size.unwrap_or(if args.quick { 1 << 30 } else { 16 << 30 }),
+            eadr: args.eadr,
+            rounds,
+            shards: &args.scale_shards,
         });
     }
     if args.mmap {

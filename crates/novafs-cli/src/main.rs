@@ -12,6 +12,7 @@ mod bench;
 mod bench_fgm;
 mod bench_mmap;
 mod bench_nvmm;
+mod bench_recovery;
 mod bench_snapshots;
 mod bench_txninfo;
 mod control;

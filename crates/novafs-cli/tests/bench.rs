@@ -495,6 +495,71 @@ fn bench_compare_modes_refuses_the_other_comparisons() {
     }
 }
 
+#[test]
+fn bench_recovery_scale_times_every_set_on_every_shard_count_and_removes_its_image() {
+    let dir = scratch();
+    let img = path(&dir, "scale.img");
+    let o = novafs(&[
+        "bench",
+        "--recovery-scale",
+        "--scale-size",
+        "256M",
+        "--scale-shards",
+        "1,2",
+        "--rounds",
+        "2",
+        "--image",
+        &img,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let rows = table(&out, "| set |");
+    let sets = ["empty", "videoserver", "fileserver", "mailserver"];
+    let each_twice: Vec<&str> = sets.iter().flat_map(|s| [*s, *s]).collect();
+    assert_eq!(names(&rows, "set"), each_twice, "{out}");
+    assert_eq!(names(&rows, "shards"), ["1", "2"].repeat(4), "{out}");
+    // 3/4 of 256 MiB: one file of 128 MiB, 192 of 1 MiB, 1,536 of 128 KiB;
+    // the scan visits them, the root and the set's directory.
+    assert_eq!(
+        names(&rows, "files"),
+        ["0", "0", "1", "1", "192", "192", "1536", "1536"],
+        "{out}"
+    );
+    for r in &rows {
+        assert_eq!(num(r["inodes scanned"]), num(r["files"]) + 2.0, "{out}");
+        let data = if r["set"] == "empty" {
+            "0 B"
+        } else if r["set"] == "videoserver" {
+            "128.0 MiB"
+        } else {
+            "192.0 MiB"
+        };
+        assert_eq!(r["file data"], data, "{out}");
+        assert_eq!(r["MB/s per thread"] == "—", r["set"] == "empty", "{out}");
+    }
+    assert!(
+        out.contains("\ntargets: crash scan ≥ 400 MB/s of file data per thread: "),
+        "{out}"
+    );
+    assert_nothing_left(&dir);
+}
+
+#[test]
+fn bench_recovery_scale_refuses_an_image_without_room() {
+    let dir = scratch();
+    let img = path(&dir, "huge.img");
+    let o = novafs(&["bench", "--recovery-scale", "--scale-size", "100T", "--image", &img]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(
+        err.contains("cannot make a 100.0 TiB image") && err.contains("use --scale-size "),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(!novafs(&["bench", "--recovery-scale", "--mmap"]).status.success());
+    assert_nothing_left(&dir);
+}
+
 /// The microbenchmark's rows, in table order.
 const MICRO_ROWS: [&str; 6] = [
     "create",

@@ -170,7 +170,7 @@ pub use journal::JournalStats;
 pub use layout::{DEFAULT_DEAD_ZONE, FLAG_APPEND, FLAG_IMMUTABLE, FLAG_NODUMP, MAX_FILE_SIZE, PAGE_SIZE};
 pub use mkfs::{default_shards, minimum_size, FormatOptions};
 pub use mmap::{MapKind, Mapping};
-pub use recovery::{MetaReplicas, MountReport};
+pub use recovery::{MetaReplicas, MountReport, ShardReport};
 pub use scrub::{Damaged, ScrubOptions, ScrubReport};
 pub use snapshot::Snapshot;
 #[cfg(feature = "tools")]

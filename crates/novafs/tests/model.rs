@@ -336,6 +336,8 @@ impl Sut {
             (r.clean, scanned, reclaimed),
             "mount report (clean, scanned, orphans) after {step:?}"
         );
+        let by_shard: u64 = rep.shards.iter().map(|s| s.inodes).sum();
+        assert_eq!(by_shard, rep.scanned_inodes, "the shards' scans add up after {step:?}");
         let after = self.fs().statfs();
         if r.orphans == 0 {
             assert_eq!(after, before, "statfs across {step:?}: space leaked or invented");

@@ -39,6 +39,39 @@ fn create_write_read_survives_remount_and_crash() {
     assert_fsck_clean(&region);
 }
 
+/// The crash scan reports each shard's thread: the live inodes it
+/// visited and the sizes of the regular files among them, which add up to
+/// the mount's totals. A clean mount scans nothing.
+#[test]
+fn the_crash_scan_reports_each_shard() {
+    let region = fresh(64, 2);
+    let fs = mount(&region);
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap();
+    let sizes = [0usize, 1, 4096, 10_000, 70_000];
+    for (i, &n) in sizes.iter().enumerate() {
+        let f = fs.create(d.ino, format!("f{i}").as_bytes(), 0o644, 0, 0).unwrap();
+        fs.write(f.ino, 0, &vec![7u8; n]).unwrap();
+    }
+    fs.symlink(d.ino, b"link", b"a target that is no file data", 0, 0)
+        .unwrap();
+    fs.unmount().unwrap();
+    let fs = mount(&region);
+    assert!(fs.mount_report().clean);
+    assert!(fs.mount_report().shards.is_empty());
+    drop(fs); // crash
+    let fs = mount(&region);
+    let rep = fs.mount_report();
+    assert!(!rep.clean);
+    assert_eq!(rep.shards.len(), 2);
+    assert_eq!(rep.shards.iter().map(|s| s.inodes).sum::<u64>(), rep.scanned_inodes);
+    // The root, d, the five files and the symlink.
+    assert_eq!(rep.scanned_inodes, 8);
+    let total: usize = sizes.iter().sum();
+    assert_eq!(rep.shards.iter().map(|s| s.file_bytes).sum::<u64>(), total as u64);
+    assert!(rep.shards.iter().all(|s| s.elapsed <= rep.elapsed));
+    fs.unmount().unwrap();
+}
+
 #[test]
 fn directories_and_namespace_errors() {
     let region = fresh(64, 2);
