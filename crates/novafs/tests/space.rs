@@ -284,7 +284,11 @@ fn linking_past_max_links_gives_emlink() {
 /// Runs `work` `rounds` times and checks the free count after is within a
 /// few pages of before: the logs it grows must be collected.
 fn assert_bounded(fs: &Fs, rounds: usize, mut work: impl FnMut(usize)) {
-    const SLACK: u64 = 4;
+    // A log whose live entries fit in a page grows to six pages before
+    // thorough GC compacts it (three left by fast GC, then doubled:
+    // `gc::worth_compacting`), and its replica with it; a rename between
+    // two directories grows two such logs.
+    const SLACK: u64 = 24;
     let before = fs.statfs().blocks_free;
     for i in 0..rounds {
         work(i);

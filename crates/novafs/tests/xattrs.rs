@@ -219,9 +219,17 @@ fn thorough_gc_keeps_every_attribute() {
     fs.setxattr(f, b"user.pages", &value(1, 7000), 0).unwrap();
     fs.setxattr(f, b"user.gone", b"x", 0).unwrap();
     fs.removexattr(f, b"user.gone").unwrap();
+    // Names that stay, one every 32 sets, leave a live entry on every log
+    // page: fast GC cannot free them, and thorough GC compacts.
+    let mut stays = Vec::new();
     for i in 0..2000u32 {
         let name = format!("user.k{}", i % 4);
         fs.setxattr(f, name.as_bytes(), &i.to_le_bytes(), 0).unwrap();
+        if i % 32 == 0 {
+            stays.push(format!("user.stay{i:04}"));
+            fs.setxattr(f, stays[stays.len() - 1].as_bytes(), &i.to_le_bytes(), 0)
+                .unwrap();
+        }
     }
     assert!(fs.gc_stats().thorough_runs > 0, "the churn compacted the log");
     let check = |fs: &Fs| {
@@ -233,7 +241,16 @@ fn thorough_gc_keeps_every_attribute() {
                 last.to_le_bytes()
             );
         }
-        assert_eq!(names(fs, f), ["user.k0", "user.k1", "user.k2", "user.k3", "user.pages"]);
+        for s in &stays {
+            let i: u32 = s["user.stay".len()..].parse().unwrap();
+            assert_eq!(fs.getxattr(f, s.as_bytes()).unwrap(), i.to_le_bytes());
+        }
+        let mut want = vec!["user.k0", "user.k1", "user.k2", "user.k3", "user.pages"];
+        want.extend(stays.iter().map(String::as_str));
+        want.sort();
+        let mut got = names(fs, f);
+        got.sort();
+        assert_eq!(got, want);
     };
     check(&fs);
     drop(fs);

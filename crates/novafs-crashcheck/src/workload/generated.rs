@@ -206,10 +206,15 @@ pub fn generated() -> Vec<Generated> {
         |r| gc_count(r, GcKind::Thorough) > 0,
         GcKind::Thorough,
     ));
-    // Thorough GC of a directory: create/unlink cycles leave remove entries.
+    // Thorough GC of a directory: create/unlink cycles, 32 pairs then a
+    // name that stays, so most log pages keep a live entry and fast GC
+    // cannot free them.
     let cycle = |i: usize| {
-        let n = format!("/d/tmp-{}", (i / 2) % 7);
-        if i.is_multiple_of(2) {
+        let p = i % 65;
+        let n = format!("/d/tmp-{}", (p / 2) % 7);
+        if p == 64 {
+            Op::create(format!("/d/stay-{i}"))
+        } else if p.is_multiple_of(2) {
             Op::create(n)
         } else {
             Op::Unlink(n)
@@ -262,9 +267,11 @@ pub fn generated() -> Vec<Generated> {
         ));
     }
     // Thorough GC of a log of xattr entries: three names set over and
-    // over, one value in data pages that the compacted log must keep.
+    // over, one value in data pages that the compacted log must keep, and
+    // a name that stays every 32 steps, so fast GC cannot free the pages.
     let churn = |i: usize| match i {
         0 => Op::setxattr("/f", "user.pages", 6000, 50),
+        _ if i.is_multiple_of(32) => Op::setxattr("/f", &format!("user.stay{i}"), 40, 60 + i as u64),
         _ => Op::setxattr("/f", ["user.a", "user.b", "user.c"][i % 3], 40, 60 + i as u64),
     };
     out.push(around(

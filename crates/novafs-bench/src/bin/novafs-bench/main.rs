@@ -79,9 +79,14 @@ struct Args {
     /// 20,000 × 4 KiB (default 1; 0.1 with --quick).
     #[arg(long)]
     recovery_scale: Option<f64>,
-    /// Seconds of the full-file-system run (default 60; 10 with --quick).
+    /// Seconds of the full-file-system run at each utilisation (default
+    /// 60; 10 with --quick).
     #[arg(long)]
     full_secs: Option<f64>,
+    /// Seconds of each slice of the full-file-system run: the utilisations
+    /// take turns (default 10; 5 with --quick).
+    #[arg(long)]
+    full_slice_secs: Option<f64>,
     /// Size of the full-file-system run's file system, MiB (default 256; 128 with --quick).
     #[arg(long)]
     full_size_mib: Option<u64>,
@@ -152,8 +157,13 @@ fn main() -> Result<()> {
         };
         (p, args.rounds.unwrap_or(5), args.size_mib.unwrap_or(1024))
     };
-    let full_secs = args.full_secs.unwrap_or(if q { 10.0 } else { 60.0 });
-    let full_size_mib = args.full_size_mib.unwrap_or(if q { 128 } else { 256 });
+    let full = fullfs::Plan {
+        levels: vec![50.0, 95.0],
+        size_mib: args.full_size_mib.unwrap_or(if q { 128 } else { 256 }),
+        threads: personality.threads,
+        secs: args.full_secs.unwrap_or(if q { 10.0 } else { 60.0 }),
+        slice_secs: args.full_slice_secs.unwrap_or(if q { 5.0 } else { 10.0 }),
+    };
     let rounds = rounds.max(1);
     let mut notes: Vec<String> = Vec::new();
     let mut workloads = Vec::new();
@@ -324,7 +334,7 @@ fn main() -> Result<()> {
     let full = if args.no_full || stop.load(Ordering::SeqCst) || !names.iter().any(|n| n == "novafs-lib") {
         None
     } else {
-        match full_fs(&args.scratch, full_size_mib, personality.threads, full_secs, &stop) {
+        match full_fs(&args.scratch, &full, &stop) {
             Ok(r) => Some(r),
             Err(e) => {
                 eprintln!("full file system run failed: {e:#}");
@@ -354,7 +364,9 @@ fn main() -> Result<()> {
             }
         };
         md.push('\n');
-        md.push_str(&fullfs::markdown(r, name.as_deref()));
+        // A row a minute in long runs, every 10 s in short ones.
+        let every = if r.plan.secs > 120.0 { 60.0 } else { 10.0 };
+        md.push_str(&fullfs::markdown(r, name.as_deref(), every));
     }
     let _ = writeln!(
         md,
@@ -405,40 +417,36 @@ fn recovery_sets(scale: f64) -> [SetShape; 3] {
     ]
 }
 
-/// (f) on a fresh novafs-lib target of its own.
-fn full_fs(
-    scratch: &std::path::Path,
-    size_mib: u64,
-    threads: usize,
-    secs: f64,
-    stop: &AtomicBool,
-) -> Result<fullfs::FullRun> {
-    let work = target::WorkDir::new(scratch.join("full"))?;
-    let mut lib = target::LibraryTarget::new(work, size_mib)?;
-    fullfs::run(&mut lib, size_mib, threads, secs, stop)
+/// (f) on fresh novafs-lib targets of its own, one per utilisation.
+fn full_fs(scratch: &std::path::Path, plan: &fullfs::Plan, stop: &AtomicBool) -> Result<fullfs::FullRun> {
+    let make = |mib: u64| target::LibraryTarget::new(target::WorkDir::new(scratch.join(format!("full-{mib}")))?, mib);
+    fullfs::run(plan, make, stop)
 }
 
 fn full_panels(r: &fullfs::FullRun) -> Vec<plot::LinePanel> {
-    let sm = &r.series.samples;
-    let pts = |f: fn(&fullfs::Sample) -> f64| sm.iter().map(|x| (x.t, f(x))).collect::<Vec<_>>();
+    let lines = |f: fn(&fullfs::Sample) -> f64, what: &str| {
+        r.levels
+            .iter()
+            .map(|l| {
+                let pts = l.series.samples.iter().map(|x| (x.t, f(x))).collect::<Vec<_>>();
+                (format!("{what} at {:.0}% full", l.level_pct), pts)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut gc = lines(|x| x.gc.fast_pages as f64, "fast GC");
+    gc.extend(lines(|x| x.gc.thorough_pages as f64, "thorough GC"));
     vec![
         plot::LinePanel {
-            title: "fileserver at 95% full: throughput".to_string(),
+            title: "the mix on a full file system: throughput".to_string(),
             x_desc: "seconds",
             y_desc: "ops/s",
-            lines: vec![
-                ("operations/s".to_string(), pts(|x| x.ops_per_s)),
-                ("failed with ENOSPC/s".to_string(), pts(|x| x.nospc_per_s)),
-            ],
+            lines: lines(|x| x.ops_per_s, "operations/s"),
         },
         plot::LinePanel {
             title: "pages reclaimed by log GC (cumulative)".to_string(),
             x_desc: "seconds",
             y_desc: "pages",
-            lines: vec![
-                ("fast GC".to_string(), pts(|x| x.gc.fast_pages as f64)),
-                ("thorough GC".to_string(), pts(|x| x.gc.thorough_pages as f64)),
-            ],
+            lines: gc,
         },
     ]
 }

@@ -722,9 +722,15 @@ impl Log {
         Ok(Unlinked { pages })
     }
 
-    /// Live entries and all entries: thorough GC runs when live < 50%.
+    /// Live entries and all entries, for thorough GC's test (`gc`).
     pub(crate) fn live_ratio(&self) -> (u64, u64) {
         (self.live, self.entries)
+    }
+
+    /// Pages holding entries: the chain up to the tail page (spare pages
+    /// linked past it are empty).
+    pub(crate) fn written_pages(&self) -> usize {
+        self.tail_index().map_or(0, |i| i + 1)
     }
 
     /// Every page of the chain as extents, for freeing it whole (the inode
