@@ -116,7 +116,7 @@ fn write_protection(args: &Args) -> (WriteProtect, String) {
         ),
         Err(e) => (
             WriteProtect::Mprotect,
-            format!("write protection: mprotect windows; this CPU has no protection keys ({e})"),
+            format!("write protection: mprotect windows; no memory protection keys on this CPU or kernel ({e})"),
         ),
     }
 }
