@@ -204,7 +204,7 @@ pub fn run<B: Backend>(b: &B, w: Workload, p: &Params, tag: &str) -> Result<Outc
             vec![m.create, m.append, m.read, m.unlink]
         }
         Workload::AppendFsync => vec![append_fsync(b, &dir, p.append_ops)?],
-        Workload::Random { threads } => random(b, &dir, p, threads)?,
+        Workload::Random { threads } => random(b, &dir, p.file_mib, [p.random_ops; 2], threads)?.to_vec(),
         Workload::Sequential { threads } => sequential(b, &dir, p, threads)?,
         Workload::Personality(k) => {
             let m = crate::personality::measure(b, &dir, k, &p.personality)?;
@@ -419,18 +419,23 @@ fn fill<B: Backend>(b: &B, dir: &B::Dir, name: &str, mib: u64) -> Result<B::File
     Ok(f)
 }
 
-fn random<B: Backend>(b: &B, dir: &B::Dir, p: &Params, threads: usize) -> Result<Vec<f64>> {
+/// (d) On `threads` threads at once, each with its own file of
+/// `file_mib` MiB (written first, untimed): `ops[0]` 4 KiB writes at
+/// random pages, then `ops[1]` reads; kIOPS of the writes and of the
+/// reads, all threads together (fio's randwrite and randread with one job
+/// a thread).
+pub fn random<B: Backend>(b: &B, dir: &B::Dir, file_mib: u64, ops: [u64; 2], threads: usize) -> Result<[f64; 2]> {
     let names: Vec<String> = (0..threads).map(|i| format!("r{i}")).collect();
     let files = names
         .iter()
-        .map(|n| fill(b, dir, n, p.file_mib))
+        .map(|n| fill(b, dir, n, file_mib))
         .collect::<Result<Vec<_>>>()?;
-    let pages = p.file_mib * (MIB / PAGE) as u64;
-    let total = (p.random_ops * threads as u64) as f64;
+    let pages = file_mib * (MIB / PAGE) as u64;
+    let total = ops.map(|n| (n * threads as u64) as f64);
     let write = parallel(threads, |i| {
         let page = vec![0x77u8; PAGE];
         let mut rng = SplitMix::derive(1, i as u64);
-        for _ in 0..p.random_ops {
+        for _ in 0..ops[0] {
             b.write_at(&files[i], rng.below(pages) * PAGE as u64, &page)?;
         }
         Ok(())
@@ -438,7 +443,7 @@ fn random<B: Backend>(b: &B, dir: &B::Dir, p: &Params, threads: usize) -> Result
     let read = parallel(threads, |i| {
         let mut page = vec![0u8; PAGE];
         let mut rng = SplitMix::derive(2, i as u64);
-        for _ in 0..p.random_ops {
+        for _ in 0..ops[1] {
             b.read_at(&files[i], rng.below(pages) * PAGE as u64, &mut page)?;
         }
         Ok(())
@@ -447,7 +452,7 @@ fn random<B: Backend>(b: &B, dir: &B::Dir, p: &Params, threads: usize) -> Result
     for n in &names {
         b.unlink(dir, n)?;
     }
-    Ok(vec![total / write / 1e3, total / read / 1e3])
+    Ok([total[0] / write / 1e3, total[1] / read / 1e3])
 }
 
 fn sequential<B: Backend>(b: &B, dir: &B::Dir, p: &Params, threads: usize) -> Result<Vec<f64>> {

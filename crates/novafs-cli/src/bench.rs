@@ -37,13 +37,13 @@ pub struct Args {
     files: u64,
     /// 4 KiB appends per file.
     #[arg(long, default_value_t = 16)]
-    appends: u64,
+    pub(crate) appends: u64,
     /// Rounds; medians and ranges are taken over them.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
     /// Scratch image (created, then removed).
     #[arg(long, default_value = "/dev/shm/novafs-bench.img")]
-    image: PathBuf,
+    pub(crate) image: PathBuf,
     /// Scratch image size.
     #[arg(long, value_parser = parse_size, default_value = "2G")]
     size: u64,
@@ -58,7 +58,7 @@ pub struct Args {
     nvmm: Nvmm,
     /// A short run (1,000 files, 3 rounds).
     #[arg(long)]
-    quick: bool,
+    pub(crate) quick: bool,
     /// Instead of the full run, compare the microbenchmark on an
     /// unprotected region with one under this write protection (pkey,
     /// mprotect), rounds interleaved.
@@ -152,6 +152,17 @@ pub struct Args {
     /// each kind's fault latency.
     #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "snapshots"])]
     mmap: bool,
+    /// Instead of the full run, NOVA-Fortis Fig. 8's cumulative ladder
+    /// (`bench_ladder`): no protection, then metadata replicas, data
+    /// checksums and parity, write protection (pkey where the CPU has
+    /// protection keys, else mprotect) and relaxed mode, each adding one
+    /// feature to the one before, rounds interleaved over all five.
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "fgm", "compare_modes", "txninfo_sweep", "snapshots", "mmap"])]
+    ladder: bool,
+    /// With --ladder: NOVA-Fortis Fig. 9 instead, 4 KiB random writes and
+    /// reads on 1, 2 and 4 threads (one file each) on every rung.
+    #[arg(long, requires = "ladder")]
+    pub(crate) fio: bool,
     /// With --snapshots: seconds between snapshots.
     #[arg(long, default_value_t = 10.0)]
     snapshot_every: f64,
@@ -175,9 +186,9 @@ pub struct Args {
 }
 
 /// A table row: name, the phase it reads, the target.
-type Row = (&'static str, fn(&Micro) -> f64, &'static str);
+pub(crate) type Row = (&'static str, fn(&Micro) -> f64, &'static str);
 
-const ROWS: [Row; 6] = [
+pub(crate) const ROWS: [Row; 6] = [
     ("create", |r| r.create, "≤ 2.0"),
     ("append 4 KiB + fsync", |r| r.append, "≤ 1.2"),
     ("read 4 KiB (sequential in each file)", |r| r.read, "≤ 0.6"),
@@ -187,7 +198,7 @@ const ROWS: [Row; 6] = [
 ];
 
 /// Median, min and max of one value over the rounds.
-fn summary(v: &[f64]) -> Result<Summary> {
+pub(crate) fn summary(v: &[f64]) -> Result<Summary> {
     summarize(v).context("no rounds ran")
 }
 
@@ -214,6 +225,9 @@ pub fn run(args: &Args) -> Result<()> {
     };
     if let Some(mode) = args.protect {
         return compare(args, files, rounds, &protection(mode));
+    }
+    if args.ladder {
+        return crate::bench_ladder::run(args, files, rounds);
     }
     if args.compare_replicas {
         return compare(args, files, rounds, &replicas());
@@ -250,7 +264,7 @@ pub fn run(args: &Args) -> Result<()> {
         } else {
             journaling()
         };
-        return with_sides(args, &cmp, |sides| {
+        return with_sides(args, &cmp.configs, |sides| {
             let [a, b] = [&sides[0], &sides[1]];
             let mut about = vec![a.media.clone()];
             about.extend(
@@ -367,20 +381,20 @@ pub fn run(args: &Args) -> Result<()> {
 
 /// One library configuration of a comparison: how its region is mapped
 /// and its file system formatted.
-struct Config {
+pub(crate) struct Config {
     /// Its column in the table.
-    name: &'static str,
-    protect: WriteProtect,
-    format: FormatOptions,
+    pub(crate) name: &'static str,
+    pub(crate) protect: WriteProtect,
+    pub(crate) format: FormatOptions,
     /// How it is mounted: the block-granular journal (benchmark only),
     /// batching.
-    mount: MountOptions,
+    pub(crate) mount: MountOptions,
 }
 
 impl Config {
     /// Formatted with `format`, on an unprotected region, mounted with
     /// the fine-grained journal.
-    fn formatted(name: &'static str, format: FormatOptions) -> Config {
+    pub(crate) fn formatted(name: &'static str, format: FormatOptions) -> Config {
         Config {
             name,
             protect: WriteProtect::Off,
@@ -520,31 +534,37 @@ fn batching(args: &Args) -> Option<Batching> {
 }
 
 /// One configuration, mapped and formatted.
-struct Side<'a> {
-    config: &'a Config,
-    protection: Protection,
-    lib: LibraryTarget,
+pub(crate) struct Side<'a> {
+    pub(crate) config: &'a Config,
+    pub(crate) protection: Protection,
+    pub(crate) lib: LibraryTarget,
     /// Right after mkfs.
     fresh: StatFs,
     /// The mode the mount took (`Fs::consistency`).
     consistency: Consistency,
     /// The region's kind and flush, in words.
-    media: String,
+    pub(crate) media: String,
 }
 
 /// The microbenchmark on both configurations of `cmp`, side by side:
 /// rounds interleaved, the order swapped every round.
 fn compare(args: &Args, files: u64, rounds: usize, cmp: &Comparison) -> Result<()> {
-    with_sides(args, cmp, |sides| measure(args, files, rounds, cmp, sides))
+    with_sides(args, &cmp.configs, |sides| measure(args, files, rounds, cmp, sides))
 }
 
-/// `body` on both configurations of `cmp`, each mapped and formatted on
-/// its own scratch image, removed afterwards.
-fn with_sides(args: &Args, cmp: &Comparison, body: impl FnOnce(&[Side]) -> Result<()>) -> Result<()> {
-    let images = [args.image.clone(), args.image.with_extension("2.img")];
+/// `body` on `configs`, each mapped and formatted on its own scratch
+/// image (`--image`, then `NAME.2.img`, `NAME.3.img`, ...), removed
+/// afterwards.
+pub(crate) fn with_sides(args: &Args, configs: &[Config], body: impl FnOnce(&[Side]) -> Result<()>) -> Result<()> {
+    let images: Vec<PathBuf> = (0..configs.len())
+        .map(|i| match i {
+            0 => args.image.clone(),
+            _ => args.image.with_extension(format!("{}.img", i + 1)),
+        })
+        .collect();
     let result = (|| {
         let mut sides = Vec::new();
-        for (config, image) in cmp.configs.iter().zip(&images) {
+        for (config, image) in configs.iter().zip(&images) {
             sides.push(open_side(args, config, image)?);
         }
         body(&sides)

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_fgm;
+mod bench_ladder;
 mod bench_mmap;
 mod bench_nvmm;
 mod bench_recovery;
