@@ -18,7 +18,7 @@ const COLOURS: [&str; 12] = [
     "#393b79", "#ad494a",
 ];
 /// The picture, and the plot's place in it.
-const W: f64 = 760.0;
+const W: f64 = 900.0;
 const H: f64 = 460.0;
 const LEFT: f64 = 80.0;
 const TOP: f64 = 40.0;
