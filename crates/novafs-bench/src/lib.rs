@@ -6,12 +6,15 @@
 //! `novafs bench` runs the §5.2 microbenchmark ([`workload::micro`]), the
 //! DRAM measurement ([`memory`]) and the recovery timing
 //! ([`workload::time_mounts`]) on the library target alone, and FGM's
-//! workloads ([`fgm`]) and TxnInfo size sweep ([`txninfo`]) there too. A benchmark,
+//! workloads ([`fgm`]) and TxnInfo size sweep ([`txninfo`]) there too, and
+//! ages an image ([`aged`]) for NOVA-Fortis's space breakdown and its
+//! scribble measure ([`scribble`]). A benchmark,
 //! not a test. Through a FUSE mount, the personalities also count the
 //! requests the daemon served ([`requests`]).
 
 #![forbid(unsafe_code)]
 
+pub mod aged;
 pub mod backend;
 pub mod fgm;
 pub mod fio;
@@ -20,7 +23,9 @@ pub mod memory;
 pub mod personality;
 pub mod report;
 pub mod requests;
+pub mod scribble;
 pub mod stats;
+pub mod svg;
 pub mod target;
 pub mod tools;
 pub mod txninfo;

@@ -28,7 +28,7 @@ use pm::{MapOptions, MmapRegion, Nvmm, Prefault, Protection, Region, WriteProtec
 use crate::bench_nvmm::Slowed;
 use crate::image::{explain, parse_size};
 use crate::info::bytes;
-use crate::{bench_fgm, bench_mmap, bench_recovery, bench_snapshots, bench_txninfo};
+use crate::{bench_aged, bench_fgm, bench_mmap, bench_recovery, bench_snapshots, bench_txninfo};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -163,6 +163,17 @@ pub struct Args {
     /// reads on 1, 2 and 4 threads (one file each) on every rung.
     #[arg(long, requires = "ladder")]
     pub(crate) fio: bool,
+    /// Instead of the full run, NOVA-Fortis on an aged image (issue 28):
+    /// ages an image of --size as §4.4 did (filebench personalities, half
+    /// of each one's files removed after each run, until 99% full) once
+    /// without metadata replicas, once with two-way replicas and once with
+    /// the dead zone, then prints the storage breakdown (Fig. 12) and the
+    /// metadata bytes at risk per scribble size (Fig. 7).
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "compare_modes", "fgm", "txninfo_sweep", "snapshots", "mmap"])]
+    aged: bool,
+    /// With --aged: write the two figures there as SVG.
+    #[arg(long, value_name = "DIR", requires = "aged")]
+    plot_dir: Option<PathBuf>,
     /// With --snapshots: seconds between snapshots.
     #[arg(long, default_value_t = 10.0)]
     snapshot_every: f64,
@@ -297,6 +308,15 @@ pub fn run(args: &Args) -> Result<()> {
             eadr: args.eadr,
             rounds,
             shards: &args.scale_shards,
+        });
+    }
+    if args.aged {
+        return bench_aged::run(&bench_aged::Plan {
+            image: &args.image,
+            size: args.size,
+            eadr: args.eadr,
+            quick: args.quick,
+            plots: args.plot_dir.as_deref(),
         });
     }
     if args.mmap {

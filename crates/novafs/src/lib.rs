@@ -262,7 +262,8 @@ mod layering {
             concat!(
                 include_str!("image/fsck/mod.rs"),
                 include_str!("image/fsck/data.rs"),
-                include_str!("image/fsck/salvage.rs")
+                include_str!("image/fsck/salvage.rs"),
+                include_str!("image/fsck/space.rs")
             ),
         ),
         ("mmap_atomic", 11, "ops", include_str!("ops/mmap_atomic.rs")),

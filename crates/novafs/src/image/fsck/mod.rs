@@ -11,6 +11,9 @@
 
 mod data;
 mod salvage;
+mod space;
+
+pub use space::{MetaKind, MetaPage, Space};
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -58,6 +61,8 @@ pub struct Report {
     /// what a crash during the two-copy superblock update leaves (R4),
     /// which the next mount rewrites from the good copy.
     pub superblock_copy: bool,
+    /// What the image's bytes hold (NOVA-Fortis Fig. 12).
+    pub space: Space,
 }
 
 impl Report {
@@ -149,14 +154,24 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 .push(format!("page {page:#x} is used by inode {prev} and inode {ino}"));
         }
     };
+    let mut meta: Vec<MetaPage> = Vec::new();
+    let meta_page = |off, kind| MetaPage {
+        off,
+        replica: bounds.mirror(off),
+        kind,
+    };
     for c in tables.all_chunks() {
+        meta.extend((0..CHUNK_PAGES).map(|i| meta_page(c + i * PAGE_SIZE, MetaKind::InodeTable)));
         for p in (0..CHUNK_PAGES).flat_map(|i| bounds.copies(c + i * PAGE_SIZE)) {
             own(&mut rep, p, 0);
         }
     }
     // The snapshot list's log (inode 0, like the tables: no file's).
-    for p in ctx.snapshots().log_pages().into_iter().flat_map(|p| bounds.copies(p)) {
-        own(&mut rep, p, 0);
+    for p in ctx.snapshots().log_pages() {
+        meta.push(meta_page(p, MetaKind::Log));
+        for c in bounds.copies(p) {
+            own(&mut rep, c, 0);
+        }
     }
     let mut seen: HashMap<Ino, Seen> = HashMap::new();
     let mut bad_data: Vec<(Ino, data::DataCheck)> = Vec::new();
@@ -232,6 +247,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
                 rep.problems
                     .push(format!("inode slot {ino} holds inode number {}", rec.ino));
             }
+            meta.extend(st.log.pages().iter().map(|&p| meta_page(p, MetaKind::Log)));
             for p in st.pages(bounds) {
                 own(&mut rep, p, ino);
             }
@@ -304,6 +320,7 @@ pub fn check(region: Arc<dyn Region>, progress: &dyn Fn(u64, u64)) -> Result<Rep
             .push("image was not cleanly unmounted: free space is rebuilt by the next mount".into());
         rep.pages_free = (sb.data_end - sb.data_start) / PAGE_SIZE - rep.pages_used;
     }
+    rep.space = Space::of(&sb, bounds, meta, rep.pages_used, rep.pages_free);
     Ok(rep)
 }
 
