@@ -506,15 +506,21 @@ fn delete_all(fs: &Fs, order: Order) -> Result<Deletions> {
         ..Deletions::default()
     };
     for name in names {
+        // Only the list counts what a snapshot holds (the deletion's
+        // answer does not), and it changes as manifests merge.
+        d.held += fs
+            .snapshots()
+            .into_iter()
+            .find(|s| s.name == name)
+            .map_or(0, |s| s.held_pages);
         let free = fs.statfs().blocks_free as i64;
         let t = Instant::now();
-        let gone = fs.delete_snapshot(&name)?;
+        fs.delete_snapshot(&name)?;
         d.delete_us.push(t.elapsed().as_secs_f64() * 1e6);
         let t = Instant::now();
         fs.wait_reclaimed();
         d.reclaim_secs += t.elapsed().as_secs_f64();
         d.freed.push(fs.statfs().blocks_free as i64 - free);
-        d.held += gone.held_pages;
     }
     Ok(d)
 }
