@@ -140,9 +140,10 @@ pub struct Args {
     #[arg(long, default_value_t = 2_000)]
     fgm_files: u64,
     /// Instead of the full run, measure snapshots (NOVA-Fortis §3): the
-    /// latency of taking one as the file system grows, fileserver
-    /// throughput with one every --snapshot-every seconds against none
-    /// (rounds interleaved), and the manifests' DRAM.
+    /// latency of taking one as the file system grows, each filebench
+    /// personality's throughput with one every --snapshot-every seconds
+    /// against none (rounds interleaved; Fig. 4), the manifests' DRAM, and
+    /// the cost of deleting the snapshots and reclaiming their pages.
     #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection"])]
     snapshots: bool,
     /// Instead of the full run, measure the library's two kinds of mmap
@@ -177,9 +178,14 @@ pub struct Args {
     /// With --snapshots: seconds between snapshots.
     #[arg(long, default_value_t = 10.0)]
     snapshot_every: f64,
-    /// With --snapshots: seconds of fileserver per round and side.
+    /// With --snapshots: seconds of each personality per round and side.
     #[arg(long, default_value_t = 30.0)]
     fileserver_secs: f64,
+    /// With --snapshots: the filebench personalities run with and without
+    /// snapshots, comma-separated.
+    #[arg(long, value_delimiter = ',', value_parser = bench_snapshots::parse_personality,
+          default_value = "fileserver,varmail,webserver,webproxy", requires = "snapshots")]
+    personalities: Vec<novafs_bench::personality::Personality>,
     /// Instead of the full run, recovery at scale (NOVA §4.7, Tables 4
     /// and 5): the empty image and the videoserver, fileserver and
     /// mailserver sets filling 3/4 of a large image, mounted after a clean
@@ -299,6 +305,7 @@ pub fn run(args: &Args) -> Result<()> {
             secs: if args.quick { 5.0 } else { args.fileserver_secs },
             every: if args.quick { 1.0 } else { args.snapshot_every },
             files: if args.quick { 500 } else { 2_000 },
+            personalities: &args.personalities,
         });
     }
     if args.recovery_scale {

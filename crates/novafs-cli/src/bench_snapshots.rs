@@ -1,9 +1,11 @@
 //! `novafs bench --snapshots`: what snapshots cost (NOVA-Fortis §3, §5):
 //! the latency of taking one as the file system grows (the paper: about
-//! constant), filebench-style fileserver throughput with a snapshot every
-//! few seconds against none, rounds interleaved (the paper: −0.6% with one
-//! every 10 s), and the DRAM the manifests take against the space in use
-//! (the paper: 0.03–0.05%). With DAX mmap (§3.3, Fig. 5): the latency
+//! constant), the four filebench personalities' throughput with a
+//! snapshot every few seconds against none, rounds interleaved (Fig. 4:
+//! −0.6% on average with one every 10 s), the DRAM the manifests take
+//! against the space in use (the paper: 0.03–0.05%), and then the cost of
+//! deleting those snapshots one by one and of reclaiming what they held
+//! (§3.4: constant-time deletion, about 400 ns a page reclaimed). With DAX mmap (§3.3, Fig. 5): the latency
 //! of a snapshot against the pages a mapping has write-faulted, which it
 //! must write-protect (the paper: about 10 ns a page), and the cost of the
 //! copy-on-write fault that follows (the paper: 2 µs).
@@ -31,12 +33,22 @@ pub struct Plan<'a> {
     pub size: u64,
     pub eadr: bool,
     pub rounds: usize,
-    /// Seconds of fileserver per round and side.
+    /// Seconds of each personality per round and side.
     pub secs: f64,
     /// Seconds between snapshots on the measured side.
     pub every: f64,
-    /// Files in the fileserver set.
+    /// Files in each personality's set.
     pub files: u64,
+    /// The personalities run with and without snapshots.
+    pub personalities: &'a [Personality],
+}
+
+/// A personality by its filebench name (`--personalities`).
+pub(crate) fn parse_personality(name: &str) -> Result<Personality, String> {
+    Personality::ALL.into_iter().find(|p| p.name() == name).ok_or_else(|| {
+        let names: Vec<_> = Personality::ALL.iter().map(|p| p.name()).collect();
+        format!("unknown personality {name:?} (one of {})", names.join(", "))
+    })
 }
 
 /// A fresh region file of `size` bytes at `image`, prefaulted and without
@@ -242,77 +254,214 @@ fn mount_cost(plan: &Plan, lib: &mut LibraryTarget, page: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Fileserver with a snapshot every `plan.every` seconds against none,
-/// rounds interleaved; then the manifests' DRAM against the space in use.
+/// Which snapshot goes first when a run's snapshots are deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Order {
+    OldestFirst,
+    NewestFirst,
+}
+
+impl Order {
+    /// Rounds alternate the order, so both are measured on like runs.
+    fn for_round(round: usize) -> Order {
+        if round.is_multiple_of(2) {
+            Order::OldestFirst
+        } else {
+            Order::NewestFirst
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Order::OldestFirst => "oldest first",
+            Order::NewestFirst => "newest first",
+        }
+    }
+}
+
+/// The manifests at the end of a run, before any deletion.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Memory {
+    snapshots: u64,
+    items: u64,
+    bytes: u64,
+    /// Bytes in use in the file system.
+    used: u64,
+}
+
+impl Memory {
+    /// The manifests' DRAM as a percentage of the space in use (Table 1).
+    fn pct_of_used(&self) -> f64 {
+        self.bytes as f64 * 100.0 / self.used.max(1) as f64
+    }
+}
+
+/// Deleting a run's snapshots one by one, each followed by waiting for
+/// the reclaimer: the paper's constant-time deletion, and the background
+/// reclamation (about 400 ns a page).
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Deletions {
+    runs: usize,
+    /// µs each `delete_snapshot` call took.
+    delete_us: Vec<f64>,
+    /// Free pages gained after each deletion's reclamation (a deletion
+    /// also writes a record, so a small one can be negative).
+    freed: Vec<i64>,
+    /// Pages the deleted snapshots alone held when deleted.
+    held: u64,
+    /// Seconds waited for the reclaimer, over all deletions.
+    reclaim_secs: f64,
+}
+
+impl Deletions {
+    fn merge(&mut self, other: Deletions) {
+        self.runs += other.runs;
+        self.delete_us.extend(other.delete_us);
+        self.freed.extend(other.freed);
+        self.held += other.held;
+        self.reclaim_secs += other.reclaim_secs;
+    }
+
+    /// A report row after the workload and order columns: runs,
+    /// deletions, delete median and max µs, pages freed per run, held per
+    /// run, reclaim ms per run, ns a page reclaimed.
+    fn row(&self) -> String {
+        let runs = self.runs.max(1) as f64;
+        let freed: i64 = self.freed.iter().sum();
+        let (median, max) = match summarize(&self.delete_us) {
+            Some(s) => (format!("{:.1}", s.median), format!("{:.1}", s.max)),
+            None => ("–".into(), "–".into()),
+        };
+        let per_page = if freed > 0 {
+            format!("{:.0}", self.reclaim_secs * 1e9 / freed as f64)
+        } else {
+            "–".into()
+        };
+        format!(
+            "{} | {} | {median} | {max} | {:.0} | {:.0} | {:.2} | {per_page}",
+            self.runs,
+            self.delete_us.len(),
+            freed as f64 / runs,
+            self.held as f64 / runs,
+            self.reclaim_secs * 1e3 / runs,
+        )
+    }
+}
+
+/// One run of a personality.
+struct Run {
+    ops: f64,
+    memory: Memory,
+    deleted: Deletions,
+}
+
+/// Percentage change from `base` to `with`.
+fn change_pct(base: f64, with: f64) -> f64 {
+    (with / base - 1.0) * 100.0
+}
+
+/// NOVA-Fortis Fig. 4: each personality with a snapshot every
+/// `plan.every` seconds against none, rounds interleaved; after each run
+/// with snapshots they are deleted one by one ([`Order::for_round`]).
 fn throughput(plan: &Plan, second: &Path) -> Result<()> {
-    let bar = ProgressBar::new(2 * plan.rounds as u64);
+    let bar = ProgressBar::new((2 * plan.rounds * plan.personalities.len()) as u64);
     bar.set_style(
-        ProgressStyle::with_template("fileserver {bar:30} {pos}/{len}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template("{msg:10} {bar:30} {pos}/{len}").unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    let (mut plain, mut snapped) = (Vec::new(), Vec::new());
-    let mut memory = (0, 0, 0, 0);
-    for _ in 0..plan.rounds {
-        plain.push(fileserver(plan, plan.image, None)?.0);
-        bar.inc(1);
-        let (ops, m) = fileserver(plan, second, Some(plan.every))?;
-        snapped.push(ops);
-        memory = m;
-        bar.inc(1);
+    let (mut impact, mut deletions, mut changes) = (Vec::new(), Vec::new(), Vec::new());
+    for &k in plan.personalities {
+        bar.set_message(k.name());
+        let (mut plain, mut snapped, mut taken) = (Vec::new(), Vec::new(), Vec::new());
+        let mut memory = Memory::default();
+        let mut by_order = [Deletions::default(), Deletions::default()];
+        for round in 0..plan.rounds {
+            plain.push(workload(plan, k, plan.image, None)?.ops);
+            bar.inc(1);
+            let r = workload(plan, k, second, Some(Order::for_round(round)))?;
+            snapped.push(r.ops);
+            taken.push(r.memory.snapshots as f64);
+            memory = r.memory;
+            by_order[round % 2].merge(r.deleted);
+            bar.inc(1);
+        }
+        let (a, b) = (
+            summarize(&plain).context("no rounds")?,
+            summarize(&snapped).context("no rounds")?,
+        );
+        let taken = summarize(&taken).context("no rounds")?.median;
+        let change = change_pct(a.median, b.median);
+        changes.push(change);
+        impact.push(format!(
+            "| {} | {:.0} ({:.0}–{:.0}) | {:.0} ({:.0}–{:.0}) | {change:+.1}% | {taken:.0} | {:.4}% |",
+            k.name(),
+            a.median,
+            a.min,
+            a.max,
+            b.median,
+            b.min,
+            b.max,
+            memory.pct_of_used()
+        ));
+        for (order, d) in [Order::OldestFirst, Order::NewestFirst].into_iter().zip(by_order) {
+            if d.runs > 0 {
+                deletions.push(format!("| {} | {} | {} |", k.name(), order.name(), d.row()));
+            }
+        }
     }
     bar.finish_and_clear();
-    let (a, b) = (
-        summarize(&plain).context("no rounds")?,
-        summarize(&snapped).context("no rounds")?,
+    println!(
+        "\nfilebench personalities with a snapshot every {:.0} s against none ({} files, 1 thread, \
+         {:.0} s per round and side, {} rounds interleaved; library)\n",
+        plan.every, plan.files, plan.secs, plan.rounds
     );
     println!(
-        "\nfileserver ({} files, 1 thread, {:.0} s per round, {} rounds interleaved; library)\n",
-        plan.files, plan.secs, plan.rounds
+        "| workload | no snapshots: median ops/s (min–max) | with snapshots: median ops/s (min–max) \
+         | change | snapshots a run | manifests' DRAM / space in use |"
     );
-    println!("| configuration | median ops/s | min–max ops/s |");
-    println!("|---|---|---|");
-    println!("| no snapshots | {:.0} | {:.0}–{:.0} |", a.median, a.min, a.max);
+    println!("|---|---|---|---|---|---|");
+    impact.iter().for_each(|r| println!("{r}"));
     println!(
-        "| a snapshot every {:.0} s | {:.0} | {:.0}–{:.0} |",
-        plan.every, b.median, b.min, b.max
+        "\nmean change {:+.1}% (paper, Fig. 4: −0.6% on average over its filebench workloads, \
+         a snapshot every 10 s; manifests 0.027–0.05% of the space in use)",
+        changes.iter().sum::<f64>() / changes.len().max(1) as f64
     );
     println!(
-        "\nthroughput with snapshots: {:+.1}% (paper: −0.6% with one every 10 s)",
-        (b.median / a.median - 1.0) * 100.0
+        "\ndeleting each run's snapshots one by one, waiting for the reclaimer after each \
+         (even rounds oldest first, odd rounds newest first; per run: pages and ms)\n"
     );
-    let (snapshots, items, bytes, used) = memory;
     println!(
-        "manifests after the last round: {snapshots} snapshots, {items} items in {bytes} bytes of DRAM, \
-         {:.4}% of the {} MiB in use (paper: 0.03–0.05%)",
-        bytes as f64 * 100.0 / used.max(1) as f64,
-        used >> 20
+        "| workload | order | runs | deletions | delete median µs | delete max µs | pages freed | \
+         pages held | reclaim ms | reclaim ns a page |"
     );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    deletions.iter().for_each(|r| println!("{r}"));
+    println!("\npaper (§3.4): deletion takes constant time; the reclaimer about 400 ns a 4 KB page");
     Ok(())
 }
 
-/// One fileserver run on a fresh image; with `every`, a thread takes a
-/// snapshot at that period. Returns ops/s and (snapshots, manifest items,
-/// manifest bytes, bytes in use).
-fn fileserver(plan: &Plan, image: &Path, every: Option<f64>) -> Result<(f64, (u64, u64, u64, u64))> {
+/// One run of personality `k` on a fresh image. With `snap`, a thread
+/// takes a snapshot every `plan.every` seconds, and after the run the
+/// snapshots are deleted in that order.
+fn workload(plan: &Plan, k: Personality, image: &Path, snap: Option<Order>) -> Result<Run> {
     let lib = target(plan, image)?;
-    let dir = lib.mkdir("fileserver")?;
-    let k = Personality::Fileserver;
+    let dir = lib.mkdir(k.name())?;
     let set = personality::prepare(&lib, &dir, k, plan.files)?;
     let counters = Counters::default();
     let halt = AtomicBool::new(false);
     let deadline = Instant::now() + Duration::from_secs_f64(plan.secs);
     let fs = lib.fs()?;
     let secs = thread::scope(|s| -> Result<f64> {
-        let snapper = every.map(|period| {
+        let snapper = snap.map(|_| {
             s.spawn(move || -> Result<()> {
-                let mut next = Instant::now() + Duration::from_secs_f64(period);
+                let period = Duration::from_secs_f64(plan.every);
+                let mut next = Instant::now() + period;
                 let mut i = 0;
                 while Instant::now() < deadline {
                     thread::sleep(Duration::from_millis(20));
                     if Instant::now() >= next {
                         fs.take_snapshot(format!("every-{i}").as_bytes())?;
                         i += 1;
-                        next += Duration::from_secs_f64(period);
+                        next += period;
                     }
                 }
                 Ok(())
@@ -325,13 +474,126 @@ fn fileserver(plan: &Plan, image: &Path, every: Option<f64>) -> Result<(f64, (u6
         }
         Ok(secs)
     })?;
-    let ops = counters.ops.load(Ordering::Relaxed) as f64 / secs.max(1e-9);
-    let st = fs.statfs();
-    let used = (st.blocks - st.blocks_free) * PAGE_SIZE;
-    let (items, bytes) = fs.manifest_memory();
     let nospc = counters.nospc.load(Ordering::Relaxed);
     if nospc > 0 {
         anyhow::bail!("{nospc} operations failed with ENOSPC: use a larger --size");
     }
-    Ok((ops, (fs.snapshots().len() as u64, items, bytes, used)))
+    let ops = counters.ops.load(Ordering::Relaxed) as f64 / secs.max(1e-9);
+    let st = fs.statfs();
+    let (items, bytes) = fs.manifest_memory();
+    let memory = Memory {
+        snapshots: fs.snapshots().len() as u64,
+        items,
+        bytes,
+        used: (st.blocks - st.blocks_free) * PAGE_SIZE,
+    };
+    let deleted = match snap {
+        Some(order) => delete_all(fs, order)?,
+        None => Deletions::default(),
+    };
+    Ok(Run { ops, memory, deleted })
+}
+
+/// Deletes every snapshot of the idle `fs` in `order`, timing each
+/// deletion and then the reclaimer's work it queued.
+fn delete_all(fs: &Fs, order: Order) -> Result<Deletions> {
+    let mut names: Vec<Vec<u8>> = fs.snapshots().into_iter().map(|s| s.name).collect();
+    if order == Order::NewestFirst {
+        names.reverse();
+    }
+    let mut d = Deletions {
+        runs: 1,
+        ..Deletions::default()
+    };
+    for name in names {
+        // Only the list counts what a snapshot holds (the deletion's
+        // answer does not), and it changes as manifests merge.
+        d.held += fs
+            .snapshots()
+            .into_iter()
+            .find(|s| s.name == name)
+            .map_or(0, |s| s.held_pages);
+        let free = fs.statfs().blocks_free as i64;
+        let t = Instant::now();
+        fs.delete_snapshot(&name)?;
+        d.delete_us.push(t.elapsed().as_secs_f64() * 1e6);
+        let t = Instant::now();
+        fs.wait_reclaimed();
+        d.reclaim_secs += t.elapsed().as_secs_f64();
+        d.freed.push(fs.statfs().blocks_free as i64 - free);
+    }
+    Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn personalities_parse_by_name() {
+        assert_eq!(parse_personality("varmail"), Ok(Personality::Varmail));
+        let e = parse_personality("mailserver").unwrap_err();
+        assert!(e.contains("fileserver, varmail, webserver, webproxy"), "{e}");
+    }
+
+    #[test]
+    fn rounds_alternate_the_deletion_order() {
+        let orders: Vec<_> = (0..4).map(Order::for_round).collect();
+        assert_eq!(
+            orders,
+            [
+                Order::OldestFirst,
+                Order::NewestFirst,
+                Order::OldestFirst,
+                Order::NewestFirst
+            ]
+        );
+    }
+
+    #[test]
+    fn change_is_a_signed_percentage() {
+        assert!((change_pct(200.0, 199.0) + 0.5).abs() < 1e-9);
+        assert!((change_pct(100.0, 110.0) - 10.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn manifest_share_of_the_space_in_use() {
+        let m = Memory {
+            bytes: 300,
+            used: 1_000_000,
+            ..Memory::default()
+        };
+        assert!((m.pct_of_used() - 0.03).abs() < 1e-12);
+        assert_eq!(Memory::default().pct_of_used(), 0.0);
+    }
+
+    #[test]
+    fn deletion_rows_are_per_run_with_the_reclaim_rate() {
+        let mut d = Deletions::default();
+        d.merge(Deletions {
+            runs: 1,
+            delete_us: vec![2.0, 4.0, 30.0],
+            freed: vec![1000, -1, 1],
+            held: 900,
+            reclaim_secs: 0.0004,
+        });
+        d.merge(Deletions {
+            runs: 1,
+            delete_us: vec![3.0],
+            freed: vec![1000],
+            held: 1100,
+            reclaim_secs: 0.0004,
+        });
+        // 2,000 pages freed in 0.8 ms: 400 ns a page.
+        assert_eq!(d.row(), "2 | 4 | 3.5 | 30.0 | 1000 | 1000 | 0.40 | 400");
+    }
+
+    #[test]
+    fn a_row_without_deletions_has_no_rates() {
+        let d = Deletions {
+            runs: 1,
+            ..Deletions::default()
+        };
+        assert_eq!(d.row(), "1 | 0 | – | – | 0 | 0 | 0.00 | –");
+    }
 }

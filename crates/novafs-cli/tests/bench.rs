@@ -496,6 +496,20 @@ fn bench_compare_modes_refuses_the_other_comparisons() {
 }
 
 #[test]
+fn bench_snapshots_takes_known_personalities_only() {
+    let o = novafs(&["bench", "--snapshots", "--personalities", "varmail,mailserver"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("unknown personality \"mailserver\""),
+        "{}",
+        stderr(&o)
+    );
+    let o = novafs(&["bench", "--personalities", "varmail"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--snapshots"), "{}", stderr(&o));
+}
+
+#[test]
 fn bench_recovery_scale_times_every_set_on_every_shard_count_and_removes_its_image() {
     let dir = scratch();
     let img = path(&dir, "scale.img");
