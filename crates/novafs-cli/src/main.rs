@@ -9,6 +9,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod bench;
+mod bench_apps;
 mod bench_fgm;
 mod bench_ladder;
 mod bench_mmap;
