@@ -200,6 +200,10 @@ pub struct Args {
     /// thread each).
     #[arg(long, value_delimiter = ',', default_values_t = [1, 2, 4])]
     scale_shards: Vec<u32>,
+    /// Run NOVA-Fortis Fig. 11's applications (SQLite, Redis) on the novafs
+    /// mount, under the preload shim and on ext4 (`bench_apps`; root).
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "fgm", "compare_modes", "txninfo_sweep", "snapshots", "mmap", "ladder", "recovery_scale"])]
+    apps: bool,
 }
 
 /// A table row: name, the phase it reads, the target.
@@ -242,6 +246,9 @@ pub fn run(args: &Args) -> Result<()> {
     };
     if let Some(mode) = args.protect {
         return compare(args, files, rounds, &protection(mode));
+    }
+    if args.apps {
+        return crate::bench_apps::run(rounds);
     }
     if args.ladder {
         return crate::bench_ladder::run(args, files, rounds);

@@ -10,6 +10,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod bench_aged;
+mod bench_apps;
 mod bench_fgm;
 mod bench_ladder;
 mod bench_mmap;
