@@ -98,7 +98,7 @@
 //! | 9 | `ops` | `file`, `xattr` | copy-on-write file data (NOVA §4.4); extended attributes and POSIX ACLs |
 //! | 10 | `ops` | `namespace` | create, link, unlink, rename (NOVA §4.3; a symlink's target is file data) |
 //! | 10 | `ops` | `access` | who may do what: Linux's permission checks (mode, ACL, capabilities; deleting, renaming, xattrs), for callers without a kernel in between |
-//! | 11 | `image` | `recovery`, `paths` | mount, clean unmount, the crash scan (NOVA §4.7); an inode's names, found by walking the tree (what scrub reports) |
+//! | 11 | `image` | `recovery`, `paths` | mount, clean unmount, the crash scan (NOVA §4.7) and its bitmap of used pages (`used_pages`); an inode's names, found by walking the tree (what scrub reports) |
 //! | 11 | `ops` | `mmap_atomic` | atomic mmap (NOVA §4.5): DRAM replica pages, committed at msync in one copy-on-write commit |
 //! | 12 | `image`, `ops`, `protect` | `mkfs`, `fsck`, `mmap`, `scrub` | formatting; the offline check; DAX mmap (Fortis §2, §3.3); reading and repairing everything redundancy protects, online |
 //! | 13 | `ops` | `setattr` | setattr's rules (chmod, chown, times, truncation, chattr), and who may make which change |
@@ -252,7 +252,15 @@ mod layering {
         ("namespace", 10, "ops", include_str!("ops/namespace.rs")),
         ("access", 10, "ops", include_str!("ops/access.rs")),
         ("setattr", 13, "ops", include_str!("ops/setattr.rs")),
-        ("recovery", 11, "image", include_str!("image/recovery.rs")),
+        (
+            "recovery",
+            11,
+            "image",
+            concat!(
+                include_str!("image/recovery/mod.rs"),
+                include_str!("image/recovery/used_pages.rs")
+            ),
+        ),
         ("paths", 11, "image", include_str!("image/paths.rs")),
         ("mkfs", 12, "image", include_str!("image/mkfs.rs")),
         (

@@ -34,6 +34,10 @@ use crate::snapshot::{Kept, Snapshots};
 use crate::superblock::{bounds_of, fixed_mirror_pages, read_superblock, replica_matches, strips_of, write_superblock};
 use crate::time::now_ns;
 
+use used_pages::UsedPages;
+
+mod used_pages;
+
 /// What happened while mounting, for `info`, logs and tests.
 #[derive(Clone, Debug, Default)]
 pub struct MountReport {
@@ -427,14 +431,15 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
             .collect()
     });
     let bounds = ctx.bounds();
-    let mut used: Vec<u64> = ctx
-        .tables()
-        .all_chunks()
-        .iter()
-        .flat_map(|&c| (0..CHUNK_PAGES).flat_map(move |i| bounds.copies(c + i * PAGE_SIZE)))
-        .chain(ctx.snapshots().log_pages().into_iter().flat_map(|p| bounds.copies(p)))
-        .map(|p| p >> PAGE_SHIFT)
-        .collect();
+    let mut used = UsedPages::new(bounds.data_start >> PAGE_SHIFT, bounds.data_end >> PAGE_SHIFT);
+    used.mark_all(
+        ctx.tables()
+            .all_chunks()
+            .iter()
+            .flat_map(|&c| (0..CHUNK_PAGES).flat_map(move |i| bounds.copies(c + i * PAGE_SIZE)))
+            .chain(ctx.snapshots().log_pages().into_iter().flat_map(|p| bounds.copies(p)))
+            .map(|p| p >> PAGE_SHIFT),
+    );
     let mut result = ScanResult {
         live: 0,
         orphans: 0,
@@ -449,7 +454,7 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     }
     for sc in per_shard {
         let sc = sc?;
-        used.extend(sc.used);
+        used.mark_all(sc.used);
         result.live += sc.live;
         result.shards.push(sc.report);
         resynced += sc.resynced;
@@ -467,27 +472,17 @@ fn scan(ctx: &Ctx, reclaim: bool) -> Result<ScanResult> {
     if !reclaim {
         // A read-only mount leaves orphans in place, pages and all.
         for (_, _, st) in &orphans {
-            used.extend(st.pages(ctx.bounds()).into_iter().map(|p| p >> PAGE_SHIFT));
+            used.mark_all(st.pages(ctx.bounds()).into_iter().map(|p| p >> PAGE_SHIFT));
         }
     }
     for (_, _, st) in &kept_orphans {
-        used.extend(st.pages(ctx.bounds()).into_iter().map(|p| p >> PAGE_SHIFT));
+        used.mark_all(st.pages(ctx.bounds()).into_iter().map(|p| p >> PAGE_SHIFT));
     }
-    used.sort_unstable();
-    let before = used.len();
-    used.dedup();
-    if used.len() != before {
-        tracing::error!(pages = before - used.len(), "pages referenced twice; run novafs fsck");
+    if used.twice() > 0 {
+        tracing::error!(pages = used.twice(), "pages referenced twice; run novafs fsck");
     }
-    let mut next = ctx.bounds().data_start >> PAGE_SHIFT;
-    for &p in used
-        .iter()
-        .chain(std::iter::once(&(ctx.bounds().data_end >> PAGE_SHIFT)))
-    {
-        if p > next {
-            ctx.alloc().add_free(next << PAGE_SHIFT, p - next);
-        }
-        next = next.max(p + 1);
+    for (page, pages) in used.free_runs() {
+        ctx.alloc().add_free(page << PAGE_SHIFT, pages);
     }
     if resynced > 0 {
         // After a crash the two copies may differ (`replica`): the primary
