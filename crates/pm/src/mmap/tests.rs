@@ -6,6 +6,24 @@ fn shm_dir() -> tempfile::TempDir {
     tempfile::tempdir_in("/dev/shm").unwrap()
 }
 
+/// Opens `path` with its lock once the lock is free. A child another test
+/// forks (`stray_store_faults`; the SIGBUS test re-executing the binary)
+/// holds a copy of every descriptor open at the fork, a region's locked
+/// one included, until it exits or execs: a region just dropped here may
+/// read as busy for that long (flaky at `--test-threads 8`). A lock that
+/// stays taken still fails, after 10 s.
+fn open_once_free(path: &std::path::Path) -> MmapRegion {
+    let start = std::time::Instant::now();
+    loop {
+        match MmapRegion::open(path, &MapOptions::default()) {
+            Err(PmError::Busy { .. }) if start.elapsed() < std::time::Duration::from_secs(10) => {
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            r => return r.unwrap(),
+        }
+    }
+}
+
 fn pattern(len: usize, seed: u64) -> Vec<u8> {
     (0..len as u64)
         .map(|i| (i.wrapping_mul(0x9E37_79B9).wrapping_add(seed) >> 7) as u8)
@@ -147,7 +165,7 @@ fn data_survives_unmap_and_reopen() {
         r.persist(100, data.len() as u64).unwrap();
         r.commit_u64(16376, 42).unwrap();
     }
-    let r = MmapRegion::open(&path, &MapOptions::default()).unwrap();
+    let r = open_once_free(&path);
     assert_eq!(r.len(), 16384);
     let mut buf = vec![0u8; data.len()];
     r.read(100, &mut buf).unwrap();
@@ -237,7 +255,7 @@ fn second_open_while_mapped_is_busy() {
     second.read(0, &mut buf).unwrap();
     assert_eq!(&buf, b"shared");
     drop(first);
-    MmapRegion::open(&path, &MapOptions::default()).unwrap();
+    open_once_free(&path);
 }
 
 #[test]
@@ -379,7 +397,7 @@ fn sidecar_bad_blocks_fail_reads_until_the_sidecar_is_removed() {
     }
     BadBlocks::append(&path, PAGE + 16, 8).unwrap();
     BadBlocks::append(&path, 2 * PAGE, 1).unwrap();
-    let r = MmapRegion::open(&path, &MapOptions::default()).unwrap();
+    let r = open_once_free(&path);
     assert_eq!(r.bad_blocks().ranges(), [(PAGE + 16, 8), (2 * PAGE, 1)]);
     let mut buf = [0u8; 64];
     let err = r.read(PAGE, &mut buf).unwrap_err();
@@ -395,7 +413,7 @@ fn sidecar_bad_blocks_fail_reads_until_the_sidecar_is_removed() {
     // Removing the sidecar clears it for the next mapping; the write
     // made while poisoned is there.
     std::fs::remove_file(BadBlocks::sidecar(&path)).unwrap();
-    let r = MmapRegion::open(&path, &MapOptions::default()).unwrap();
+    let r = open_once_free(&path);
     r.read(PAGE, &mut buf).unwrap();
     assert_eq!(&buf[16..24], &[1u8; 8]);
     assert_eq!(&buf[..16], &[9u8; 16]);
