@@ -1,6 +1,7 @@
-//! Two small SVG charts for `novafs bench --aged`, written as text so that
-//! `novafs` needs no plotting library: a log-log line chart (Fig. 7) and
-//! one stacked bar (Fig. 12).
+//! Small SVG charts for `novafs bench`, written as text so that `novafs`
+//! needs no plotting library: a log-log line chart (`--aged`, Fig. 7), one
+//! stacked bar (`--aged`, Fig. 12) and stacked bars on one scale
+//! (`--breakdown`, NOVA Fig. 6c and NOVA-Fortis Fig. 10).
 
 use std::fmt::Write as _;
 
@@ -111,6 +112,48 @@ pub fn stacked_bar(title: &str, parts: &[(&str, f64)]) -> String {
     s + "</svg>\n"
 }
 
+/// Horizontal bars, one per `(name, values)`, each stacked from its
+/// values in the order of `parts` (which the legend names) and drawn as
+/// shares of its own total, which ends the bar in `unit`: the bars'
+/// totals may differ a hundredfold (write windows by mprotect) and still
+/// show what each is made of.
+pub fn stacked_bars(title: &str, unit: &str, parts: &[&str], bars: &[(&str, Vec<f64>)]) -> String {
+    let pitch = PLOT_H / bars.len().max(1) as f64;
+    let width = PLOT_W - 70.0; // Room for the total after each bar.
+    let mut s = header(title);
+    for (b, (name, values)) in bars.iter().enumerate() {
+        let total: f64 = values.iter().map(|v| v.max(0.0)).sum();
+        let y = TOP + pitch * b as f64;
+        let h = (pitch * 0.7).min(50.0);
+        let _ = write!(
+            s,
+            r#"<text x="{}" y="{:.1}" text-anchor="end">{name}</text>"#,
+            LEFT - 6.0,
+            y + h / 2.0 + 4.0
+        );
+        let mut at = LEFT;
+        for (i, v) in values.iter().enumerate() {
+            let w = v.max(0.0) / total.max(f64::MIN_POSITIVE) * width;
+            let fill = COLOURS[i % COLOURS.len()];
+            let _ = write!(
+                s,
+                r#"<rect x="{at:.1}" y="{y:.1}" width="{w:.1}" height="{h:.1}" fill="{fill}"/>"#
+            );
+            at += w;
+        }
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{:.1}">{total:.2} {unit}</text>"#,
+            LEFT + width + 4.0,
+            y + h / 2.0 + 4.0
+        );
+    }
+    for (i, part) in parts.iter().enumerate() {
+        legend(&mut s, i, part, COLOURS[i % COLOURS.len()], "");
+    }
+    s + "</svg>\n"
+}
+
 fn header(title: &str) -> String {
     format!(
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12"><rect width="100%" height="100%" fill="white"/><text x="{}" y="22" text-anchor="middle" font-size="14">{title}</text>"#,
@@ -139,6 +182,30 @@ mod tests {
         assert_eq!(decades([0.0, 3.0, 250.0].into_iter()), (0, 3));
         assert_eq!(decades([0.0].into_iter()), (0, 1));
         assert_eq!(decades([0.05, 0.5].into_iter()), (-2, 0));
+    }
+
+    #[test]
+    fn stacked_bars_show_shares_of_their_own_totals_and_end_with_them() {
+        let svg = stacked_bars(
+            "t",
+            "µs",
+            &["a", "b"],
+            &[("x", vec![1.0, 3.0]), ("y", vec![20.0, 20.0])],
+        );
+        let widths: Vec<f64> = svg
+            .split(r#"" width=""#)
+            .skip(2) // up to the picture's own width
+            .map(|w| w.split('"').next().unwrap_or_default().parse().unwrap())
+            .collect();
+        assert_eq!(widths.len(), 4);
+        assert!((widths[1] - 3.0 * widths[0]).abs() < 0.2, "{widths:?}");
+        assert!((widths[2] - widths[3]).abs() < 0.2, "{widths:?}");
+        assert!(
+            (widths[0] + widths[1] - widths[2] - widths[3]).abs() < 0.2,
+            "full width each: {widths:?}"
+        );
+        assert!(svg.contains(">4.00 µs<") && svg.contains(">40.00 µs<"), "{svg}");
+        assert!(svg.contains(">a<") && svg.contains(">b<"), "the legend names the parts");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
+use pm::latency::{Part, Spent};
 
 use novafs_rng::SplitMix;
 
@@ -283,6 +284,26 @@ pub struct Micro {
     /// The journal's work in each phase, in the order of the fields above,
     /// on a target that counts it (the library).
     pub journal: Option<[PhaseJournal; 6]>,
+    /// Where each phase's time went inside novafs (`pm::latency`), in the
+    /// same order: all zero unless the breakdown is on and the target runs
+    /// novafs on the calling thread (the library).
+    pub parts: [PhaseParts; 6],
+}
+
+/// The latency breakdown of one phase of [`micro`] (NOVA Fig. 6c,
+/// NOVA-Fortis Fig. 10): the time its timed operations spent in each part
+/// of novafs's work, and how many they were.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PhaseParts {
+    pub spent: Spent,
+    pub ops: u64,
+}
+
+impl PhaseParts {
+    /// Nanoseconds per operation spent in `part`.
+    pub fn ns_per_op(&self, part: Part) -> f64 {
+        self.spent.ns(part) / self.ops.max(1) as f64
+    }
 }
 
 /// What novafs's journal did in one phase of [`micro`] (FGM §IV-B's
@@ -314,58 +335,51 @@ impl PhaseJournal {
 pub fn micro<B: Backend>(b: &B, dir: &B::Dir, files: u64, appends: u64) -> Result<Micro> {
     let page = vec![0x5Au8; PAGE];
     let names: Vec<String> = (0..files).map(|i| format!("f{i}")).collect();
+    let pages = files * appends;
     // Each phase's journal work, untimed opens included (they write none).
     let mut last = b.journal_stats();
-    let mut phases = Vec::with_capacity(6);
-    let mut phase_done = |ops: u64| {
+    let mut journal = Vec::with_capacity(6);
+    let mut parts = Vec::with_capacity(6);
+    let mut phase_done = |timed: Timed, ops: u64| {
         let now = b.journal_stats();
-        phases.push(now.zip(last).map(|(now, last)| PhaseJournal {
+        journal.push(now.zip(last).map(|(now, last)| PhaseJournal {
             stats: now.since(&last),
             ops,
         }));
         last = now;
+        parts.push(PhaseParts {
+            spent: timed.parts,
+            ops,
+        });
+        us_per_op(timed.wall, ops)
     };
-    let t = Instant::now();
-    for n in &names {
-        drop(b.create(dir, n)?);
-    }
-    let create = us_per_op(t.elapsed(), files);
-    phase_done(files);
-    let mut spent = Duration::ZERO;
+    let mut t = Timed::default();
+    t.run(|| names.iter().try_for_each(|n| b.create(dir, n).map(drop)))?;
+    let create = phase_done(t, files);
+    let mut t = Timed::default();
     for n in &names {
         let f = b.open(dir, n)?;
-        let t = Instant::now();
-        for k in 0..appends {
-            b.write_at(&f, k * PAGE as u64, &page)?;
-            b.fsync(&f)?;
-        }
-        spent += t.elapsed();
+        t.run(|| {
+            (0..appends).try_for_each(|k| {
+                b.write_at(&f, k * PAGE as u64, &page)?;
+                b.fsync(&f)
+            })
+        })?;
     }
-    let append = us_per_op(spent, files * appends);
-    phase_done(files * appends);
+    let append = phase_done(t, pages);
     let mut buf = vec![0u8; PAGE];
-    let mut spent = Duration::ZERO;
+    let mut t = Timed::default();
     for n in &names {
         let f = b.open(dir, n)?;
-        let t = Instant::now();
-        for k in 0..appends {
-            b.read_at(&f, k * PAGE as u64, &mut buf)?;
-        }
-        spent += t.elapsed();
+        t.run(|| (0..appends).try_for_each(|k| b.read_at(&f, k * PAGE as u64, &mut buf).map(drop)))?;
     }
-    let read = us_per_op(spent, files * appends);
-    phase_done(files * appends);
-    let overwrite = rewrite(b, dir, &names, appends, 0, &page)?;
-    phase_done(files * appends);
-    let overwrite_512 = rewrite(b, dir, &names, appends, 1024, &page[..512])?;
-    phase_done(files * appends);
-    let t = Instant::now();
-    for n in &names {
-        b.unlink(dir, n)?;
-    }
-    let unlink = us_per_op(t.elapsed(), files);
-    phase_done(files);
-    let journal = phases.into_iter().collect::<Option<Vec<_>>>();
+    let read = phase_done(t, pages);
+    let overwrite = phase_done(rewrite(b, dir, &names, appends, 0, &page)?, pages);
+    let overwrite_512 = phase_done(rewrite(b, dir, &names, appends, 1024, &page[..512])?, pages);
+    let mut t = Timed::default();
+    t.run(|| names.iter().try_for_each(|n| b.unlink(dir, n)))?;
+    let unlink = phase_done(t, files);
+    let journal = journal.into_iter().collect::<Option<Vec<_>>>();
     Ok(Micro {
         create,
         append,
@@ -374,24 +388,42 @@ pub fn micro<B: Backend>(b: &B, dir: &B::Dir, files: u64, appends: u64) -> Resul
         overwrite_512,
         unlink,
         journal: journal.and_then(|v| v.try_into().ok()),
+        parts: parts.try_into().unwrap_or_default(),
     })
 }
 
-/// µs per write of `data` at `at` inside each of the first `pages` pages
-/// of every file, each followed by an fsync (only the writes and fsyncs
-/// are timed).
-fn rewrite<B: Backend>(b: &B, dir: &B::Dir, names: &[String], pages: u64, at: u64, data: &[u8]) -> Result<f64> {
-    let mut spent = Duration::ZERO;
+/// The wall time and the latency breakdown (`pm::latency`, this thread's)
+/// of the windows [`Timed::run`] timed.
+#[derive(Default)]
+struct Timed {
+    wall: Duration,
+    parts: Spent,
+}
+
+impl Timed {
+    fn run<T>(&mut self, f: impl FnOnce() -> Result<T>) -> Result<T> {
+        let (t, before) = (Instant::now(), Spent::thread());
+        let out = f();
+        self.wall += t.elapsed();
+        self.parts = self.parts.plus(&Spent::thread().since(&before));
+        out
+    }
+}
+
+/// Writes `data` at `at` inside each of the first `pages` pages of every
+/// file, each followed by an fsync; only the writes and fsyncs are timed.
+fn rewrite<B: Backend>(b: &B, dir: &B::Dir, names: &[String], pages: u64, at: u64, data: &[u8]) -> Result<Timed> {
+    let mut t = Timed::default();
     for n in names {
         let f = b.open(dir, n)?;
-        let t = Instant::now();
-        for k in 0..pages {
-            b.write_at(&f, k * PAGE as u64 + at, data)?;
-            b.fsync(&f)?;
-        }
-        spent += t.elapsed();
+        t.run(|| {
+            (0..pages).try_for_each(|k| {
+                b.write_at(&f, k * PAGE as u64 + at, data)?;
+                b.fsync(&f)
+            })
+        })?;
     }
-    Ok(us_per_op(spent, names.len() as u64 * pages))
+    Ok(t)
 }
 
 fn append_fsync<B: Backend>(b: &B, dir: &B::Dir, ops: u64) -> Result<f64> {

@@ -160,6 +160,14 @@ pub struct Args {
     /// feature to the one before, rounds interleaved over all five.
     #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "fgm", "compare_modes", "txninfo_sweep", "snapshots", "mmap"])]
     ladder: bool,
+    /// Instead of the full run, the latency breakdown (NOVA Fig. 6c,
+    /// NOVA-Fortis Fig. 10; `bench_breakdown`): the microbenchmark on
+    /// every rung of --ladder with each operation's time cut into the parts
+    /// of novafs's work (allocation, log, journal, replicas, data copy,
+    /// data protection, write windows, index, freeing, GC), and what the
+    /// accounting costs.
+    #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "fgm", "compare_modes", "txninfo_sweep", "snapshots", "mmap", "ladder"])]
+    breakdown: bool,
     /// With --ladder: NOVA-Fortis Fig. 9 instead, 4 KiB random writes and
     /// reads on 1, 2 and 4 threads (one file each) on every rung.
     #[arg(long, requires = "ladder")]
@@ -172,8 +180,8 @@ pub struct Args {
     /// metadata bytes at risk per scribble size (Fig. 7).
     #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "compare_modes", "fgm", "txninfo_sweep", "snapshots", "mmap"])]
     aged: bool,
-    /// With --aged: write the two figures there as SVG.
-    #[arg(long, value_name = "DIR", requires = "aged")]
+    /// With --aged or --breakdown: write the figures there as SVG.
+    #[arg(long, value_name = "DIR")]
     plot_dir: Option<PathBuf>,
     /// With --snapshots: seconds between snapshots.
     #[arg(long, default_value_t = 10.0)]
@@ -204,6 +212,12 @@ pub struct Args {
     /// mount, under the preload shim and on ext4 (`bench_apps`; root).
     #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "fgm", "compare_modes", "txninfo_sweep", "snapshots", "mmap", "ladder", "recovery_scale"])]
     apps: bool,
+    /// With --apps: NOVA-Fortis Fig. 11's protection settings instead, the
+    /// applications under the shim on images formatted as the ladder's
+    /// baseline, MP, MP+DP and relaxed rungs, each against the baseline
+    /// (the shim has no write windows).
+    #[arg(long, requires = "apps")]
+    protection_settings: bool,
 }
 
 /// A table row: name, the phase it reads, the target.
@@ -248,10 +262,16 @@ pub fn run(args: &Args) -> Result<()> {
         return compare(args, files, rounds, &protection(mode));
     }
     if args.apps {
-        return crate::bench_apps::run(rounds);
+        return crate::bench_apps::run(rounds, args.protection_settings);
+    }
+    if args.plot_dir.is_some() && !(args.aged || args.breakdown) {
+        bail!("--plot-dir goes with --aged or --breakdown, which draw figures");
     }
     if args.ladder {
         return crate::bench_ladder::run(args, files, rounds);
+    }
+    if args.breakdown {
+        return crate::bench_breakdown::run(args, files, rounds, args.plot_dir.as_deref());
     }
     if args.compare_replicas {
         return compare(args, files, rounds, &replicas());

@@ -19,6 +19,13 @@
 //! Each round writes new files (no deletes), so the targets see the same
 //! history. Needs root (loop devices, mounts), /dev/fuse, mkfs.ext4,
 //! sqlite3, and the shim built beside this executable.
+//!
+//! `--apps --protection-settings` runs the same workloads on Fig. 11's
+//! other axis instead: the shim on images formatted as the protection
+//! ladder's rungs (`bench_ladder`: baseline, MP, MP+DP, relaxed), each
+//! against the baseline, as the paper normalises to NOVA. The ladder's
+//! write-window rung has no counterpart: the shim maps images without
+//! write protection.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -44,22 +51,80 @@ const VALUE_BYTES: usize = 100;
 /// Size of each image and of the ext4 file system.
 const SIZE_MIB: u64 = 1024;
 
+/// How an image is formatted: a rung of the protection ladder
+/// (`bench_ladder`), as far as `novafs mkfs` sets it.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Setting {
+    /// No metadata replicas, data checksums or parity (NOVA).
+    Baseline,
+    /// Metadata replicas.
+    Mp,
+    /// Replicas, checksums and parity: mkfs's default.
+    MpDp,
+    /// The default format in relaxed mode (NOVA-Fortis §4.6).
+    Relaxed,
+}
+
+impl Setting {
+    fn name(self) -> &'static str {
+        match self {
+            Setting::Baseline => "baseline",
+            Setting::Mp => "MP",
+            Setting::MpDp => "MP+DP",
+            Setting::Relaxed => "relaxed",
+        }
+    }
+
+    fn mkfs_args(self) -> &'static [&'static str] {
+        match self {
+            Setting::Baseline => &["--no-meta-replicas", "--no-data-checksums", "--no-parity"],
+            Setting::Mp => &["--no-data-checksums", "--no-parity"],
+            Setting::MpDp => &[],
+            Setting::Relaxed => &["--mode", "relaxed"],
+        }
+    }
+}
+
 /// Where a program's files go, and how it is started there.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Target {
     Mount,
-    Shim,
+    Shim(Setting),
     Ext4,
 }
 
-const TARGETS: [Target; 3] = [Target::Mount, Target::Shim, Target::Ext4];
+/// The columns of each kind of run, and the ratios it reports: (column,
+/// against column, label).
+struct Plan {
+    targets: &'static [Target],
+    ratios: &'static [(usize, usize, &'static str)],
+}
+
+const TARGETS: Plan = Plan {
+    targets: &[Target::Mount, Target::Shim(Setting::MpDp), Target::Ext4],
+    ratios: &[(1, 2, "shim / ext4"), (0, 2, "mount / ext4"), (1, 0, "shim / mount")],
+};
+
+const SETTINGS: Plan = Plan {
+    targets: &[
+        Target::Shim(Setting::Baseline),
+        Target::Shim(Setting::Mp),
+        Target::Shim(Setting::MpDp),
+        Target::Shim(Setting::Relaxed),
+    ],
+    ratios: &[
+        (1, 0, "MP / baseline"),
+        (2, 0, "MP+DP / baseline"),
+        (3, 0, "relaxed / baseline"),
+    ],
+};
 
 impl Target {
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Target::Mount => "novafs mount (FUSE)",
-            Target::Shim => "novafs exec (shim)",
-            Target::Ext4 => "ext4 data=ordered",
+            Target::Mount => "novafs mount (FUSE)".to_string(),
+            Target::Shim(s) => format!("novafs exec (shim), {}", s.name()),
+            Target::Ext4 => "ext4 data=ordered".to_string(),
         }
     }
 }
@@ -223,19 +288,20 @@ impl Drop for Ext4 {
     }
 }
 
-/// The two novafs images, one mounted through FUSE, one for the shim; the
-/// mount is undone on drop (the files go with the work directory).
+/// The novafs images: one mounted through FUSE if a target needs it, one
+/// for the shim per setting; the mount is undone on drop (the files go
+/// with the work directory).
 struct Novafs {
     exe: PathBuf,
     run_dir: PathBuf,
     mnt: PathBuf,
     mounted: bool,
-    shim_image: PathBuf,
-    shim_at: PathBuf,
+    /// Per setting: its image and where the shim shows it.
+    shims: Vec<(Setting, PathBuf, PathBuf)>,
 }
 
 impl Novafs {
-    fn new(work: &Path) -> Result<Novafs> {
+    fn new(work: &Path, targets: &[Target]) -> Result<Novafs> {
         let exe = std::env::current_exe().context("cannot find the novafs executable")?;
         let shim = exe.with_file_name("libnovafs_preload.so");
         if !shim.is_file() {
@@ -244,20 +310,37 @@ impl Novafs {
                 shim.display()
             );
         }
+        let settings = targets.iter().filter_map(|t| match t {
+            Target::Shim(s) => Some(*s),
+            _ => None,
+        });
         let mut n = Novafs {
             run_dir: work.join("run"),
             mnt: work.join("fuse"),
             mounted: false,
-            shim_image: work.join("shim.img"),
-            shim_at: work.join("shim"),
+            shims: settings
+                .map(|s| {
+                    let name = s.name().replace('+', "-");
+                    (
+                        s,
+                        work.join(format!("shim-{name}.img")),
+                        work.join(format!("shim-{name}")),
+                    )
+                })
+                .collect(),
             exe,
         };
-        let fuse_image = work.join("fuse.img");
-        for img in [&fuse_image, &n.shim_image] {
-            sh(n.cmd().args(["mkfs", "--size", &format!("{SIZE_MIB}M")]).arg(img))?;
+        let size = format!("{SIZE_MIB}M");
+        for (s, img, _) in &n.shims {
+            sh(n.cmd().args(["mkfs", "--size", &size]).args(s.mkfs_args()).arg(img))?;
+            // The shim refuses an image others can write.
+            std::fs::set_permissions(img, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         }
-        // The shim refuses an image others can write.
-        std::fs::set_permissions(&n.shim_image, std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
+        if !targets.contains(&Target::Mount) {
+            return Ok(n);
+        }
+        let fuse_image = work.join("fuse.img");
+        sh(n.cmd().args(["mkfs", "--size", &size]).arg(&fuse_image))?;
         std::fs::create_dir_all(&n.mnt)?;
         // Page tables built before serving: the daemon outlives the rounds,
         // so its first-touch faults are no program's cost.
@@ -274,6 +357,16 @@ impl Novafs {
         c.env("NOVAFS_RUN_DIR", &self.run_dir);
         c
     }
+
+    /// The image of `setting` and where the shim shows it.
+    fn shim(&self, setting: Setting) -> Result<(&Path, &Path)> {
+        let (_, img, at) = self
+            .shims
+            .iter()
+            .find(|(s, _, _)| *s == setting)
+            .with_context(|| format!("no image formatted {}", setting.name()))?;
+        Ok((img, at))
+    }
 }
 
 impl Drop for Novafs {
@@ -288,27 +381,29 @@ impl Drop for Novafs {
 /// program on it.
 struct Targets {
     novafs: Novafs,
-    ext4: Ext4,
+    ext4: Option<Ext4>,
 }
 
 impl Targets {
-    fn root(&self, t: Target) -> &Path {
-        match t {
-            Target::Mount => &self.novafs.mnt,
-            Target::Shim => &self.novafs.shim_at,
-            Target::Ext4 => &self.ext4.mnt,
+    fn root(&self, t: Target) -> Result<&Path> {
+        match (t, &self.ext4) {
+            (Target::Mount, _) => Ok(&self.novafs.mnt),
+            (Target::Shim(s), _) => Ok(self.novafs.shim(s)?.1),
+            (Target::Ext4, Some(e)) => Ok(&e.mnt),
+            (Target::Ext4, None) => bail!("ext4 was not set up"),
         }
     }
 
     /// `program args` on target `t`: under `novafs exec` for the shim.
-    fn command(&self, t: Target, program: &Path, args: &[String]) -> Command {
-        let mut c = if t == Target::Shim {
+    fn command(&self, t: Target, program: &Path, args: &[String]) -> Result<Command> {
+        let mut c = if let Target::Shim(s) = t {
+            let (image, at) = self.novafs.shim(s)?;
             let mut c = self.novafs.cmd();
             c.arg("exec")
                 .arg("--image")
-                .arg(&self.novafs.shim_image)
+                .arg(image)
                 .arg("--at")
-                .arg(&self.novafs.shim_at)
+                .arg(at)
                 .arg("--")
                 .arg(program);
             c
@@ -316,16 +411,16 @@ impl Targets {
             Command::new(program)
         };
         c.args(args);
-        c
+        Ok(c)
     }
 }
 
 /// One SQLite run; transactions per second.
 fn run_sqlite(targets: &Targets, t: Target, sqlite: &Path, journal: Journal, script: &str, tag: &str) -> Result<f64> {
-    let db = targets.root(t).join(format!("{tag}-{}.db", journal.pragma()));
+    let db = targets.root(t)?.join(format!("{tag}-{}.db", journal.pragma()));
     let start = Instant::now();
     let mut child = targets
-        .command(t, sqlite, &[db.to_string_lossy().into_owned()])
+        .command(t, sqlite, &[db.to_string_lossy().into_owned()])?
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -383,10 +478,10 @@ fn redis_say(port: u16, command: &str) -> Result<String> {
 /// run the benchmark, shut the server down; the benchmark's ops per second.
 fn run_redis(targets: &Targets, t: Target, redis: &Redis, tag: &str) -> Result<f64> {
     let port = TcpListener::bind(("127.0.0.1", 0))?.local_addr()?.port();
-    let args = redis_server_args(port, targets.root(t), &format!("{tag}-redis"));
+    let args = redis_server_args(port, targets.root(t)?, &format!("{tag}-redis"));
     let mut server = Server(
         targets
-            .command(t, &redis.server, &args)
+            .command(t, &redis.server, &args)?
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -414,7 +509,8 @@ fn run_redis(targets: &Targets, t: Target, redis: &Redis, tag: &str) -> Result<f
 }
 
 /// Run the applications for `rounds` interleaved rounds and print the table.
-pub fn run(rounds: usize) -> Result<()> {
+pub fn run(rounds: usize, settings: bool) -> Result<()> {
+    let plan = if settings { &SETTINGS } else { &TARGETS };
     let sqlite = find_tool("sqlite3").context("sqlite3 is not installed")?;
     let redis = match (find_tool("redis-server"), find_tool("redis-benchmark")) {
         (Some(server), Some(benchmark)) => Some(Redis { server, benchmark }),
@@ -431,18 +527,21 @@ pub fn run(rounds: usize) -> Result<()> {
     let _work = WorkDir::new(work_path.clone())?;
     // Declared after `_work`, so dropped (unmounted) before it is removed.
     let targets = Targets {
-        novafs: Novafs::new(&work_path)?,
-        ext4: Ext4::new(&work_path)?,
+        novafs: Novafs::new(&work_path, plan.targets)?,
+        ext4: match plan.targets.contains(&Target::Ext4) {
+            true => Some(Ext4::new(&work_path)?),
+            false => None,
+        },
     };
     let scripts = [Journal::Wal, Journal::Rollback].map(|j| sqlite_script(j, TXNS));
     // results[workload][target]: one value per round.
-    let mut results = vec![vec![Vec::with_capacity(rounds); TARGETS.len()]; workloads.len()];
-    let bar = ProgressBar::new((rounds * TARGETS.len() * workloads.len()) as u64);
+    let mut results = vec![vec![Vec::with_capacity(rounds); plan.targets.len()]; workloads.len()];
+    let bar = ProgressBar::new((rounds * plan.targets.len() * workloads.len()) as u64);
     bar.set_style(
         ProgressStyle::with_template("{msg} {bar:30} {pos}/{len}").unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     for r in 0..rounds {
-        for (ti, &t) in TARGETS.iter().enumerate() {
+        for (ti, &t) in plan.targets.iter().enumerate() {
             for (wi, &w) in workloads.iter().enumerate() {
                 bar.set_message(format!("round {} {}", r + 1, t.name()));
                 let tag = format!("r{r}");
@@ -464,19 +563,22 @@ pub fn run(rounds: usize) -> Result<()> {
         "Applications (NOVA-Fortis Fig. 11): medians of {rounds} interleaved rounds; {}; images and loop device on /dev/shm\n",
         std::fs::read_to_string("/proc/sys/kernel/osrelease").map_or_else(|_| "kernel ?".into(), |k| format!("kernel {}", k.trim()))
     );
-    println!("{}", table(&workloads, &results)?);
+    println!("{}", table(plan, &workloads, &results)?);
     Ok(())
 }
 
 /// The report: one row per workload, a column per target (median, and the
-/// range over the rounds), then the ratios.
-fn table(workloads: &[Workload], results: &[Vec<Vec<f64>>]) -> Result<String> {
+/// range over the rounds), then the plan's ratios of medians.
+fn table(plan: &Plan, workloads: &[Workload], results: &[Vec<Vec<f64>>]) -> Result<String> {
     let mut s = String::from("| workload |");
-    for t in TARGETS {
+    for t in plan.targets {
         s.push_str(&format!(" {} |", t.name()));
     }
-    s.push_str(" shim / ext4 | mount / ext4 | shim / mount |\n|---|");
-    s.push_str(&"---|".repeat(TARGETS.len() + 3));
+    for (_, _, label) in plan.ratios {
+        s.push_str(&format!(" {label} |"));
+    }
+    s.push_str("\n|---|");
+    s.push_str(&"---|".repeat(plan.targets.len() + plan.ratios.len()));
     s.push('\n');
     for (w, per_target) in workloads.iter().zip(results) {
         let mut medians = Vec::new();
@@ -486,15 +588,10 @@ fn table(workloads: &[Workload], results: &[Vec<Vec<f64>>]) -> Result<String> {
             s.push_str(&format!(" {:.0} ({:.0}–{:.0}) |", m.median, m.min, m.max));
             medians.push(m.median);
         }
-        let [mount, shim, ext4] = medians[..] else {
-            bail!("one column per target");
-        };
-        s.push_str(&format!(
-            " {:.2}× | {:.2}× | {:.2}× |\n",
-            shim / ext4,
-            mount / ext4,
-            shim / mount
-        ));
+        for &(a, b, _) in plan.ratios {
+            s.push_str(&format!(" {:.2}× |", medians[a] / medians[b]));
+        }
+        s.push('\n');
     }
     Ok(s)
 }
@@ -547,10 +644,44 @@ mod tests {
     #[test]
     fn table_has_ratios_against_ext4() {
         let results = vec![vec![vec![100.0], vec![400.0], vec![200.0]]];
-        let t = table(&[Workload::Redis], &results).unwrap();
+        let t = table(&TARGETS, &[Workload::Redis], &results).unwrap();
+        assert!(
+            t.contains("| shim / ext4 | mount / ext4 | shim / mount |\n|---|---|---|---|---|---|---|\n"),
+            "{t}"
+        );
         assert!(
             t.contains("| 100 (100–100) | 400 (400–400) | 200 (200–200) | 2.00× | 0.50× | 4.00× |"),
             "{t}"
         );
+    }
+
+    #[test]
+    fn the_settings_table_is_against_the_baseline() {
+        let results = vec![vec![vec![100.0], vec![80.0], vec![50.0], vec![120.0]]];
+        let t = table(&SETTINGS, &[Workload::Redis], &results).unwrap();
+        assert!(
+            t.contains("| novafs exec (shim), baseline | novafs exec (shim), MP |"),
+            "{t}"
+        );
+        assert!(t.contains("| 0.80× | 0.50× | 1.20× |"), "{t}");
+    }
+
+    #[test]
+    fn each_setting_formats_its_rung_of_the_ladder() {
+        use crate::bench_ladder::ladder;
+        let rungs = ladder(pm::WriteProtect::Mprotect);
+        for s in [Setting::Baseline, Setting::Mp, Setting::MpDp, Setting::Relaxed] {
+            let rung = rungs.iter().find(|c| c.name == s.name()).unwrap();
+            let args = s.mkfs_args();
+            assert_eq!(
+                !args.contains(&"--no-meta-replicas"),
+                rung.format.meta_replicas,
+                "{s:?}"
+            );
+            assert_eq!(!args.contains(&"--no-data-checksums"), rung.format.data_csum, "{s:?}");
+            assert_eq!(!args.contains(&"--no-parity"), rung.format.data_parity, "{s:?}");
+            let relaxed = rung.format.consistency == novafs::Consistency::Relaxed;
+            assert_eq!(args.contains(&"relaxed"), relaxed, "{s:?}");
+        }
     }
 }

@@ -38,7 +38,7 @@ use crate::bench_nvmm::Slowed;
 const LIMIT: f64 = 1.4;
 
 /// The rung the target bounds: every protection on, strict.
-const FULL: usize = 3;
+pub(crate) const FULL: usize = 3;
 
 /// Fig. 9's thread counts (the paper goes to 16; this machine has 2 CPUs).
 const THREADS: [usize; 3] = [1, 2, 4];
@@ -85,7 +85,7 @@ fn with(prev: &Config, name: &'static str, feature: Feature, wp: WriteProtect) -
 }
 
 /// The five configurations, the baseline first.
-fn ladder(wp: WriteProtect) -> Vec<Config> {
+pub(crate) fn ladder(wp: WriteProtect) -> Vec<Config> {
     let unprotected = FormatOptions::default()
         .meta_replicas(false)
         .data_csum(false)
@@ -101,7 +101,7 @@ fn ladder(wp: WriteProtect) -> Vec<Config> {
 /// The write protection the ladder uses, and a line saying which and
 /// why: protection keys where a mapping can take one (probed on a small
 /// scratch image), else mprotect windows.
-fn write_protection(args: &Args) -> (WriteProtect, String) {
+pub(crate) fn write_protection(args: &Args) -> (WriteProtect, String) {
     let probe = args.image.with_extension("pkey-probe.img");
     let opts = MapOptions {
         protect: WriteProtect::Pkey,
@@ -122,7 +122,7 @@ fn write_protection(args: &Args) -> (WriteProtect, String) {
 }
 
 /// The order the rungs run in round `round`: rotated by one each round.
-fn order(round: usize, n: usize) -> impl Iterator<Item = usize> {
+pub(crate) fn order(round: usize, n: usize) -> impl Iterator<Item = usize> {
     (0..n).map(move |k| (round + k) % n)
 }
 
@@ -134,7 +134,7 @@ fn cell(s: &Summary, base: Option<&Summary>, prec: usize) -> String {
 }
 
 /// A table's head and rule: `first`, a column per rung, then `last` if any.
-fn head(first: &str, names: &[&str], last: Option<&str>) -> String {
+pub(crate) fn head(first: &str, names: &[&str], last: Option<&str>) -> String {
     let cols = names.len() + 1 + usize::from(last.is_some());
     let mut h = format!("| {first} |");
     for n in names.iter().copied().chain(last) {

@@ -11,6 +11,7 @@ use clap::{Parser, Subcommand};
 mod bench;
 mod bench_aged;
 mod bench_apps;
+mod bench_breakdown;
 mod bench_fgm;
 mod bench_ladder;
 mod bench_mmap;

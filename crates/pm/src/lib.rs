@@ -23,8 +23,10 @@
 #![cfg_attr(test, allow(clippy::unwrap_used))]
 
 mod badblocks;
+mod clock;
 mod error;
 mod flush;
+pub mod latency;
 mod mem;
 mod mmap;
 pub mod nvmm;

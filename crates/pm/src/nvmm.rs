@@ -51,6 +51,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Instant;
 
+use crate::clock::clock;
+
 /// How much slower than DRAM the emulated NVMM's writes are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Nvmm {
@@ -286,7 +288,7 @@ thread_local! {
     };
 }
 
-/// When (in [`Clock`] ticks) the emulated write channel has drained what
+/// When (in [`clock`] ticks) the emulated write channel has drained what
 /// was booked on it.
 static CHANNEL_FREE_AT: AtomicU64 = AtomicU64::new(0);
 
@@ -317,95 +319,6 @@ pub fn dram_write_bandwidth() -> f64 {
         std::hint::black_box(&dst);
         LEN as f64 / best
     })
-}
-
-/// The spin clock: the TSC, or nanoseconds of the monotonic clock.
-struct Clock {
-    tsc: bool,
-    ticks_per_ns: f64,
-    /// What reading the clock costs, in ticks.
-    read: u64,
-    epoch: Instant,
-}
-
-fn clock() -> &'static Clock {
-    static CLOCK: OnceLock<Clock> = OnceLock::new();
-    CLOCK.get_or_init(Clock::calibrate)
-}
-
-impl Clock {
-    fn calibrate() -> Clock {
-        let mut c = Clock {
-            tsc: invariant_tsc(),
-            ticks_per_ns: 1.0,
-            read: 0,
-            epoch: Instant::now(),
-        };
-        if c.tsc {
-            let (t0, k0) = c.paired();
-            while t0.elapsed().as_micros() < 10_000 {
-                std::hint::spin_loop();
-            }
-            let (t1, k1) = c.paired();
-            c.ticks_per_ns = (k1 - k0) as f64 / (t1 - t0).as_nanos() as f64;
-        }
-        const READS: u64 = 1_000;
-        let k0 = c.now();
-        for _ in 0..READS {
-            std::hint::black_box(c.now());
-        }
-        c.read = (c.now() - k0) / (READS + 1);
-        c
-    }
-
-    /// The monotonic clock and the TSC read together: retried until
-    /// nothing (a preemption) came between the TSC reads around it.
-    fn paired(&self) -> (Instant, u64) {
-        loop {
-            let a = self.now();
-            let t = Instant::now();
-            let b = self.now();
-            if b - a < 10_000 {
-                return (t, a + (b - a) / 2);
-            }
-        }
-    }
-
-    fn now(&self) -> u64 {
-        #[cfg(target_arch = "x86_64")]
-        if self.tsc {
-            // SAFETY: rdtsc exists on every x86_64 CPU; `tsc` says it is
-            // invariant.
-            return unsafe { core::arch::x86_64::_rdtsc() };
-        }
-        self.epoch.elapsed().as_nanos() as u64
-    }
-
-    fn ticks(&self, ns: u64) -> u64 {
-        (ns as f64 * self.ticks_per_ns) as u64
-    }
-
-    /// Spins until tick `until`, less one clock read (so that the last
-    /// read lands on time on average), never before `from + 1`.
-    fn spin_until(&self, until: u64, from: u64) {
-        let until = until.saturating_sub(self.read).max(from + 1);
-        while self.now() < until {
-            std::hint::spin_loop();
-        }
-    }
-}
-
-/// CPUID 0x8000_0007 EDX bit 8: the TSC runs at a constant rate in every
-/// power state.
-#[cfg(target_arch = "x86_64")]
-fn invariant_tsc() -> bool {
-    use core::arch::x86_64::__cpuid;
-    __cpuid(0x8000_0000).eax >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn invariant_tsc() -> bool {
-    false
 }
 
 #[cfg(test)]

@@ -3,6 +3,8 @@
 //! commit can never leave pages neither free nor in use, and that only a
 //! commit's proof ([`Linked`]) disarms.
 
+use pm::latency::{self, Part};
+
 use super::pages::PageAllocator;
 use super::proof::{Extent, Linked};
 use super::Budget;
@@ -86,7 +88,7 @@ impl PageAllocator {
     /// Reserves `npages` data pages, possibly as several extents
     /// ([`PageAllocator::alloc`]'s placement; all or nothing).
     pub(crate) fn reserve(&self, npages: u64, budget: Budget) -> Result<Reserved<'_>> {
-        let data = self.alloc(npages, budget)?;
+        let data = latency::timed(Part::Alloc, || self.alloc(npages, budget))?;
         Ok(Reserved {
             alloc: self,
             data,
@@ -97,7 +99,7 @@ impl PageAllocator {
     /// Reserves `npages` metadata pages and their mirrors
     /// ([`PageAllocator::alloc_meta`]).
     pub(crate) fn reserve_meta(&self, npages: u64, budget: Budget) -> Result<Reserved<'_>> {
-        let meta = self.alloc_meta(npages, budget)?;
+        let meta = latency::timed(Part::Alloc, || self.alloc_meta(npages, budget))?;
         Ok(Reserved {
             alloc: self,
             data: Vec::new(),
@@ -108,7 +110,7 @@ impl PageAllocator {
     /// Reserves `npages` contiguous metadata primaries and their mirrors
     /// ([`PageAllocator::alloc_contiguous_meta`]): one extent.
     pub(crate) fn reserve_contiguous_meta(&self, npages: u64, budget: Budget) -> Result<Reserved<'_>> {
-        let off = self.alloc_contiguous_meta(npages, budget)?;
+        let off = latency::timed(Part::Alloc, || self.alloc_contiguous_meta(npages, budget))?;
         Ok(Reserved {
             alloc: self,
             data: Vec::new(),

@@ -3,6 +3,7 @@
 //! live records that recovery and fsck share.
 
 use crate::lock::{Mutex, Rank, RwLock};
+use pm::latency::{self, Part};
 use pm::Region;
 use zerocopy::IntoBytes;
 
@@ -155,6 +156,7 @@ impl InodeTables {
 
     /// Claims the lowest free slot of `shard`.
     pub(crate) fn claim_in(&self, region: &dyn Region, alloc: &PageAllocator, shard: usize) -> Result<(Ino, u64)> {
+        let _span = latency::enter(Part::Alloc);
         let t = &self.shards[shard];
         let mut free = t.free.lock();
         if free.total() == 0 {
@@ -170,6 +172,7 @@ impl InodeTables {
     /// its numbers: `tune`), growing its shard's table up to it; Exists
     /// when the slot is taken.
     pub(crate) fn claim_exact(&self, region: &dyn Region, alloc: &PageAllocator, ino: Ino) -> Result<u64> {
+        let _span = latency::enter(Part::Alloc);
         let (shard, local) = self.split(ino).ok_or(Error::Invalid("inode number 0"))?;
         let mut free = self.shards[shard].free.lock();
         while (self.shards[shard].chunks.read().len() as u64) * INODES_PER_CHUNK <= local {

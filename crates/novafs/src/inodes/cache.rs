@@ -6,6 +6,8 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use pm::latency::{self, Part};
+
 use crate::lock::{Mutex, Rank, RwLock, RwLockWriteGuard};
 
 use crate::commit::{Ctx, Fate};
@@ -81,6 +83,7 @@ impl Cache {
     /// rebuild). Loading under the cache-shard lock makes "not cached" and
     /// "load" atomic with respect to deletion, which evicts under it too.
     pub(crate) fn get(&self, ctx: &Ctx, ino: Ino) -> Result<Arc<Cell>> {
+        let _span = latency::enter(Part::Lookup);
         let mut shard = self.shard(ino).lock();
         if let Some(c) = shard.get(&ino) {
             return Ok(c.clone());
@@ -163,6 +166,7 @@ impl Cache {
         self.shard(ino).lock().remove(&ino);
         match fate {
             Fate::Free => {
+                let _span = latency::enter(Part::Free);
                 let (log, data) = st.take_pages();
                 ctx.release_log(proof, &log);
                 ctx.alloc().release(proof, &data);

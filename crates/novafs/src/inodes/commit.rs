@@ -16,6 +16,7 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
+use pm::latency::{self, Part};
 use pm::Region;
 
 use crate::alloc::{Budget, Extent, Freed, PageAllocator, Reserved, Unreferenced};
@@ -148,6 +149,7 @@ impl Ctx {
     /// (`journal::batch`). Should that commit fail, the pages stay
     /// allocated until the next mount's scan finds them free.
     pub(crate) fn release_log(&self, proof: &impl Unreferenced, extents: &[Extent]) {
+        let _span = latency::enter(Part::Free);
         if let Err(e) = self.journal.commit_running(self.region(), Journal::BEFORE_LOG_FREE) {
             tracing::error!(%e, "log pages kept: the running transaction did not commit");
             return;
@@ -222,7 +224,9 @@ impl Ctx {
         if self.stale.contains(block) {
             // Caveat DAXor (Fortis §3.4): a page mapped writable is read as
             // it is; its checksums come back when it is sealed.
-            return Ok(self.data().read(block + in_page as u64, out)?);
+            return Ok(latency::timed(Part::DataCopy, || {
+                self.data().read(block + in_page as u64, out)
+            })?);
         }
         let checked = self.strips.read(self.data(), block, in_page, out, !self.read_only)?;
         self.health.data_repaired(checked.repaired);
@@ -337,6 +341,10 @@ impl Ctx {
     /// (Fortis §3.2): the pages born (their entry's epoch) at or before it.
     /// They die now, after every snapshot, so that rule is exact.
     pub(crate) fn release_data(&self, proof: &impl Unreferenced, freed: &Freed) -> Result<()> {
+        if freed.runs().is_empty() {
+            return Ok(());
+        }
+        let _span = latency::enter(Part::Free);
         let Some(newest) = self.snapshots.newest() else {
             self.alloc.release(proof, &freed.extents());
             return Ok(());
@@ -455,7 +463,7 @@ pub(crate) fn single_kept(
 /// Publishes committed `entries` to `st`'s DRAM state and frees the data
 /// pages they made unreferenced (R3: `proof` says the commit is durable).
 pub(crate) fn publish(ctx: &Ctx, st: &mut InodeState, entries: &[Entry], proof: &Committed) -> Result<()> {
-    let freed = st.publish(ctx.bounds, entries, proof)?;
+    let freed = latency::timed(Part::Index, || st.publish(ctx.bounds, entries, proof))?;
     ctx.release_data(proof, &freed)
 }
 

@@ -13,6 +13,8 @@
 
 use std::sync::atomic::Ordering;
 
+use pm::latency::{self, Part};
+
 use crate::alloc::Budget;
 use crate::commit::Ctx;
 use crate::dir::{dentry, DentrySpec};
@@ -33,6 +35,7 @@ pub(crate) fn make_room(ctx: &Ctx, st: &mut InodeState, entries: &[Entry]) -> Re
     if !st.log.needs_growth(entries) {
         return Ok(());
     }
+    let _span = latency::enter(Part::Gc);
     if !covered_by_snapshot(ctx, st)? {
         collect(ctx, st)?;
     } else {

@@ -22,6 +22,7 @@
 
 use std::sync::Arc;
 
+use pm::latency::{self, Part};
 use pm::{PmError, Region, RegionKind, CACHELINE};
 
 use crate::layout::{Bounds, PAGE_SIZE};
@@ -143,6 +144,7 @@ impl Region for Mirrored {
 
     fn write(&self, off: u64, data: &[u8]) -> Result<(), PmError> {
         self.inner.write(off, data)?;
+        let _span = latency::enter(Part::Replica);
         for (rel, n, m) in self.pieces(off, data.len() as u64) {
             self.inner.write(m, &data[rel as usize..(rel + n) as usize])?;
         }
@@ -151,6 +153,7 @@ impl Region for Mirrored {
 
     fn write_nt(&self, off: u64, data: &[u8]) -> Result<(), PmError> {
         self.inner.write_nt(off, data)?;
+        let _span = latency::enter(Part::Replica);
         for (rel, n, m) in self.pieces(off, data.len() as u64) {
             self.inner.write_nt(m, &data[rel as usize..(rel + n) as usize])?;
         }
@@ -159,6 +162,7 @@ impl Region for Mirrored {
 
     fn zero_nt(&self, off: u64, len: u64) -> Result<(), PmError> {
         self.inner.zero_nt(off, len)?;
+        let _span = latency::enter(Part::Replica);
         for (_, n, m) in self.pieces(off, len) {
             self.inner.zero_nt(m, n)?;
         }
@@ -167,6 +171,7 @@ impl Region for Mirrored {
 
     fn flush(&self, off: u64, len: u64) -> Result<(), PmError> {
         self.inner.flush(off, len)?;
+        let _span = latency::enter(Part::Replica);
         for (_, n, m) in self.pieces(off, len) {
             self.inner.flush(m, n)?;
         }
@@ -179,6 +184,7 @@ impl Region for Mirrored {
 
     fn store_u64(&self, off: u64, val: u64) -> Result<(), PmError> {
         self.inner.store_u64(off, val)?;
+        let _span = latency::enter(Part::Replica);
         match self.bounds.mirror(off) {
             Some(m) => self.inner.store_u64(m, val),
             None => Ok(()),

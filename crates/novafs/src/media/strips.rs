@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::hash::U64Set;
 use crate::lock::{Mutex, Rank};
+use pm::latency::{self, Part};
 use pm::{PmError, Region};
 
 use crate::error::{corrupt, Error, Result};
@@ -120,10 +121,11 @@ impl Strips {
     pub fn write(&self, r: &dyn Region, page: u64, bytes: &[u8]) -> Result<()> {
         let bytes = whole(bytes)?;
         if !self.enabled() {
-            return Ok(r.write_nt(page, bytes)?);
+            return Ok(latency::timed(Part::DataCopy, || r.write_nt(page, bytes))?);
         }
+        let _span = latency::enter(Part::DataProtect);
         let i = self.index(page)?;
-        let sums = r.write_nt_summed(page, bytes)?;
+        let sums = latency::timed(Part::DataCopy, || r.write_nt_summed(page, bytes))?;
         self.put_sums(r, i, &sums)
     }
 
@@ -150,8 +152,9 @@ impl Strips {
     /// commit's fence makes them durable together (R2).
     pub fn overwrite(&self, r: &dyn Region, page: u64, at: usize, bytes: &[u8], old: &[u8]) -> Result<()> {
         if !self.enabled() {
-            return Ok(r.write_nt(page + at as u64, bytes)?);
+            return Ok(latency::timed(Part::DataCopy, || r.write_nt(page + at as u64, bytes))?);
         }
+        let _span = latency::enter(Part::DataProtect);
         // Everything that can fail (a bad argument, an unreadable parity
         // strip) fails before the first byte changes.
         let i = self.index(page)?;
@@ -176,7 +179,7 @@ impl Strips {
                 }
             }
         }
-        r.write_nt(page + at as u64, bytes)?;
+        latency::timed(Part::DataCopy, || r.write_nt(page + at as u64, bytes))?;
         if self.csum[0] != 0 {
             for area in self.csum {
                 put(r, area + i * CSUM_BYTES + 4 * lo as u64, &crcs)?;
@@ -210,9 +213,10 @@ impl Strips {
     /// read straight into `out`; a range that cuts one goes through DRAM.
     pub fn read(&self, r: &dyn Region, page: u64, in_page: usize, out: &mut [u8], repair: bool) -> Result<Checked> {
         if !self.enabled() {
-            r.read(page + in_page as u64, out)?;
+            latency::timed(Part::DataCopy, || r.read(page + in_page as u64, out))?;
             return Ok(Checked::default());
         }
+        let _span = latency::enter(Part::DataProtect);
         let lo = in_page / STRIP;
         let hi = (in_page + out.len()).div_ceil(STRIP);
         if lo * STRIP == in_page && hi * STRIP == in_page + out.len() {
@@ -232,7 +236,7 @@ impl Strips {
         let strip = |s: usize| (s - lo) * STRIP..(s - lo + 1) * STRIP;
         let mut bad = [false; STRIPS_PER_PAGE];
         // One read for the whole run; strip by strip only after an error.
-        if r.read(page + (lo * STRIP) as u64, view).is_err() {
+        if latency::timed(Part::DataCopy, || r.read(page + (lo * STRIP) as u64, view)).is_err() {
             for s in lo..hi {
                 bad[s] = media(r.read(page + (s * STRIP) as u64, &mut view[strip(s)]))?;
             }

@@ -8,6 +8,8 @@
 //! Invariant: bytes of a mapped page past the end of the file are zero, so
 //! extending a file never exposes stale data.
 
+use pm::latency::{self, Part};
+
 use crate::alloc::{Budget, Extent, Reserved};
 use crate::commit::{self, Ctx};
 use crate::error::{corrupt, Error, Result};
@@ -74,7 +76,9 @@ fn read_checked(ctx: &Ctx, st: &InodeState, off: u64, buf: &mut [u8]) -> Result<
                     len += PS.min(n - done - len);
                     next += 1;
                 }
-                ctx.data().read(block + in_pg as u64, &mut buf[done..done + len])?;
+                latency::timed(Part::DataCopy, || {
+                    ctx.data().read(block + in_pg as u64, &mut buf[done..done + len])
+                })?;
             }
             None if map.lost().contains(pg) => return Err(lost_page(pg)),
             None => buf[done..done + len].fill(0),

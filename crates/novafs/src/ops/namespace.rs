@@ -8,6 +8,8 @@
 
 use std::sync::atomic::Ordering;
 
+use pm::latency;
+
 use crate::lock::Mutex;
 
 use crate::alloc::Budget;
@@ -243,6 +245,7 @@ impl Namespace<'_> {
             let record = record_of_attr(&attr, ctx.epoch());
             let rec = zerocopy::IntoBytes::as_bytes(&record);
             let write_record = || -> Result<()> {
+                let _span = latency::enter(latency::Part::Alloc);
                 ctx.region().write(off, rec)?;
                 Ok(ctx.region().flush(off, INODE_SIZE)?)
             };

@@ -53,6 +53,7 @@ mod tests;
 use std::sync::Arc;
 
 use crate::lock::{Mutex, MutexGuard, Rank};
+use pm::latency::{self, Part};
 use pm::Region;
 use zerocopy::IntoBytes;
 
@@ -312,6 +313,7 @@ impl Txn<'_> {
 
     /// Commits `updates` (steps 2–4 of the protocol above).
     pub(crate) fn commit(mut self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
+        let _span = latency::enter(Part::Journal);
         debug_assert!(!self.intent, "a transaction with an intent ends in place");
         let id = self.id();
         let mut cost = std::mem::take(&mut self.cost);
@@ -413,6 +415,7 @@ impl Journal {
     /// Applies `updates` atomically: after a crash either all or none are
     /// visible.
     pub(crate) fn commit(&self, region: &dyn Region, updates: &[Update]) -> Result<Durable> {
+        let _span = latency::enter(Part::Journal);
         if let Some(u) = single_word(updates) {
             // Without taking a shard; counted on this thread's.
             let mut cost = Cost::default();

@@ -6,6 +6,7 @@
 
 use std::ops::ControlFlow;
 
+use pm::latency::{self, Part};
 use pm::Region;
 use zerocopy::{Immutable, IntoBytes};
 
@@ -512,6 +513,7 @@ impl Log {
         budget: Budget,
         entries: &[Entry],
     ) -> Result<Pending<'a>> {
+        let _span = latency::enter(Part::Log);
         if self.head == 0 {
             // Pages of a log without a head were an earlier append's,
             // never committed: its Pending gave them back.
@@ -633,6 +635,7 @@ impl Log {
     /// persistent) then R5 (one 8-byte tail store, flushed and fenced). The
     /// DRAM view is updated separately by [`Log::committed`].
     pub(crate) fn commit(&self, region: &dyn Region, inode_off: u64, p: Pending) -> Result<Committed> {
+        let _span = latency::enter(Part::Log);
         if let Some(h) = p.new_head {
             region.store_u64(inode_off + INODE_HEAD_OFF, h)?;
             region.flush(inode_off + INODE_HEAD_OFF, 8)?;
