@@ -96,6 +96,11 @@ pub struct Args {
     /// journals.
     #[arg(long, conflicts_with_all = ["protect", "compare_replicas", "compare_data_protection", "compare_journal", "snapshots", "mmap"])]
     compare_modes: bool,
+    /// With --compare-journal or --fgm (not --compare-modes): both sides
+    /// formatted relaxed, so the journals also carry relaxed mode's
+    /// in-place metadata changes (NOVA-Fortis §4.6), as FGM's ext4 does.
+    #[arg(long, conflicts_with = "compare_modes")]
+    relaxed: bool,
     /// With --compare-modes: the relaxed mount batches its in-place
     /// metadata changes (`-o batch`, FGM §III-C1).
     #[arg(long, requires = "compare_modes")]
@@ -264,6 +269,9 @@ pub fn run(args: &Args) -> Result<()> {
     if args.apps {
         return crate::bench_apps::run(rounds, args.protection_settings);
     }
+    if args.relaxed && !(args.compare_journal || args.fgm) {
+        bail!("--relaxed goes with --compare-journal or --fgm, which compare the journals");
+    }
     if args.plot_dir.is_some() && !(args.aged || args.breakdown) {
         bail!("--plot-dir goes with --aged or --breakdown, which draw figures");
     }
@@ -280,7 +288,7 @@ pub fn run(args: &Args) -> Result<()> {
         return compare(args, files, rounds, &data_protection());
     }
     if args.compare_journal {
-        return compare(args, files, rounds, &journaling());
+        return compare(args, files, rounds, &journaling(journal_mode(args)));
     }
     if args.txninfo_sweep {
         return bench_txninfo::run(&bench_txninfo::Plan {
@@ -306,7 +314,7 @@ pub fn run(args: &Args) -> Result<()> {
         let cmp = if args.compare_modes {
             modes(batching(args), args.unprotected)
         } else {
-            journaling()
+            journaling(journal_mode(args))
         };
         return with_sides(args, &cmp.configs, |sides| {
             let [a, b] = [&sides[0], &sides[1]];
@@ -536,10 +544,10 @@ fn data_protection() -> Comparison {
 /// `--compare-journal`: the fine-grained journal (FGM §III) against
 /// block-granular journaling of the same transactions (JBD2's format,
 /// FGM Figure 4), both on mkfs's default format.
-fn journaling() -> Comparison {
+fn journaling(mode: Consistency) -> Comparison {
     let config = |name, block_journal| Config {
         mount: MountOptions::default().bench_block_journal(block_journal),
-        ..Config::formatted(name, FormatOptions::default())
+        ..Config::formatted(name, FormatOptions::default().consistency(mode))
     };
     Comparison {
         configs: [config("fine-grained", false), config("block-granular", true)],
@@ -575,6 +583,16 @@ fn modes(batch: Option<Batching>, unprotected: bool) -> Comparison {
         targets: [None, None, None, None, Some(1.0 / 3.0), None],
         storage: None,
         table: Table::Modes,
+    }
+}
+
+/// The mode both journals' sides are formatted in: `--relaxed`, where
+/// in-place metadata changes are journaled too (FGM's own setting), or
+/// strict.
+fn journal_mode(args: &Args) -> Consistency {
+    match args.relaxed {
+        true => Consistency::Relaxed,
+        false => Consistency::Strict,
     }
 }
 
@@ -752,8 +770,16 @@ pub(crate) fn media(region: &MmapRegion, eadr: bool) -> String {
 fn describe(side: &Side, table: Table) -> String {
     let what = match (table, side.config.mount.bench_block_journal, side.consistency) {
         (Table::Latency, ..) => "",
-        (Table::Journals, false, _) => "; journal: the modified metadata and a TxnInfo (FGM §III-B)",
-        (Table::Journals, true, _) => "; journal: a descriptor, each 4 KiB block updated, a commit block (JBD2)",
+        (Table::Journals, false, Consistency::Strict) => "; journal: the modified metadata and a TxnInfo (FGM §III-B)",
+        (Table::Journals, true, Consistency::Strict) => {
+            "; journal: a descriptor, each 4 KiB block updated, a commit block (JBD2)"
+        }
+        (Table::Journals, false, Consistency::Relaxed) => {
+            "; consistency relaxed; journal: the modified metadata and a TxnInfo (FGM §III-B)"
+        }
+        (Table::Journals, true, Consistency::Relaxed) => {
+            "; consistency relaxed; journal: a descriptor, each 4 KiB block updated, a commit block (JBD2)"
+        }
         (Table::Modes, _, Consistency::Strict) => "; consistency strict: overwrites copy-on-write (NOVA §4.4)",
         (Table::Modes, _, Consistency::Relaxed) if side.config.mount.batch.is_some() => {
             "; consistency relaxed, batching: overwrites in place under a journal intent that carries \
