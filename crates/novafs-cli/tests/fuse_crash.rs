@@ -72,8 +72,21 @@ fn workload(mnt: &Path, done: &AtomicUsize) -> (Model, Vec<String>) {
 #[test]
 #[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn sigkill_mid_workload_then_remount_recovers_everything_that_returned() {
+    sigkill_mid_workload(&[]);
+}
+
+/// With the writeback cache a write is durable once the file's close
+/// returns, and the workload closes each file it writes: the same model
+/// must come back.
+#[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
+fn with_the_writeback_cache_everything_closed_before_a_sigkill_is_recovered() {
+    sigkill_mid_workload(&["writeback_cache"]);
+}
+
+fn sigkill_mid_workload(opts: &[&str]) {
     require_fuse();
-    let mut m = Mount::new("256M", &[]);
+    let mut m = Mount::new("256M", opts);
     let done = Arc::new(AtomicUsize::new(0));
     let worker = {
         let mnt = m.mnt.clone();

@@ -40,6 +40,33 @@ fn seek(f: &File, off: u64, whence: i32) -> io::Result<Option<u64>> {
     }
 }
 
+/// Writes `data` at `off` through a shared mapping of the file (the
+/// range must lie inside the file): the kernel writes the pages back as
+/// WRITE requests, at the latest when the file is closed or synced.
+fn write_mapped(f: &File, off: u64, data: &[u8]) {
+    let start = off & !4095;
+    let len = (off - start) as usize + data.len();
+    // SAFETY: a new shared mapping of `len` bytes of a descriptor open
+    // for reading and writing; nothing else refers to it.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            f.as_raw_fd(),
+            start as i64,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED, "mmap: {}", io::Error::last_os_error());
+    // SAFETY: `data` fits in the mapping from byte `off - start` on, and
+    // the mapping is unmapped right after, once.
+    unsafe {
+        std::ptr::copy_nonoverlapping(data.as_ptr(), p.cast::<u8>().add((off - start) as usize), data.len());
+        assert_eq!(libc::munmap(p, len), 0, "munmap");
+    }
+}
+
 fn open_rw(p: &Path) -> File {
     OpenOptions::new().read(true).write(true).open(p).expect("open")
 }
@@ -70,6 +97,16 @@ fn fsx_random_read_write_truncate_fallocate_matches_a_shadow_copy() {
 #[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
 fn fsx_in_relaxed_mode_matches_a_shadow_copy() {
     fsx("mode=relaxed", 0x5eed_f5c6);
+}
+
+/// The same with the kernel's writeback cache, where the kernel keeps
+/// the size and times and writes pages back later, in other sizes than
+/// they were written in; the remount at the end checks what reached the
+/// image.
+#[test]
+#[cfg_attr(not(novafs_fuse), ignore = "needs /dev/fuse (see crates/novafs-cli/build.rs)")]
+fn fsx_with_the_writeback_cache_matches_a_shadow_copy() {
+    fsx("writeback_cache", 0x5eed_f5c7);
 }
 
 fn fsx(mode_option: &str, seed: u64) {
@@ -170,7 +207,18 @@ fn fsx(mode_option: &str, seed: u64) {
                 }
             }
             // close and reopen (the page cache is kept across opens)
-            92..=95 => f = open_rw(&path),
+            92..=93 => f = open_rw(&path),
+            // write through a shared mapping
+            94..=95 => {
+                if size == 0 {
+                    continue;
+                }
+                let off = rng.below(size);
+                let len = 1 + rng.below((size - off).min(64 << 10));
+                let data = random_bytes(&mut rng, len as usize);
+                write_mapped(&f, off, &data);
+                shadow[off as usize..(off + len) as usize].copy_from_slice(&data);
+            }
             // full check
             _ => check_all(&f, &shadow, op),
         }

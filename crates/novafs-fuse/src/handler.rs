@@ -25,8 +25,14 @@
 //!   the page cache reach it (the README's "Access times" says why novafs
 //!   sends no invalidation after a write);
 //! - symlink targets are cached (`FUSE_CACHE_SYMLINKS`): they never change;
-//! - there is no writeback cache: `write(2)` returns only after
+//! - there is no writeback cache unless the mount asks for one
+//!   ([`FuseFs::with_writeback_cache`]): `write(2)` returns only after
 //!   [`Fs::write`] has made the data durable (strict mode, NOVA §4.4).
+//!   With it, the kernel keeps written pages and the file's size and
+//!   times, and sends them as WRITE and SETATTR requests when it writes
+//!   back: at the latest at `fsync`, at each `close` (the kernel's FLUSH
+//!   writes back first, whatever the answer to FLUSH) and at unmount.
+//!   Each such request is durable when answered, as any other.
 //!
 //! # fsync, fsyncdir and flush
 //!
@@ -115,6 +121,9 @@ pub struct FuseFs {
     notifier: OnceLock<Notifier>,
     /// `.novafs-ino.<N>` in the root names inode N (`inode_names`).
     inode_names: bool,
+    /// Ask the kernel for its writeback cache (FUSE_WRITEBACK_CACHE):
+    /// writes durable at fsync or close instead of at return.
+    writeback_cache: bool,
 }
 
 /// Who sent a request, as the request header says.
@@ -134,6 +143,7 @@ impl FuseFs {
             settled: OnceLock::new(),
             notifier: OnceLock::new(),
             inode_names: false,
+            writeback_cache: false,
             fs,
         }
     }
@@ -545,6 +555,13 @@ impl FuseFs {
         // POSIX ACLs: the kernel checks them (with default_permissions) and
         // caches them; keeping the mode in step, inheriting default ACLs
         // and so the umask are the core's (`xattr`).
+        if self.writeback_cache {
+            if offered & FUSE_WRITEBACK_CACHE == 0 {
+                tracing::warn!("kernel lacks the FUSE writeback cache: every write is durable when it returns");
+            } else {
+                wanted |= FUSE_WRITEBACK_CACHE;
+            }
+        }
         if offered & FUSE_POSIX_ACL == 0 {
             tracing::warn!("kernel lacks FUSE POSIX ACL support: ACLs are stored but not enforced");
         } else {
@@ -655,6 +672,12 @@ impl FuseFs {
             SetTime::Now => now_nanos(),
         };
         let now = |t: Option<SetTime>| t.is_none_or(|t| t == SetTime::Now);
+        // With the writeback cache the kernel keeps the times and sends a
+        // modification time after writes and for touch alike, never as
+        // "now": taken as now unless an access time is given, so that an
+        // append-only file takes it (README, "Writeback cache"); the
+        // kernel checked the caller's right.
+        let kernel_times = self.writeback_cache_granted() && set.times_only() && now(set.atime);
         // No flags: chattr comes as an ioctl.
         let change = SetAttr::default()
             .mode(mode)
@@ -664,7 +687,9 @@ impl FuseFs {
             .atime(set.atime.map(time))
             .mtime(set.mtime.map(time))
             .ctime(set.ctime)
-            .times_now((set.atime.is_some() || set.mtime.is_some()) && now(set.atime) && now(set.mtime));
+            .times_now(
+                kernel_times || (set.atime.is_some() || set.mtime.is_some()) && now(set.atime) && now(set.mtime),
+            );
         match self
             .fs
             .setattr(ino, &change)
@@ -762,12 +787,19 @@ impl FuseFs {
     }
 
     fn write(&self, who: Who, ino: u64, offset: u64, data: &[u8], write_flags: u32, out: &mut [u8]) -> Answer {
-        let written = self.fs.write(ino, offset, data).and_then(|n| {
-            if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 {
-                self.kill_set_id_behind_reply(who, ino, self.fs.getattr(ino)?)?;
-            }
-            Ok(n)
-        });
+        let written = self
+            .cached_append(ino, offset, data, write_flags)
+            .and_then(|(kept, offset, data)| {
+                let n = if data.is_empty() {
+                    0
+                } else {
+                    self.fs.write(ino, offset, data)?
+                };
+                if write_flags & FUSE_WRITE_KILL_SUIDGID != 0 {
+                    self.kill_set_id_behind_reply(who, ino, self.fs.getattr(ino)?)?;
+                }
+                Ok(kept + n)
+            });
         match written {
             // At most MAX_WRITE bytes arrive in one request.
             Ok(n) => sent("write", reply::write(out, u32::try_from(n).unwrap_or(u32::MAX))),
@@ -925,7 +957,13 @@ impl FuseFs {
 
     /// Only SEEK_DATA and SEEK_HOLE reach the file system; the kernel
     /// handles the other whence values itself.
+    /// With the writeback cache the kernel may hold data we have not seen
+    /// (it writes nothing back first): ENOSYS, and it answers SEEK_DATA
+    /// and SEEK_HOLE itself, the whole file as data.
     fn lseek(&self, ino: u64, offset: i64, whence: u32, out: &mut [u8]) -> Answer {
+        if self.writeback_cache_granted() {
+            return Answer::Error(libc::ENOSYS);
+        }
         let r = match u64::try_from(offset) {
             Ok(off) => self.fs.lseek(ino, off, whence),
             Err(_) => Err(Error::NoSuchOffset),
@@ -943,5 +981,6 @@ mod inode_names;
 mod ioctl;
 #[cfg(test)]
 mod tests;
+mod writeback;
 #[cfg(test)]
 use ioctl::{flags_of_xflags, xflags_of};

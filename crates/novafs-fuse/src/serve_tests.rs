@@ -119,6 +119,7 @@ fn tiny_config(uring: bool) -> ServeConfig {
             queue_depth: 2,
             stats: true,
             inode_names: false,
+            writeback_cache: false,
         },
         atime: (Atime::Relative, false),
         max_write: 128 << 10,

@@ -45,12 +45,17 @@ pub struct MountConfig {
     /// `.novafs-ino.<N>` in the root names inode N, so that a process can
     /// open a file by its inode number; such names are reserved.
     pub inode_names: bool,
+    /// Let the kernel cache writes: each is durable at the file's next
+    /// fsync or close instead of when write(2) returns (README,
+    /// "Writeback cache").
+    pub writeback_cache: bool,
 }
 
 /// A live mount: the kernel has answered INIT, so requests are flowing.
 pub struct Mounted {
     session: Session,
     fs: Arc<Fs>,
+    handler: Arc<FuseFs>,
 }
 
 /// A mount that failed; the `Fs` comes back for a clean unmount.
@@ -74,9 +79,13 @@ impl Mounted {
             atime: fs.atime(),
             max_write: MAX_WRITE,
         };
-        let handler = Arc::new(FuseFs::new(fs.clone()).with_inode_names(cfg.inode_names));
-        match Session::mount(handler, mountpoint, &serve_cfg) {
-            Ok(session) => Ok(Mounted { session, fs }),
+        let handler = Arc::new(
+            FuseFs::new(fs.clone())
+                .with_inode_names(cfg.inode_names)
+                .with_writeback_cache(cfg.writeback_cache),
+        );
+        match Session::mount(handler.clone(), mountpoint, &serve_cfg) {
+            Ok(session) => Ok(Mounted { session, fs, handler }),
             // The session and its FuseFs are gone: we hold the last Arc.
             Err(error) => Err(Box::new(MountError {
                 error,
@@ -102,6 +111,12 @@ impl Mounted {
         self.session.transport()
     }
 
+    /// Whether the kernel took the writeback cache
+    /// ([`MountConfig::writeback_cache`]) at INIT.
+    pub fn writeback_cache(&self) -> bool {
+        self.handler.writeback_cache_granted()
+    }
+
     /// The requests served so far, by operation, as a plain-text table
     /// (timed when [`MountConfig::stats`] is on).
     pub fn stats(&self) -> MountStats {
@@ -113,7 +128,9 @@ impl Mounted {
     /// which no request can reach any more; the caller takes it back from
     /// the `Arc` once any other holder ([`Mounted::fs`]) is done.
     pub fn serve(self) -> (io::Result<()>, Arc<Fs>) {
-        let Mounted { session, fs } = self;
+        let Mounted { session, fs, handler } = self;
+        // The session's workers hold the handler (and so the `Fs`) now.
+        drop(handler);
         (session.serve(), fs)
     }
 }

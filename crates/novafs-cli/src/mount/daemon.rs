@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use novafs::{Fs, MountOptions};
-use novafs_fuse::{MountConfig, MountError, Mounted, Transport};
+use novafs_fuse::{MountConfig, MountError, Mounted};
 use pm::{MapOptions, MmapRegion};
 
 use super::checks::{check_fuse_available, check_mountpoint};
@@ -33,14 +33,15 @@ enum Reporter {
 
 impl Reporter {
     /// The mount is up; `transport` names how requests travel.
-    fn ready(&mut self, image: &Path, mnt: &Path, transport: Transport) {
-        tracing::info!("mounted {} on {} ({transport})", image.display(), mnt.display());
+    /// `how`: the transport, and the writeback cache if the kernel took it.
+    fn ready(&mut self, image: &Path, mnt: &Path, how: &str) {
+        tracing::info!("mounted {} on {} ({how})", image.display(), mnt.display());
         match self {
             Reporter::Pipe(out) => {
-                let _ = writeln!(out, "ready {transport}").and_then(|()| out.flush());
+                let _ = writeln!(out, "ready {how}").and_then(|()| out.flush());
             }
             Reporter::Terminal => println!(
-                "novafs: mounted {} on {} ({transport}); serving in the foreground (Ctrl-C or `novafs umount {}` unmounts)",
+                "novafs: mounted {} on {} ({how}); serving in the foreground (Ctrl-C or `novafs umount {}` unmounts)",
                 image.display(),
                 mnt.display(),
                 mnt.display()
@@ -124,7 +125,11 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
     let control = control::Server::start(&state.ctl, mounted.fs(), stats.clone(), mount_snapshot)
         .inspect_err(|e| tracing::warn!("no control channel ({e}): `novafs scrub` cannot reach this mount"))
         .ok();
-    reporter.ready(&image, &mnt, mounted.transport());
+    let how = match (mounted.transport(), mounted.writeback_cache()) {
+        (transport, true) => format!("{transport}; writeback cache: writes durable at fsync or close"),
+        (transport, false) => transport.to_string(),
+    };
+    reporter.ready(&image, &mnt, &how);
     let (result, fs) = mounted.serve();
     if let Err(e) = result {
         tracing::error!("FUSE session ended with an error: {e}");
@@ -259,6 +264,7 @@ impl Daemon {
             queue_depth: opts.queue_depth,
             stats: opts.stats,
             inode_names: opts.inode_names,
+            writeback_cache: opts.writeback_cache,
         };
         match Mounted::mount(fs, &mnt, &cfg) {
             Ok(mounted) => Ok(Daemon {

@@ -63,6 +63,11 @@ pub struct MountArgs {
     /// sync, dirsync and async are accepted: every operation is durable
     /// when it returns.
     ///
+    /// writeback_cache (the kernel caches written pages and sends them
+    /// later: a write is durable once fsync, fdatasync or a close of the
+    /// file returns, no longer when write returns; other operations stay
+    /// durable at return; refused with sync; README, "Writeback cache").
+    ///
     /// transport=auto|dev (auto, the default: FUSE over io_uring when the
     /// kernel offers it, which root turns on with `echo Y >
     /// /sys/module/fuse/parameters/enable_uring`; dev: always /dev/fuse);

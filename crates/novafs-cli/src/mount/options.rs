@@ -52,13 +52,16 @@ pub(super) struct Options {
     /// A lock file every process using the mount holds shared: the
     /// daemon unmounts itself once it can lock it exclusively (`unused`).
     pub(super) until_unused: Option<PathBuf>,
+    /// The kernel's writeback cache (`writeback_cache`): writes durable at
+    /// fsync or close, not when they return (README, "Writeback cache").
+    pub(super) writeback_cache: bool,
 }
 
 /// Every option `parse_options` takes (`novafs mount --help` describes each).
 const KNOWN_OPTIONS: &str = "ro, rw, snapshot=NAME, allow_other, dev, nodev, suid, nosuid, exec, noexec, \
      relatime, atime, noatime, strictatime, nodiratime, diratime, lazytime, nolazytime, sync, dirsync, async, \
      threads=N, transport=auto|dev, queue_depth=N, stats, open_checks, eadr, nvmm=dram|stt|pcm, prefault=first_use|background|now, protect=off|auto|pkey|mprotect, meta_protection=on|off, \
-     mode=strict|relaxed, batch, batch=WORDS, commit=SECS, inode_names, until_unused=PATH (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
+     mode=strict|relaxed, batch, batch=WORDS, commit=SECS, inode_names, until_unused=PATH, writeback_cache (and fstab's defaults, auto, noauto, nofail, _netdev, user, users, owner, group, x-*, comment=*)";
 
 pub(super) fn parse_options(list: &[String]) -> Result<Options> {
     let mut o = Options {
@@ -84,7 +87,10 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
         snapshot: None,
         inode_names: false,
         until_unused: None,
+        writeback_cache: false,
     };
+    // Asked for: every write durable at return (strict mode gives it).
+    let mut sync = false;
     for opt in list.iter().flat_map(|s| s.split(',')).filter(|s| !s.is_empty()) {
         match opt {
             "ro" => o.read_only = true,
@@ -111,6 +117,7 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             "stats" => o.stats = true,
             "open_checks" => o.open_checks = true,
             "inode_names" => o.inode_names = true,
+            "writeback_cache" => o.writeback_cache = true,
             // The daemon works from /: a relative path would name another file.
             _ if opt.starts_with("until_unused=/") => {
                 o.until_unused = Some(PathBuf::from(&opt["until_unused=".len()..]))
@@ -122,7 +129,8 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             _ if opt.starts_with("x-") || opt.starts_with("comment=") => {}
             // Every operation is durable when it returns (strict mode):
             // as synchronous as sync and dirsync ask, which async allows.
-            "sync" | "dirsync" | "async" => {}
+            "sync" => sync = true,
+            "dirsync" | "async" => {}
             // Access times, as Linux: relatime unless asked otherwise.
             "noatime" => o.atime = Atime::Never,
             "relatime" | "atime" => o.atime = Atime::Relative,
@@ -175,6 +183,9 @@ pub(super) fn parse_options(list: &[String]) -> Result<Options> {
             _ if opt.starts_with("queue_depth=") => o.queue_depth = count(opt)?,
             _ => bail!("unknown mount option '{opt}'; known options: {KNOWN_OPTIONS}"),
         }
+    }
+    if sync && o.writeback_cache {
+        bail!("writeback_cache delays writes until fsync or close, which sync forbids; drop one of them");
     }
     Ok(o)
 }
@@ -256,6 +267,11 @@ mod tests {
         assert!(e.to_string().contains("until_unused takes an absolute path"), "{e}");
         let o = parse_options(&[String::new()]).expect("none");
         assert!(!o.inode_names && o.until_unused.is_none(), "both off by default");
+        assert!(!o.writeback_cache, "writes durable at return by default");
+        let o = parse_options(&["writeback_cache,dirsync".into()]).expect("valid");
+        assert!(o.writeback_cache);
+        let e = parse_options(&["sync,writeback_cache".into()]).expect_err("contradicts");
+        assert!(e.to_string().contains("which sync forbids"), "{e}");
         assert_eq!(
             (o.atime, o.no_dir_atime),
             (Atime::Relative, false),

@@ -40,6 +40,8 @@ impl SnapshotMounts {
         let cfg = MountConfig {
             read_only: true,
             threads: 1,
+            // Nothing is written through a snapshot.
+            writeback_cache: false,
             fsname: snapshot_fsname(Path::new(&self.cfg.fsname), &shown),
             ..self.cfg.clone()
         };

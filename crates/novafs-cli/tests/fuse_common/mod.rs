@@ -134,6 +134,13 @@ impl Mount {
         // CI's second pass runs these tests over FUSE over io_uring: every
         // mount must then really use it (the message names the transport).
         // Checked once the mount is recorded, so that a failure unmounts.
+        // A test of the writeback cache must not pass without it.
+        if opts.iter().any(|o| o.split(',').any(|o| o == "writeback_cache")) {
+            assert!(
+                out.contains("; writeback cache: "),
+                "the kernel did not take the writeback cache: {out}"
+            );
+        }
         if let Ok(want) = std::env::var("NOVAFS_TEST_TRANSPORT") {
             assert!(
                 out.contains(&format!("({want};")),

@@ -884,3 +884,58 @@ fn without_inode_names_the_names_are_ordinary() {
     let listed = names(k.list(FUSE_READDIR, ROOT, o.fh, 0, 4096).bytes(), false);
     assert!(listed.iter().any(|(n, _, _)| *n == name), "{listed:?}");
 }
+
+#[test]
+fn the_writeback_cache_is_taken_only_when_asked_and_offered() {
+    let flags = |o: InitOut| u64::from(o.flags) | u64::from(o.flags2) << 32;
+    let mut k = Kernel::new(FuseFs::new(fs()).with_writeback_cache(true));
+    assert_ne!(flags(k.init(!FUSE_OVER_IO_URING).read()) & FUSE_WRITEBACK_CACHE, 0);
+    assert!(k.fuse.writeback_cache_granted());
+    let mut k = Kernel::new(FuseFs::new(fs()).with_writeback_cache(true));
+    let offered = !FUSE_OVER_IO_URING & !FUSE_WRITEBACK_CACHE;
+    assert_eq!(flags(k.init(offered).read()) & FUSE_WRITEBACK_CACHE, 0);
+    assert!(!k.fuse.writeback_cache_granted());
+}
+
+/// The kernel writes back whole pages: an append to an append-only file
+/// comes as a write of the page from its start, which is taken when the
+/// bytes below the end are unchanged; its times come as explicit ones.
+#[test]
+fn with_the_writeback_cache_an_append_only_file_takes_appends_only() {
+    let mut k = Kernel::new(FuseFs::new(fs()).with_writeback_cache(true));
+    k.init(!FUSE_OVER_IO_URING);
+    let f = k.mknod(ROOT, "f", 0o644).nodeid;
+    k.write(f, 0, b"data").read::<WriteOut>();
+    let append_only = SetAttr::default().flags(Some(novafs::FLAG_APPEND));
+    k.fuse.fs.setattr(f, &append_only).expect("chattr +a");
+    let cached = |k: &mut Kernel, data: &[u8]| {
+        let w = WriteIn {
+            size: data.len() as u32,
+            write_flags: FUSE_WRITE_CACHE,
+            ..WriteIn::default()
+        };
+        k.call(FUSE_WRITE, f, &[w.as_bytes(), data])
+    };
+    assert_eq!(cached(&mut k, b"datamore").read::<WriteOut>().size, 8);
+    assert_eq!(k.read(f, 0, 64), Got::Reply(b"datamore".to_vec()));
+    // A page that changes what is there is refused, as is a write from
+    // outside the cache below the end; neither changes anything.
+    assert_eq!(cached(&mut k, b"DATAmore!"), Got::Error(libc::EPERM));
+    assert_eq!(k.write(f, 0, b"datamore!"), Got::Error(libc::EPERM));
+    assert_eq!(k.read(f, 0, 64), Got::Reply(b"datamore".to_vec()));
+    // The times the kernel keeps after a write are taken; explicit
+    // access and modification times stay refused.
+    let times = |valid| SetattrIn {
+        valid,
+        atime: 5,
+        mtime: 6,
+        ctime: 7,
+        ..SetattrIn::default()
+    };
+    let a: AttrOut = k
+        .call(FUSE_SETATTR, f, &[times(FATTR_MTIME | FATTR_CTIME).as_bytes()])
+        .read();
+    assert_eq!((a.attr.mtime, a.attr.ctime), (6, 7));
+    let both = times(FATTR_ATIME | FATTR_MTIME | FATTR_CTIME);
+    assert_eq!(k.call(FUSE_SETATTR, f, &[both.as_bytes()]), Got::Error(libc::EPERM));
+}

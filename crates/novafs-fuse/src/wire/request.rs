@@ -84,6 +84,14 @@ pub(crate) struct Setattr {
     pub kill_suidgid: bool,
 }
 
+impl Setattr {
+    /// Sets times and nothing else.
+    pub(crate) fn times_only(&self) -> bool {
+        let times = self.atime.is_some() || self.mtime.is_some() || self.ctime.is_some();
+        times && self.mode.is_none() && self.uid.is_none() && self.gid.is_none() && self.size.is_none()
+    }
+}
+
 /// The nodes of a BATCH_FORGET, read one at a time (the payload need not
 /// be 8-byte aligned, so it cannot be borrowed as a slice of structs).
 #[derive(Clone, Debug, PartialEq, Eq)]
