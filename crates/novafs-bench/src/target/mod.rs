@@ -51,6 +51,10 @@ pub const ALL: [&str; 8] = [
     "btrfs",
 ];
 
+/// novafs through its mount with the kernel's writeback cache: asked
+/// for by name (`--targets`), not in [`ALL`].
+pub const WRITEBACK: &str = "novafs-fuse-wb";
+
 /// The baseline the ratios are taken against.
 pub const BASELINE: &str = "ext4-journal";
 
@@ -60,7 +64,16 @@ pub fn setup(name: &str, scratch: &Path, size_mib: u64, novafs_bin: &Path) -> Re
     Ok(match name {
         "novafs-lib" => Box::new(LibraryTarget::new(work, size_mib)?),
         posix::NAME => Box::new(PosixTarget::new(work, size_mib)?),
-        "novafs-fuse" => Box::new(PathTarget::novafs_fuse(work, size_mib, novafs_bin)?),
+        "novafs-fuse" => Box::new(PathTarget::novafs_fuse(work, size_mib, novafs_bin, "novafs-fuse", "stats")?),
+        // Writes durable at fsync or close, as on the kernel file systems
+        // (README, "Writeback cache"); not in the default set.
+        WRITEBACK => Box::new(PathTarget::novafs_fuse(
+            work,
+            size_mib,
+            novafs_bin,
+            WRITEBACK,
+            "stats,writeback_cache",
+        )?),
         "tmpfs" => Box::new(PathTarget::tmpfs(work, size_mib)?),
         "ext4-ordered" => Box::new(PathTarget::on_loop(
             work,
@@ -144,6 +157,8 @@ enum Mounted {
         run_dir: PathBuf,
         image: PathBuf,
         mnt: PathBuf,
+        /// `-o` of `novafs mount`.
+        options: &'static str,
         /// The daemon serving the mount, from `novafs mount`'s output.
         pid: u32,
     },
@@ -156,12 +171,13 @@ impl Mounted {
         c
     }
 
-    /// `novafs mount -o stats IMAGE MNT`; returns the daemon's pid, which
-    /// it prints as "daemon pid N". `stats` times every request (two clock
-    /// reads each) for the personalities' request breakdown.
-    fn fuse_mount(novafs: &Path, run_dir: &Path, image: &Path, mnt: &Path) -> Result<u32> {
+    /// `novafs mount -o OPTIONS IMAGE MNT`; returns the daemon's pid, which
+    /// it prints as "daemon pid N". Every target's options have `stats`,
+    /// which times every request (two clock reads each) for the
+    /// personalities' request breakdown.
+    fn fuse_mount(novafs: &Path, run_dir: &Path, image: &Path, mnt: &Path, options: &str) -> Result<u32> {
         let out = sh(Self::novafs_cmd(novafs, run_dir)
-            .args(["mount", "-o", "stats"])
+            .args(["mount", "-o", options])
             .arg(image)
             .arg(mnt))?;
         parse_daemon_pid(&out).with_context(|| format!("no daemon pid in `novafs mount` output {out:?}"))
@@ -196,11 +212,12 @@ impl Mounted {
                 run_dir,
                 image,
                 mnt,
+                options,
                 pid,
             } => {
                 sh(Self::novafs_cmd(novafs, run_dir).arg("umount").arg(&*mnt))?;
                 let t = Instant::now();
-                *pid = Self::fuse_mount(novafs, run_dir, image, mnt)?;
+                *pid = Self::fuse_mount(novafs, run_dir, image, mnt, options)?;
                 Ok(ms_since(t))
             }
         }
@@ -215,6 +232,7 @@ impl Mounted {
             run_dir,
             image,
             mnt,
+            options,
             pid,
         } = self
         else {
@@ -250,7 +268,7 @@ impl Mounted {
         // Detaches the dead mount; it reports that the image was not marked clean.
         sh(Self::novafs_cmd(novafs, run_dir).arg("umount").arg(&*mnt))?;
         let t = Instant::now();
-        *pid = Self::fuse_mount(novafs, run_dir, image, mnt)?;
+        *pid = Self::fuse_mount(novafs, run_dir, image, mnt, options)?;
         Ok(Some(ms_since(t)))
     }
 }
@@ -462,7 +480,15 @@ pub struct PathTarget {
 }
 
 impl PathTarget {
-    fn novafs_fuse(work: WorkDir, size_mib: u64, novafs: &Path) -> Result<PathTarget> {
+    /// novafs through its mount: `name` is the target's, `options` the
+    /// mount's (`stats` and any other).
+    fn novafs_fuse(
+        work: WorkDir,
+        size_mib: u64,
+        novafs: &Path,
+        name: &'static str,
+        options: &'static str,
+    ) -> Result<PathTarget> {
         if !novafs.is_file() {
             bail!(
                 "{} not found: build it with `cargo build --release -p novafs-cli`",
@@ -482,16 +508,17 @@ impl PathTarget {
             .arg("--size")
             .arg(format!("{size_mib}M"))
             .arg(&image))?;
-        let pid = Mounted::fuse_mount(novafs, &run_dir, &image, &mnt)?;
+        let pid = Mounted::fuse_mount(novafs, &run_dir, &image, &mnt, options)?;
         let mount = Mounted::Fuse {
             novafs: novafs.to_path_buf(),
             run_dir,
             image,
             mnt: mnt.clone(),
+            options,
             pid,
         };
         Ok(PathTarget {
-            name: "novafs-fuse",
+            name,
             root: mnt,
             mount,
             _loop: None,

@@ -40,8 +40,10 @@ struct Args {
     /// Interleaved rounds; medians and ranges are taken over them.
     #[arg(long)]
     rounds: Option<usize>,
-    /// Comma-separated targets (default: all). Known: novafs-lib,
-    /// novafs-fuse, tmpfs, ext4-ordered, ext4-journal, xfs, btrfs.
+    /// Comma-separated targets (default: all but novafs-fuse-wb). Known:
+    /// novafs-lib, novafs-posix, novafs-fuse, tmpfs, ext4-ordered,
+    /// ext4-journal, xfs, btrfs; and novafs-fuse-wb (the mount with `-o
+    /// writeback_cache`), only when named.
     #[arg(long, value_delimiter = ',')]
     targets: Option<Vec<String>>,
     /// Skip the random and sequential I/O workloads (d).
