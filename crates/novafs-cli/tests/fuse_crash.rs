@@ -6,7 +6,8 @@ mod fuse_common;
 
 use std::collections::BTreeMap;
 use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::io::{self, Write};
+use std::os::unix::io::IntoRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -17,6 +18,21 @@ use fuse_common::{is_mount_point, ok, process_alive, random_bytes, require_fuse,
 
 /// The workload's view of what must be on the image: name → contents.
 type Model = BTreeMap<String, Vec<u8>>;
+
+/// Writes `data` to a file opened with `opts` and closes it, failing if
+/// the close fails: with the writeback cache the close is where the data
+/// is written back (std's `File` drop ignores that error).
+fn write_closed(path: &Path, opts: &OpenOptions, data: &[u8]) -> io::Result<()> {
+    let mut f = opts.open(path)?;
+    f.write_all(data)?;
+    // SAFETY: the descriptor is ours alone, taken out of the File, and
+    // closed once.
+    if unsafe { libc::close(f.into_raw_fd()) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
 
 /// Creates, overwrites, appends to, renames and removes files until an
 /// operation fails (the daemon is gone). Returns the model of everything
@@ -29,18 +45,15 @@ fn workload(mnt: &Path, done: &AtomicUsize) -> (Model, Vec<String>) {
         let name = format!("f{i:05}");
         let len = 1 + rng.below(20_000) as usize;
         let data = random_bytes(&mut rng, len);
-        if fs::write(p(&name), &data).is_err() {
+        let create = OpenOptions::new().write(true).create(true).truncate(true).clone();
+        if write_closed(&p(&name), &create, &data).is_err() {
             return (model, vec![name]);
         }
         model.insert(name.clone(), data);
         // Append a record to a log kept open across many operations.
         let line = format!("{i}\n");
-        let appended = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .open(p("log"))
-            .and_then(|mut f| f.write_all(line.as_bytes()));
-        if appended.is_err() {
+        let append = OpenOptions::new().append(true).create(true).clone();
+        if write_closed(&p("log"), &append, line.as_bytes()).is_err() {
             return (model, vec!["log".into()]);
         }
         model

@@ -64,7 +64,13 @@ pub fn setup(name: &str, scratch: &Path, size_mib: u64, novafs_bin: &Path) -> Re
     Ok(match name {
         "novafs-lib" => Box::new(LibraryTarget::new(work, size_mib)?),
         posix::NAME => Box::new(PosixTarget::new(work, size_mib)?),
-        "novafs-fuse" => Box::new(PathTarget::novafs_fuse(work, size_mib, novafs_bin, "novafs-fuse", "stats")?),
+        "novafs-fuse" => Box::new(PathTarget::novafs_fuse(
+            work,
+            size_mib,
+            novafs_bin,
+            "novafs-fuse",
+            "stats",
+        )?),
         // Writes durable at fsync or close, as on the kernel file systems
         // (README, "Writeback cache"); not in the default set.
         WRITEBACK => Box::new(PathTarget::novafs_fuse(
