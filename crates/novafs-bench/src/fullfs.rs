@@ -4,15 +4,20 @@
 //! for operations per second and the pages the fast and the thorough log
 //! GC reclaimed (`Fs::gc_stats`).
 //!
-//! The mix, per operation: 60% a 4 KiB overwrite at a random page of a
-//! random file, 20% a whole-file read, 10% a replace (delete a random file
-//! and create one of the same size in a random directory: as much is
-//! deleted as is created, so the utilisation holds), 10% a stat. Files are
-//! 128 KiB (fileserver's mean) in directories of 20 (filebench's
-//! `meandirwidth`). Overwrites make dead write entries in file logs and
-//! replaces dead dentries in directory logs: the log GC's work. The levels
-//! run on file systems of their own, in alternating slices, so the machine's
-//! noise falls on both alike.
+//! Two mixes ([`Mix`]). Overwrites, per operation: 60% a 4 KiB overwrite
+//! at a random page of a random file, 20% a whole-file read, 10% a replace
+//! (delete a random file and create one of the same size in a random
+//! directory: as much is deleted as is created, so the utilisation holds),
+//! 10% a stat. Fileserver, the workload of NOVA's Table 3: filebench's
+//! fileserver flowops in its proportions, a replace (its create + write
+//! whole file and its delete) 40%, a 16 KiB append 20%, a whole-file read
+//! 20%, a stat 20%; new files are 120 KiB, so that with the appends they
+//! average the 128 KiB the set starts with. Files are 128 KiB (fileserver's
+//! mean) in directories of 20 (filebench's `meandirwidth`). Overwrites
+//! make dead write entries in file logs and replaces dead dentries in
+//! directory logs: the log GC's work. The levels run on file systems of
+//! their own, in alternating slices, so the machine's noise falls on both
+//! alike.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -135,6 +140,7 @@ const PAGE: u64 = 4096;
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Plan {
+    pub mix: Mix,
     /// Utilisations to hold, % of the data area.
     pub levels: Vec<f64>,
     pub size_mib: u64,
@@ -144,6 +150,46 @@ pub struct Plan {
     /// Seconds of one slice: the levels take turns.
     pub slice_secs: f64,
 }
+
+/// What the threads do to the file set (the module docs give the
+/// proportions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mix {
+    /// Random single-page overwrites: file log entries die one at a time.
+    Overwrites,
+    /// Filebench's fileserver, as NOVA's Table 3 ran it: files made,
+    /// appended to and deleted whole.
+    Fileserver,
+}
+
+impl Mix {
+    pub fn name(self) -> &'static str {
+        match self {
+            Mix::Overwrites => "overwrites",
+            Mix::Fileserver => "fileserver",
+        }
+    }
+
+    fn describe(self) -> &'static str {
+        match self {
+            Mix::Overwrites => {
+                "60% a 4 KiB overwrite at a random page of a random file, 20% a whole-file read, 10% a \
+                 replace (create a file of the same size in a random directory, then delete the old one), \
+                 10% a stat"
+            }
+            Mix::Fileserver => {
+                "filebench's fileserver as NOVA's Table 3 ran it: 40% a replace (create a 120 KiB file in a \
+                 random directory and write it whole, then delete a random one), 20% a 16 KiB append to a \
+                 random file, 20% a whole-file read, 20% a stat"
+            }
+        }
+    }
+}
+
+/// Size of a file the fileserver mix creates: with its appends (half a
+/// file's lifetime on average gets one) the set keeps its mean size.
+const FILESERVER_NEW: u64 = FILE_SIZE - FILESERVER_APPEND / 2;
+const FILESERVER_APPEND: u64 = 16 << 10;
 
 /// One level's run.
 #[derive(Debug, Clone)]
@@ -208,9 +254,9 @@ impl<B: Backend> FileTable<B> {
 
 /// Creates `name` in `dir` and writes it whole, 64 KiB at a time. ENOSPC
 /// leaves no partial file behind: it is removed again.
-fn create_whole<B: Backend>(b: &B, dir: &B::Dir, name: &str, buf: &[u8]) -> Result<()> {
+fn create_whole<B: Backend>(b: &B, dir: &B::Dir, name: &str, size: u64, buf: &[u8]) -> Result<()> {
     let f = b.create(dir, name)?;
-    write_whole(b, &f, FILE_SIZE, buf).inspect_err(|_| {
+    write_whole(b, &f, size, buf).inspect_err(|_| {
         drop(f);
         let _ = b.unlink(dir, name);
     })
@@ -254,7 +300,7 @@ pub fn prefill<B: Backend>(
             dir: dirs.len() - 1,
             name: format!("f{}", slots.len()),
         };
-        match create_whole(b, &dirs[slot.dir], &slot.name, &buf) {
+        match create_whole(b, &dirs[slot.dir], &slot.name, FILE_SIZE, &buf) {
             Ok(()) => slots.push(Mutex::new(slot)),
             Err(e) if is_nospc(&e) => break,
             Err(e) => return Err(e.context("pre-fill")),
@@ -284,32 +330,52 @@ pub fn cleanup<B: Backend>(b: &B, prefix: &str, set: &FileTable<B>) -> Result<()
 fn one_op<B: Backend>(
     b: &B,
     set: &FileTable<B>,
+    mix: Mix,
     rng: &mut SplitMix,
     buf: &mut [u8],
     counters: &Counters,
 ) -> Result<()> {
+    enum Op {
+        Overwrite,
+        Append,
+        Read,
+        Replace(u64),
+        Stat,
+    }
     let i = rng.below(set.files() as u64) as usize;
     let mut slot = set.lock(i);
     let dir = &set.dirs[slot.dir];
-    let roll = rng.below(100);
-    let r = if roll < 60 {
-        let page = rng.below(FILE_SIZE / PAGE);
-        b.open(dir, &slot.name)
-            .and_then(|f| b.write_at(&f, page * PAGE, &buf[..PAGE as usize]))
-    } else if roll < 80 {
-        b.open(dir, &slot.name).and_then(|f| read_whole(b, &f, buf).map(drop))
-    } else if roll < 90 {
-        // Replace: a new file elsewhere, then the old one goes, so as much
-        // is deleted as is created. Out of space, the old one stays.
-        let to = rng.below(set.dirs() as u64) as usize;
-        let name = set.fresh_name();
-        create_whole(b, &set.dirs[to], &name, buf).and_then(|()| {
-            b.unlink(dir, &slot.name)?;
-            *slot = Slot { dir: to, name };
-            Ok(())
-        })
-    } else {
-        b.stat(dir, &slot.name).map(drop)
+    let op = match (mix, rng.below(100)) {
+        (Mix::Overwrites, 0..60) => Op::Overwrite,
+        (Mix::Overwrites, 60..80) | (Mix::Fileserver, 60..80) => Op::Read,
+        (Mix::Overwrites, 80..90) => Op::Replace(FILE_SIZE),
+        (Mix::Fileserver, 0..40) => Op::Replace(FILESERVER_NEW),
+        (Mix::Fileserver, 40..60) => Op::Append,
+        _ => Op::Stat,
+    };
+    let r = match op {
+        Op::Overwrite => {
+            let page = rng.below(FILE_SIZE / PAGE);
+            b.open(dir, &slot.name)
+                .and_then(|f| b.write_at(&f, page * PAGE, &buf[..PAGE as usize]))
+        }
+        Op::Append => b.open(dir, &slot.name).and_then(|f| {
+            let end = b.len(&f)?;
+            b.write_at(&f, end, &buf[..FILESERVER_APPEND as usize])
+        }),
+        Op::Read => b.open(dir, &slot.name).and_then(|f| read_whole(b, &f, buf).map(drop)),
+        // A new file elsewhere, then the old one goes, so as much is
+        // deleted as is created. Out of space, the old one stays.
+        Op::Replace(size) => {
+            let to = rng.below(set.dirs() as u64) as usize;
+            let name = set.fresh_name();
+            create_whole(b, &set.dirs[to], &name, size, buf).and_then(|()| {
+                b.unlink(dir, &slot.name)?;
+                *slot = Slot { dir: to, name };
+                Ok(())
+            })
+        }
+        Op::Stat => b.stat(dir, &slot.name).map(drop),
     };
     match r {
         Ok(()) => counters.ops.fetch_add(1, Ordering::Relaxed),
@@ -323,6 +389,7 @@ fn one_op<B: Backend>(
 pub fn mix<B: Backend>(
     b: &B,
     set: &FileTable<B>,
+    mix: Mix,
     threads: usize,
     seed: u64,
     halt: &AtomicBool,
@@ -332,7 +399,7 @@ pub fn mix<B: Backend>(
         let mut rng = SplitMix::derive(seed, t as u64);
         let mut buf = vec![0x5au8; FILE_SIZE as usize];
         while !halt.load(Ordering::Relaxed) {
-            one_op(b, set, &mut rng, &mut buf, counters)?;
+            one_op(b, set, mix, &mut rng, &mut buf, counters)?;
         }
         Ok(())
     })
@@ -353,13 +420,13 @@ struct Level {
 
 impl Level {
     /// Runs the mix for `secs` more, sampling every second.
-    fn slice(&mut self, secs: f64, threads: usize, seed: u64, stop: &AtomicBool, bar: &ProgressBar) -> Result<()> {
+    fn slice(&mut self, secs: f64, plan: &Plan, seed: u64, stop: &AtomicBool, bar: &ProgressBar) -> Result<()> {
         let halt = AtomicBool::new(false);
         let (target, set, counters) = (&self.target, &self.set, &self.counters);
         let start = Instant::now();
         let (ran, series) = (self.ran, &mut self.series);
         std::thread::scope(|s| -> Result<()> {
-            let worker = s.spawn(|| mix(target, set, threads, seed, &halt, counters));
+            let worker = s.spawn(|| mix(target, set, plan.mix, plan.threads, seed, &halt, counters));
             let mut tick = 1u64;
             loop {
                 let next = start + Duration::from_secs(tick);
@@ -444,7 +511,7 @@ pub fn run(plan: &Plan, mut make: impl FnMut(u64) -> Result<LibraryTarget>, stop
                 continue;
             }
             bar.set_message(format!("full file system: the mix at {:.0}% full", l.level_pct));
-            l.slice(secs, plan.threads, round, stop, &bar)?;
+            l.slice(secs, plan, round, stop, &bar)?;
         }
         round += 1;
     }
@@ -489,18 +556,18 @@ pub fn markdown(r: &FullRun, png: Option<&str>, every: f64) -> String {
          novafs-lib only. Each level has a fresh file system of its own, pre-filled with the same number \
          of files of {} KiB in directories of {} (the fullest level's is {} MiB, filled to its level; the \
          others are larger, so the working set is the same and only the free space differs), then {} \
-         threads run the mix for {:.0} s, the levels taking turns in slices of {:.0} s. The mix: 60% a \
-         4 KiB overwrite at a random page of a random file, 20% a whole-file read, 10% a replace (create \
-         a file of the same size in a random directory, then delete the old one), 10% a stat. ENOSPC is \
-         a failed operation, counted, not an error. GC pages are cumulative since the mix started; `t` \
-         is the level's own run time.\n",
+         threads run the mix for {:.0} s, the levels taking turns in slices of {:.0} s. The mix ({}): {}. \
+         ENOSPC is a failed operation, counted, not an error. GC pages are cumulative since the mix \
+         started; `t` is the level's own run time.\n",
         levels.join(" and "),
         FILE_SIZE >> 10,
         DIR_WIDTH,
         p.size_mib,
         p.threads,
         p.secs,
-        p.slice_secs
+        p.slice_secs,
+        p.mix.name(),
+        p.mix.describe()
     );
     let _ = writeln!(
         s,
@@ -648,6 +715,7 @@ mod tests {
         low.record(1.0, 1000, GcSnap::default(), 0, 50.0);
         low.record(2.5, 1600, GcSnap::default(), 0, 50.0);
         let plan = Plan {
+            mix: Mix::Overwrites,
             levels: vec![50.0, 95.0],
             size_mib: 64,
             threads: 2,
@@ -668,7 +736,18 @@ mod tests {
     }
 
     #[test]
-    fn prefill_reaches_the_level_and_the_mix_holds_it() {
+    fn prefill_reaches_the_level_and_the_overwrites_hold_it() {
+        prefill_then(Mix::Overwrites);
+    }
+
+    #[test]
+    fn prefill_reaches_the_level_and_the_fileserver_mix_holds_it() {
+        prefill_then(Mix::Fileserver);
+    }
+
+    /// Fills to 90%, runs 3000 operations of `mix`: the file count holds,
+    /// the space within 3 points, and every file has a size the mix gives.
+    fn prefill_then(mix: Mix) {
         let region = std::sync::Arc::new(pm::MemRegion::new(48 << 20));
         let t = LibraryTarget::on_region(region).expect("format");
         let empty = used_pct(&t).expect("statfs");
@@ -682,7 +761,7 @@ mod tests {
         let mut rng = SplitMix::new(7);
         let mut buf = vec![0u8; FILE_SIZE as usize];
         for _ in 0..3000 {
-            one_op(&t, &set, &mut rng, &mut buf, &counters).expect("op");
+            one_op(&t, &set, mix, &mut rng, &mut buf, &counters).expect("op");
         }
         assert_eq!(
             counters.ops.load(Ordering::Relaxed) + counters.nospc.load(Ordering::Relaxed),
@@ -693,9 +772,25 @@ mod tests {
         assert!((after - used).abs() < 3.0, "used {used} then {after}");
         let inodes = |t: &LibraryTarget| t.statfs().map(|s| s.files - s.files_free).expect("statfs");
         assert_eq!(inodes(&t), inodes_before);
+        let mut appended = 0;
         for i in 0..set.files() {
             let slot = set.lock(i);
-            assert_eq!(t.stat(&set.dirs[slot.dir], &slot.name).expect("stat"), FILE_SIZE);
+            let size = t.stat(&set.dirs[slot.dir], &slot.name).expect("stat");
+            match mix {
+                Mix::Overwrites => assert_eq!(size, FILE_SIZE),
+                Mix::Fileserver => {
+                    let made = if slot.name.starts_with('g') {
+                        FILESERVER_NEW
+                    } else {
+                        FILE_SIZE
+                    };
+                    assert_eq!((size - made) % FILESERVER_APPEND, 0, "{size}");
+                    appended += (size - made) / FILESERVER_APPEND;
+                }
+            }
+        }
+        if mix == Mix::Fileserver {
+            assert!(appended > 0, "no file was appended to");
         }
         cleanup(&t, "d", &set).expect("cleanup");
         let left = used_pct(&t).expect("statfs");

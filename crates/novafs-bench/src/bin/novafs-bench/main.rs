@@ -92,6 +92,11 @@ struct Args {
     /// Size of the full-file-system run's file system, MiB (default 256; 128 with --quick).
     #[arg(long)]
     full_size_mib: Option<u64>,
+    /// Run the full-file-system experiment with filebench's fileserver
+    /// (NOVA Table 3's workload: files made, appended to and deleted whole)
+    /// instead of random single-page overwrites.
+    #[arg(long)]
+    full_fileserver: bool,
     /// Size of each target's file system, MiB.
     #[arg(long)]
     size_mib: Option<u64>,
@@ -160,6 +165,11 @@ fn main() -> Result<()> {
         (p, args.rounds.unwrap_or(5), args.size_mib.unwrap_or(1024))
     };
     let full = fullfs::Plan {
+        mix: if args.full_fileserver {
+            fullfs::Mix::Fileserver
+        } else {
+            fullfs::Mix::Overwrites
+        },
         levels: vec![50.0, 95.0],
         size_mib: args.full_size_mib.unwrap_or(if q { 128 } else { 256 }),
         threads: personality.threads,
