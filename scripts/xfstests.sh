@@ -58,6 +58,8 @@
 # Environment (all optional): NOVAFS, IMAGE_SIZE, TEST_IMG, SCRATCH_IMG,
 # TEST_DIR, SCRATCH_MNT, WORK_DIR (default: a new /tmp/novafs-xfstests.XXXXXX),
 # KEEP_IMAGES=1 (keep the images in /dev/shm afterwards),
+# NOVAFS_MOUNT_OPTIONS (more -o options for every mount, e.g.
+# writeback_cache),
 # XFSTESTS_GLOBAL_HELPERS=1 (no private mount namespace; see above).
 set -euo pipefail
 
@@ -193,8 +195,8 @@ export TEST_DEV=$TEST_IMG
 export TEST_DIR=$TEST_DIR
 export SCRATCH_DEV=$SCRATCH_IMG
 export SCRATCH_MNT=$SCRATCH_MNT
-export MOUNT_OPTIONS="-o allow_other,dev,suid"
-export TEST_FS_MOUNT_OPTS="-o allow_other,dev,suid"
+export MOUNT_OPTIONS="-o allow_other,dev,suid${NOVAFS_MOUNT_OPTIONS:+,$NOVAFS_MOUNT_OPTIONS}"
+export TEST_FS_MOUNT_OPTS="-o allow_other,dev,suid${NOVAFS_MOUNT_OPTIONS:+,$NOVAFS_MOUNT_OPTIONS}"
 export DF_PROG=$WORK/df-fuse
 export RESULT_BASE=$RESULTS
 EOF

@@ -211,7 +211,7 @@ impl Daemon {
             },
         );
         state
-            .write(&image, &mnt)
+            .write(&image, &mnt, &args.options.join(",").replace('\n', " "))
             .with_context(|| format!("cannot write {}", state.pid.display()))?;
         let map = MapOptions {
             eadr: opts.eadr,

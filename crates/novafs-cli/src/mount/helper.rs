@@ -6,6 +6,7 @@ use std::path::Path;
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use super::state::StatePaths;
 use super::sys;
 
 /// What mount(8)'s helper call `mount.novafs SOURCE TARGET [-sfnv] [-N
@@ -100,6 +101,13 @@ pub fn remount(target: &Path, options: &[String]) -> Result<()> {
         bail!("remounting {t} needs root");
     }
     let mut flags = sys::mount_flags(target).with_context(|| format!("{t} is not a mount point"))?;
+    // What the daemon serving it was started with may be named again
+    // unchanged (mount(8) passes fstab's options along on a remount).
+    let running = StatePaths::new(target)
+        .ok()
+        .and_then(|s| s.read())
+        .map_or_else(String::new, |d| d.options);
+    let unchanged = |o: &str| running.split(',').any(|r| r == o);
     for o in options {
         let (set, clear) = match o.as_str() {
             "remount"
@@ -131,6 +139,7 @@ pub fn remount(target: &Path, options: &[String]) -> Result<()> {
             "strictatime" => (libc::MS_STRICTATIME, libc::MS_NOATIME | libc::MS_RELATIME),
             "nodiratime" => (libc::MS_NODIRATIME, 0),
             "diratime" => (0, libc::MS_NODIRATIME),
+            _ if unchanged(o) => continue,
             _ => bail!("{o} cannot change on a remount of {t}; unmount and mount again with it"),
         };
         flags = (flags | set) & !clear;

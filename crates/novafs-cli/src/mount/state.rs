@@ -25,6 +25,8 @@ pub(super) struct DaemonState {
     pub(super) pid: u32,
     pub(super) start: u64,
     pub(super) image: String,
+    /// The `-o` options the daemon was started with, comma-separated.
+    pub(super) options: String,
     pub(super) failed: Option<String>,
 }
 
@@ -97,11 +99,13 @@ impl StatePaths {
         })
     }
 
-    pub(super) fn write(&self, image: &Path, mnt: &Path) -> io::Result<()> {
+    /// Records this daemon: its pid, image, mount point, log, and the
+    /// `-o` options it was started with (`options`, comma-separated).
+    pub(super) fn write(&self, image: &Path, mnt: &Path, options: &str) -> io::Result<()> {
         let pid = std::process::id();
         let start = sys::process_stat(pid).map_or(0, |p| p.start);
         let text = format!(
-            "pid={pid}\nstart={start}\nimage={}\nmountpoint={}\nlog={}\n",
+            "pid={pid}\nstart={start}\nimage={}\nmountpoint={}\nlog={}\noptions={options}\n",
             image.display(),
             mnt.display(),
             self.log.display()
@@ -122,6 +126,7 @@ impl StatePaths {
             pid: field("pid")?.parse().ok()?,
             start: field("start")?.parse().ok()?,
             image: field("image").unwrap_or_default(),
+            options: field("options").unwrap_or_default(),
             failed: field("failed"),
         })
     }
