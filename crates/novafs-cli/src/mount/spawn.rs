@@ -81,10 +81,12 @@ pub(super) fn spawn_daemon(args: &MountArgs) -> Result<ExitCode> {
 /// `mnt`, as a kernel file system shares one superblock between two
 /// mounts of a device: a bind mount served by the same daemon, with the
 /// read-only and VFS flags asked for. Options that belong to the daemon
-/// (threads, protection, snapshots...) cannot differ, and are refused.
+/// (threads, protection, snapshots...) cannot differ from those it was
+/// started with (its state file keeps them), and are refused.
 fn share_mount(image: &Path, at: &Path, mnt: &Path, opts: &Options, quiet: bool) -> Result<ExitCode> {
     let fresh = parse_options(&[])?;
-    let flags_only = Options {
+    // An option's daemon part: the flags a bind mount sets left out.
+    let daemon_part = |o: &Options| Options {
         read_only: fresh.read_only,
         allow_other: fresh.allow_other,
         devices: fresh.devices,
@@ -92,11 +94,16 @@ fn share_mount(image: &Path, at: &Path, mnt: &Path, opts: &Options, quiet: bool)
         exec: fresh.exec,
         atime: fresh.atime,
         no_dir_atime: fresh.no_dir_atime,
-        ..opts.clone()
+        ..o.clone()
     };
-    if flags_only != fresh {
+    let running = StatePaths::new(at)
+        .ok()
+        .and_then(|s| s.read())
+        .and_then(|d| parse_options(&[d.options]).ok())
+        .unwrap_or_else(|| fresh.clone());
+    if daemon_part(opts) != daemon_part(&running) {
         bail!(
-            "{} is mounted already at {}: a second mount shares its daemon and takes only ro, rw, dev, nodev, suid, nosuid, exec, noexec and the access-time options",
+            "{} is mounted already at {}: a second mount shares its daemon, so only ro, rw, dev, nodev, suid, nosuid, exec, noexec and the access-time options may differ from the first mount's",
             image.display(),
             at.display()
         );
