@@ -152,7 +152,7 @@ pub(super) fn serve(args: &MountArgs) -> ExitCode {
     let clean = outcome.is_ok();
     let code = match outcome {
         Ok(()) => {
-            state.remove();
+            state.remove_own();
             tracing::info!("unmounted {}; image marked clean", mnt.display());
             ExitCode::SUCCESS
         }
@@ -245,7 +245,7 @@ impl Daemon {
         let fs = match opened {
             Ok(fs) => fs,
             Err(e) => {
-                state.remove();
+                state.remove_own();
                 return Err(e);
             }
         };
@@ -278,7 +278,7 @@ impl Daemon {
             }),
             Err(failed) => {
                 let MountError { error, fs } = *failed;
-                state.remove();
+                state.remove_own();
                 if let Some(fs) = fs {
                     if let Err(e) = fs.unmount() {
                         tracing::warn!("clean unmount after the failed mount: {e}");

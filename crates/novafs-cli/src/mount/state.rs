@@ -131,7 +131,23 @@ impl StatePaths {
         })
     }
 
+    /// Whether the state file records this process: once the kernel has
+    /// let go of the mount point, a new daemon for it may start (and write
+    /// its own) while this one is still saving the image.
+    fn ours(&self) -> bool {
+        self.read().is_some_and(|d| d.pid == std::process::id())
+    }
+
+    /// Appends this daemon's failure to its state file, unless a new
+    /// daemon's has replaced it.
     pub(super) fn record_failure(&self, msg: &str) {
+        if !self.ours() {
+            tracing::warn!(
+                "{} is another daemon's now: the failure is in this log only",
+                self.pid.display()
+            );
+            return;
+        }
         let appended = OpenOptions::new()
             .append(true)
             .open(&self.pid)
@@ -143,5 +159,47 @@ impl StatePaths {
 
     pub(super) fn remove(&self) {
         let _ = fs::remove_file(&self.pid);
+    }
+
+    /// [`remove`](Self::remove) for the daemon itself: only its own file.
+    pub(super) fn remove_own(&self) {
+        if self.ours() {
+            self.remove();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// umount(8) returns once the kernel lets go, and a new daemon for
+    /// the same mount point may write its state file while the old one is
+    /// still saving the image: the old one must leave that file alone.
+    #[test]
+    fn a_finishing_daemon_leaves_a_new_daemons_state_file_alone() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let at = |ext: &str| dir.path().join(format!("m.{ext}"));
+        let state = StatePaths {
+            pid: at("pid"),
+            log: at("log"),
+            ctl: at("ctl"),
+            stats: at("stats"),
+        };
+        let other = std::process::id().wrapping_add(1);
+        let theirs = format!("pid={other}\nstart=5\nimage=/i\nmountpoint=/m\nlog=/l\noptions=stats\n");
+        fs::write(&state.pid, theirs).expect("write");
+        state.record_failure("saving failed");
+        state.remove_own();
+        let d = state.read().expect("still there");
+        assert_eq!((d.pid, d.failed, d.options.as_str()), (other, None, "stats"));
+        state
+            .write(Path::new("/i"), Path::new("/m"), "stats,writeback_cache")
+            .expect("write");
+        assert_eq!(state.read().expect("ours").options, "stats,writeback_cache");
+        state.record_failure("saving failed");
+        assert_eq!(state.read().expect("ours").failed.as_deref(), Some("saving failed"));
+        state.remove_own();
+        assert!(state.read().is_none());
     }
 }

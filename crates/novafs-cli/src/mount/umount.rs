@@ -102,8 +102,9 @@ pub fn umount(path: &Path) -> Result<()> {
         }
         thread::sleep(Duration::from_millis(5));
     }
-    // A clean daemon removes its state file; a failed one says why.
-    let Some(left) = state.read() else {
+    // A clean daemon removes its state file; a failed one says why. (A
+    // file of another pid is a new daemon's, mounted meanwhile.)
+    let Some(left) = state.read().filter(|l| l.pid == d.pid) else {
         return Ok(());
     };
     state.remove();
