@@ -322,3 +322,62 @@ fn random_overwrites_of_small_files_need_no_compaction() {
     }
     fs.unmount().unwrap();
 }
+
+/// The churn of `churn_in_a_small_directory_is_collected_by_fast_gc`,
+/// `steps` long, in a new directory `name` of `fs`; its GC counts.
+fn random_churn(fs: &novafs::Fs, name: &[u8], steps: u32) -> novafs::GcStats {
+    let before = fs.gc_stats();
+    let d = fs.mkdir(ROOT_INO, name, 0o755, 0, 0).unwrap().ino;
+    let mut live = [false; 40];
+    let mut rng = novafs_rng::SplitMix::new(29);
+    for _ in 0..steps {
+        let i = rng.below(live.len() as u64) as usize;
+        let name = format!("f{i}");
+        if live[i] {
+            fs.unlink(d, name.as_bytes()).unwrap();
+        } else {
+            fs.create(d, name.as_bytes(), 0o644, 0, 0).unwrap();
+        }
+        live[i] = !live[i];
+    }
+    let after = fs.gc_stats();
+    novafs::GcStats {
+        fast_pages: after.fast_pages - before.fast_pages,
+        thorough_pages: after.thorough_pages - before.thorough_pages,
+        thorough_runs: after.thorough_runs - before.thorough_runs,
+    }
+}
+
+/// With space to spare, thorough GC waits until live entries fill under
+/// a third of a log, and fast GC reclaims most pages with no copy (NOVA
+/// Table 3's "majority"); with ordinary allocations down to their last
+/// quarter-reserve it compacts at NOVA's half again, and more often.
+#[test]
+fn thorough_gc_waits_longer_while_space_is_spare() {
+    let region = fresh(32, 1);
+    let fs = mount(&region);
+    let roomy = random_churn(&fs, b"roomy", 20_000);
+    assert!(
+        roomy.fast_pages > roomy.thorough_pages,
+        "fast GC takes the majority: {roomy:?}"
+    );
+    // Fill until ordinary allocations have an eighth of the reserve left.
+    let f = fs.create(ROOT_INO, b"fill", 0o644, 0, 0).unwrap().ino;
+    let left = |fs: &novafs::Fs| {
+        let s = fs.statfs();
+        s.blocks_free.saturating_sub(s.blocks_reserved)
+    };
+    let target = fs.statfs().blocks_reserved / 8;
+    let mut at = 0;
+    while left(&fs) > target {
+        fs.write(f, at, &[7u8; 4096]).unwrap();
+        at += 4096;
+    }
+    let full = random_churn(&fs, b"full", 20_000);
+    assert!(
+        full.thorough_runs > roomy.thorough_runs,
+        "roomy {roomy:?}, full {full:?}"
+    );
+    drop(fs);
+    assert_fsck_clean(&region);
+}

@@ -257,7 +257,7 @@ fn a_failed_inode_table_growth_gives_the_chunk_back() {
 /// log next runs thorough GC. The ops, in order.
 fn churn_ops() -> Vec<(bool, Vec<u8>)> {
     let mut ops = Vec::new();
-    for i in 0..8 {
+    for i in 0..16 {
         ops.push((true, format!("keep{i}").into_bytes()));
         for _ in 0..30 {
             ops.push((true, b"t".to_vec()));
