@@ -351,7 +351,7 @@ fn random_churn(fs: &novafs::Fs, name: &[u8], steps: u32) -> novafs::GcStats {
 /// With space to spare, thorough GC waits until live entries fill under
 /// a third of a log, and fast GC reclaims most pages with no copy (NOVA
 /// Table 3's "majority"); with ordinary allocations down to their last
-/// quarter-reserve it compacts at NOVA's half again, and more often.
+/// half-reserve it compacts at NOVA's half again, and more often.
 #[test]
 fn thorough_gc_waits_longer_while_space_is_spare() {
     let region = fresh(32, 1);
