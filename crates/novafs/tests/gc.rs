@@ -252,22 +252,8 @@ fn churn_in_a_small_directory_is_collected_by_fast_gc() {
     let region = fresh(32, 1);
     let fs = mount(&region);
     let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
-    let mut live = [false; 40];
-    let mut rng = novafs_rng::SplitMix::new(28);
-    for _ in 0..20_000 {
-        let i = rng.below(live.len() as u64) as usize;
-        let name = format!("f{i}");
-        if live[i] {
-            fs.unlink(d, name.as_bytes()).unwrap();
-        } else {
-            fs.create(d, name.as_bytes(), 0o644, 0, 0).unwrap();
-        }
-        live[i] = !live[i];
-    }
-    let gc = fs.gc_stats();
+    let (gc, expect) = random_churn(&fs, d, 28, 20_000);
     assert!(gc.fast_pages > 0, "{gc:?}");
-    let mut expect: Vec<String> = (0..live.len()).filter(|&i| live[i]).map(|i| format!("f{i}")).collect();
-    expect.sort();
     let sorted = |fs: &novafs::Fs| {
         let mut n = names(fs, d);
         n.sort();
@@ -323,13 +309,13 @@ fn random_overwrites_of_small_files_need_no_compaction() {
     fs.unmount().unwrap();
 }
 
-/// The churn of `churn_in_a_small_directory_is_collected_by_fast_gc`,
-/// `steps` long, in a new directory `name` of `fs`; its GC counts.
-fn random_churn(fs: &novafs::Fs, name: &[u8], steps: u32) -> novafs::GcStats {
+/// Creates or removes, `steps` times, one of 40 names picked at random by
+/// `seed` in directory `d` (about 20 live: the fileserver's width). The
+/// GC counts it caused, and the names left, sorted.
+fn random_churn(fs: &novafs::Fs, d: u64, seed: u64, steps: u32) -> (novafs::GcStats, Vec<String>) {
     let before = fs.gc_stats();
-    let d = fs.mkdir(ROOT_INO, name, 0o755, 0, 0).unwrap().ino;
     let mut live = [false; 40];
-    let mut rng = novafs_rng::SplitMix::new(29);
+    let mut rng = novafs_rng::SplitMix::new(seed);
     for _ in 0..steps {
         let i = rng.below(live.len() as u64) as usize;
         let name = format!("f{i}");
@@ -341,11 +327,14 @@ fn random_churn(fs: &novafs::Fs, name: &[u8], steps: u32) -> novafs::GcStats {
         live[i] = !live[i];
     }
     let after = fs.gc_stats();
-    novafs::GcStats {
+    let gc = novafs::GcStats {
         fast_pages: after.fast_pages - before.fast_pages,
         thorough_pages: after.thorough_pages - before.thorough_pages,
         thorough_runs: after.thorough_runs - before.thorough_runs,
-    }
+    };
+    let mut left: Vec<String> = (0..live.len()).filter(|&i| live[i]).map(|i| format!("f{i}")).collect();
+    left.sort();
+    (gc, left)
 }
 
 /// With space to spare, thorough GC waits until live entries fill under
@@ -356,7 +345,8 @@ fn random_churn(fs: &novafs::Fs, name: &[u8], steps: u32) -> novafs::GcStats {
 fn thorough_gc_waits_longer_while_space_is_spare() {
     let region = fresh(32, 1);
     let fs = mount(&region);
-    let roomy = random_churn(&fs, b"roomy", 20_000);
+    let mkdir = |name: &[u8]| fs.mkdir(ROOT_INO, name, 0o755, 0, 0).unwrap().ino;
+    let (roomy, _) = random_churn(&fs, mkdir(b"roomy"), 29, 20_000);
     assert!(
         roomy.fast_pages > roomy.thorough_pages,
         "fast GC takes the majority: {roomy:?}"
@@ -373,7 +363,7 @@ fn thorough_gc_waits_longer_while_space_is_spare() {
         fs.write(f, at, &[7u8; 4096]).unwrap();
         at += 4096;
     }
-    let full = random_churn(&fs, b"full", 20_000);
+    let (full, _) = random_churn(&fs, mkdir(b"full"), 29, 20_000);
     assert!(
         full.thorough_runs > roomy.thorough_runs,
         "roomy {roomy:?}, full {full:?}"
