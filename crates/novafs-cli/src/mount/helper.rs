@@ -103,10 +103,7 @@ pub fn remount(target: &Path, options: &[String]) -> Result<()> {
     let mut flags = sys::mount_flags(target).with_context(|| format!("{t} is not a mount point"))?;
     // What the daemon serving it was started with may be named again
     // unchanged (mount(8) passes fstab's options along on a remount).
-    let running = StatePaths::new(target)
-        .ok()
-        .and_then(|s| s.read())
-        .map_or_else(String::new, |d| d.options);
+    let running = StatePaths::running_options(target).unwrap_or_default();
     let unchanged = |o: &str| running.split(',').any(|r| r == o);
     for o in options {
         let (set, clear) = match o.as_str() {

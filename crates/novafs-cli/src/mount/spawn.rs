@@ -96,10 +96,8 @@ fn share_mount(image: &Path, at: &Path, mnt: &Path, opts: &Options, quiet: bool)
         no_dir_atime: fresh.no_dir_atime,
         ..o.clone()
     };
-    let running = StatePaths::new(at)
-        .ok()
-        .and_then(|s| s.read())
-        .and_then(|d| parse_options(&[d.options]).ok())
+    let running = StatePaths::running_options(at)
+        .and_then(|o| parse_options(&[o]).ok())
         .unwrap_or_else(|| fresh.clone());
     if daemon_part(opts) != daemon_part(&running) {
         bail!(

@@ -131,6 +131,11 @@ impl StatePaths {
         })
     }
 
+    /// The `-o` options of the daemon recorded as serving `mnt`, if one is.
+    pub(super) fn running_options(mnt: &Path) -> Option<String> {
+        StatePaths::new(mnt).ok()?.read().map(|d| d.options)
+    }
+
     /// Whether the state file records this process: once the kernel has
     /// let go of the mount point, a new daemon for it may start (and write
     /// its own) while this one is still saving the image.
