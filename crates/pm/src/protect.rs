@@ -240,6 +240,29 @@ impl Drop for PagesOpen<'_> {
     }
 }
 
+/// Called first in a signal handler that may load from or store to a
+/// protected mapping (a DAX window's fault, which commits). The kernel
+/// starts a handler with its default PKRU, which denies every key, so
+/// this thread must set its access again before the handler's first load;
+/// when the handler returns, the kernel restores the interrupted PKRU and
+/// dropping the result restores what this thread knew of it.
+pub(crate) fn signal_handler_entered() -> HandlerPkru {
+    #[cfg(target_arch = "x86_64")]
+    return HandlerPkru(pkey::forget_ready());
+    #[cfg(not(target_arch = "x86_64"))]
+    HandlerPkru(0)
+}
+
+/// What [`signal_handler_entered`] puts back.
+pub(crate) struct HandlerPkru(#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] u16);
+
+impl Drop for HandlerPkru {
+    fn drop(&mut self) {
+        #[cfg(target_arch = "x86_64")]
+        pkey::restore_ready(self.0);
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod pkey {
     use std::cell::Cell;
@@ -259,6 +282,16 @@ mod pkey {
     thread_local! {
         /// Keys this thread's PKRU already lets it read (keys are < 16).
         static READY: Cell<u16> = const { Cell::new(0) };
+    }
+
+    /// Forgets which keys this thread may read (see
+    /// `signal_handler_entered`); returns what it knew.
+    pub(super) fn forget_ready() -> u16 {
+        READY.with(|r| r.replace(0))
+    }
+
+    pub(super) fn restore_ready(ready: u16) {
+        READY.with(|r| r.set(ready));
     }
 
     fn rdpkru() -> u32 {

@@ -129,29 +129,36 @@ fn concurrent_mprotect_windows_on_one_page_nest() {
 }
 
 #[test]
+#[cfg_attr(
+    not(pm_pkeys),
+    ignore = "needs memory protection keys (pku and ospke in /proc/cpuinfo)"
+)]
 fn memory_protection_keys_protect_where_the_cpu_has_them() {
     let dir = shm_dir();
-    match protected(&dir, WriteProtect::Pkey) {
-        Ok(r) => {
-            assert_eq!(r.protection(), Protection::Pkey);
-            r.write(100, b"inside a window").unwrap();
-            // Another thread reads (its PKRU starts without the key).
-            std::thread::scope(|s| {
-                s.spawn(|| {
-                    let mut buf = [0u8; 15];
-                    r.read(100, &mut buf).unwrap();
-                    assert_eq!(&buf, b"inside a window");
-                });
-            });
-            assert!(stray_store_faults(&r, 200));
-        }
-        Err(e) => {
-            // No PKU here (e.g. a CPU without it): auto falls back to none.
-            eprintln!("skipped: no memory protection keys ({e})");
-            let r = protected(&shm_dir(), WriteProtect::Auto).unwrap();
-            assert_eq!(r.protection(), Protection::Off);
-        }
-    }
+    let r = protected(&dir, WriteProtect::Pkey).expect("the CPU lists pku and ospke");
+    assert_eq!(r.protection(), Protection::Pkey);
+    assert_eq!(
+        protected(&shm_dir(), WriteProtect::Auto).unwrap().protection(),
+        Protection::Pkey
+    );
+    r.write(100, b"inside a window").unwrap();
+    // Another thread reads (its PKRU starts without the key).
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut buf = [0u8; 15];
+            r.read(100, &mut buf).unwrap();
+            assert_eq!(&buf, b"inside a window");
+        });
+    });
+    assert!(stray_store_faults(&r, 200));
+}
+
+#[test]
+#[cfg_attr(pm_pkeys, ignore = "this CPU has memory protection keys")]
+fn without_protection_keys_auto_leaves_the_mapping_writable() {
+    assert!(protected(&shm_dir(), WriteProtect::Pkey).is_err());
+    let r = protected(&shm_dir(), WriteProtect::Auto).unwrap();
+    assert_eq!(r.protection(), Protection::Off);
 }
 
 #[test]

@@ -770,6 +770,7 @@ mod imp {
             let write = uc.uc_mcontext.gregs[libc::REG_ERR as usize] & PF_WRITE != 0;
             let addr = (*info).si_addr() as usize;
             if (*info).si_code > 0 && find(addr).is_some() {
+                let _pkru = crate::protect::signal_handler_entered();
                 let errno = *libc::__errno_location();
                 let ok = resolve_here(addr, write).or_else(|| hand_off(addr, write));
                 *libc::__errno_location() = errno;

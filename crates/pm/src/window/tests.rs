@@ -200,3 +200,47 @@ fn a_tracking_window_lists_the_pages_stored_to_without_a_fault() {
     assert_eq!(&b, b"five", "the stores reached the file");
     *handler.window.lock().unwrap() = None;
 }
+
+/// With the region under protection keys, the fault handler loads from
+/// and stores to it as the file system's does. A signal handler starts
+/// with a PKRU that denies every key, so the handler must let its thread
+/// in again, on a thread that had set its PKRU for the key before the
+/// fault and on one that had not.
+#[test]
+#[cfg_attr(
+    not(pm_pkeys),
+    ignore = "needs memory protection keys (pku and ospke in /proc/cpuinfo)"
+)]
+fn a_handler_reads_and_writes_a_region_under_protection_keys() {
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let opts = MapOptions {
+        protect: crate::WriteProtect::Pkey,
+        ..MapOptions::default()
+    };
+    let region = Arc::new(MmapRegion::create(&dir.path().join("img"), 16 * WINDOW_PAGE as u64, &opts).unwrap());
+    assert_eq!(region.protection(), crate::Protection::Pkey);
+    region.write(0, &[7u8; 2 * WINDOW_PAGE]).unwrap();
+    let cow = Arc::new(CopyOnWrite {
+        region: region.clone(),
+        window: Mutex::new(None),
+        faults: AtomicUsize::new(0),
+    });
+    let w = Arc::new(Window::new(region.map_source().unwrap(), 2, cow.clone()).unwrap());
+    *cow.window.lock().unwrap() = Some(w.clone());
+    w.map(0, 0, 2, false).unwrap();
+    let p = w.as_ptr() as usize;
+    // SAFETY: page 0 is mapped read-only; the store faults and retries.
+    unsafe { (p as *mut u8).add(5).write_volatile(9) };
+    std::thread::spawn(move || {
+        // SAFETY: as above, page 1, from a thread new to the key.
+        unsafe { (p as *mut u8).add(WINDOW_PAGE + 5).write_volatile(10) };
+    })
+    .join()
+    .unwrap();
+    assert_eq!(cow.faults.load(Ordering::SeqCst), 2);
+    let mut copies = [0u8; 2 * WINDOW_PAGE];
+    region.read(2 * WINDOW_PAGE as u64, &mut copies).unwrap();
+    assert_eq!((copies[5], copies[WINDOW_PAGE + 5]), (9, 10));
+    assert_eq!(copies.iter().filter(|&&b| b == 7).count(), 2 * WINDOW_PAGE - 2);
+    *cow.window.lock().unwrap() = None;
+}
