@@ -102,6 +102,13 @@ fn rename_over_a_name_that_compacts_its_directory_is_atomic_at_every_crash_point
     assert_atomic("thorough_gc_dir_by_rename");
 }
 
+/// A write that found the file system full compacts other inodes' logs,
+/// then writes (`Fs::with_room`).
+#[test]
+fn compaction_for_space_is_atomic_at_every_crash_point() {
+    assert_atomic("thorough_gc_for_space");
+}
+
 #[test]
 fn journal_transaction_wrapping_the_ring_is_atomic_at_every_crash_point() {
     assert_atomic("journal_wraps");

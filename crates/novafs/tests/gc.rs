@@ -337,37 +337,58 @@ fn random_churn(fs: &novafs::Fs, d: u64, seed: u64, steps: u32) -> (novafs::GcSt
     (gc, left)
 }
 
-/// With space to spare, thorough GC waits until live entries fill under
-/// a third of a log, and fast GC reclaims most pages with no copy (NOVA
-/// Table 3's "majority"); with ordinary allocations down to their last
-/// half-reserve it compacts at NOVA's half again, and more often.
+/// Thorough GC waits until live entries fill under a third of a log, and
+/// fast GC reclaims most pages with no copy (NOVA Table 3's "majority").
 #[test]
-fn thorough_gc_waits_longer_while_space_is_spare() {
+fn fast_gc_takes_the_majority_of_a_small_directorys_churn() {
     let region = fresh(32, 1);
     let fs = mount(&region);
-    let mkdir = |name: &[u8]| fs.mkdir(ROOT_INO, name, 0o755, 0, 0).unwrap().ino;
-    let (roomy, _) = random_churn(&fs, mkdir(b"roomy"), 29, 20_000);
-    assert!(
-        roomy.fast_pages > roomy.thorough_pages,
-        "fast GC takes the majority: {roomy:?}"
-    );
-    // Fill until ordinary allocations have an eighth of the reserve left.
+    let d = fs.mkdir(ROOT_INO, b"d", 0o755, 0, 0).unwrap().ino;
+    let (gc, _) = random_churn(&fs, d, 29, 20_000);
+    assert!(gc.fast_pages > gc.thorough_pages, "fast GC takes the majority: {gc:?}");
+    fs.unmount().unwrap();
+}
+
+/// A full file system takes back the pages thorough GC left waiting for
+/// fast GC before it answers ENOSPC: filling one file, whose log holds
+/// only live entries, compacts the churned directories' logs, and every
+/// name stays as it was.
+#[test]
+fn a_full_file_system_compacts_waiting_logs_before_enospc() {
+    let region = fresh(32, 1);
+    let fs = mount(&region);
+    let dirs: Vec<(u64, Vec<String>)> = (0..8u32)
+        .map(|k| {
+            let d = fs.mkdir(ROOT_INO, format!("d{k}").as_bytes(), 0o755, 0, 0).unwrap().ino;
+            (d, random_churn(&fs, d, 100 + u64::from(k), 3000 + 500 * k).1)
+        })
+        .collect();
+    let before = fs.gc_stats();
     let f = fs.create(ROOT_INO, b"fill", 0o644, 0, 0).unwrap().ino;
-    let left = |fs: &novafs::Fs| {
-        let s = fs.statfs();
-        s.blocks_free.saturating_sub(s.blocks_reserved)
-    };
-    let target = fs.statfs().blocks_reserved / 8;
     let mut at = 0;
-    while left(&fs) > target {
-        fs.write(f, at, &[7u8; 4096]).unwrap();
-        at += 4096;
+    loop {
+        match fs.write(f, at, &[7u8; 4096]) {
+            Ok(n) => at += n as u64,
+            Err(novafs::Error::NoSpace) => break,
+            Err(e) => panic!("fill at {at}: {e}"),
+        }
     }
-    let (full, _) = random_churn(&fs, mkdir(b"full"), 29, 20_000);
+    let after = fs.gc_stats();
     assert!(
-        full.thorough_runs > roomy.thorough_runs,
-        "roomy {roomy:?}, full {full:?}"
+        after.thorough_runs > before.thorough_runs,
+        "no log compacted for space: {before:?} then {after:?}"
     );
+    let check = |fs: &novafs::Fs| {
+        for (d, left) in &dirs {
+            assert_eq!(names(fs, *d), *left, "directory {d}");
+        }
+        assert_eq!(fs.getattr(f).unwrap().size, at);
+    };
+    check(&fs);
     drop(fs);
+    assert_fsck_clean(&region);
+    let fs = mount(&region);
+    check(&fs);
+    fs.unmount().unwrap();
     assert_fsck_clean(&region);
 }

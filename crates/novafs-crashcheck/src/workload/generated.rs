@@ -282,6 +282,7 @@ pub fn generated() -> Vec<Generated> {
         |r| gc_count(r, GcKind::Thorough) > 0,
         GcKind::Thorough,
     ));
+    out.push(thorough_gc_for_space());
     // A journal transaction that wraps around the end of the ring.
     let pair = |i: usize| {
         let a = format!("/x{}", (i / 3) % 5);
@@ -304,6 +305,40 @@ pub fn generated() -> Vec<Generated> {
     };
     out.push(window("journal_wraps", Vec::new(), pair, 100_000, wrapped, 2, 1));
     out
+}
+
+/// Thorough GC for space (`Fs::with_room`): directories churned at
+/// random (about 20 live names of 40) hold logs that the third keeps
+/// waiting for fast GC; then one file grows a page at a time, its log all
+/// live, until the write that found no space compacted those logs and
+/// went on. No write may fail before that (the trial would say so).
+fn thorough_gc_for_space() -> Generated {
+    let mut rng = novafs_rng::SplitMix::new(28);
+    let mut setup = vec![Op::create("/fill")];
+    for d in 0..8 {
+        setup.push(Op::mkdir(format!("/d{d}")));
+        let mut live = [false; 40];
+        for _ in 0..600 + 100 * d {
+            let i = rng.below(live.len() as u64) as usize;
+            let name = format!("/d{d}/f{i}");
+            setup.push(if live[i] { Op::Unlink(name) } else { Op::create(name) });
+            live[i] = !live[i];
+        }
+    }
+    let fill = |i: usize| Op::write("/fill", i as u64 * 4096, 4096, 7000 + i as u64);
+    let mut base = None;
+    let compacted = move |r: &Runner| {
+        let now = gc_count(r, GcKind::Thorough);
+        *base.get_or_insert(now) < now
+    };
+    let (name, w) = window("thorough_gc_for_space", setup, fill, 4000, compacted, 2, 0);
+    (
+        name,
+        w.map(|mut w| {
+            w.gc = Some(GcKind::Thorough);
+            w
+        }),
+    )
 }
 
 #[cfg(test)]

@@ -18,6 +18,10 @@ use std::ops::{Deref, DerefMut};
 /// declaration order is the lock order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Rank {
+    /// `fs::Fs::space_pass`: an operation that found no space compacts
+    /// logs for it, taking each inode's lock and the epoch gate, and holds
+    /// nothing else meanwhile.
+    SpacePass,
     /// `mmap::Mmaps::faults`: held back while a snapshot write-protects
     /// every mapping (Fortis §3.3), so it comes before the epoch gate.
     MmapFaults,

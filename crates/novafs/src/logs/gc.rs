@@ -64,10 +64,7 @@ fn covered_by_snapshot(ctx: &Ctx, st: &InodeState) -> Result<bool> {
 fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     invalidate_deferred(ctx, st)?;
     fast(ctx, st)?;
-    let (_, entries) = st.log.live_ratio();
-    let alloc = ctx.alloc();
-    let spare = alloc.available_pages() >= alloc.reserved_pages() / 2;
-    if worth_compacting(st.meta.live_estimate(), entries, st.log.written_pages(), spare) {
+    if worth_compacting(st, Patience::Third) {
         // Compaction writes the new log before it frees the old one: on a
         // full device the log grows instead, by the page the append needs.
         match thorough(ctx, st) {
@@ -76,6 +73,35 @@ fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// How long thorough GC lets a log's dead entries wait for fast GC.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Patience {
+    /// As a log grows: until its live entries fill under a third of it.
+    Third,
+    /// NOVA's own test (§4.6), for space wanted now ([`compact_for_space`]).
+    Half,
+}
+
+/// For an operation that found the file system full (`Fs::with_room`):
+/// compacts `st`'s log if NOVA's half would have, where the third kept
+/// it waiting for fast GC. Returns whether it did. A log a snapshot may
+/// replay is left alone, as `make_room` leaves it.
+pub(crate) fn compact_for_space(ctx: &Ctx, st: &mut InodeState) -> Result<bool> {
+    if st.dead || !worth_compacting(st, Patience::Half) || covered_by_snapshot(ctx, st)? {
+        return Ok(false);
+    }
+    let _span = latency::enter(Part::Gc);
+    invalidate_deferred(ctx, st)?;
+    thorough(ctx, st)?;
+    Ok(true)
+}
+
+/// Thorough GC's test for `st` ([`compaction_due`]).
+pub(crate) fn worth_compacting(st: &InodeState, patience: Patience) -> bool {
+    let (_, entries) = st.log.live_ratio();
+    compaction_due(st.meta.live_estimate(), entries, st.log.written_pages(), patience)
 }
 
 /// Thorough GC's test (NOVA §4.6: live entries under 50% of the log), in
@@ -88,24 +114,29 @@ fn collect(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
 /// of them) compacted a two-page log at every growth and left fast GC
 /// nothing (issue 28: 0 fast pages in the Table 3 run).
 ///
-/// Departure from NOVA: while the file system has space to `spare` (at
-/// least half the reserve's worth beyond it, 1/64 of the data area), the
-/// live entries must fill under a third, one page later for one live
-/// page. The compacted page holds the entries that have lived longest
-/// (and a directory's `..`), so with the half a log was compacted again
-/// before the page after it could die: fast GC took 47% of the pages,
-/// against about 90% with the third, and those need no copy (BENCHMARKS
-/// "NOVA's own workload: fileserver"). The longer logs cost space, so a
-/// file system short of it goes back to the half; with a quarter of the
-/// reserve as the limit, a file system held at 95% full ran out of space
-/// after 7 minutes.
-fn worth_compacting(live: u64, entries: u64, pages: usize, spare: bool) -> bool {
+/// Departure from NOVA: as a log grows, its live entries must fill under
+/// a third ([`Patience::Third`]), one page later for one live page. The
+/// compacted page holds the entries that have lived longest (and a
+/// directory's `..`), so with the half a log was compacted again before
+/// the page after it could die: fast GC took 47% of the pages, against
+/// about 90% with the third, and those need no copy (BENCHMARKS "NOVA's
+/// own workload: fileserver"). The longer logs cost space. A full file
+/// system gets it back on demand: an operation that finds no space first
+/// compacts every log the half would have (`Fs::with_room`). Switching
+/// to the half by free space alone (below 1/64 of the data area beyond
+/// the reserve) left fast GC 47% at 95% full, and a lower switch ran out
+/// of space after 7 minutes there.
+fn compaction_due(live: u64, entries: u64, pages: usize, patience: Patience) -> bool {
     let pages = pages as u64;
     if entries == 0 || pages < 2 {
         return false;
     }
     let live_pages = live.saturating_mul(pages).div_ceil(entries).max(1);
-    live_pages * if spare { 3 } else { 2 } < pages - 1
+    let parts = match patience {
+        Patience::Third => 3,
+        Patience::Half => 2,
+    };
+    live_pages * parts < pages - 1
 }
 
 /// Invalidates in place the cancelled adds of directory `st` whose

@@ -11,6 +11,7 @@ mod batching;
 mod maps;
 mod names;
 mod perms;
+mod room;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -230,6 +231,8 @@ pub struct Fs {
     sb: Mutex<Superblock>,
     cache: Cache,
     rename_lock: Mutex<()>,
+    /// One ENOSPC compaction pass at a time (`room`).
+    space_pass: Mutex<()>,
     read_only: bool,
     atime: Atime,
     no_dir_atime: bool,
@@ -300,6 +303,7 @@ impl Fs {
             sb: Mutex::new(Rank::Superblock, sb),
             cache: Cache::new(None),
             rename_lock: Mutex::new(Rank::Rename, ()),
+            space_pass: Mutex::new(Rank::SpacePass, ()),
             read_only: opts.read_only,
             atime: if opts.read_only { Atime::Never } else { opts.atime },
             no_dir_atime: opts.no_dir_atime,
@@ -326,6 +330,7 @@ impl Fs {
             sb: Mutex::new(Rank::Superblock, *self.sb.lock()),
             cache: Cache::new(Some(epoch)),
             rename_lock: Mutex::new(Rank::Rename, ()),
+            space_pass: Mutex::new(Rank::SpacePass, ()),
             read_only: true,
             atime: Atime::Never,
             no_dir_atime: true,
@@ -571,11 +576,12 @@ impl Fs {
 
     /// Changes attributes; a size change truncates or extends the file.
     pub fn setattr(&self, ino: Ino, set: &SetAttr) -> Result<Attr> {
-        let _op = self.writable()?;
-        let cell = self.cell(ino)?;
-        let mut st = cell.state.write();
-        alive(&st)?;
-        setattr::setattr(&self.ctx, &self.mmaps, &mut st, ino, set)
+        self.writing(|| {
+            let cell = self.cell(ino)?;
+            let mut st = cell.state.write();
+            alive(&st)?;
+            setattr::setattr(&self.ctx, &self.mmaps, &mut st, ino, set)
+        })
     }
 
     // ---- extended attributes ----
@@ -602,12 +608,13 @@ impl Fs {
     /// durably; `flags` is 0, [`XATTR_CREATE`] or [`XATTR_REPLACE`]. Setting
     /// `system.posix_acl_access` also sets the permission bits it implies.
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], flags: u32) -> Result<()> {
-        let _op = self.writable()?;
-        self.mark_feature(FEATURE_INCOMPAT_XATTR)?;
-        let cell = self.cell(ino)?;
-        let mut st = cell.state.write();
-        alive(&st)?;
-        xattr::set(&self.ctx, &mut st, name, value, flags, now_ns())
+        self.writing(|| {
+            self.mark_feature(FEATURE_INCOMPAT_XATTR)?;
+            let cell = self.cell(ino)?;
+            let mut st = cell.state.write();
+            alive(&st)?;
+            xattr::set(&self.ctx, &mut st, name, value, flags, now_ns())
+        })
     }
 
     /// Sets incompatible feature bit `bit` (XATTR, SNAPSHOTS) before the
@@ -677,11 +684,12 @@ impl Fs {
 
     /// removexattr(2).
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
-        let _op = self.writable()?;
-        let cell = self.cell(ino)?;
-        let mut st = cell.state.write();
-        alive(&st)?;
-        xattr::remove(&self.ctx, &mut st, name, now_ns())
+        self.writing(|| {
+            let cell = self.cell(ino)?;
+            let mut st = cell.state.write();
+            alive(&st)?;
+            xattr::remove(&self.ctx, &mut st, name, now_ns())
+        })
     }
 
     // ---- file data ----
@@ -895,38 +903,40 @@ impl Fs {
             let bounce: Vec<u8> = data.into();
             return self.write_where(ino, at, &bounce);
         }
-        let _op = self.writable()?;
-        let cell = self.cell(ino)?;
-        let mut st = cell.state.write();
-        alive(&st)?;
-        let off = at(st.meta.attr.size);
-        let pages = byte_pages(off, data.len() as u64);
-        mmap::changing(&self.ctx, &self.mmaps, &st, pages.clone())?;
-        let n = file::write(&self.ctx, &mut st, off, data)?;
-        mmap::changed(&self.mmaps, ino, pages)?;
-        mmap::rewritten(&self.ctx, &self.mmaps, &st, off..off + n as u64)?;
-        Ok((off, n))
+        self.writing(|| {
+            let cell = self.cell(ino)?;
+            let mut st = cell.state.write();
+            alive(&st)?;
+            let off = at(st.meta.attr.size);
+            let pages = byte_pages(off, data.len() as u64);
+            mmap::changing(&self.ctx, &self.mmaps, &st, pages.clone())?;
+            let n = file::write(&self.ctx, &mut st, off, data)?;
+            mmap::changed(&self.mmaps, ino, pages)?;
+            mmap::rewritten(&self.ctx, &self.mmaps, &st, off..off + n as u64)?;
+            Ok((off, n))
+        })
     }
 
     /// fallocate(2): mode 0, KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE.
     pub fn fallocate(&self, ino: Ino, mode: u32, off: u64, len: u64) -> Result<()> {
-        let _op = self.writable()?;
-        let cell = self.cell(ino)?;
-        let mut st = cell.state.write();
-        alive(&st)?;
-        let pages = byte_pages(off, len);
-        mmap::changing(&self.ctx, &self.mmaps, &st, pages.clone())?;
-        let old_size = st.meta.attr.size;
-        file::fallocate(&self.ctx, &mut st, mode, off, len)?;
-        mmap::changed(&self.mmaps, ino, pages)?;
-        // Bytes that now read differently: a punched or zeroed range, and
-        // what lay past the old end of the file (preallocation keeps data).
-        let zeroed = if mode & (file::FALLOC_FL_PUNCH_HOLE | file::FALLOC_FL_ZERO_RANGE) != 0 {
-            off..off.saturating_add(len)
-        } else {
-            old_size..old_size.max(st.meta.attr.size)
-        };
-        mmap::rewritten(&self.ctx, &self.mmaps, &st, zeroed)
+        self.writing(|| {
+            let cell = self.cell(ino)?;
+            let mut st = cell.state.write();
+            alive(&st)?;
+            let pages = byte_pages(off, len);
+            mmap::changing(&self.ctx, &self.mmaps, &st, pages.clone())?;
+            let old_size = st.meta.attr.size;
+            file::fallocate(&self.ctx, &mut st, mode, off, len)?;
+            mmap::changed(&self.mmaps, ino, pages)?;
+            // Bytes that now read differently: a punched or zeroed range, and
+            // what lay past the old end of the file (preallocation keeps data).
+            let zeroed = if mode & (file::FALLOC_FL_PUNCH_HOLE | file::FALLOC_FL_ZERO_RANGE) != 0 {
+                off..off.saturating_add(len)
+            } else {
+                old_size..old_size.max(st.meta.attr.size)
+            };
+            mmap::rewritten(&self.ctx, &self.mmaps, &st, zeroed)
+        })
     }
 
     /// lseek with SEEK_DATA or SEEK_HOLE; ENXIO past the end.

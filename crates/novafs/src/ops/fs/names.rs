@@ -15,19 +15,20 @@ impl Fs {
     }
 
     fn make_node(&self, parent: Ino, name: &[u8], m: &Make, target: Option<&[u8]>) -> Result<Attr> {
-        let _op = self.writable()?;
-        self.ns().create(&NewNode {
-            parent,
-            name,
-            mode: m.mode,
-            rdev: m.rdev,
-            uid: m.uid,
-            gid: m.gid,
-            umask: m.umask,
-            target,
-            opened: m.opened,
-            identity: None,
-            budget: Budget::Normal,
+        self.writing(|| {
+            self.ns().create(&NewNode {
+                parent,
+                name,
+                mode: m.mode,
+                rdev: m.rdev,
+                uid: m.uid,
+                gid: m.gid,
+                umask: m.umask,
+                target,
+                opened: m.opened,
+                identity: None,
+                budget: Budget::Normal,
+            })
         })
     }
 
@@ -48,19 +49,20 @@ impl Fs {
     /// symlink takes `target`. For restoring a tree with its numbers
     /// (`tune`): times, size and contents are the caller's to copy.
     pub fn restore_node(&self, parent: Ino, name: &[u8], like: &Attr, target: Option<&[u8]>) -> Result<Attr> {
-        let _op = self.writable()?;
-        self.ns().create(&NewNode {
-            parent,
-            name,
-            mode: like.mode(),
-            rdev: like.rdev,
-            uid: like.uid,
-            gid: like.gid,
-            umask: 0,
-            target,
-            opened: false,
-            identity: Some((like.ino, like.generation)),
-            budget: Budget::Normal,
+        self.writing(|| {
+            self.ns().create(&NewNode {
+                parent,
+                name,
+                mode: like.mode(),
+                rdev: like.rdev,
+                uid: like.uid,
+                gid: like.gid,
+                umask: 0,
+                target,
+                opened: false,
+                identity: Some((like.ino, like.generation)),
+                budget: Budget::Normal,
+            })
         })
     }
 
@@ -138,8 +140,7 @@ impl Fs {
 
     /// Adds the name `newname` in `newparent` for inode `ino`.
     pub fn link(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
-        let _op = self.writable()?;
-        self.ns().link(ino, newparent, newname, false)
+        self.writing(|| self.ns().link(ino, newparent, newname, false))
     }
 
     /// Gives a file that was unlinked while open (an open handle holds it,
@@ -151,20 +152,17 @@ impl Fs {
     /// before the commit frees the file as recovery frees every orphan, one
     /// after leaves it under the new name.
     pub fn relink(&self, ino: Ino, newparent: Ino, newname: &[u8]) -> Result<Attr> {
-        let _op = self.writable()?;
-        self.ns().link(ino, newparent, newname, true)
+        self.writing(|| self.ns().link(ino, newparent, newname, true))
     }
 
     /// Removes a non-directory name.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        let _op = self.writable()?;
-        self.ns().remove(parent, name, false)
+        self.writing(|| self.ns().remove(parent, name, false))
     }
 
     /// Removes an empty directory.
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        let _op = self.writable()?;
-        self.ns().remove(parent, name, true)
+        self.writing(|| self.ns().remove(parent, name, true))
     }
 
     /// rename(2) with RENAME_NOREPLACE, RENAME_EXCHANGE and
@@ -187,9 +185,10 @@ impl Fs {
         uid: u32,
         gid: u32,
     ) -> Result<()> {
-        let _op = self.writable()?;
-        self.ns()
-            .rename((parent, name), (newparent, newname), flags, (uid, gid))
+        self.writing(|| {
+            self.ns()
+                .rename((parent, name), (newparent, newname), flags, (uid, gid))
+        })
     }
 
     /// Lists directory `ino` from `offset` (0 to start; then the
