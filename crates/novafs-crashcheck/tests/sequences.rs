@@ -103,7 +103,7 @@ fn rename_over_a_name_that_compacts_its_directory_is_atomic_at_every_crash_point
 }
 
 /// A write that found the file system full compacts other inodes' logs,
-/// then writes (`Fs::with_room`).
+/// then writes (`Fs::writing`).
 #[test]
 fn compaction_for_space_is_atomic_at_every_crash_point() {
     assert_atomic("thorough_gc_for_space");

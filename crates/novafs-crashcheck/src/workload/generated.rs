@@ -307,7 +307,7 @@ pub fn generated() -> Vec<Generated> {
     out
 }
 
-/// Thorough GC for space (`Fs::with_room`): directories churned at
+/// Thorough GC for space (`Fs::writing`): directories churned at
 /// random (about 20 live names of 40) hold logs that the third keeps
 /// waiting for fast GC; then one file grows a page at a time, its log all
 /// live, until the write that found no space compacted those logs and

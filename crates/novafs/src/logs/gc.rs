@@ -84,7 +84,7 @@ pub(crate) enum Patience {
     Half,
 }
 
-/// For an operation that found the file system full (`Fs::with_room`):
+/// For an operation that found the file system full (`Fs::writing`):
 /// compacts `st`'s log if NOVA's half would have, where the third kept
 /// it waiting for fast GC. Returns whether it did. A log a snapshot may
 /// replay is left alone, as `make_room` leaves it.
@@ -99,7 +99,13 @@ pub(crate) fn compact_for_space(ctx: &Ctx, st: &mut InodeState) -> Result<bool> 
 }
 
 /// Thorough GC's test for `st` ([`compaction_due`]).
-pub(crate) fn worth_compacting(st: &InodeState, patience: Patience) -> bool {
+fn worth_compacting(st: &InodeState, patience: Patience) -> bool {
+    pages_back(st, patience).is_some()
+}
+
+/// The pages compacting `st`'s log would give back, if thorough GC with
+/// `patience` is due for it ([`compaction_due`]).
+pub(crate) fn pages_back(st: &InodeState, patience: Patience) -> Option<u64> {
     let (_, entries) = st.log.live_ratio();
     compaction_due(st.meta.live_estimate(), entries, st.log.written_pages(), patience)
 }
@@ -122,21 +128,24 @@ pub(crate) fn worth_compacting(st: &InodeState, patience: Patience) -> bool {
 /// about 90% with the third, and those need no copy (BENCHMARKS "NOVA's
 /// own workload: fileserver"). The longer logs cost space. A full file
 /// system gets it back on demand: an operation that finds no space first
-/// compacts every log the half would have (`Fs::with_room`). Switching
-/// to the half by free space alone (below 1/64 of the data area beyond
-/// the reserve) left fast GC 47% at 95% full, and a lower switch ran out
-/// of space after 7 minutes there.
-fn compaction_due(live: u64, entries: u64, pages: usize, patience: Patience) -> bool {
+/// compacts the logs the half would have, most pages back first, until
+/// it has an eighth of the reserve (`Fs::writing`). Switching to the
+/// half by free space alone (below 1/64 of the data area beyond the
+/// reserve) left fast GC 47% at 95% full, and a lower switch ran out of
+/// space after 7 minutes there.
+/// Returns the pages a compaction would give back (the log's less its
+/// live entries'), when it is due.
+fn compaction_due(live: u64, entries: u64, pages: usize, patience: Patience) -> Option<u64> {
     let pages = pages as u64;
     if entries == 0 || pages < 2 {
-        return false;
+        return None;
     }
     let live_pages = live.saturating_mul(pages).div_ceil(entries).max(1);
     let parts = match patience {
         Patience::Third => 3,
         Patience::Half => 2,
     };
-    live_pages * parts < pages - 1
+    (live_pages * parts < pages - 1).then(|| pages - live_pages)
 }
 
 /// Invalidates in place the cancelled adds of directory `st` whose

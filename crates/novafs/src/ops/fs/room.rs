@@ -3,7 +3,11 @@
 //! costs log pages; an operation that finds the file system full takes
 //! those pages back before it answers ENOSPC.
 
+use std::cmp::Reverse;
+use std::sync::Arc;
+
 use super::Fs;
+use crate::cache::Cell;
 use crate::error::{Error, Result};
 use crate::gc::{self, Patience};
 
@@ -25,17 +29,31 @@ impl Fs {
         }
     }
 
-    /// Compacts every cached log that thorough GC left waiting for fast
-    /// GC though NOVA's half would have compacted it, each under its own
-    /// lock as its own operations take it (`gc::compact_for_space`), one
-    /// pass at a time. Returns whether free space grew meanwhile, by this
-    /// pass or by anything else while this one waited for its turn.
+    /// Compacts cached logs that thorough GC left waiting for fast GC
+    /// though NOVA's half would have compacted them, those that give the
+    /// most pages back first, until an eighth of the reserve has come
+    /// back: the others wait on for fast GC. Each is compacted under its
+    /// own lock as its own operations take it (`gc::compact_for_space`),
+    /// one pass at a time. Returns whether free space grew meanwhile, by
+    /// this pass or by anything else while this one waited for its turn.
     fn compact_for_space(&self) -> bool {
-        let free = self.ctx.alloc().free_pages();
+        let alloc = self.ctx.alloc();
+        let free = alloc.free_pages();
         let _one = self.space_pass.lock();
-        for cell in self.cache.cells() {
-            if !gc::worth_compacting(&cell.state.read(), Patience::Half) {
-                continue;
+        let goal = alloc.free_pages() + (alloc.reserved_pages() / 8).max(1);
+        let mut due: Vec<(u64, Arc<Cell>)> = self
+            .cache
+            .cells()
+            .into_iter()
+            .filter_map(|cell| {
+                let back = gc::pages_back(&cell.state.read(), Patience::Half)?;
+                Some((back, cell))
+            })
+            .collect();
+        due.sort_unstable_by_key(|(pages, _)| Reverse(*pages));
+        for (_, cell) in due {
+            if alloc.free_pages() >= goal {
+                break;
             }
             let _op = self.ctx.snapshots().epochs.enter();
             let mut st = cell.state.write();
@@ -46,6 +64,6 @@ impl Fs {
                 Err(e) => tracing::debug!(ino = st.meta.attr.ino, error = %e, "log not compacted for space"),
             }
         }
-        self.ctx.alloc().free_pages() > free
+        alloc.free_pages() > free
     }
 }
