@@ -86,16 +86,15 @@ pub(crate) enum Patience {
 
 /// For an operation that found the file system full (`Fs::writing`):
 /// compacts `st`'s log if NOVA's half would have, where the third kept
-/// it waiting for fast GC. Returns whether it did. A log a snapshot may
-/// replay is left alone, as `make_room` leaves it.
-pub(crate) fn compact_for_space(ctx: &Ctx, st: &mut InodeState) -> Result<bool> {
+/// it waiting for fast GC. A log a snapshot may replay is left alone, as
+/// `make_room` leaves it.
+pub(crate) fn compact_for_space(ctx: &Ctx, st: &mut InodeState) -> Result<()> {
     if st.dead || !worth_compacting(st, Patience::Half) || covered_by_snapshot(ctx, st)? {
-        return Ok(false);
+        return Ok(());
     }
     let _span = latency::enter(Part::Gc);
     invalidate_deferred(ctx, st)?;
-    thorough(ctx, st)?;
-    Ok(true)
+    thorough(ctx, st)
 }
 
 /// Thorough GC's test for `st` ([`compaction_due`]).

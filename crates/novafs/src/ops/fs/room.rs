@@ -58,7 +58,7 @@ impl Fs {
             let _op = self.ctx.snapshots().epochs.enter();
             let mut st = cell.state.write();
             match gc::compact_for_space(&self.ctx, &mut st) {
-                Ok(_) => {}
+                Ok(()) => {}
                 // The rest would not fit either.
                 Err(Error::NoSpace) => break,
                 Err(e) => tracing::debug!(ino = st.meta.attr.ino, error = %e, "log not compacted for space"),
